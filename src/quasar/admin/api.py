@@ -1,0 +1,165 @@
+"""What the admin REST API needs from the broker: the ``AdminBroker`` protocol.
+
+The admin layer validates names, checks that tenants and namespaces exist, turns
+partitioned topics into their partitions, and shapes HTTP answers. Everything that
+touches live topics goes through this protocol, which the broker core implements.
+
+Conventions for implementations:
+
+* Topic arguments are full names, ``persistent://tenant/namespace/topic``; for the
+  per-topic methods they name a non-partitioned topic or one partition
+  (``...-partition-N``), never a partitioned topic's parent name, except where a
+  method says otherwise.
+* Errors are ``quasar.errors.QuasarError`` subclasses; their ``http_status`` becomes
+  the HTTP status. Use ``quasar.errors.TopicNotFound`` (404) and
+  ``quasar.errors.SubscriptionNotFound`` (404) for missing topics and subscriptions,
+  and ``quasar.broker.resources.AlreadyExistsError`` (409), ``ConflictError`` (409)
+  or ``InvalidResourceError`` (412) for the rest. Anything else is answered with 500
+  and logged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from quasar.broker.resources import PulsarResources
+
+__all__ = ["AdminBroker", "EARLIEST", "LATEST"]
+
+# Message-id strings passed to ``create_subscription``; otherwise "ledgerId:entryId".
+LATEST = "latest"
+EARLIEST = "earliest"
+
+
+class AdminBroker(Protocol):
+    """The broker as the admin REST API sees it."""
+
+    @property
+    def resources(self) -> PulsarResources:
+        """Tenants, namespaces and partitioned-topic metadata (the metadata store)."""
+        ...
+
+    @property
+    def cluster_name(self) -> str:
+        """This broker's cluster (``clusterName``); the only cluster that exists."""
+        ...
+
+    async def create_non_partitioned_topic(self, topic: str) -> None:
+        """Create an empty non-partitioned topic (its managed ledger).
+
+        The admin layer has already checked that the namespace exists and that no
+        topic or partitioned topic of that name exists.
+
+        Raises:
+            AlreadyExistsError: the topic exists (a race with another creator).
+        """
+        ...
+
+    async def create_partitioned_topic(self, topic: str, partitions: int) -> None:
+        """Create a partitioned topic with ``partitions`` (>= 1) partitions.
+
+        Records the metadata (``resources.partitioned_topics.create``) and may create
+        the partitions now or on first use.
+
+        Raises:
+            AlreadyExistsError: the topic exists (a race with another creator).
+        """
+        ...
+
+    async def update_partitioned_topic(self, topic: str, partitions: int) -> None:
+        """Raise a partitioned topic's partition count to ``partitions``.
+
+        Not in the minimal brief, but the new partitions must become usable, which
+        only the broker can arrange; it records the metadata with
+        ``resources.partitioned_topics.update``.
+
+        Raises:
+            ResourceNotFoundError: not a partitioned topic.
+            ConflictError: ``partitions`` is not more than the current count.
+        """
+        ...
+
+    async def delete_topic(self, topic: str, force: bool) -> None:
+        """Delete a non-partitioned topic or one partition, with its data.
+
+        Without ``force`` a topic with connected producers or consumers is not
+        deleted (Pulsar answers 412 then); with ``force`` they are disconnected.
+
+        Raises:
+            TopicNotFound: no such topic.
+        """
+        ...
+
+    async def delete_partitioned_topic(self, topic: str, force: bool) -> None:
+        """Delete a partitioned topic: every partition, then its metadata.
+
+        ``topic`` is the parent name.
+
+        Raises:
+            ResourceNotFoundError: not a partitioned topic.
+        """
+        ...
+
+    def list_topics(self, namespace: str) -> list[str]:
+        """Full names of the namespace's existing non-partitioned topics and
+        partitions (``tenant/namespace`` in; any order out)."""
+        ...
+
+    async def topic_stats(self, topic: str) -> dict[str, Any]:
+        """Pulsar's TopicStats JSON for one topic or partition.
+
+        Raises:
+            TopicNotFound: no such topic.
+        """
+        ...
+
+    async def topic_internal_stats(self, topic: str) -> dict[str, Any]:
+        """Pulsar's PersistentTopicInternalStats JSON (ledgers, cursors).
+
+        Raises:
+            TopicNotFound: no such topic.
+        """
+        ...
+
+    async def partitioned_stats(self, topic: str) -> dict[str, Any]:
+        """Pulsar's PartitionedTopicStats JSON for a partitioned topic's parent name:
+        aggregated TopicStats plus ``metadata`` and per-partition ``partitions``.
+
+        Raises:
+            ResourceNotFoundError: not a partitioned topic.
+        """
+        ...
+
+    def list_subscriptions(self, topic: str) -> list[str]:
+        """Names of the topic's (or partition's) durable subscriptions.
+
+        Raises:
+            TopicNotFound: no such topic.
+        """
+        ...
+
+    async def create_subscription(
+        self, topic: str, subscription: str, message_id: str
+    ) -> None:
+        """Create a durable subscription positioned at ``message_id``.
+
+        ``message_id`` is ``"latest"``, ``"earliest"`` or ``"<ledgerId>:<entryId>"``.
+
+        Raises:
+            TopicNotFound: no such topic.
+            AlreadyExistsError: the subscription exists.
+        """
+        ...
+
+    async def delete_subscription(
+        self, topic: str, subscription: str, force: bool
+    ) -> None:
+        """Delete a subscription and its cursor.
+
+        Without ``force`` a subscription with connected consumers is kept (Pulsar
+        answers 412 then); with ``force`` they are disconnected first.
+
+        Raises:
+            TopicNotFound, SubscriptionNotFound.
+        """
+        ...

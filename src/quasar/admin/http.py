@@ -1,0 +1,94 @@
+"""Small request/response helpers shared by the admin route modules."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from quasar.admin.api import AdminBroker
+from quasar.admin.errors import BadRequestError, ResourceNotFoundError
+from quasar.broker.resources import (
+    PERSISTENT,
+    parse_namespace,
+    parse_topic,
+    validate_tenant,
+)
+
+BROKER_KEY = web.AppKey("quasar.admin.broker", AdminBroker)
+
+
+def broker_of(request: web.Request) -> AdminBroker:
+    return request.app[BROKER_KEY]
+
+
+async def read_json(request: web.Request, *, required: bool) -> Any:
+    """The request body parsed as JSON; ``None`` for an empty optional body.
+
+    Raises:
+        BadRequestError: malformed JSON, or no body where one is required.
+    """
+    raw = await request.read()
+    if not raw.strip():
+        if required:
+            raise BadRequestError("A JSON request body is required")
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequestError(f"Malformed JSON request body: {exc}") from None
+
+
+def query_bool(request: web.Request, name: str, default: bool = False) -> bool:
+    """A boolean query parameter, read the way JAX-RS reads one: only "true" is true."""
+    value = request.query.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() == "true"
+
+
+def json_response(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status)
+
+
+def no_content() -> web.Response:
+    """204, Pulsar's answer to a successful PUT/POST/DELETE."""
+    return web.Response(status=204)
+
+
+def tenant_param(request: web.Request) -> str:
+    """The ``{tenant}`` path segment, validated (412 if invalid)."""
+    return validate_tenant(request.match_info["tenant"])
+
+
+def namespace_param(request: web.Request) -> str:
+    """``tenant/namespace`` from the path, validated (412 if invalid)."""
+    namespace = f"{request.match_info['tenant']}/{request.match_info['namespace']}"
+    parse_namespace(namespace)
+    return namespace
+
+
+def existing_namespace(request: web.Request) -> str:
+    """``namespace_param``, and 404 if the namespace does not exist."""
+    namespace = namespace_param(request)
+    if not broker_of(request).resources.namespaces.exists(namespace):
+        raise ResourceNotFoundError("Namespace does not exist")
+    return namespace
+
+
+def topic_param(request: web.Request) -> str:
+    """The full persistent topic name from the path, in an existing namespace.
+
+    aiohttp has already percent-decoded the ``{topic}`` segment (``%2F`` included).
+
+    Raises:
+        InvalidResourceError: invalid name (412).
+        ResourceNotFoundError: the namespace does not exist (404).
+    """
+    namespace = namespace_param(request)
+    topic = str(
+        parse_topic(f"{PERSISTENT}://{namespace}/{request.match_info['topic']}")
+    )
+    existing_namespace(request)
+    return topic

@@ -1,0 +1,217 @@
+"""``/admin/v2/namespaces``: namespaces and the namespace policies quasar serves.
+
+A policy that was never set at namespace level reads as JSON-less 204 No Content, as
+Pulsar answers (its handlers return ``null``); the broker-wide default applies then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from aiohttp import web
+
+from quasar.admin.errors import (
+    BadRequestError,
+    ConflictError,
+    InvalidResourceError,
+)
+from quasar.admin.http import (
+    broker_of,
+    existing_namespace,
+    json_response,
+    namespace_param,
+    no_content,
+    query_bool,
+    read_json,
+    tenant_param,
+)
+from quasar.admin.listing import is_system_topic, namespace_topics, partitioned_parent
+from quasar.broker.resources import (
+    SCHEMA_COMPATIBILITY_STRATEGIES,
+    AutoTopicCreationOverride,
+    Policies,
+    RetentionPolicies,
+)
+
+routes = web.RouteTableDef()
+
+NS = "/admin/v2/namespaces/{tenant}/{namespace}"
+
+
+@routes.get("/admin/v2/namespaces/{tenant}")
+async def list_namespaces(request: web.Request) -> web.Response:
+    tenant = tenant_param(request)
+    return json_response(broker_of(request).resources.namespaces.list(tenant))
+
+
+@routes.put(NS)
+async def create_namespace(request: web.Request) -> web.Response:
+    namespace = namespace_param(request)
+    broker = broker_of(request)
+    body = await read_json(request, required=False)
+    policies = Policies() if body is None else Policies.from_json(body)
+    clusters = policies.replication_clusters or (broker.cluster_name,)
+    unknown = sorted(set(clusters) - {broker.cluster_name})
+    if unknown:
+        raise InvalidResourceError(f"Clusters do not exist: {', '.join(unknown)}")
+    broker.resources.namespaces.create(
+        namespace, replace(policies, replication_clusters=clusters)
+    )
+    return no_content()
+
+
+@routes.get(NS)
+async def get_policies(request: web.Request) -> web.Response:
+    namespace = namespace_param(request)
+    return json_response(
+        broker_of(request).resources.namespaces.get(namespace).to_json()
+    )
+
+
+@routes.delete(NS)
+async def delete_namespace(request: web.Request) -> web.Response:
+    namespace = existing_namespace(request)
+    force = query_bool(request, "force")
+    broker = broker_of(request)
+    resources = broker.resources
+    partitioned = resources.partitioned_topics.list(namespace)
+    # Non-partitioned topics only exist in the broker; partitions of partitioned
+    # topics go away with their parent.
+    parents = set(partitioned)
+    others = [
+        t for t in broker.list_topics(namespace) if partitioned_parent(t) not in parents
+    ]
+    # As in Pulsar, system topics (transaction-buffer snapshots, ...) do not keep a
+    # namespace alive; they are deleted with it.
+    user_topics = [t for t in partitioned + others if not is_system_topic(t)]
+    if user_topics and not force:
+        raise ConflictError("Cannot delete non empty namespace")
+    for topic in partitioned:
+        await broker.delete_partitioned_topic(topic, force=True)
+    for topic in others:
+        await broker.delete_topic(topic, force=True)
+    resources.namespaces.delete(namespace, force=True)
+    return no_content()
+
+
+@routes.get(NS + "/topics")
+async def list_namespace_topics(request: web.Request) -> web.Response:
+    namespace = existing_namespace(request)
+    include_system = query_bool(request, "includeSystemTopic")
+    return json_response(
+        namespace_topics(broker_of(request), namespace, include_system)
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Policies: GET reads the namespace-level value, POST sets it, DELETE removes it.
+
+
+def _policy_value(
+    request: web.Request, read: Callable[[Policies], Any]
+) -> web.Response:
+    namespace = namespace_param(request)
+    value = read(broker_of(request).resources.namespaces.get(namespace))
+    return no_content() if value is None else json_response(value)
+
+
+async def _set_policy(
+    request: web.Request, change: Callable[[Policies], Policies]
+) -> web.Response:
+    namespace = namespace_param(request)
+    broker_of(request).resources.namespaces.update(namespace, change)
+    return no_content()
+
+
+@routes.get(NS + "/retention")
+async def get_retention(request: web.Request) -> web.Response:
+    return _policy_value(
+        request,
+        lambda p: (
+            None if p.retention_policies is None else p.retention_policies.to_json()
+        ),
+    )
+
+
+@routes.post(NS + "/retention")
+async def set_retention(request: web.Request) -> web.Response:
+    retention = RetentionPolicies.from_json(await read_json(request, required=True))
+    return await _set_policy(
+        request, lambda p: replace(p, retention_policies=retention)
+    )
+
+
+@routes.delete(NS + "/retention")
+async def remove_retention(request: web.Request) -> web.Response:
+    return await _set_policy(request, lambda p: replace(p, retention_policies=None))
+
+
+@routes.get(NS + "/deduplication")
+async def get_deduplication(request: web.Request) -> web.Response:
+    return _policy_value(request, lambda p: p.deduplication_enabled)
+
+
+@routes.post(NS + "/deduplication")
+async def set_deduplication(request: web.Request) -> web.Response:
+    enabled = await read_json(request, required=True)
+    if not isinstance(enabled, bool):
+        raise BadRequestError("The body must be true or false")
+    return await _set_policy(
+        request, lambda p: replace(p, deduplication_enabled=enabled)
+    )
+
+
+@routes.delete(NS + "/deduplication")
+async def remove_deduplication(request: web.Request) -> web.Response:
+    return await _set_policy(request, lambda p: replace(p, deduplication_enabled=None))
+
+
+@routes.get(NS + "/autoTopicCreation")
+async def get_auto_topic_creation(request: web.Request) -> web.Response:
+    return _policy_value(
+        request,
+        lambda p: (
+            None
+            if p.auto_topic_creation_override is None
+            else p.auto_topic_creation_override.to_json()
+        ),
+    )
+
+
+@routes.post(NS + "/autoTopicCreation")
+async def set_auto_topic_creation(request: web.Request) -> web.Response:
+    override = AutoTopicCreationOverride.from_json(
+        await read_json(request, required=True)
+    )
+    return await _set_policy(
+        request, lambda p: replace(p, auto_topic_creation_override=override)
+    )
+
+
+@routes.delete(NS + "/autoTopicCreation")
+async def remove_auto_topic_creation(request: web.Request) -> web.Response:
+    return await _set_policy(
+        request, lambda p: replace(p, auto_topic_creation_override=None)
+    )
+
+
+@routes.get(NS + "/schemaCompatibilityStrategy")
+async def get_schema_compatibility(request: web.Request) -> web.Response:
+    return _policy_value(request, lambda p: p.schema_compatibility_strategy)
+
+
+@routes.put(NS + "/schemaCompatibilityStrategy")
+async def set_schema_compatibility(request: web.Request) -> web.Response:
+    strategy = await read_json(request, required=True)
+    if not isinstance(strategy, str):
+        raise BadRequestError("The body must be a JSON string")
+    if strategy not in SCHEMA_COMPATIBILITY_STRATEGIES:
+        raise InvalidResourceError(
+            "Invalid schema compatibility strategy; expected one of "
+            + ", ".join(SCHEMA_COMPATIBILITY_STRATEGIES)
+        )
+    return await _set_policy(
+        request, lambda p: replace(p, schema_compatibility_strategy=strategy)
+    )

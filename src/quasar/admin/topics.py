@@ -1,0 +1,298 @@
+"""``/admin/v2/persistent``: topics, partitioned topics, stats and subscriptions.
+
+Partitioned topics are resolved here: a request naming a partitioned topic's parent
+(``.../subscriptions``, ``.../subscription/{sub}``) is fanned out to its partitions,
+so the broker only ever deals with real topics (see ``AdminBroker``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aiohttp import web
+
+from quasar.admin.api import EARLIEST, LATEST, AdminBroker
+from quasar.admin.errors import (
+    AlreadyExistsError,
+    BadRequestError,
+    ConflictError,
+    InvalidResourceError,
+    NotAcceptableError,
+    ResourceNotFoundError,
+)
+from quasar.admin.http import (
+    broker_of,
+    existing_namespace,
+    json_response,
+    no_content,
+    query_bool,
+    read_json,
+    topic_param,
+)
+from quasar.admin.listing import namespace_topics
+from quasar.broker.resources import PARTITION_SUFFIX, parse_topic
+from quasar.errors import SubscriptionNotFound, TopicNotFound
+
+routes = web.RouteTableDef()
+
+NS = "/admin/v2/persistent/{tenant}/{namespace}"
+TOPIC = NS + "/{topic}"
+
+# Java's Long.MAX_VALUE pair and (-1, -1) are how Pulsar's MessageId.latest and
+# MessageId.earliest serialise when a Java admin client sends them as JSON.
+_LONG_MAX = 2**63 - 1
+_POSITION = re.compile(r"(\d+):(\d+)")
+
+
+@routes.get(NS)
+async def list_topics(request: web.Request) -> web.Response:
+    namespace = existing_namespace(request)
+    include_system = query_bool(request, "includeSystemTopic")
+    return json_response(
+        namespace_topics(broker_of(request), namespace, include_system)
+    )
+
+
+@routes.get(NS + "/partitioned")
+async def list_partitioned_topics(request: web.Request) -> web.Response:
+    namespace = existing_namespace(request)
+    return json_response(
+        broker_of(request).resources.partitioned_topics.list(namespace)
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Partitioned topics.
+
+
+def _partition_count(body: Any) -> int:
+    """The partition count from a request body (a JSON number; digits accepted)."""
+    if isinstance(body, str) and body.strip().isdigit():
+        body = int(body)
+    if isinstance(body, bool) or not isinstance(body, int):
+        raise BadRequestError("The body must be the number of partitions")
+    if body < 1:
+        raise NotAcceptableError("Number of partitions must be more than 0")
+    return body
+
+
+def _topic_exists(broker: AdminBroker, topic: str) -> bool:
+    return topic in broker.list_topics(parse_topic(topic).namespace_name)
+
+
+@routes.put(TOPIC + "/partitions")
+async def create_partitioned_topic(request: web.Request) -> web.Response:
+    topic = topic_param(request)
+    if PARTITION_SUFFIX in parse_topic(topic).local_name:
+        raise InvalidResourceError(
+            f"Partitioned topic name must not contain '{PARTITION_SUFFIX}'"
+        )
+    partitions = _partition_count(await read_json(request, required=True))
+    broker = broker_of(request)
+    if broker.resources.partitioned_topics.exists(topic):
+        raise AlreadyExistsError("This topic already exists")
+    prefix = topic + PARTITION_SUFFIX
+    namespace = parse_topic(topic).namespace_name
+    if any(t == topic or t.startswith(prefix) for t in broker.list_topics(namespace)):
+        raise AlreadyExistsError("This topic already exists")
+    await broker.create_partitioned_topic(topic, partitions)
+    return no_content()
+
+
+@routes.get(TOPIC + "/partitions")
+async def get_partitioned_metadata(request: web.Request) -> web.Response:
+    topic = topic_param(request)
+    metadata = broker_of(request).resources.partitioned_topics.get(topic)
+    # Pulsar answers {"partitions": 0} for anything that is not a partitioned topic.
+    return json_response({"partitions": 0} if metadata is None else metadata.to_json())
+
+
+@routes.post(TOPIC + "/partitions")
+async def update_partitioned_topic(request: web.Request) -> web.Response:
+    topic = topic_param(request)
+    partitions = _partition_count(await read_json(request, required=True))
+    broker = broker_of(request)
+    metadata = broker.resources.partitioned_topics.get(topic)
+    if metadata is None:
+        if _topic_exists(broker, topic):
+            raise ConflictError("Topic is not partitioned topic")
+        raise ResourceNotFoundError("Partitioned topic does not exist")
+    if partitions <= metadata.partitions:
+        raise ConflictError(
+            f"Number of partitions must be more than the existing {metadata.partitions}"
+        )
+    await broker.update_partitioned_topic(topic, partitions)
+    return no_content()
+
+
+@routes.delete(TOPIC + "/partitions")
+async def delete_partitioned_topic(request: web.Request) -> web.Response:
+    topic = topic_param(request)
+    broker = broker_of(request)
+    if not broker.resources.partitioned_topics.exists(topic):
+        raise ResourceNotFoundError("Partitioned topic does not exist")
+    await broker.delete_partitioned_topic(topic, query_bool(request, "force"))
+    return no_content()
+
+
+@routes.get(TOPIC + "/partitioned-stats")
+async def partitioned_stats(request: web.Request) -> web.Response:
+    topic = topic_param(request)
+    broker = broker_of(request)
+    if not broker.resources.partitioned_topics.exists(topic):
+        raise ResourceNotFoundError("Partitioned topic does not exist")
+    stats = await broker.partitioned_stats(topic)
+    if not query_bool(request, "perPartition", default=True):
+        stats = {**stats, "partitions": {}}
+    return json_response(stats)
+
+
+# --------------------------------------------------------------------------------------
+# Non-partitioned topics.
+
+
+@routes.put(TOPIC)
+async def create_topic(request: web.Request) -> web.Response:
+    topic = topic_param(request)
+    broker = broker_of(request)
+    partitioned = broker.resources.partitioned_topics
+    parts = parse_topic(topic)
+    if partitioned.exists(topic):
+        raise AlreadyExistsError("This topic already exists")
+    if parts.partition_index >= 0 and partitioned.exists(parts.base.full):
+        raise ConflictError(
+            f"{topic} would be a partition of partitioned topic {parts.base.full}"
+        )
+    if _topic_exists(broker, topic):
+        raise AlreadyExistsError("This topic already exists")
+    await broker.create_non_partitioned_topic(topic)
+    return no_content()
+
+
+@routes.delete(TOPIC)
+async def delete_topic(request: web.Request) -> web.Response:
+    topic = topic_param(request)
+    broker = broker_of(request)
+    if broker.resources.partitioned_topics.exists(topic):
+        raise ConflictError(
+            f"{topic} is a partitioned topic; delete it with DELETE .../partitions"
+        )
+    await broker.delete_topic(topic, query_bool(request, "force"))
+    return no_content()
+
+
+@routes.get(TOPIC + "/stats")
+async def topic_stats(request: web.Request) -> web.Response:
+    topic = topic_param(request)
+    return json_response(await broker_of(request).topic_stats(topic))
+
+
+@routes.get(TOPIC + "/internalStats")
+async def topic_internal_stats(request: web.Request) -> web.Response:
+    topic = topic_param(request)
+    return json_response(await broker_of(request).topic_internal_stats(topic))
+
+
+# --------------------------------------------------------------------------------------
+# Subscriptions.
+
+
+def _targets(broker: AdminBroker, topic: str) -> list[str]:
+    """The real topics behind ``topic``: its partitions, or itself."""
+    metadata = broker.resources.partitioned_topics.get(topic)
+    if metadata is None:
+        return [topic]
+    return [f"{topic}{PARTITION_SUFFIX}{i}" for i in range(metadata.partitions)]
+
+
+def _subscriptions(broker: AdminBroker, topic: str, partitioned: bool) -> set[str]:
+    # A partition the broker has not created yet (lazy creation) has no
+    # subscriptions; a missing non-partitioned topic is a 404.
+    try:
+        return set(broker.list_subscriptions(topic))
+    except TopicNotFound:
+        if partitioned:
+            return set()
+        raise
+
+
+def _message_id(body: Any) -> str:
+    """Where a new subscription starts, from the PUT body (default: latest).
+
+    Accepted: nothing, ``"latest"``, ``"earliest"``, ``"ledgerId:entryId"``, or a
+    MessageId object ``{"ledgerId": .., "entryId": ..}`` as Pulsar's clients send.
+    """
+    if body is None:
+        return LATEST
+    if isinstance(body, str):
+        text = body.strip().lower()
+        if text in (LATEST, EARLIEST):
+            return text
+        match = _POSITION.fullmatch(text)
+        if match:
+            return f"{int(match.group(1))}:{int(match.group(2))}"
+    elif isinstance(body, dict):
+        ledger, entry = body.get("ledgerId"), body.get("entryId")
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in (ledger, entry)):
+            assert isinstance(ledger, int) and isinstance(entry, int)
+            if ledger == entry == _LONG_MAX:
+                return LATEST
+            if ledger == entry == -1:
+                return EARLIEST
+            if ledger >= 0 and entry >= 0:
+                return f"{ledger}:{entry}"
+    raise BadRequestError(
+        "The body must be 'latest', 'earliest', 'ledgerId:entryId' or a MessageId object"
+    )
+
+
+def _subscription_param(request: web.Request) -> str:
+    name = request.match_info["subscription"]
+    if not name.strip():
+        raise InvalidResourceError("Subscription name is not valid")
+    return name
+
+
+@routes.get(TOPIC + "/subscriptions")
+async def list_subscriptions(request: web.Request) -> web.Response:
+    topic = topic_param(request)
+    broker = broker_of(request)
+    targets = _targets(broker, topic)
+    names: set[str] = set()
+    for target in targets:
+        names |= _subscriptions(broker, target, partitioned=target != topic)
+    return json_response(sorted(names))
+
+
+@routes.put(TOPIC + "/subscription/{subscription}")
+async def create_subscription(request: web.Request) -> web.Response:
+    topic = topic_param(request)
+    subscription = _subscription_param(request)
+    message_id = _message_id(await read_json(request, required=False))
+    broker = broker_of(request)
+    targets = _targets(broker, topic)
+    for target in targets:
+        if subscription in _subscriptions(broker, target, partitioned=target != topic):
+            raise AlreadyExistsError("Subscription already exists for topic")
+    for target in targets:
+        await broker.create_subscription(target, subscription, message_id)
+    return no_content()
+
+
+@routes.delete(TOPIC + "/subscription/{subscription}")
+async def delete_subscription(request: web.Request) -> web.Response:
+    topic = topic_param(request)
+    subscription = _subscription_param(request)
+    force = query_bool(request, "force")
+    broker = broker_of(request)
+    targets = _targets(broker, topic)
+    if targets == [topic]:
+        await broker.delete_subscription(topic, subscription, force)
+        return no_content()
+    holders = [t for t in targets if subscription in _subscriptions(broker, t, True)]
+    if not holders:
+        raise SubscriptionNotFound("Subscription not found")
+    for target in holders:
+        await broker.delete_subscription(target, subscription, force)
+    return no_content()

@@ -1,0 +1,404 @@
+"""Dispatchers: move entries from a subscription's cursor to its consumers.
+
+Three policies, one loop shape:
+
+* ``SingleActiveConsumerDispatcher`` (Exclusive, Failover): one consumer receives
+  everything in order. When the active consumer changes, the cursor is rewound to the
+  first unacknowledged entry, so the new active consumer gets what the old one had not
+  acknowledged.
+* ``SharedDispatcher``: entries go round-robin to consumers with permits. Entries that
+  must be delivered again (negative acks, a consumer that left) wait in a *replay set*
+  and are sent before new entries.
+* ``KeySharedDispatcher``: like Shared, but every key belongs to one consumer (a
+  consistent-hash ring over consumer names). A consumer that joins late may not receive
+  entries read after it joined until everything before was acknowledged, so a key's
+  order survives the hand-over (Pulsar's "recently joined consumers" rule).
+
+The loop runs as one task per subscription, started by ``schedule()`` whenever
+something that could allow progress happens (new entries, permits, acks, consumers
+joining or leaving, redelivery requests). It never spins: when no entry can be sent it
+ends, and the next trigger starts it again. Entries that are markers are acknowledged
+on the cursor and never delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import zlib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from quasar.errors import RemoteProtocolError
+from quasar.storage.api import Entry, Position
+
+from .consumer import Consumer, Delivery
+from .entry_info import EntryInfo, entry_info
+
+if TYPE_CHECKING:
+    from .subscription import Subscription
+
+log = logging.getLogger(__name__)
+
+# How many entries one read asks the cursor for (Pulsar dispatcherMaxReadBatchSize).
+READ_BATCH_ENTRIES_MAX = 100
+# How many entries may wait in the replay set before reading new entries pauses.
+REPLAY_ENTRIES_MAX = 10_000
+
+
+class Dispatcher:
+    """Shared machinery: the run loop, entry filtering and the replay set."""
+
+    def __init__(self, subscription: Subscription) -> None:
+        self.sub = subscription
+        self.consumers: list[Consumer] = []
+        self._replay: list[Position] = []  # sorted
+        self._replay_set: set[Position] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._again = False
+        self._epoch = 0  # bumped on rewind/seek so a read in flight is discarded
+
+    # -- consumers ---------------------------------------------------------------------
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+        self.schedule()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        self.add_replay(consumer.take_pending(), count_redelivery=True)
+        self.schedule()
+
+    # -- replay set --------------------------------------------------------------------
+    def add_replay(self, positions: Iterable[Position], count_redelivery: bool) -> None:
+        for p in positions:
+            if p in self._replay_set or self.sub.cursor.is_acknowledged(p):
+                continue
+            self._replay_set.add(p)
+            bisect.insort(self._replay, p)
+            if count_redelivery:
+                self.sub.count_redelivery(p)
+
+    def discard_replay(self, position: Position) -> None:
+        if position in self._replay_set:
+            self._replay_set.discard(position)
+            i = bisect.bisect_left(self._replay, position)
+            if i < len(self._replay) and self._replay[i] == position:
+                del self._replay[i]
+
+    def discard_replay_up_to(self, position: Position) -> None:
+        i = bisect.bisect_right(self._replay, position)
+        for p in self._replay[:i]:
+            self._replay_set.discard(p)
+        del self._replay[:i]
+
+    def clear_replay(self) -> None:
+        self._replay.clear()
+        self._replay_set.clear()
+
+    @property
+    def replay_size(self) -> int:
+        return len(self._replay)
+
+    # -- the loop ----------------------------------------------------------------------
+    def schedule(self) -> None:
+        """Make sure the dispatch loop runs (soon) to look for work."""
+        if self._task is not None and not self._task.done():
+            self._again = True
+            return
+        self._again = False
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                progressed = await self.dispatch_once()
+                if not progressed and not self._again:
+                    return
+                self._again = False
+        except Exception:  # a bug; keep the broker serving other subscriptions
+            log.exception("dispatcher of %s failed", self.sub.describe())
+
+    async def dispatch_once(self) -> bool:
+        """Send what can be sent now; return True if anything moved."""
+        raise NotImplementedError
+
+    def on_redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        raise NotImplementedError
+
+    def rewind(self) -> None:
+        """Forget in-flight state and restart reading at the first unacked entry."""
+        self._epoch += 1
+        for c in self.consumers:
+            c.take_pending()
+        self.clear_replay()
+        self.sub.cursor.rewind()
+        self.schedule()
+
+    # -- helpers -----------------------------------------------------------------------
+    async def read_new(self, max_entries: int) -> tuple[list[tuple[Entry, EntryInfo]], bool]:
+        """Read the next entries from the cursor, dropping markers and corrupt entries.
+
+        Returns the deliverable entries and whether the cursor moved at all (an all-marker
+        read moves the cursor without yielding anything, and is still progress).
+        """
+        cursor = self.sub.cursor
+        limit = self.sub.topic.max_read_position
+        if cursor.read_position > limit:
+            return [], False
+        epoch = self._epoch
+        entries = await cursor.read_entries(max_entries)
+        if epoch != self._epoch:
+            return [], True
+        out: list[tuple[Entry, EntryInfo]] = []
+        for e in entries:
+            if e.position > limit:
+                # Not readable yet (an open transaction ahead); read it again later.
+                cursor.seek(e.position)
+                break
+            info = self._filter(e)
+            if info is not None:
+                out.append((e, info))
+        return out, bool(entries)
+
+    async def read_replay(self, max_entries: int) -> list[tuple[Entry, EntryInfo]]:
+        out: list[tuple[Entry, EntryInfo]] = []
+        cursor = self.sub.cursor
+        while self._replay and len(out) < max_entries:
+            p = self._replay.pop(0)
+            self._replay_set.discard(p)
+            if cursor.is_acknowledged(p):
+                continue
+            e = await self.sub.topic.ledger.read_entry(p)
+            if e is None:
+                continue
+            info = self._filter(e)
+            if info is not None:
+                out.append((e, info))
+        return out
+
+    def _filter(self, e: Entry) -> EntryInfo | None:
+        try:
+            info = entry_info(e.data)
+        except RemoteProtocolError:
+            log.error("skipping unreadable entry %s on %s", e.position, self.sub.describe())
+            self.sub.cursor.delete([e.position])
+            return None
+        if info.marker_type is not None or self.sub.topic.is_aborted(info):
+            # Markers and aborted transactional data are never delivered; they count as
+            # acknowledged so they never hold back mark-delete.
+            self.sub.cursor.delete([e.position])
+            return None
+        return info
+
+    def delivery(self, e: Entry, info: EntryInfo) -> Delivery:
+        return Delivery(
+            e,
+            info,
+            self.sub.redelivery_count(e.position),
+            self.sub.cursor.batch_ack_set(e.position) if info.is_batch else None,
+        )
+
+
+class SingleActiveConsumerDispatcher(Dispatcher):
+    """Exclusive and Failover: everything goes to the active consumer, in order."""
+
+    def __init__(self, subscription: Subscription, failover: bool, partition_index: int) -> None:
+        super().__init__(subscription)
+        self.failover = failover
+        self.partition_index = partition_index
+        self.active: Consumer | None = None
+
+    def _pick_active(self) -> Consumer | None:
+        if not self.consumers:
+            return None
+        ordered = sorted(self.consumers, key=lambda c: (c.priority_level, c.consumer_name, c.order))
+        if self.failover and self.partition_index >= 0:
+            # Spread partitions over consumers (Pulsar: partitionIndex % consumers).
+            top = [c for c in ordered if c.priority_level == ordered[0].priority_level]
+            return top[self.partition_index % len(top)]
+        return ordered[0]
+
+    def _elect(self) -> None:
+        new = self._pick_active()
+        if new is self.active:
+            return
+        old, self.active = self.active, new
+        if old is not None and not old.closed:
+            # The old consumer loses its in-flight entries; they come back via rewind.
+            old.take_pending()
+        if self.failover:
+            for c in self.consumers:
+                self.sub.notify_active_consumer(c, c is new)
+        self.rewind()
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+        if self.failover and self.active is not None:
+            self.sub.notify_active_consumer(consumer, False)
+        self._elect()
+        self.schedule()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        consumer.take_pending()
+        if consumer is self.active:
+            self.active = None
+        self._elect()
+        self.schedule()
+
+    def on_redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        # Single messages cannot be redelivered to a single consumer without breaking
+        # order, so any redelivery request redelivers everything unacked (as Pulsar).
+        if consumer is not self.active:
+            return
+        for p in consumer.pending:
+            self.sub.count_redelivery(p)
+        self.rewind()
+
+    async def dispatch_once(self) -> bool:
+        c = self.active
+        if c is None or not c.available():
+            return False
+        batch, moved = await self.read_new(min(max(c.permits, 1), READ_BATCH_ENTRIES_MAX))
+        if c is not self.active or c.closed:
+            # The active consumer changed while reading; a rewind already happened.
+            return True
+        if batch:
+            c.deliver([self.delivery(e, info) for e, info in batch])
+        return moved
+
+
+class SharedDispatcher(Dispatcher):
+    """Shared: round-robin over consumers with permits; replay set first."""
+
+    def __init__(self, subscription: Subscription) -> None:
+        super().__init__(subscription)
+        self._rr = 0
+
+    def on_redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        if positions is None:
+            positions = consumer.take_pending()
+        else:
+            positions = [p for p in positions if consumer.acked(p)]
+        self.add_replay(positions, count_redelivery=True)
+        self.schedule()
+
+    def _next_available(self) -> Consumer | None:
+        n = len(self.consumers)
+        # Highest priority first (lowest level), round-robin within a level.
+        for level in sorted({c.priority_level for c in self.consumers}):
+            for i in range(n):
+                c = self.consumers[(self._rr + i) % n]
+                if c.priority_level == level and c.available():
+                    self._rr = (self._rr + i + 1) % n
+                    return c
+        return None
+
+    def _total_permits(self) -> int:
+        return sum(max(c.permits, 0) for c in self.consumers if c.available())
+
+    async def dispatch_once(self) -> bool:
+        permits = self._total_permits()
+        if permits <= 0:
+            return False
+        want = min(permits, READ_BATCH_ENTRIES_MAX)
+        replayed = await self.read_replay(want)
+        if replayed and self._send(replayed):
+            return True
+        # Nothing from the replay set could go out (or there was none): read new
+        # entries, which may belong to consumers that are free. Reading moves the cursor,
+        # which counts as progress until the replay set is full.
+        if len(self._replay) >= REPLAY_ENTRIES_MAX:
+            return False
+        fresh, moved = await self.read_new(want)
+        if fresh:
+            self._send(fresh)
+        return moved
+
+    def _send(self, batch: list[tuple[Entry, EntryInfo]]) -> bool:
+        sent = False
+        for e, info in batch:
+            c = self._next_available()
+            if c is None:
+                self.add_replay([e.position], count_redelivery=False)
+                continue
+            c.deliver([self.delivery(e, info)])
+            sent = True
+        return sent
+
+
+class KeySharedDispatcher(SharedDispatcher):
+    """Key_Shared (AUTO_SPLIT): a consistent-hash ring maps each key to one consumer."""
+
+    POINTS_PER_CONSUMER = 100  # Pulsar subscriptionKeySharedConsistentHashingReplicaPoints
+    NONE_KEY = b"NONE_KEY"
+
+    def __init__(self, subscription: Subscription) -> None:
+        super().__init__(subscription)
+        self._ring: list[tuple[int, int, Consumer]] = []
+        # consumer -> read position when it joined (entries at or after it are held back
+        # from that consumer until everything before is acknowledged)
+        self._recently_joined: dict[Consumer, Position] = {}
+
+    def _rebuild_ring(self) -> None:
+        ring: list[tuple[int, int, Consumer]] = []
+        for c in self.consumers:
+            for i in range(self.POINTS_PER_CONSUMER):
+                h = zlib.crc32(f"{c.consumer_name}{i}".encode())
+                ring.append((h, c.order, c))
+        ring.sort(key=lambda t: (t[0], t[1]))
+        self._ring = ring
+
+    def consumer_for(self, key: bytes | None) -> Consumer | None:
+        if not self._ring:
+            return None
+        h = zlib.crc32(key or self.NONE_KEY)
+        i = bisect.bisect_left(self._ring, h, key=lambda t: t[0])
+        return self._ring[i % len(self._ring)][2]
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        if self.consumers:
+            self._recently_joined[consumer] = self.sub.cursor.read_position
+        self.consumers.append(consumer)
+        self._rebuild_ring()
+        self.schedule()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        self._recently_joined.pop(consumer, None)
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        self._rebuild_ring()
+        self.add_replay(consumer.take_pending(), count_redelivery=True)
+        self.schedule()
+
+    def _held_back(self, c: Consumer, position: Position) -> bool:
+        joined = self._recently_joined.get(c)
+        if joined is None:
+            return False
+        if self.sub.cursor.mark_delete_position >= self.sub.topic.ledger.previous_position(joined):
+            del self._recently_joined[c]
+            return False
+        return position >= joined
+
+    def _send(self, batch: list[tuple[Entry, EntryInfo]]) -> bool:
+        sent = False
+        blocked: set[Consumer] = set()
+        for e, info in batch:
+            c = self.consumer_for(info.key)
+            if (
+                c is None
+                or c in blocked
+                or not c.available()
+                or self._held_back(c, e.position)
+            ):
+                # Later entries for this consumer must wait too, or a key's order breaks.
+                if c is not None:
+                    blocked.add(c)
+                self.add_replay([e.position], count_redelivery=False)
+                continue
+            c.deliver([self.delivery(e, info)])
+            sent = True
+        return sent

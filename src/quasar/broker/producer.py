@@ -1,0 +1,65 @@
+"""A producer attached to a topic, and the producer access modes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from quasar.protocol import pb
+
+ACCESS_SHARED = pb.Shared
+ACCESS_EXCLUSIVE = pb.Exclusive
+ACCESS_WAIT_FOR_EXCLUSIVE = pb.WaitForExclusive
+ACCESS_EXCLUSIVE_WITH_FENCING = pb.ExclusiveWithFencing
+ACCESS_MODE_NAMES = {
+    ACCESS_SHARED: "Shared",
+    ACCESS_EXCLUSIVE: "Exclusive",
+    ACCESS_WAIT_FOR_EXCLUSIVE: "WaitForExclusive",
+    ACCESS_EXCLUSIVE_WITH_FENCING: "ExclusiveWithFencing",
+}
+
+
+class ProducerConnection(Protocol):
+    def write(self, frame: bytes) -> None: ...
+
+    def close_producer(self, producer_id: int) -> None:
+        """Tell the client to drop and re-create the producer (CLOSE_PRODUCER)."""
+        ...
+
+    @property
+    def remote_address(self) -> str: ...
+
+    @property
+    def client_version(self) -> str: ...
+
+
+@dataclass(eq=False)
+class Producer:
+    producer_id: int
+    producer_name: str
+    connection: ProducerConnection
+    access_mode: int = ACCESS_SHARED
+    epoch: int = 0
+    user_provided_name: bool = False
+    metadata: dict[str, str] | None = None
+    schema_version: bytes = b""
+    closed: bool = False
+    msg_in: int = 0
+    bytes_in: int = 0
+    pending_publishes: int = 0
+
+    @property
+    def exclusive(self) -> bool:
+        return self.access_mode != ACCESS_SHARED
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "producerId": self.producer_id,
+            "producerName": self.producer_name,
+            "accessMode": ACCESS_MODE_NAMES.get(self.access_mode, "Shared"),
+            "msgInCounter": self.msg_in,
+            "bytesInCounter": self.bytes_in,
+            "address": self.connection.remote_address,
+            "clientVersion": self.connection.client_version,
+            "metadata": dict(self.metadata or {}),
+        }

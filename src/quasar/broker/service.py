@@ -1,0 +1,335 @@
+"""The broker service: topics, namespaces and lookups, composed over storage.
+
+This is the broker's composition root. It owns the loaded topics, creates them on
+demand (Pulsar's auto topic creation rules), answers partitioned-metadata and lookup
+questions, hands out producer names, and keeps the schema registry. It does no socket
+I/O: the server package drives it.
+
+Topic registry: every topic that exists is recorded in the metadata store under
+``/topics/<tenant>/<namespace>/<domain>/<encoded local name>`` (value: the full name),
+so topics can be listed per namespace and a topic that was never created is
+distinguishable from an empty one when auto-creation is off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any
+
+from quasar.errors import (
+    NotAllowedError,
+    ServiceNotReady,
+    TopicNotFound,
+)
+from quasar.protocol import TopicName
+from quasar.storage.api import (
+    ManagedLedgerConfig,
+    ManagedLedgerFactory,
+    MetadataStore,
+    RetentionPolicy,
+)
+
+from .schema import SchemaRegistry
+from .topic import PersistentTopic
+
+log = logging.getLogger(__name__)
+
+TOPICS_ROOT = "/topics"
+PARTITIONED_ROOT = "/admin/partitioned-topics"
+PRODUCER_NAME_COUNTER = "/counters/producer-name-generation"
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    """The slice of the service configuration the broker core reads."""
+
+    cluster_name: str = "standalone"
+    advertised_address: str = "127.0.0.1"
+    broker_service_port: int = 6650
+    web_service_port: int = 8080
+    max_message_size: int = 5 * 1024 * 1024  # maxMessageSize
+    allow_auto_topic_creation: bool = True  # allowAutoTopicCreation
+    allow_auto_topic_creation_type: str = "non-partitioned"  # allowAutoTopicCreationType
+    default_num_partitions: int = 1  # defaultNumPartitions
+    broker_deduplication_enabled: bool = False  # brokerDeduplicationEnabled
+    max_unacked_messages_per_consumer: int = 50_000  # maxUnackedMessagesPerConsumer
+    ledger: ManagedLedgerConfig = field(default_factory=ManagedLedgerConfig)
+
+    @property
+    def broker_service_url(self) -> str:
+        return f"pulsar://{self.advertised_address}:{self.broker_service_port}"
+
+    @property
+    def web_service_url(self) -> str:
+        return f"http://{self.advertised_address}:{self.web_service_port}"
+
+
+def _topic_key(name: TopicName) -> str:
+    local = urllib.parse.quote(name.local_name, safe="")
+    return f"{name.tenant}/{name.namespace_name.split('/', 1)[1]}/{name.domain}/{local}"
+
+
+class BrokerService:
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        ledgers: ManagedLedgerFactory,
+        store: MetadataStore,
+    ) -> None:
+        self.settings = settings
+        self.ledgers = ledgers
+        self.store = store
+        self.schemas = SchemaRegistry(store)
+        self.topics: dict[str, PersistentTopic] = {}
+        self._loading: dict[str, asyncio.Future[PersistentTopic]] = {}
+        self._producer_seq = 0
+        self._generation = self._next_generation()
+        self.closing = False
+
+    # -- naming ------------------------------------------------------------------------
+    def _next_generation(self) -> int:
+        found = self.store.get(PRODUCER_NAME_COUNTER)
+        generation = int(found.value) + 1 if found else 0
+        self.store.put(
+            PRODUCER_NAME_COUNTER, str(generation).encode(), found.version if found else -1
+        )
+        return generation
+
+    def generate_producer_name(self) -> str:
+        """A name unique across restarts (the generation is persisted at start)."""
+        self._producer_seq += 1
+        return f"{self.settings.cluster_name}-{self._generation}-{self._producer_seq}"
+
+    # -- namespaces and policies -------------------------------------------------------
+    def namespace_exists(self, namespace: str) -> bool:
+        return self.store.get(f"/admin/policies/{namespace}") is not None
+
+    def namespace_policies(self, namespace: str) -> dict[str, Any]:
+        found = self.store.get(f"/admin/policies/{namespace}")
+        if found is None:
+            return {}
+        try:
+            policies = json.loads(found.value)
+        except ValueError:
+            return {}
+        return policies if isinstance(policies, dict) else {}
+
+    def _auto_creation(self, namespace: str) -> tuple[bool, str, int]:
+        s = self.settings
+        override = self.namespace_policies(namespace).get("autoTopicCreationOverride")
+        if isinstance(override, dict):
+            return (
+                bool(override.get("allowAutoTopicCreation", s.allow_auto_topic_creation)),
+                str(override.get("topicType", s.allow_auto_topic_creation_type)),
+                int(override.get("defaultNumPartitions", s.default_num_partitions)),
+            )
+        return (
+            s.allow_auto_topic_creation,
+            s.allow_auto_topic_creation_type,
+            s.default_num_partitions,
+        )
+
+    def _dedup_enabled(self, namespace: str) -> bool:
+        value = self.namespace_policies(namespace).get("deduplicationEnabled")
+        if isinstance(value, bool):
+            return value
+        return self.settings.broker_deduplication_enabled
+
+    def _ledger_config(self, namespace: str) -> ManagedLedgerConfig:
+        retention = self.namespace_policies(namespace).get("retention_policies")
+        base = self.settings.ledger
+        if not isinstance(retention, dict):
+            return base
+        return ManagedLedgerConfig(
+            max_entries_per_ledger=base.max_entries_per_ledger,
+            max_size_per_ledger_mb=base.max_size_per_ledger_mb,
+            max_ledger_rollover_time_minutes=base.max_ledger_rollover_time_minutes,
+            min_ledger_rollover_time_minutes=base.min_ledger_rollover_time_minutes,
+            retention=RetentionPolicy(
+                int(retention.get("retentionTimeInMinutes", 0)),
+                int(retention.get("retentionSizeInMB", 0)),
+            ),
+            cursor_persist_interval_ms=base.cursor_persist_interval_ms,
+        )
+
+    # -- partitioned topics ------------------------------------------------------------
+    def _partitioned_path(self, name: TopicName) -> str:
+        return f"{PARTITIONED_ROOT}/{_topic_key(name)}"
+
+    def partitions_of(self, name: TopicName) -> int:
+        """Number of partitions of a partitioned topic; 0 if it is not partitioned."""
+        if name.is_partition:
+            return 0
+        found = self.store.get(self._partitioned_path(name))
+        if found is None:
+            return 0
+        try:
+            return int(json.loads(found.value)["partitions"])
+        except (ValueError, KeyError, TypeError):
+            return 0
+
+    def create_partitioned_metadata(self, name: TopicName, partitions: int) -> None:
+        self.store.put(
+            self._partitioned_path(name),
+            json.dumps({"partitions": partitions}).encode(),
+            -1,
+        )
+
+    def delete_partitioned_metadata(self, name: TopicName) -> None:
+        self.store.delete(self._partitioned_path(name))
+
+    def partitioned_metadata(self, name: TopicName) -> int:
+        """Answer PARTITIONED_METADATA, auto-creating a partitioned topic if allowed.
+
+        Raises:
+            TopicNotFound: the namespace does not exist.
+        """
+        self._require_namespace(name)
+        if name.is_partition:
+            return 0
+        n = self.partitions_of(name)
+        if n > 0 or self.topic_exists(name):
+            return n
+        allowed, kind, default_partitions = self._auto_creation(name.namespace_name)
+        if allowed and kind == "partitioned":
+            try:
+                self.create_partitioned_metadata(name, default_partitions)
+            except Exception:  # created concurrently: read what is there
+                pass
+            return self.partitions_of(name)
+        return 0
+
+    def _require_namespace(self, name: TopicName) -> None:
+        if not self.namespace_exists(name.namespace_name):
+            raise TopicNotFound(f"Namespace {name.namespace_name} does not exist")
+
+    # -- topics ------------------------------------------------------------------------
+    def topic_exists(self, name: TopicName) -> bool:
+        return self.store.get(f"{TOPICS_ROOT}/{_topic_key(name)}") is not None
+
+    def list_topics(self, namespace: str) -> list[str]:
+        """Full names of the non-partitioned topics and partitions in a namespace."""
+        out: list[str] = []
+        base = f"{TOPICS_ROOT}/{namespace}"
+        for domain in self.store.children(base):
+            for child in self.store.children(f"{base}/{domain}"):
+                found = self.store.get(f"{base}/{domain}/{child}")
+                if found is not None:
+                    out.append(found.value.decode())
+        return sorted(out)
+
+    def list_partitioned_topics(self, namespace: str) -> list[str]:
+        out: list[str] = []
+        base = f"{PARTITIONED_ROOT}/{namespace}"
+        for domain in self.store.children(base):
+            for child in self.store.children(f"{base}/{domain}"):
+                local = urllib.parse.unquote(child)
+                out.append(f"{domain}://{namespace}/{local}")
+        return sorted(out)
+
+    async def get_topic(self, name: TopicName, create: bool) -> PersistentTopic:
+        """The loaded topic, loading or creating it as needed.
+
+        Raises:
+            TopicNotFound: it does not exist and may not be created here.
+            NotAllowedError: the name is a partitioned topic's base name.
+            ServiceNotReady: the broker is shutting down.
+        """
+        if self.closing:
+            raise ServiceNotReady("Broker is shutting down")
+        topic = self.topics.get(name.full)
+        if topic is not None:
+            return topic
+        pending = self._loading.get(name.full)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[PersistentTopic] = asyncio.get_running_loop().create_future()
+        self._loading[name.full] = fut
+        try:
+            topic = await self._load(name, create)
+            fut.set_result(topic)
+            return topic
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # mark retrieved: waiters get it through shield
+            raise
+        finally:
+            self._loading.pop(name.full, None)
+
+    async def _load(self, name: TopicName, create: bool) -> PersistentTopic:
+        self._require_namespace(name)
+        if name.domain != "persistent":
+            raise NotAllowedError("non-persistent topics are not supported by quasar")
+        if not name.is_partition and self.partitions_of(name) > 0:
+            raise NotAllowedError(f"{name.full} is a partitioned topic; use its partitions")
+        if not self.topic_exists(name):
+            if not create:
+                raise TopicNotFound(f"Topic {name.full} does not exist")
+            if name.is_partition:
+                base_partitions = self.partitions_of(name.base)
+                if base_partitions == 0 or name.partition_index >= base_partitions:
+                    allowed, _, _ = self._auto_creation(name.namespace_name)
+                    if not allowed:
+                        raise TopicNotFound(f"Topic {name.full} does not exist")
+            else:
+                allowed, _, _ = self._auto_creation(name.namespace_name)
+                if not allowed:
+                    raise TopicNotFound(f"Topic {name.full} does not exist")
+            self._register(name)
+        ledger = await self.ledgers.open(
+            name.persistence_name, self._ledger_config(name.namespace_name)
+        )
+        topic = PersistentTopic(self, name, ledger, self._dedup_enabled(name.namespace_name))
+        await topic.load()
+        self.topics[name.full] = topic
+        log.info("loaded topic %s", name.full)
+        return topic
+
+    def _register(self, name: TopicName) -> None:
+        path = f"{TOPICS_ROOT}/{_topic_key(name)}"
+        if self.store.get(path) is None:
+            self.store.put(path, name.full.encode(), -1)
+
+    async def create_topic(self, name: TopicName) -> PersistentTopic:
+        """Create a non-partitioned topic explicitly (admin)."""
+        self._require_namespace(name)
+        self._register(name)
+        return await self.get_topic(name, create=True)
+
+    async def delete_topic(self, name: TopicName, force: bool) -> None:
+        """Delete a topic with its data and subscriptions.
+
+        Raises:
+            TopicNotFound: it does not exist.
+            NotAllowedError: it has connected clients and ``force`` is false.
+        """
+        if not self.topic_exists(name):
+            raise TopicNotFound(f"Topic {name.full} does not exist")
+        topic = self.topics.get(name.full)
+        if topic is not None:
+            if not force and not topic.is_idle():
+                raise NotAllowedError("Topic has active producers/subscriptions")
+            await topic.close()
+            self.topics.pop(name.full, None)
+        await self.ledgers.delete(name.persistence_name)
+        self.store.delete(f"{TOPICS_ROOT}/{_topic_key(name)}")
+        if not name.is_partition:
+            self.schemas.delete(_topic_key(name))
+
+    def schema_key(self, name: TopicName) -> str:
+        """Schemas are shared by all partitions: key them by the base topic."""
+        return _topic_key(name.base if name.is_partition else name)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def close(self) -> None:
+        self.closing = True
+        for topic in list(self.topics.values()):
+            try:
+                await topic.close()
+            except Exception:
+                log.exception("error closing %s", topic.name)
+        self.topics.clear()

@@ -1,0 +1,241 @@
+"""A subscription: a cursor on a topic, a dispatcher, and the consumers attached to it.
+
+Acknowledgement rules (Pulsar's):
+
+* Individual acks delete single entries; a batch entry with a partial ``ack_set``
+  records the remaining bits so redelivery only brings back the unacked members.
+* Cumulative acks move mark-delete and are allowed on Exclusive and Failover only.
+* A consumer that leaves hands its unacknowledged entries back for redelivery, and
+  their redelivery count goes up by one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from quasar.errors import ConsumerBusy, NotAllowedError
+from quasar.protocol import ack_set as ack_sets
+from quasar.protocol import encode_command, pb
+from quasar.storage.api import ManagedCursor, Position
+
+from .consumer import Consumer
+from .dispatcher import (
+    Dispatcher,
+    KeySharedDispatcher,
+    SharedDispatcher,
+    SingleActiveConsumerDispatcher,
+)
+
+if TYPE_CHECKING:
+    from .topic import PersistentTopic
+
+log = logging.getLogger(__name__)
+
+SUB_EXCLUSIVE = pb.CommandSubscribe.Exclusive
+SUB_SHARED = pb.CommandSubscribe.Shared
+SUB_FAILOVER = pb.CommandSubscribe.Failover
+SUB_KEY_SHARED = pb.CommandSubscribe.Key_Shared
+SUB_TYPE_NAMES = {
+    SUB_EXCLUSIVE: "Exclusive",
+    SUB_SHARED: "Shared",
+    SUB_FAILOVER: "Failover",
+    SUB_KEY_SHARED: "Key_Shared",
+}
+
+REDELIVERY_COUNTS_MAX = 100_000  # bound on tracked redelivery counters per subscription
+
+
+class Subscription:
+    def __init__(
+        self, topic: PersistentTopic, name: str, cursor: ManagedCursor, durable: bool
+    ) -> None:
+        self.topic = topic
+        self.name = name
+        self.cursor = cursor
+        self.durable = durable
+        self.sub_type: int | None = None
+        self.dispatcher: Dispatcher | None = None
+        self._redelivery: dict[Position, int] = {}
+
+    def describe(self) -> str:
+        return f"{self.topic.name}/{self.name}"
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        return list(self.dispatcher.consumers) if self.dispatcher else []
+
+    # -- consumers ---------------------------------------------------------------------
+    def add_consumer(self, consumer: Consumer) -> None:
+        """Attach a consumer.
+
+        Raises:
+            ConsumerBusy: an Exclusive subscription already has a consumer, or the
+                subscription has consumers of another type.
+        """
+        d = self.dispatcher
+        if d is not None and d.consumers:
+            if self.sub_type != consumer.sub_type:
+                raise ConsumerBusy(
+                    f"Subscription {self.name} is of type {SUB_TYPE_NAMES.get(self.sub_type)}"
+                    f", not {SUB_TYPE_NAMES.get(consumer.sub_type)}"
+                )
+            if self.sub_type == SUB_EXCLUSIVE:
+                raise ConsumerBusy("Exclusive consumer is already connected")
+        if d is None or self.sub_type != consumer.sub_type:
+            d = self._new_dispatcher(consumer.sub_type)
+            self.dispatcher = d
+            self.sub_type = consumer.sub_type
+        d.add_consumer(consumer)
+
+    def _new_dispatcher(self, sub_type: int) -> Dispatcher:
+        if sub_type in (SUB_EXCLUSIVE, SUB_FAILOVER):
+            self.cursor.rewind()
+            return SingleActiveConsumerDispatcher(
+                self, sub_type == SUB_FAILOVER, self.topic.partition_index
+            )
+        if sub_type == SUB_KEY_SHARED:
+            return KeySharedDispatcher(self)
+        return SharedDispatcher(self)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        consumer.closed = True
+        if self.dispatcher is not None:
+            self.dispatcher.remove_consumer(consumer)
+
+    def notify_active_consumer(self, consumer: Consumer, active: bool) -> None:
+        cmd = pb.BaseCommand(type=pb.BaseCommand.ACTIVE_CONSUMER_CHANGE)
+        cmd.active_consumer_change.consumer_id = consumer.consumer_id
+        cmd.active_consumer_change.is_active = active
+        consumer.connection.write(encode_command(cmd))
+
+    # -- flow and redelivery -----------------------------------------------------------
+    def flow(self, consumer: Consumer, permits: int) -> None:
+        consumer.add_permits(permits)
+        if self.dispatcher is not None:
+            self.dispatcher.schedule()
+
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.on_redeliver(consumer, positions)
+
+    def count_redelivery(self, position: Position) -> None:
+        if position not in self._redelivery and len(self._redelivery) >= REDELIVERY_COUNTS_MAX:
+            return
+        self._redelivery[position] = self._redelivery.get(position, 0) + 1
+
+    def redelivery_count(self, position: Position) -> int:
+        return self._redelivery.get(position, 0)
+
+    def notify_new_entries(self) -> None:
+        if self.dispatcher is not None and self.dispatcher.consumers:
+            self.dispatcher.schedule()
+
+    # -- acknowledgements --------------------------------------------------------------
+    def ack_individual(
+        self, consumer: Consumer, acks: Sequence[tuple[Position, Sequence[int] | None]]
+    ) -> None:
+        """Acknowledge entries (or batch members, given a remaining-unacked ack_set)."""
+        whole: list[Position] = []
+        for pos, ack_set in acks:
+            if ack_set:
+                merged = self._merge_ack_set(pos, ack_set)
+                if not ack_sets.is_all_acked(merged):
+                    self.cursor.set_batch_ack(pos, merged)
+                    continue
+            whole.append(pos)
+        if not whole:
+            return
+        self.cursor.delete(whole)
+        d = self.dispatcher
+        for pos in whole:
+            self._redelivery.pop(pos, None)
+            if d is not None:
+                d.discard_replay(pos)
+                if not consumer.acked(pos):
+                    for other in d.consumers:
+                        if other.acked(pos):
+                            break
+        self._after_ack()
+
+    def _merge_ack_set(self, pos: Position, ack_set: Sequence[int]) -> list[int]:
+        current = self.cursor.batch_ack_set(pos)
+        return ack_sets.and_(current, ack_set) if current is not None else list(ack_set)
+
+    def ack_cumulative(self, consumer: Consumer, position: Position) -> None:
+        """Acknowledge everything at or before ``position``.
+
+        Raises:
+            NotAllowedError: on Shared and Key_Shared subscriptions.
+        """
+        if self.sub_type in (SUB_SHARED, SUB_KEY_SHARED):
+            raise NotAllowedError("Cumulative ack is not supported for Shared subscriptions")
+        if position <= self.cursor.mark_delete_position:
+            return
+        self.cursor.mark_delete(position)
+        consumer.acked_up_to(position)
+        for p in [p for p in self._redelivery if p <= position]:
+            del self._redelivery[p]
+        if self.dispatcher is not None:
+            self.dispatcher.discard_replay_up_to(position)
+        self._after_ack()
+
+    def _after_ack(self) -> None:
+        self.topic.on_subscription_acked()
+        if self.dispatcher is not None and (
+            self.dispatcher.replay_size or self.sub_type == SUB_SHARED
+        ):
+            # Acks can unblock Key_Shared hand-overs and unacked-message limits.
+            self.dispatcher.schedule()
+
+    # -- seek --------------------------------------------------------------------------
+    def reset_cursor(self, position: Position) -> None:
+        """Restart the subscription at ``position`` and disconnect its consumers.
+
+        The clients reconnect and resubscribe (with fresh permits), like Pulsar.
+        """
+        self.cursor.reset(position)
+        self._redelivery.clear()
+        d = self.dispatcher
+        if d is not None:
+            d.clear_replay()
+            for c in list(d.consumers):
+                c.take_pending()
+                c.connection.close_consumer(c.consumer_id)
+                self.topic.remove_consumer(c)
+
+    # -- stats -------------------------------------------------------------------------
+    def backlog(self) -> int:
+        return self.cursor.backlog()
+
+    def stats(self) -> dict[str, object]:
+        consumers = self.consumers
+        return {
+            "msgBacklog": self.backlog(),
+            "msgBacklogNoDelayed": self.backlog(),
+            "type": SUB_TYPE_NAMES.get(self.sub_type or SUB_EXCLUSIVE, "Exclusive"),
+            "msgOutCounter": sum(c.msg_out for c in consumers),
+            "bytesOutCounter": sum(c.bytes_out for c in consumers),
+            "unackedMessages": sum(c.unacked_messages for c in consumers),
+            "isDurable": self.durable,
+            "isReplicated": False,
+            "consumers": [c.stats() for c in consumers],
+            "lastMarkDeletePosition": str(self.cursor.mark_delete_position),
+            "msgRateRedeliver": 0.0,
+        }
+
+    def internal_stats(self) -> dict[str, object]:
+        ranges = self.cursor.individually_deleted_ranges()
+        return {
+            "markDeletePosition": str(self.cursor.mark_delete_position),
+            "readPosition": str(self.cursor.read_position),
+            "individuallyDeletedMessages": "["
+            + ", ".join(f"({a}..{b}]" for a, b in ranges)
+            + "]",
+            "numberOfEntriesSinceFirstNotAckedMessage": self.backlog(),
+            "totalNonContiguousDeletedMessagesRange": len(ranges),
+            "properties": dict(self.cursor.properties),
+            "active": bool(self.consumers),
+            "state": "Open",
+        }

@@ -1,0 +1,425 @@
+"""A persistent topic (or one partition of a partitioned topic).
+
+A topic owns its managed ledger, its producers and its subscriptions. Publishing appends
+the producer's bytes verbatim; the receipt goes out only after the entry is durable
+(the managed ledger resolves ``add_entry`` after fsync). New durable entries wake the
+subscriptions' dispatchers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from quasar.errors import (
+    ConsumerBusy,
+    NotAllowedError,
+    ProducerBusy,
+    ProducerFenced,
+    ServiceNotReady,
+    SubscriptionNotFound,
+)
+from quasar.protocol import TopicName
+from quasar.storage.api import (
+    EARLIEST,
+    LATEST,
+    InitialPosition,
+    ManagedLedger,
+    Position,
+)
+
+from .consumer import Consumer
+from .dedup import DEDUP_CURSOR, DupStatus, MessageDeduplication
+from .entry_info import EntryInfo, entry_info
+from .producer import (
+    ACCESS_EXCLUSIVE,
+    ACCESS_EXCLUSIVE_WITH_FENCING,
+    ACCESS_SHARED,
+    ACCESS_WAIT_FOR_EXCLUSIVE,
+    Producer,
+)
+from .subscription import Subscription
+
+if TYPE_CHECKING:
+    from .service import BrokerService
+
+log = logging.getLogger(__name__)
+
+PublishCallback = Callable[[Position | None, BaseException | None], None]
+
+# Cursors whose names start with this prefix are the broker's own (deduplication
+# snapshots); they are not subscriptions and are hidden from stats and listings.
+SYSTEM_CURSOR_PREFIX = "pulsar."
+
+TRIM_DELAY_S = 1.0  # consumed-ledger trimming runs at most this often per topic
+
+
+class PersistentTopic:
+    def __init__(
+        self,
+        service: BrokerService,
+        name: TopicName,
+        ledger: ManagedLedger,
+        dedup_enabled: bool,
+    ) -> None:
+        self.service = service
+        self.topic_name = name
+        self.name = name.full
+        self.ledger = ledger
+        self.partition_index = name.partition_index
+        self.producers: dict[int, Producer] = {}  # by id() of (connection, producer_id)
+        self._producer_keys: dict[tuple[int, int], Producer] = {}
+        self.subscriptions: dict[str, Subscription] = {}
+        self.topic_epoch = 0
+        self._waiting_exclusive: list[tuple[Producer, asyncio.Future[None]]] = []
+        self.dedup: MessageDeduplication | None = (
+            MessageDeduplication(ledger) if dedup_enabled else None
+        )
+        self.fenced = False
+        self.closed = False
+        self.msg_in = 0
+        self.bytes_in = 0
+        self._trim_handle: asyncio.TimerHandle | None = None
+
+    async def load(self) -> None:
+        """Recover state that lives beside the ledger (dedup marks, subscriptions)."""
+        if self.dedup is not None:
+            await self.dedup.recover()
+        for name, cursor in self.ledger.cursors().items():
+            if name.startswith(SYSTEM_CURSOR_PREFIX) or not cursor.durable:
+                continue
+            self.subscriptions[name] = Subscription(self, name, cursor, durable=True)
+
+    # -- transactions hook (the transaction buffer plugs in here) -----------------------
+    @property
+    def max_read_position(self) -> Position:
+        """Dispatchers never read past this position."""
+        return self.ledger.last_confirmed_entry
+
+    def is_aborted(self, info: EntryInfo) -> bool:
+        """True if the entry belongs to an aborted transaction."""
+        return False
+
+    # -- producers ---------------------------------------------------------------------
+    async def add_producer(self, producer: Producer, key: tuple[int, int]) -> None:
+        """Attach a producer, honouring access modes.
+
+        Raises:
+            ProducerBusy: another producer holds exclusive access (or exists when
+                Exclusive is requested), or the name is already connected.
+            ProducerFenced: a fencing producer took over this topic.
+        """
+        if self.closed:
+            raise ServiceNotReady(f"Topic {self.name} is closing")
+        for p in self.producers.values():
+            if p.producer_name == producer.producer_name and p.user_provided_name:
+                raise ProducerBusy(
+                    f"Producer with name '{producer.producer_name}' is already connected"
+                )
+        mode = producer.access_mode
+        exclusive_holder = next((p for p in self.producers.values() if p.exclusive), None)
+        if mode == ACCESS_SHARED:
+            if exclusive_holder is not None:
+                raise ProducerBusy(
+                    f"Topic has an existing exclusive producer: {exclusive_holder.producer_name}"
+                )
+        elif mode == ACCESS_EXCLUSIVE:
+            if self.producers:
+                raise ProducerBusy(
+                    f"Topic has {len(self.producers)} connected producers"
+                )
+            self.topic_epoch += 1
+        elif mode == ACCESS_EXCLUSIVE_WITH_FENCING:
+            for p in list(self.producers.values()):
+                p.connection.close_producer(p.producer_id)
+                self.remove_producer(p)
+            self.topic_epoch += 1
+        elif mode == ACCESS_WAIT_FOR_EXCLUSIVE:
+            if self.producers:
+                fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._waiting_exclusive.append((producer, fut))
+                await fut
+            self.topic_epoch += 1
+        self.producers[id(producer)] = producer
+        self._producer_keys[key] = producer
+
+    def remove_producer(self, producer: Producer) -> None:
+        producer.closed = True
+        self.producers.pop(id(producer), None)
+        for k, p in list(self._producer_keys.items()):
+            if p is producer:
+                del self._producer_keys[k]
+        if not self.producers:
+            while self._waiting_exclusive:
+                _, fut = self._waiting_exclusive.pop(0)
+                if not fut.done():
+                    fut.set_result(None)
+                    break
+        if self.fenced and producer.exclusive:
+            self.fenced = False
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        return self.dedup.last_sequence_id(producer_name) if self.dedup else -1
+
+    def publish(
+        self,
+        producer: Producer,
+        sequence_id: int,
+        highest_sequence_id: int,
+        num_messages: int,
+        data: bytes,
+        callback: PublishCallback,
+    ) -> None:
+        """Append one entry; ``callback(position, error)`` runs once it is durable.
+
+        A duplicate (deduplication on) gets ``callback(Position(-1, -1), None)`` and
+        stores nothing; an in-flight duplicate gets an error so the client resends.
+        """
+        dedup = self.dedup
+        name = producer.producer_name
+        if dedup is not None:
+            status = dedup.check(name, sequence_id, highest_sequence_id)
+            if status is DupStatus.DUPLICATE:
+                callback(Position(-1, -1), None)
+                return
+            if status is DupStatus.UNKNOWN:
+                callback(None, ServiceNotReady("duplicate send still in flight"))
+                return
+        fut = self.ledger.add_entry(data)
+        size = len(data)
+        top = max(sequence_id, highest_sequence_id)
+
+        def done(f: asyncio.Future[Position]) -> None:
+            exc = f.exception()
+            if exc is not None:
+                if dedup is not None:
+                    dedup.producer_failed(name)
+                callback(None, exc)
+                return
+            pos = f.result()
+            self.msg_in += num_messages
+            self.bytes_in += size
+            producer.msg_in += num_messages
+            producer.bytes_in += size
+            if dedup is not None:
+                dedup.persisted_at(name, top, pos)
+            callback(pos, None)
+            self.notify_new_entries()
+
+        fut.add_done_callback(done)
+
+    def notify_new_entries(self) -> None:
+        for sub in self.subscriptions.values():
+            sub.notify_new_entries()
+
+    # -- consumers ---------------------------------------------------------------------
+    def subscribe(
+        self,
+        consumer: Consumer,
+        durable: bool,
+        initial_position: int,
+        start_message_id: Position | None,
+    ) -> Subscription:
+        """Attach a consumer to a (possibly new) subscription.
+
+        Raises:
+            ConsumerBusy, NotAllowedError: see ``Subscription.add_consumer``.
+        """
+        name = consumer.subscription_name
+        if name.startswith(SYSTEM_CURSOR_PREFIX) and name == DEDUP_CURSOR:
+            raise NotAllowedError(f"Subscription name {name} is reserved")
+        sub = self.subscriptions.get(name)
+        if sub is None:
+            if durable:
+                cursor = self.ledger.open_cursor(
+                    name,
+                    InitialPosition.EARLIEST
+                    if initial_position == InitialPosition.EARLIEST
+                    else InitialPosition.LATEST,
+                )
+            else:
+                cursor = self.ledger.new_non_durable_cursor(
+                    self._reader_start(start_message_id, initial_position), name
+                )
+            sub = Subscription(self, name, cursor, durable)
+            self.subscriptions[name] = sub
+        elif not durable and sub.durable:
+            raise ConsumerBusy(f"Durable subscription with the same name {name} exists")
+        try:
+            sub.add_consumer(consumer)
+        except Exception:
+            if not sub.consumers and not sub.durable:
+                self.subscriptions.pop(name, None)
+            raise
+        return sub
+
+    def _reader_start(self, start: Position | None, initial_position: int) -> Position:
+        if start is None:
+            return EARLIEST if initial_position == InitialPosition.EARLIEST else LATEST
+        if start.ledger_id < 0:
+            return EARLIEST
+        if start >= LATEST:
+            return LATEST
+        return start  # inclusive: the client filters the start id when exclusive
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        sub = self.subscriptions.get(consumer.subscription_name)
+        if sub is None:
+            return
+        sub.remove_consumer(consumer)
+        if not sub.durable and not sub.consumers:
+            # A reader's subscription ends with its last consumer.
+            self.subscriptions.pop(sub.name, None)
+            self.ledger.delete_cursor(sub.name)
+
+    def unsubscribe(self, consumer: Consumer) -> None:
+        """Delete the consumer's subscription.
+
+        Raises:
+            ConsumerBusy: other consumers are still connected.
+            SubscriptionNotFound: the subscription does not exist.
+        """
+        sub = self.subscriptions.get(consumer.subscription_name)
+        if sub is None:
+            raise SubscriptionNotFound(f"Subscription {consumer.subscription_name} not found")
+        others = [c for c in sub.consumers if c is not consumer]
+        if others:
+            raise ConsumerBusy("Subscription has other connected consumers")
+        sub.remove_consumer(consumer)
+        self.delete_subscription(sub.name)
+
+    def delete_subscription(self, name: str) -> None:
+        sub = self.subscriptions.pop(name, None)
+        if sub is None:
+            raise SubscriptionNotFound(f"Subscription {name} not found")
+        for c in sub.consumers:
+            c.connection.close_consumer(c.consumer_id)
+            sub.remove_consumer(c)
+        self.ledger.delete_cursor(name)
+        self.on_subscription_acked()
+
+    # -- last message id ---------------------------------------------------------------
+    async def last_message(self) -> tuple[Position, EntryInfo | None]:
+        """The last readable entry that is a real message (not a marker).
+
+        Returns ``((ledger, -1), None)`` for a topic without messages.
+        """
+        limit = self.max_read_position
+        first = self.ledger.first_position
+        pos = limit
+        if pos.entry_id < 0:
+            pos = self.ledger.previous_position(pos) if pos > first else pos
+        while pos >= first and pos.entry_id >= 0:
+            e = await self.ledger.read_entry(pos)
+            if e is not None:
+                info = entry_info(e.data)
+                if info.marker_type is None and not self.is_aborted(info):
+                    return pos, info
+            prev = self.ledger.previous_position(pos)
+            if prev >= pos:
+                break
+            pos = prev
+        return Position(self.ledger.last_confirmed_entry.ledger_id, -1), None
+
+    async def find_position_by_time(self, publish_time_ms: int) -> Position:
+        """The first entry published at or after ``publish_time_ms``.
+
+        Scans forward from the first retained entry (publish times come from client
+        clocks and are not guaranteed monotonic, so a binary search could miss). If no
+        entry qualifies, returns the position after the last entry.
+        """
+        position = self.ledger.first_position
+        while True:
+            entries = await self.ledger.read_entries(position, 500)
+            if not entries:
+                return self.ledger.next_position(self.ledger.last_confirmed_entry)
+            for e in entries:
+                try:
+                    info = entry_info(e.data)
+                except Exception:
+                    continue
+                if info.marker_type is None and info.publish_time >= publish_time_ms:
+                    return e.position
+            position = self.ledger.next_position(entries[-1].position)
+
+    # -- housekeeping ------------------------------------------------------------------
+    def on_subscription_acked(self) -> None:
+        if self._trim_handle is None and not self.closed:
+            loop = asyncio.get_running_loop()
+            self._trim_handle = loop.call_later(TRIM_DELAY_S, self._trim)
+
+    def _trim(self) -> None:
+        self._trim_handle = None
+        if self.closed:
+            return
+        task = asyncio.get_running_loop().create_task(self.ledger.trim_consumed_ledgers())
+        task.add_done_callback(_log_task_error)
+
+    def is_idle(self) -> bool:
+        return not self.producers and not any(s.consumers for s in self.subscriptions.values())
+
+    async def close(self) -> None:
+        """Close producers and consumers (clients will reconnect) and the ledger."""
+        self.closed = True
+        if self._trim_handle is not None:
+            self._trim_handle.cancel()
+        for p in list(self.producers.values()):
+            p.connection.close_producer(p.producer_id)
+            self.remove_producer(p)
+        for sub in list(self.subscriptions.values()):
+            for c in sub.consumers:
+                c.connection.close_consumer(c.consumer_id)
+                sub.remove_consumer(c)
+            if sub.durable:
+                await sub.cursor.flush()
+        if self.dedup is not None:
+            await self.dedup.close()
+        await self.ledger.close()
+
+    # -- stats -------------------------------------------------------------------------
+    def stats(self) -> dict[str, object]:
+        subs = {
+            n: s.stats() for n, s in self.subscriptions.items()
+        }
+        return {
+            "msgInCounter": self.msg_in,
+            "bytesInCounter": self.bytes_in,
+            "msgOutCounter": sum(int(s["msgOutCounter"]) for s in subs.values()),  # type: ignore[call-overload]
+            "bytesOutCounter": sum(int(s["bytesOutCounter"]) for s in subs.values()),  # type: ignore[call-overload]
+            "storageSize": self.ledger.total_size,
+            "backlogSize": sum(sub.backlog() for sub in self.subscriptions.values()),
+            "publishers": [p.stats() for p in self.producers.values()],
+            "subscriptions": subs,
+            "replication": {},
+            "deduplicationStatus": "Enabled" if self.dedup else "Disabled",
+            "topicEpoch": self.topic_epoch,
+        }
+
+    def internal_stats(self) -> dict[str, object]:
+        ledgers = self.ledger.ledgers()
+        return {
+            "entriesAddedCounter": self.msg_in,
+            "numberOfEntries": self.ledger.number_of_entries,
+            "totalSize": self.ledger.total_size,
+            "currentLedgerEntries": ledgers[-1].entries if ledgers else 0,
+            "currentLedgerSize": ledgers[-1].size if ledgers else 0,
+            "lastConfirmedEntry": str(self.ledger.last_confirmed_entry),
+            "state": "LedgerOpened",
+            "ledgers": [
+                {"ledgerId": li.ledger_id, "entries": li.entries, "size": li.size,
+                 "timestamp": li.timestamp_ms}
+                for li in ledgers
+            ],
+            "cursors": {
+                n: c_stats
+                for n, s in self.subscriptions.items()
+                for c_stats in [s.internal_stats()]
+            },
+        }
+
+
+def _log_task_error(task: asyncio.Task[object]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("background task failed", exc_info=task.exception())

@@ -1,0 +1,1 @@
+"""The ``quasar`` command line (entry point: ``quasar.cli.main:main``)."""

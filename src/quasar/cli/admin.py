@@ -1,0 +1,168 @@
+"""``quasar admin``: tenants, namespaces and topics through the REST API.
+
+Mirrors the most used ``pulsar-admin`` commands::
+
+    quasar admin tenants list|create NAME|delete NAME
+    quasar admin namespaces list TENANT|create T/NS|delete T/NS [--force]
+    quasar admin topics list T/NS|create TOPIC|create-partitioned-topic TOPIC -p N
+                        |delete TOPIC [--force]|delete-partitioned-topic TOPIC [--force]
+                        |stats TOPIC|internal-stats TOPIC|subscriptions TOPIC
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from quasar.cli.admin_client import (
+    DEFAULT_ADMIN_URL,
+    AdminClient,
+    AdminConnectionError,
+    AdminRequestError,
+)
+from quasar.errors import QuasarError
+
+Command = Callable[[AdminClient, argparse.Namespace], Any]
+
+
+def _csv(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def add_admin_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Register ``admin`` and its command groups on the top-level subparsers."""
+    admin = subparsers.add_parser(
+        "admin", parents=parents, help="manage tenants, namespaces and topics"
+    )
+    admin.add_argument(
+        "--admin-url",
+        default=DEFAULT_ADMIN_URL,
+        help=f"the broker's admin URL (default {DEFAULT_ADMIN_URL})",
+    )
+    groups = admin.add_subparsers(dest="group", required=True, metavar="GROUP")
+    _add_tenants(groups)
+    _add_namespaces(groups)
+    _add_topics(groups)
+
+
+def _command(
+    parent: Any, name: str, run: Command, help: str
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = parent.add_parser(name, help=help)
+    parser.set_defaults(admin_command=run)
+    return parser
+
+
+def _add_tenants(groups: Any) -> None:
+    parser = groups.add_parser("tenants", help="tenants")
+    cmds = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _command(cmds, "list", lambda c, a: c.tenants(), "list tenants")
+    create = _command(
+        cmds,
+        "create",
+        lambda c, a: c.create_tenant(a.tenant, a.admin_roles, a.allowed_clusters),
+        "create a tenant",
+    )
+    create.add_argument("tenant")
+    create.add_argument("--admin-roles", type=_csv, default=[], help="comma-separated")
+    create.add_argument(
+        "--allowed-clusters", type=_csv, default=[], help="comma-separated"
+    )
+    delete = _command(
+        cmds, "delete", lambda c, a: c.delete_tenant(a.tenant), "delete a tenant"
+    )
+    delete.add_argument("tenant")
+
+
+def _add_namespaces(groups: Any) -> None:
+    parser = groups.add_parser("namespaces", help="namespaces")
+    cmds = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    lister = _command(
+        cmds, "list", lambda c, a: c.namespaces(a.tenant), "list namespaces"
+    )
+    lister.add_argument("tenant")
+    create = _command(
+        cmds,
+        "create",
+        lambda c, a: c.create_namespace(a.namespace),
+        "create a namespace",
+    )
+    create.add_argument("namespace", help="tenant/namespace")
+    delete = _command(
+        cmds,
+        "delete",
+        lambda c, a: c.delete_namespace(a.namespace, a.force),
+        "delete a namespace",
+    )
+    delete.add_argument("namespace", help="tenant/namespace")
+    delete.add_argument("--force", action="store_true", help="also delete its topics")
+
+
+def _add_topics(groups: Any) -> None:
+    parser = groups.add_parser("topics", help="topics")
+    cmds = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    lister = _command(cmds, "list", lambda c, a: c.topics(a.namespace), "list topics")
+    lister.add_argument("namespace", help="tenant/namespace")
+    simple: list[tuple[str, Command, str]] = [
+        (
+            "create",
+            lambda c, a: c.create_topic(a.topic),
+            "create a non-partitioned topic",
+        ),
+        ("stats", lambda c, a: c.stats(a.topic), "a topic's stats"),
+        ("internal-stats", lambda c, a: c.internal_stats(a.topic), "internal stats"),
+        ("subscriptions", lambda c, a: c.subscriptions(a.topic), "list subscriptions"),
+    ]
+    for name, run, help in simple:
+        _command(cmds, name, run, help).add_argument("topic")
+    partitioned = _command(
+        cmds,
+        "create-partitioned-topic",
+        lambda c, a: c.create_partitioned_topic(a.topic, a.partitions),
+        "create a partitioned topic",
+    )
+    partitioned.add_argument("topic")
+    partitioned.add_argument("-p", "--partitions", type=int, required=True)
+    for name, run, help in (
+        ("delete", lambda c, a: c.delete_topic(a.topic, a.force), "delete a topic"),
+        (
+            "delete-partitioned-topic",
+            lambda c, a: c.delete_partitioned_topic(a.topic, a.force),
+            "delete a partitioned topic",
+        ),
+    ):
+        delete = _command(cmds, name, run, help)
+        delete.add_argument("topic")
+        delete.add_argument(
+            "--force", action="store_true", help="disconnect clients first"
+        )
+
+
+def _print(result: Any) -> None:
+    if result is None:
+        return
+    if isinstance(result, list) and all(isinstance(item, str) for item in result):
+        for item in result:
+            print(item)
+    elif isinstance(result, str):
+        print(result)
+    else:
+        print(json.dumps(result, indent=2, sort_keys=True))
+
+
+def run_admin(args: argparse.Namespace) -> int:
+    """Run the chosen admin command; 0 on success, 1 on any error (printed)."""
+    client = AdminClient(args.admin_url)
+    try:
+        _print(args.admin_command(client, args))
+    except AdminRequestError as exc:
+        print(f"error: {exc.status} {exc.reason}", file=sys.stderr)
+        return 1
+    except (AdminConnectionError, QuasarError, ValueError) as exc:
+        # QuasarError: an invalid tenant/namespace/topic name, caught before sending.
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,36 @@
+"""Logging setup for the command line."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TextIO
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class _CliHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Marks the handler this module installed, so a second call replaces it."""
+
+
+def configure_logging(level: str = "INFO", stream: TextIO | None = None) -> None:
+    """Send log records at ``level`` and above to ``stream`` (stderr) in one readable
+    line each.
+
+    Only the handler installed here is replaced on a second call; handlers others
+    installed (pytest's, an embedding application's) are left alone.
+
+    Raises:
+        ValueError: ``level`` is not a logging level name.
+    """
+    name = level.upper()
+    if name not in LOG_LEVELS:
+        raise ValueError(f"unknown log level {level!r}; expected one of {LOG_LEVELS}")
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, _CliHandler)]:
+        root.removeHandler(handler)
+    handler = _CliHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root.addHandler(handler)
+    root.setLevel(name)

@@ -1,0 +1,217 @@
+"""``quasar``: the command-line entry point.
+
+Subcommands::
+
+    quasar standalone [--config FILE] [--data-dir DIR] [--port N] [--http-port N]
+                      [--advertised-address HOST] [--set KEY=VALUE ...]
+    quasar config     [--config FILE] [--set KEY=VALUE ...]   print the effective config
+    quasar admin ...  (see quasar.cli.admin)
+    quasar perf ...   (the benchmark tool, quasar.perf.main)
+
+Every subcommand also takes ``--log-level``. ``main`` returns the exit status:
+0 success, 1 a failed operation, 2 a usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from quasar.cli.admin import add_admin_parser, run_admin
+from quasar.cli.logs import LOG_LEVELS, configure_logging
+from quasar.config import ServiceConfiguration
+
+__all__ = ["build_parser", "main", "standalone_config"]
+
+STANDALONE_MODULE = "quasar.server.standalone"
+PERF_MODULE = "quasar.perf.main"
+
+# Named standalone flags and the configuration keys they override.
+_FLAG_KEYS = {
+    "data_dir": "dataDir",
+    "port": "brokerServicePort",
+    "http_port": "webServicePort",
+    "advertised_address": "advertisedAddress",
+    "bind_address": "bindAddress",
+}
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def _common() -> argparse.ArgumentParser:
+    # A parent parser so "--log-level" works after any subcommand; SUPPRESS keeps a
+    # subcommand from overwriting a value given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default=argparse.SUPPRESS,
+        help="logging threshold (default INFO)",
+    )
+    return common
+
+
+def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="a broker.conf-style file")
+    parser.add_argument(
+        "--set",
+        dest="settings",
+        metavar="KEY=VALUE",
+        type=_key_value,
+        action="append",
+        default=[],
+        help="override one configuration key (repeatable)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (exposed for tests and documentation)."""
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="quasar", description="A transactional broker speaking Pulsar's protocol."
+    )
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default="INFO",
+        help="logging threshold (default INFO)",
+    )
+    commands = parser.add_subparsers(
+        dest="subcommand", required=True, metavar="COMMAND"
+    )
+
+    standalone = commands.add_parser(
+        "standalone", parents=[common], help="run a standalone broker"
+    )
+    _add_config_arguments(standalone)
+    standalone.add_argument("--data-dir", metavar="DIR", help="dataDir")
+    standalone.add_argument("--port", type=int, help="brokerServicePort (default 6650)")
+    standalone.add_argument(
+        "--http-port", type=int, help="webServicePort (default 8080)"
+    )
+    standalone.add_argument(
+        "--advertised-address", metavar="HOST", help="advertisedAddress"
+    )
+    standalone.add_argument("--bind-address", metavar="HOST", help="bindAddress")
+
+    config = commands.add_parser(
+        "config", parents=[common], help="print the effective configuration"
+    )
+    _add_config_arguments(config)
+
+    add_admin_parser(commands, [common])
+
+    # Everything after "perf" belongs to the perf tool, which parses it itself (main
+    # passes it through raw), so this subparser declares nothing, not even -h.
+    commands.add_parser(
+        "perf",
+        add_help=False,
+        help="run the benchmark tool (quasar perf -h for its help)",
+    )
+    return parser
+
+
+def standalone_config(
+    args: argparse.Namespace, env: dict[str, str] | None = None
+) -> ServiceConfiguration:
+    """The configuration a ``standalone`` (or ``config``) invocation asks for.
+
+    Named flags and ``--set`` are the explicit overrides, the last source in the
+    precedence order (defaults < file < environment < overrides).
+
+    Raises:
+        ValueError: a bad value or unknown key; OSError: unreadable file.
+    """
+    overrides: dict[str, Any] = dict(args.settings)
+    for attr, key in _FLAG_KEYS.items():
+        value = getattr(args, attr, None)
+        if value is not None:
+            overrides[key] = value
+    return ServiceConfiguration.load(
+        config_file=args.config,
+        env=dict(os.environ) if env is None else env,
+        overrides=overrides,
+    )
+
+
+def _import_optional(name: str, what: str) -> ModuleType | None:
+    """Import a module written elsewhere in the project, or explain that it is missing."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        # Only the module itself (or its package) being absent is "not installed";
+        # a missing dependency inside it is a real error and propagates.
+        if exc.name is None or not name.startswith(exc.name):
+            raise
+        print(f"error: {what} is not available ({name} is missing)", file=sys.stderr)
+        return None
+
+
+def _run_standalone(args: argparse.Namespace) -> int:
+    try:
+        config = standalone_config(args)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    module = _import_optional(STANDALONE_MODULE, "the standalone server")
+    if module is None:
+        return 2
+    result = module.run(config)
+    if inspect.iscoroutine(result):
+        result = asyncio.run(result)
+    return int(result or 0)
+
+
+def _run_config(args: argparse.Namespace) -> int:
+    try:
+        config = standalone_config(args)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(config.to_properties())
+    return 0
+
+
+def _run_perf(args: argparse.Namespace) -> int:
+    module = _import_optional(PERF_MODULE, "the perf tool")
+    if module is None:
+        return 2
+    return int(module.main(list(args.perf_args)) or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand, return its status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if args.subcommand == "perf":
+            # Global options cannot take the value "perf", so its first occurrence
+            # is the subcommand.
+            args.perf_args = argv[argv.index("perf") + 1 :]
+        elif extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    except SystemExit as exc:  # argparse exits on --help and on usage errors
+        return int(exc.code or 0)
+    configure_logging(args.log_level)
+    runners = {
+        "standalone": _run_standalone,
+        "config": _run_config,
+        "admin": run_admin,
+        "perf": _run_perf,
+    }
+    return runners[args.subcommand](args)

@@ -1,0 +1,67 @@
+"""quasar's Pulsar client: a synchronous API named like the `pulsar` package.
+
+Code written for ``pulsar-client`` ports by changing the import::
+
+    import quasar.client as pulsar
+
+    client = pulsar.Client("pulsar://127.0.0.1:6650")
+    producer = client.create_producer("my-topic")
+    producer.send(b"hello")
+    consumer = client.subscribe("my-topic", "my-sub")
+    msg = consumer.receive(timeout_millis=5000)
+    consumer.acknowledge(msg)
+    client.close()
+
+The asyncio API is :mod:`quasar.client.aio`. Differences from `pulsar`: no TLS,
+authentication, end-to-end encryption, chunking, dead-letter policy or table views.
+"""
+
+from __future__ import annotations
+
+from quasar.client import aio, schema
+from quasar.client.enums import (
+    BatchingType,
+    CompressionType,
+    ConsumerKeySharedPolicy,
+    ConsumerType,
+    InitialPosition,
+    KeySharedMode,
+    KeySharedPolicy,
+    PartitionsRoutingMode,
+    ProducerAccessMode,
+    RegexSubscriptionMode,
+    Result,
+)
+from quasar.client.exceptions import *  # noqa: F403 - the pulsar exception names
+from quasar.client.exceptions import __all__ as _exception_names
+from quasar.client.message import Message
+from quasar.client.message_id import MessageId
+from quasar.client.schema import BytesSchema, JsonSchema, Schema, StringSchema
+from quasar.client.sync import Client, Consumer, Producer, Reader
+
+__all__ = [
+    "BatchingType",
+    "BytesSchema",
+    "Client",
+    "CompressionType",
+    "Consumer",
+    "ConsumerKeySharedPolicy",
+    "ConsumerType",
+    "InitialPosition",
+    "JsonSchema",
+    "KeySharedMode",
+    "KeySharedPolicy",
+    "Message",
+    "MessageId",
+    "PartitionsRoutingMode",
+    "Producer",
+    "ProducerAccessMode",
+    "Reader",
+    "RegexSubscriptionMode",
+    "Result",
+    "Schema",
+    "StringSchema",
+    "aio",
+    "schema",
+    *_exception_names,
+]

@@ -1,0 +1,449 @@
+"""One TCP connection to a broker, as an asyncio ``Protocol``, and the pool of them.
+
+The connection is a thin shell around the sans-IO frame codec: bytes in are decoded
+into commands and routed, commands out are encoded and written. It handles what is
+per connection:
+
+* the CONNECT / CONNECTED handshake (server protocol version, max message size);
+* keep-alive: a PING every ``keep_alive_interval_seconds``; if nothing but PINGs came
+  from the broker since our previous PING, the peer is dead and the connection closed;
+* request-id correlation: each request waits for the SUCCESS / ERROR / *_RESPONSE with
+  its id, with a timeout;
+* routing SEND_RECEIPT / SEND_ERROR to producers, MESSAGE / ACTIVE_CONSUMER_CHANGE to
+  consumers, and broker-initiated CLOSE_PRODUCER / CLOSE_CONSUMER to them so they
+  reconnect; on connection loss every registered producer and consumer is told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import Any, Protocol
+
+from quasar.client.config import ClientConfig, parse_service_url
+from quasar.errors import (
+    ConnectError,
+    QuasarError,
+    RemoteProtocolError,
+    Timeout,
+    error_for_code,
+)
+from quasar.protocol import FrameDecoder, encode_command, pb
+
+log = logging.getLogger(__name__)
+
+T = pb.BaseCommand
+PROTOCOL_VERSION = 20
+
+# Response commands that carry a request_id, and the sub-message holding it.
+_RESPONSES: dict[int, str] = {
+    T.SUCCESS: "success",
+    T.PRODUCER_SUCCESS: "producer_success",
+    T.PARTITIONED_METADATA_RESPONSE: "partitionMetadataResponse",
+    T.LOOKUP_RESPONSE: "lookupTopicResponse",
+    T.GET_LAST_MESSAGE_ID_RESPONSE: "getLastMessageIdResponse",
+    T.GET_TOPICS_OF_NAMESPACE_RESPONSE: "getTopicsOfNamespaceResponse",
+    T.GET_SCHEMA_RESPONSE: "getSchemaResponse",
+    T.CONSUMER_STATS_RESPONSE: "consumerStatsResponse",
+    T.ACK_RESPONSE: "ackResponse",
+}
+
+
+class ProducerHandler(Protocol):
+    def on_send_receipt(self, receipt: Any) -> None: ...
+    def on_send_error(self, error: Any) -> None: ...
+    def on_disconnected(
+        self, conn: ClientConnection, assigned_url: str | None
+    ) -> None: ...
+
+
+class ConsumerHandler(Protocol):
+    def on_message(
+        self, cmd: Any, payload: bytes | None, checksum_ok: bool | None
+    ) -> None: ...
+    def on_active_consumer_change(self, is_active: bool) -> None: ...
+    def on_disconnected(
+        self, conn: ClientConnection, assigned_url: str | None
+    ) -> None: ...
+
+
+def make_command(type_: int, field: str, **fields: Any) -> Any:
+    """A ``BaseCommand`` of ``type_`` whose sub-message ``field`` gets ``fields``."""
+    cmd = pb.BaseCommand(type=type_)
+    sub = getattr(cmd, field)
+    sub.SetInParent()
+    for name, value in fields.items():
+        if value is None:
+            continue
+        target = getattr(sub, name)
+        if isinstance(value, list):
+            target.extend(value)
+        elif hasattr(target, "CopyFrom"):
+            target.CopyFrom(value)
+        else:
+            setattr(sub, name, value)
+    return cmd
+
+
+class ClientConnection(asyncio.Protocol):
+    """A connection in one of three states: connecting, ready, closed."""
+
+    def __init__(self, url: str, config: ClientConfig) -> None:
+        self.url = url
+        self.config = config
+        self.server_protocol_version = 0
+        self.max_message_size = 5 * 1024 * 1024 - 10 * 1024
+        self.server_version = ""
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._decoder = FrameDecoder(config.max_frame_bytes)
+        self._connected: asyncio.Future[None] = self._loop.create_future()
+        self._closed = False
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self.producers: dict[int, ProducerHandler] = {}
+        self.consumers: dict[int, ConsumerHandler] = {}
+        self._keepalive: asyncio.TimerHandle | None = None
+        self._heard_since_ping = True
+        self.close_reason: BaseException | None = None
+
+    # --- asyncio.Protocol ------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses: no isinstance check.
+        self._transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            # Small frames (acks, flow) must not wait for Nagle's algorithm.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        connect = make_command(
+            T.CONNECT,
+            "connect",
+            client_version=self.config.client_version,
+            protocol_version=PROTOCOL_VERSION,
+            auth_method_name="none",
+        )
+        flags = connect.connect.feature_flags
+        flags.supports_auth_refresh = True
+        self.write(encode_command(connect))
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+        except RemoteProtocolError as exc:
+            log.warning("bad frame from %s: %s", self.url, exc)
+            self.close(exc)
+            return
+        for frame in frames:
+            # The broker's own PINGs do not prove it answers ours.
+            if frame.command.type != T.PING:
+                self._heard_since_ping = True
+            try:
+                self._handle(frame.command, frame.payload, frame.checksum_ok)
+            except QuasarError as exc:
+                log.warning("closing %s: %s", self.url, exc)
+                self.close(exc)
+                return
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._shutdown(exc or ConnectError(f"connection to {self.url} closed"))
+
+    # --- public ----------------------------------------------------------------------
+
+    @property
+    def is_ready(self) -> bool:
+        return (
+            self._connected.done()
+            and not self._closed
+            and not self._connected.exception()
+        )
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    async def wait_connected(self, timeout_s: float) -> None:
+        """Wait for CONNECTED.
+
+        Raises:
+            ConnectError: the broker refused or closed, or did not answer in time.
+        """
+        try:
+            await asyncio.wait_for(asyncio.shield(self._connected), timeout_s)
+        except TimeoutError:
+            self.close()
+            raise ConnectError(
+                f"no CONNECTED from {self.url} within {timeout_s}s"
+            ) from None
+
+    def write(self, data: bytes) -> bool:
+        """Write bytes; False when the connection is already closed."""
+        if self._closed or self._transport is None:
+            return False
+        self._transport.write(data)
+        return True
+
+    def send_command(self, cmd: Any) -> bool:
+        return self.write(encode_command(cmd))
+
+    async def request(
+        self, cmd: Any, request_id: int, timeout_s: float | None = None
+    ) -> Any:
+        """Send a command with ``request_id`` and return the matching response command.
+
+        Raises:
+            Timeout: no response within ``timeout_s`` (default: operation timeout).
+            ConnectError: the connection closed before the response.
+            BrokerError subclass: the broker answered ERROR (or an error response).
+        """
+        if self._closed:
+            raise ConnectError(f"connection to {self.url} is closed")
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        self._pending[request_id] = fut
+        self.send_command(cmd)
+        try:
+            return await asyncio.wait_for(
+                fut, self.config.operation_timeout_s if timeout_s is None else timeout_s
+            )
+        except TimeoutError:
+            raise Timeout(f"request {request_id} to {self.url} timed out") from None
+        finally:
+            self._pending.pop(request_id, None)
+
+    def close(self, reason: BaseException | None = None) -> None:
+        if self._transport is not None and not self._closed:
+            self.close_reason = reason
+            self._transport.close()
+        self._shutdown(reason or ConnectError(f"connection to {self.url} closed"))
+
+    # --- internals -------------------------------------------------------------------
+
+    def _shutdown(self, exc: BaseException) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+        if not isinstance(exc, QuasarError):
+            exc = ConnectError(f"connection to {self.url} lost: {exc}")
+        if not self._connected.done():
+            self._connected.set_exception(exc)
+            self._connected.exception()  # mark retrieved: the waiter may be gone
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectError(str(exc)))
+        self._pending.clear()
+        handlers: list[Any] = [*self.producers.values(), *self.consumers.values()]
+        self.producers.clear()
+        self.consumers.clear()
+        for handler in handlers:
+            handler.on_disconnected(self, None)
+
+    def _schedule_keepalive(self) -> None:
+        interval = self.config.keep_alive_interval_seconds
+        if interval > 0 and not self._closed:
+            self._keepalive = self._loop.call_later(interval, self._keepalive_tick)
+
+    def _keepalive_tick(self) -> None:
+        if self._closed:
+            return
+        if not self._heard_since_ping:
+            log.warning("no answer to PING from %s, closing", self.url)
+            self.close(ConnectError(f"keep-alive timeout on {self.url}"))
+            return
+        self._heard_since_ping = False
+        self.send_command(make_command(T.PING, "ping"))
+        self._schedule_keepalive()
+
+    def _resolve(
+        self, request_id: int, result: Any = None, error: BaseException | None = None
+    ) -> None:
+        fut = self._pending.pop(request_id, None)
+        if fut is None or fut.done():
+            return  # a late answer to a request that already timed out
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(result)
+
+    def _handle(
+        self, cmd: Any, payload: bytes | None, checksum_ok: bool | None
+    ) -> None:
+        t = cmd.type
+        if not self._connected.done():
+            if t == T.CONNECTED:
+                c = cmd.connected
+                self.server_version = c.server_version
+                self.server_protocol_version = c.protocol_version
+                if c.HasField("max_message_size"):
+                    self.max_message_size = c.max_message_size
+                self._connected.set_result(None)
+                if self.server_protocol_version >= 1:
+                    self._schedule_keepalive()
+            elif t == T.ERROR:
+                raise error_for_code(cmd.error.error, cmd.error.message)
+            else:
+                raise RemoteProtocolError(f"expected CONNECTED, got {T.Type.Name(t)}")
+            return
+        if t == T.MESSAGE:
+            consumer = self.consumers.get(cmd.message.consumer_id)
+            if consumer is not None:
+                consumer.on_message(cmd.message, payload, checksum_ok)
+        elif t == T.SEND_RECEIPT:
+            producer = self.producers.get(cmd.send_receipt.producer_id)
+            if producer is not None:
+                producer.on_send_receipt(cmd.send_receipt)
+        elif t == T.SEND_ERROR:
+            producer = self.producers.get(cmd.send_error.producer_id)
+            if producer is not None:
+                producer.on_send_error(cmd.send_error)
+        elif t == T.PING:
+            self.send_command(make_command(T.PONG, "pong"))
+        elif t == T.PONG:
+            pass
+        elif t == T.ERROR:
+            self._resolve(
+                cmd.error.request_id,
+                error=error_for_code(cmd.error.error, cmd.error.message),
+            )
+        elif t in _RESPONSES:
+            self._handle_response(t, getattr(cmd, _RESPONSES[t]), cmd)
+        elif t == T.CLOSE_PRODUCER:
+            cp = cmd.close_producer
+            handler = self.producers.pop(cp.producer_id, None)
+            if handler is not None:
+                handler.on_disconnected(self, cp.assignedBrokerServiceUrl or None)
+        elif t == T.CLOSE_CONSUMER:
+            cc = cmd.close_consumer
+            chandler = self.consumers.pop(cc.consumer_id, None)
+            if chandler is not None:
+                chandler.on_disconnected(self, cc.assignedBrokerServiceUrl or None)
+        elif t == T.ACTIVE_CONSUMER_CHANGE:
+            chandler = self.consumers.get(cmd.active_consumer_change.consumer_id)
+            if chandler is not None:
+                chandler.on_active_consumer_change(cmd.active_consumer_change.is_active)
+        elif t == T.TOPIC_MIGRATED:
+            tm = cmd.topicMigrated
+            table: dict[int, Any] = (
+                self.producers if tm.resource_type == 0 else self.consumers
+            )
+            migrated = table.pop(tm.resource_id, None)
+            if migrated is not None:
+                migrated.on_disconnected(self, tm.brokerServiceUrl or None)
+        elif t == T.AUTH_CHALLENGE:
+            # No authentication: answer with empty "none" credentials.
+            resp = make_command(
+                T.AUTH_RESPONSE,
+                "authResponse",
+                client_version=self.config.client_version,
+                protocol_version=PROTOCOL_VERSION,
+            )
+            resp.authResponse.response.auth_method_name = "none"
+            resp.authResponse.response.auth_data = b""
+            self.send_command(resp)
+        elif t == T.REACHED_END_OF_TOPIC:
+            pass  # nothing to do: receive() simply keeps waiting
+        else:
+            log.debug("ignoring %s from %s", T.Type.Name(t), self.url)
+
+    def _handle_response(self, t: int, sub: Any, cmd: Any) -> None:
+        if not sub.HasField("request_id"):
+            return
+        rid = sub.request_id
+        if (
+            t == T.PRODUCER_SUCCESS
+            and sub.HasField("producer_ready")
+            and not sub.producer_ready
+        ):
+            return  # queued for exclusive access: the real answer comes later
+        if t == T.PARTITIONED_METADATA_RESPONSE and (
+            not sub.HasField("response") or sub.response == sub.Failed
+        ):
+            self._resolve(
+                rid,
+                error=error_for_code(
+                    sub.error, sub.message or "partition metadata failed"
+                ),
+            )
+            return
+        if t in (T.GET_SCHEMA_RESPONSE, T.CONSUMER_STATS_RESPONSE) and sub.HasField(
+            "error_code"
+        ):
+            self._resolve(rid, error=error_for_code(sub.error_code, sub.error_message))
+            return
+        if t == T.ACK_RESPONSE and sub.HasField("error"):
+            self._resolve(rid, error=error_for_code(sub.error, sub.message))
+            return
+        self._resolve(rid, result=cmd)
+
+
+class ConnectionPool:
+    """At most one live connection per broker URL, shared by everything on it."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self._conns: dict[str, ClientConnection] = {}
+        self._connecting: dict[str, asyncio.Future[ClientConnection]] = {}
+        self._closed = False
+
+    async def get(self, url: str) -> ClientConnection:
+        """A ready connection to ``url``, reusing the pooled one if it is alive.
+
+        Raises:
+            ConnectError: TCP connect or the handshake failed or timed out.
+        """
+        if self._closed:
+            raise ConnectError("client is closed")
+        conn = self._conns.get(url)
+        if conn is not None and conn.is_ready:
+            return conn
+        pending = self._connecting.get(url)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[ClientConnection] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._connecting[url] = fut
+        try:
+            conn = await self._open(url)
+        except BaseException as exc:
+            err = (
+                exc
+                if isinstance(exc, QuasarError)
+                else ConnectError(f"cannot connect to {url}: {exc}")
+            )
+            fut.set_exception(err)
+            fut.exception()
+            raise err from None
+        finally:
+            self._connecting.pop(url, None)
+        self._conns[url] = conn
+        fut.set_result(conn)
+        return conn
+
+    async def _open(self, url: str) -> ClientConnection:
+        timeout_s = self.config.connection_timeout_ms / 1000.0
+        loop = asyncio.get_running_loop()
+        last: BaseException | None = None
+        for host, port in parse_service_url(url):
+            try:
+                _, protocol = await asyncio.wait_for(
+                    loop.create_connection(
+                        lambda: ClientConnection(url, self.config), host, port
+                    ),
+                    timeout_s,
+                )
+            except (TimeoutError, OSError) as exc:
+                last = exc
+                continue
+            assert isinstance(protocol, ClientConnection)
+            await protocol.wait_connected(timeout_s)
+            return protocol
+        raise ConnectError(f"cannot connect to {url}: {last}")
+
+    def close(self) -> None:
+        self._closed = True
+        for conn in list(self._conns.values()):
+            conn.close()
+        self._conns.clear()

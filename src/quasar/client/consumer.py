@@ -1,0 +1,693 @@
+"""A consumer on one topic or one partition (asyncio core).
+
+``start()`` looks the topic up, sends SUBSCRIBE and then FLOW(receiver_queue_size).
+MESSAGE frames are decoded here (checksum, decompression, batch splitting, skipping
+acked batch members and, for readers, messages before the start id) and pushed to the
+receive queue. Taking a message from the queue returns a permit (see
+:mod:`quasar.client.permits`). On connection loss or CLOSE_CONSUMER the consumer
+resubscribes with the same consumer_id after a backoff, drops its queued messages (the
+broker redelivers everything unacked) and grants fresh permits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from quasar.client.acks import (
+    AckGroupingTracker,
+    BatchAckTracker,
+    EntryKey,
+    RedeliveryTracker,
+    bits_to_words,
+    words_to_bits,
+)
+from quasar.client.backoff import Backoff
+from quasar.client.connection import ClientConnection, ConnectionPool, make_command
+from quasar.client.enums import ConsumerKeySharedPolicy, ConsumerType, InitialPosition
+from quasar.client.exceptions import CumulativeAcknowledgementNotAllowedError
+from quasar.client.lookup import LookupService, retry_until
+from quasar.client.message import Message
+from quasar.client.message_id import MessageId
+from quasar.client.permits import PermitTracker
+from quasar.client.receive_queue import ReceiveQueue
+from quasar.client.schema import BytesSchema, Schema
+from quasar.clock import Clock, SystemClock
+from quasar.errors import (
+    AlreadyClosed,
+    AuthenticationError,
+    AuthorizationError,
+    NotAllowedError,
+    QuasarError,
+    RemoteProtocolError,
+    Timeout,
+    TopicNotFound,
+    TopicTerminatedError,
+)
+from quasar.protocol import pb
+from quasar.protocol.batch import parse_batch
+from quasar.protocol.compression import decompress
+from quasar.protocol.entry import parse_entry
+
+log = logging.getLogger(__name__)
+T = pb.BaseCommand
+_INT64_MAX = (1 << 63) - 1
+
+FATAL_ON_RESUBSCRIBE = (
+    TopicNotFound,
+    TopicTerminatedError,
+    NotAllowedError,
+    AuthenticationError,
+    AuthorizationError,
+)
+
+
+@dataclass
+class ConsumerConfig:
+    """Consumer options (names and defaults of ``pulsar.Client.subscribe``)."""
+
+    subscription: str
+    consumer_type: ConsumerType = ConsumerType.Exclusive
+    schema: Schema = field(default_factory=BytesSchema)
+    receiver_queue_size: int = 1000
+    max_total_receiver_queue_size_across_partitions: int = 50_000
+    consumer_name: str | None = None
+    unacked_messages_timeout_ms: int | None = None
+    negative_ack_redelivery_delay_ms: int = 60_000
+    initial_position: InitialPosition = InitialPosition.Latest
+    properties: dict[str, str] = field(default_factory=dict)
+    is_read_compacted: bool = False
+    batch_index_ack_enabled: bool = False
+    key_shared_policy: ConsumerKeySharedPolicy | None = None
+    replicate_subscription_state_enabled: bool = False
+    priority_level: int = 0
+    # Readers: a non-durable subscription that starts at a given id.
+    durable: bool = True
+    start_message_id: MessageId | None = None
+    start_message_id_inclusive: bool = False
+
+
+class State(enum.Enum):
+    INIT = "init"
+    READY = "ready"
+    CONNECTING = "connecting"
+    CLOSED = "closed"
+
+
+def _is_boundary(mid: MessageId | None) -> bool:
+    return mid is None or mid.ledger_id() < 0 or mid.ledger_id() == _INT64_MAX
+
+
+class ConsumerImpl:
+    """Consumer of a single topic name (a non-partitioned topic or one partition)."""
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        conf: ConsumerConfig,
+        pool: ConnectionPool,
+        lookup: LookupService,
+        queue: ReceiveQueue | None = None,
+        clock: Clock | None = None,
+        receiver_queue_size: int | None = None,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.conf = conf
+        self.pool = pool
+        self.lookup = lookup
+        self.config = pool.config
+        self.clock = clock or SystemClock()
+        self.consumer_id = self.config.next_consumer_id()
+        self.consumer_name = conf.consumer_name or _random_name()
+        self.queue = queue if queue is not None else ReceiveQueue()
+        self._owns_queue = queue is None
+        self.state = State.INIT
+        self._loop = asyncio.get_running_loop()
+        self._conn: ClientConnection | None = None
+        self.permits = PermitTracker(receiver_queue_size or conf.receiver_queue_size)
+        self.batch_acks = BatchAckTracker()
+        self.ack_group = AckGroupingTracker(self.config.ack_group_max_ids)
+        self.nacks = RedeliveryTracker()
+        self.unacked = RedeliveryTracker()
+        self._ack_timer: asyncio.TimerHandle | None = None
+        self._redeliver_timer: asyncio.TimerHandle | None = None
+        self._backoff = Backoff(
+            self.config.initial_backoff_ms, self.config.max_backoff_ms
+        )
+        self._reconnect_task: asyncio.Task[None] | None = None
+        self.last_dequeued: MessageId | None = None
+        # Messages at or before this id are dropped (non-durable subscriptions only).
+        self._start = conf.start_message_id
+        self._start_inclusive = conf.start_message_id_inclusive
+        self.is_active: bool | None = None
+
+    # --- subscribe / reconnect -------------------------------------------------------
+
+    async def start(self) -> None:
+        """Subscribe and grant the first permits.
+
+        Raises:
+            Timeout: not subscribed within the operation timeout.
+            BrokerError subclass: e.g. ConsumerBusy, TopicNotFound, SubscriptionNotFound.
+        """
+        await retry_until(
+            lambda: self._connect_once(None),
+            self.config.operation_timeout_s,
+            Backoff(self.config.initial_backoff_ms, self.config.max_backoff_ms),
+            f"subscribe to {self.topic}",
+        )
+
+    def _subscribe_start_id(self) -> MessageId | None:
+        """Where a (re)subscribing non-durable cursor starts."""
+        if self.conf.durable:
+            return None
+        if self.last_dequeued is not None:
+            return self.last_dequeued
+        return self._start or MessageId.latest
+
+    async def _connect_once(self, url: str | None) -> None:
+        broker_url = url or await self.lookup.lookup(self.topic)
+        conn = await self.pool.get(broker_url)
+        rid = self.config.next_request_id()
+        conf = self.conf
+        cmd = make_command(
+            T.SUBSCRIBE,
+            "subscribe",
+            topic=self.topic,
+            subscription=conf.subscription,
+            subType=int(conf.consumer_type),
+            consumer_id=self.consumer_id,
+            request_id=rid,
+            consumer_name=self.consumer_name,
+            priority_level=conf.priority_level,
+            durable=conf.durable,
+            read_compacted=conf.is_read_compacted,
+            initialPosition=int(conf.initial_position),
+            replicate_subscription_state=conf.replicate_subscription_state_enabled,
+        )
+        sub = cmd.subscribe
+        start = self._subscribe_start_id()
+        if start is not None:
+            sub.start_message_id.CopyFrom(start.to_pb(include_batch=True))
+        for k, v in conf.properties.items():
+            sub.metadata.add(key=k, value=v)
+        schema = conf.schema.schema_info()
+        if schema is not None:
+            sub.schema.CopyFrom(schema)
+        ksp = conf.key_shared_policy
+        if conf.consumer_type == ConsumerType.KeyShared:
+            meta = sub.keySharedMeta
+            meta.keySharedMode = int(ksp.key_shared_mode) if ksp else 0
+            if ksp is not None:
+                meta.allowOutOfOrderDelivery = ksp.allow_out_of_order_delivery
+                for lo, hi in ksp.sticky_ranges:
+                    meta.hashRanges.add(start=lo, end=hi)
+        try:
+            await conn.request(cmd, rid)
+        except Timeout:
+            self._send_close(conn)
+            raise
+        if self.state == State.CLOSED:
+            self._send_close(conn)
+            return
+        # The broker redelivers everything unacked: what is queued would be duplicates.
+        self.queue.remove_where(lambda m: m._consumer is self)
+        if not conf.durable and self.last_dequeued is not None:
+            self._start, self._start_inclusive = self.last_dequeued, False
+        conn.consumers[self.consumer_id] = self
+        self._conn = conn
+        self.state = State.READY
+        self._backoff.reset()
+        self._send_flow(self.permits.initial())
+        self._flush_acks()
+
+    def _send_close(self, conn: ClientConnection) -> None:
+        conn.send_command(
+            make_command(
+                T.CLOSE_CONSUMER,
+                "close_consumer",
+                consumer_id=self.consumer_id,
+                request_id=self.config.next_request_id(),
+            )
+        )
+
+    def on_disconnected(self, conn: ClientConnection, assigned_url: str | None) -> None:
+        """Connection lost or CLOSE_CONSUMER from the broker: resubscribe."""
+        if conn is not self._conn:
+            return
+        self._conn = None
+        if self.state != State.READY:
+            return
+        self.state = State.CONNECTING
+        self._reconnect_task = self._loop.create_task(self._reconnect(assigned_url))
+
+    async def _reconnect(self, assigned_url: str | None) -> None:
+        delay_ms = 0.0 if assigned_url else self._backoff.next_delay_ms()
+        while self.state == State.CONNECTING:
+            await asyncio.sleep(delay_ms / 1000.0)
+            if self.state != State.CONNECTING:
+                return
+            try:
+                await self._connect_once(assigned_url)
+                return
+            except FATAL_ON_RESUBSCRIBE as exc:
+                log.warning("consumer on %s cannot resubscribe: %s", self.topic, exc)
+                self._mark_closed()
+                return
+            except QuasarError as exc:
+                log.info("consumer on %s resubscribe failed: %s", self.topic, exc)
+            assigned_url = None
+            delay_ms = self._backoff.next_delay_ms()
+
+    def on_active_consumer_change(self, is_active: bool) -> None:
+        self.is_active = is_active
+
+    @property
+    def is_connected(self) -> bool:
+        return self.state == State.READY and self._conn is not None
+
+    # --- incoming messages -----------------------------------------------------------
+
+    def _send_flow(self, permits: int) -> None:
+        if permits > 0 and self._conn is not None:
+            self._conn.send_command(
+                make_command(
+                    T.FLOW, "flow", consumer_id=self.consumer_id, messagePermits=permits
+                )
+            )
+
+    def _return_permits(self, count: int) -> None:
+        if count:
+            self._send_flow(self.permits.processed(count))
+
+    def _discard(
+        self, ledger: int, entry: int, validation_error: int, permits: int
+    ) -> None:
+        """Ack a corrupt entry with its validation error, as the C++ client does."""
+        if self._conn is not None:
+            cmd = make_command(
+                T.ACK,
+                "ack",
+                consumer_id=self.consumer_id,
+                ack_type=pb.CommandAck.Individual,
+                validation_error=validation_error,
+            )
+            cmd.ack.message_id.append(MessageId(-1, ledger, entry).to_pb())
+            self._conn.send_command(cmd)
+        self._return_permits(permits)
+
+    def on_message(
+        self, cmd: Any, payload: bytes | None, checksum_ok: bool | None
+    ) -> None:
+        if self.state != State.READY or payload is None:
+            return
+        mid = MessageId.from_pb(cmd.message_id)
+        ledger, entry = mid.ledger_id(), mid.entry_id()
+        partition = self.partition if self.partition >= 0 else mid.partition()
+        if checksum_ok is False:
+            self._discard(ledger, entry, pb.CommandAck.ChecksumMismatch, 1)
+            return
+        try:
+            parsed = parse_entry(payload, verify_checksum=False)
+        except RemoteProtocolError:
+            self._discard(ledger, entry, pb.CommandAck.BatchDeSerializeError, 1)
+            return
+        md = parsed.metadata
+        body = bytes(memoryview(payload)[parsed.payload_offset :])
+        count = md.num_messages_in_batch if md.HasField("num_messages_in_batch") else 1
+        if md.compression:
+            try:
+                body = decompress(md.compression, body, md.uncompressed_size)
+            except Exception:
+                self._discard(ledger, entry, pb.CommandAck.DecompressionError, count)
+                return
+        common = dict(
+            publish_time=md.publish_time,
+            topic=self.topic,
+            redelivery_count=cmd.redelivery_count,
+            schema=self.conf.schema,
+            schema_version=md.schema_version,
+            producer_name=md.producer_name,
+            consumer=self,
+        )
+        if not md.HasField("num_messages_in_batch"):
+            msg_id = MessageId(partition, ledger, entry, -1, 0, self.topic)
+            if self._before_start(msg_id):
+                self._return_permits(1)
+                return
+            self._deliver(
+                Message(
+                    body,
+                    msg_id,
+                    properties={kv.key: kv.value for kv in md.properties},
+                    partition_key=md.partition_key,
+                    ordering_key=md.ordering_key,
+                    event_time=md.event_time,
+                    null_value=md.null_value,
+                    **common,  # type: ignore[arg-type]
+                )
+            )
+            return
+        try:
+            members = parse_batch(body, count)
+        except RemoteProtocolError:
+            self._discard(ledger, entry, pb.CommandAck.BatchDeSerializeError, count)
+            return
+        unacked = words_to_bits(cmd.ack_set) if len(cmd.ack_set) else None
+        if unacked is not None:
+            self.batch_acks.register((ledger, entry), count, unacked)
+        skipped = 0
+        for i, (smm, data) in enumerate(members):
+            msg_id = MessageId(partition, ledger, entry, i, count, self.topic)
+            if (
+                (unacked is not None and not unacked >> i & 1)
+                or self._before_start(msg_id)
+                or smm.compacted_out
+            ):
+                skipped += 1
+                continue
+            self._deliver(
+                Message(
+                    data,
+                    msg_id,
+                    properties={kv.key: kv.value for kv in smm.properties},
+                    partition_key=smm.partition_key,
+                    ordering_key=smm.ordering_key,
+                    event_time=smm.event_time,
+                    null_value=smm.null_value,
+                    **common,  # type: ignore[arg-type]
+                )
+            )
+        self._return_permits(skipped)
+
+    def _before_start(self, mid: MessageId) -> bool:
+        start = self._start
+        if self.conf.durable or _is_boundary(start):
+            return False
+        assert start is not None
+        here, there = mid.entry_key, start.entry_key
+        if here != there:
+            return here < there
+        if start.batch_index() < 0:
+            return not self._start_inclusive
+        if self._start_inclusive:
+            return mid.batch_index() < start.batch_index()
+        return mid.batch_index() <= start.batch_index()
+
+    def _deliver(self, msg: Message) -> None:
+        self.queue.put(msg)
+
+    def on_dequeued(self, msg: Message) -> None:
+        """Called by the queue when the application takes ``msg``."""
+        self.last_dequeued = msg.message_id()
+        timeout = self.conf.unacked_messages_timeout_ms
+        if timeout:
+            self.unacked.add_if_absent(
+                msg.message_id(), self.clock.monotonic_ms() + timeout
+            )
+            self._arm_redeliver_timer()
+        self._return_permits(1)
+
+    # --- acknowledgements ------------------------------------------------------------
+
+    def acknowledge(self, mid: MessageId) -> None:
+        """Individual ack (grouped; sent within ``ack_group_time_ms``)."""
+        self._check_open()
+        key = mid.entry_key
+        self.nacks.remove(mid)
+        self.unacked.remove(mid)
+        if mid.is_batch_member():
+            if self.batch_acks.ack(key, mid.batch_index(), mid.batch_size()):
+                self._queue_individual(key, None)
+            elif self.conf.batch_index_ack_enabled:
+                bits = self.batch_acks.unacked_bits(key, mid.batch_size())
+                self._queue_individual(key, bits_to_words(bits))
+        else:
+            self._queue_individual(key, None)
+
+    def acknowledge_cumulative(self, mid: MessageId) -> None:
+        """Ack ``mid`` and everything before it.
+
+        Raises:
+            CumulativeAcknowledgementNotAllowedError: on Shared / Key_Shared.
+        """
+        self._check_open()
+        if self.conf.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
+            raise CumulativeAcknowledgementNotAllowedError(
+                "cumulative acks are not allowed on Shared and Key_Shared subscriptions"
+            )
+        key = mid.entry_key
+        self.nacks.remove_up_to(mid)
+        self.unacked.remove_up_to(mid)
+        if mid.is_batch_member():
+            if self.batch_acks.ack_up_to(key, mid.batch_index(), mid.batch_size()):
+                self.ack_group.set_cumulative(key)
+            elif self.conf.batch_index_ack_enabled:
+                bits = self.batch_acks.unacked_bits(key, mid.batch_size())
+                self.ack_group.set_cumulative(key, bits_to_words(bits))
+            elif self.batch_acks.claim_cumulative_prev(key):
+                # Partly acked batch: acknowledge up to the previous entry only.
+                self.ack_group.set_cumulative((key[0], key[1] - 1))
+        else:
+            self.ack_group.set_cumulative(key)
+        self._arm_ack_timer()
+
+    def _queue_individual(self, key: EntryKey, ack_set: list[int] | None) -> None:
+        if self.ack_group.add_individual(key, ack_set):
+            self._flush_acks()
+        else:
+            self._arm_ack_timer()
+
+    def _arm_ack_timer(self) -> None:
+        if self.config.ack_group_time_ms <= 0:
+            self._flush_acks()
+        elif self._ack_timer is None:
+            self._ack_timer = self._loop.call_later(
+                self.config.ack_group_time_ms / 1000.0, self._flush_acks
+            )
+
+    def _flush_acks(self) -> None:
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+            self._ack_timer = None
+        if not self.ack_group or self._conn is None:
+            return  # kept until connected: acks after a reconnect still save redeliveries
+        individual, cumulative = self.ack_group.drain()
+        if individual:
+            cmd = make_command(
+                T.ACK,
+                "ack",
+                consumer_id=self.consumer_id,
+                ack_type=pb.CommandAck.Individual,
+            )
+            for (ledger, entry), words in individual:
+                data = MessageId(-1, ledger, entry).to_pb()
+                data.ack_set.extend(words)
+                cmd.ack.message_id.append(data)
+            self._conn.send_command(cmd)
+        if cumulative is not None:
+            (ledger, entry), words = cumulative
+            cmd = make_command(
+                T.ACK,
+                "ack",
+                consumer_id=self.consumer_id,
+                ack_type=pb.CommandAck.Cumulative,
+            )
+            data = MessageId(-1, ledger, entry).to_pb()
+            data.ack_set.extend(words)
+            cmd.ack.message_id.append(data)
+            self._conn.send_command(cmd)
+
+    # --- negative acks and redelivery ------------------------------------------------
+
+    def negative_acknowledge(self, mid: MessageId) -> None:
+        """Ask for redelivery of ``mid`` after ``negative_ack_redelivery_delay_ms``."""
+        self._check_open()
+        self.unacked.remove(mid)
+        self.nacks.add(
+            mid, self.clock.monotonic_ms() + self.conf.negative_ack_redelivery_delay_ms
+        )
+        self._arm_redeliver_timer()
+
+    def _arm_redeliver_timer(self) -> None:
+        due = [
+            d
+            for d in (self.nacks.next_due_ms(), self.unacked.next_due_ms())
+            if d is not None
+        ]
+        if not due or self.state == State.CLOSED:
+            return
+        if self._redeliver_timer is not None:
+            self._redeliver_timer.cancel()
+        delay = max(0.0, min(due) - self.clock.monotonic_ms()) / 1000.0
+        self._redeliver_timer = self._loop.call_later(delay, self._on_redeliver_timer)
+
+    def _on_redeliver_timer(self) -> None:
+        self._redeliver_timer = None
+        now = self.clock.monotonic_ms()
+        ids = [
+            m
+            for m in self.nacks.pop_due(now) + self.unacked.pop_due(now)
+            if isinstance(m, MessageId)
+        ]
+        if ids:
+            self.redeliver(ids)
+        self._arm_redeliver_timer()
+
+    def redeliver(self, ids: list[MessageId] | None) -> None:
+        """REDELIVER_UNACKNOWLEDGED_MESSAGES: given entries (Shared / Key_Shared) or all.
+
+        Exclusive and Failover subscriptions always ask for everything unacked, and the
+        local queue is emptied first (its messages come again), returning its permits.
+        """
+        if self._conn is None:
+            return
+        shared = self.conf.consumer_type in (
+            ConsumerType.Shared,
+            ConsumerType.KeyShared,
+        )
+        cmd = make_command(
+            T.REDELIVER_UNACKNOWLEDGED_MESSAGES,
+            "redeliverUnacknowledgedMessages",
+            consumer_id=self.consumer_id,
+        )
+        if ids is not None and shared:
+            keys = sorted({m.entry_key for m in ids})
+            cmd.redeliverUnacknowledgedMessages.message_ids.extend(
+                MessageId(-1, ledger, entry).to_pb() for ledger, entry in keys
+            )
+            self._conn.send_command(cmd)
+            return
+        cleared = self.queue.remove_where(lambda m: m._consumer is self)
+        self.unacked.clear()
+        self._conn.send_command(cmd)
+        self._return_permits(cleared)
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        self._flush_acks()
+        self.nacks.clear()
+        self.redeliver(None)
+
+    # --- requests --------------------------------------------------------------------
+
+    async def _request(self, type_: int, field_: str, **fields: Any) -> Any:
+        conn = self._conn
+        if conn is None:
+            raise (
+                AlreadyClosed(f"consumer on {self.topic} is not connected")
+                if self.state == State.CLOSED
+                else Timeout(f"consumer on {self.topic} is reconnecting")
+            )
+        rid = self.config.next_request_id()
+        cmd = make_command(
+            type_, field_, consumer_id=self.consumer_id, request_id=rid, **fields
+        )
+        return conn, await conn.request(cmd, rid)
+
+    async def seek(self, target: MessageId | int) -> None:
+        """Move the subscription to a message id (inclusive) or a publish time in ms.
+
+        Raises:
+            Timeout, BrokerError: the broker did not confirm the seek.
+        """
+        self._check_open()
+        self._flush_acks()
+        if isinstance(target, MessageId):
+            fields: dict[str, Any] = {"message_id": target.to_pb()}
+            new_start: MessageId | None = target
+        else:
+            fields = {"message_publish_time": int(target)}
+            new_start = MessageId.earliest
+        old = (self._start, self._start_inclusive, self.last_dequeued)
+        # Set before the request: the broker may disconnect us before it answers, and
+        # the resubscribe must then already start from the new position.
+        self._start, self._start_inclusive, self.last_dequeued = new_start, True, None
+        try:
+            conn, _ = await self._request(T.SEEK, "seek", **fields)
+        except BaseException:
+            self._start, self._start_inclusive, self.last_dequeued = old
+            raise
+        self.batch_acks.clear()
+        self.ack_group.reset_cumulative_floor()
+        self.nacks.clear()
+        self.unacked.clear()
+        if conn is self._conn:
+            # Still on the same session: drop what came from the old position.
+            self._return_permits(self.queue.remove_where(lambda m: m._consumer is self))
+
+    async def get_last_message_id(self) -> tuple[MessageId, MessageId | None]:
+        """(last message id of the topic, subscription mark-delete position or None)."""
+        self._check_open()
+        _, resp = await self._request(T.GET_LAST_MESSAGE_ID, "getLastMessageId")
+        r = resp.getLastMessageIdResponse
+        last = MessageId.from_pb(r.last_message_id, self.topic)
+        if self.partition >= 0:
+            last = last.with_topic(self.topic, self.partition)
+        mark = (
+            MessageId.from_pb(r.consumer_mark_delete_position)
+            if r.HasField("consumer_mark_delete_position")
+            else None
+        )
+        return last, mark
+
+    async def unsubscribe(self) -> None:
+        """Delete the subscription; the consumer is closed afterwards.
+
+        Raises:
+            BrokerError: e.g. the subscription has other consumers.
+        """
+        self._check_open()
+        await self._request(T.UNSUBSCRIBE, "unsubscribe")
+        self._mark_closed()
+
+    async def close(self) -> None:
+        """Flush acks and close on the broker. Idempotent."""
+        if self.state == State.CLOSED:
+            return
+        self._flush_acks()
+        conn = self._conn
+        self._mark_closed()
+        if conn is not None and not conn.is_closed:
+            rid = self.config.next_request_id()
+            cmd = make_command(
+                T.CLOSE_CONSUMER,
+                "close_consumer",
+                consumer_id=self.consumer_id,
+                request_id=rid,
+            )
+            try:
+                await conn.request(cmd, rid)
+            except QuasarError as exc:
+                log.debug("close of consumer on %s: %s", self.topic, exc)
+
+    def _mark_closed(self) -> None:
+        self.state = State.CLOSED
+        if (
+            self._reconnect_task is not None
+            and self._reconnect_task is not asyncio.current_task()
+        ):
+            self._reconnect_task.cancel()
+        for timer in (self._ack_timer, self._redeliver_timer):
+            if timer is not None:
+                timer.cancel()
+        if self._conn is not None:
+            self._conn.consumers.pop(self.consumer_id, None)
+            self._conn = None
+        self.queue.remove_where(lambda m: m._consumer is self)
+        if self._owns_queue:
+            self.queue.close()
+
+    def _check_open(self) -> None:
+        if self.state == State.CLOSED:
+            raise AlreadyClosed(f"consumer on {self.topic} is closed")
+
+
+def _random_name() -> str:
+    import secrets
+
+    return secrets.token_hex(5)

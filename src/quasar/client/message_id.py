@@ -1,0 +1,189 @@
+"""The public ``MessageId`` of the client, shaped like ``pulsar.MessageId``.
+
+Accessors are methods (``ledger_id()``, ``entry_id()``, ...) as in `pulsar`. Ids order
+by (ledger, entry, batch index), as the C++ client compares them; equality also
+includes the partition. ``batch_size`` and the topic a consumer received the id on are
+carried along but take no part in comparisons.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, ClassVar
+
+_INT64_MAX = (1 << 63) - 1
+_UINT64 = 1 << 64
+
+
+def _signed64(value: int) -> int:
+    """uint64 wire value as int64 (the wire carries -1 as 2**64 - 1)."""
+    return value - _UINT64 if value >= 1 << 63 else value
+
+
+def _unsigned64(value: int) -> int:
+    return value + _UINT64 if value < 0 else value
+
+
+@functools.total_ordering
+class MessageId:
+    """Where a message is stored: ``(ledger, entry, partition, batch_index)``."""
+
+    __slots__ = (
+        "_ledger",
+        "_entry",
+        "_partition",
+        "_batch_index",
+        "_batch_size",
+        "_topic",
+    )
+
+    earliest: ClassVar[MessageId]
+    latest: ClassVar[MessageId]
+
+    def __init__(
+        self,
+        partition: int = -1,
+        ledger_id: int = -1,
+        entry_id: int = -1,
+        batch_index: int = -1,
+        batch_size: int = 0,
+        topic: str | None = None,
+    ) -> None:
+        self._ledger = int(ledger_id)
+        self._entry = int(entry_id)
+        self._partition = int(partition)
+        self._batch_index = int(batch_index)
+        self._batch_size = int(batch_size)
+        self._topic = topic
+
+    def ledger_id(self) -> int:
+        return self._ledger
+
+    def entry_id(self) -> int:
+        return self._entry
+
+    def partition(self) -> int:
+        return self._partition
+
+    def batch_index(self) -> int:
+        return self._batch_index
+
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    def topic_name(self) -> str | None:
+        """The topic (or partition) a consumer received this id on, if known."""
+        return self._topic
+
+    @property
+    def entry_key(self) -> tuple[int, int]:
+        return (self._ledger, self._entry)
+
+    def is_batch_member(self) -> bool:
+        return self._batch_index >= 0 and self._batch_size > 0
+
+    def with_topic(self, topic: str | None, partition: int | None = None) -> MessageId:
+        return MessageId(
+            self._partition if partition is None else partition,
+            self._ledger,
+            self._entry,
+            self._batch_index,
+            self._batch_size,
+            topic,
+        )
+
+    # --- wire form -------------------------------------------------------------------
+
+    def to_pb(self, include_batch: bool = False) -> Any:
+        """``MessageIdData`` with ledger and entry (what ACK/SEEK/REDELIVER carry)."""
+        from quasar.protocol import pb
+
+        data = pb.MessageIdData(
+            ledgerId=_unsigned64(self._ledger), entryId=_unsigned64(self._entry)
+        )
+        if include_batch and self._batch_index != -1:
+            data.batch_index = self._batch_index
+        return data
+
+    @classmethod
+    def from_pb(
+        cls, data: Any, topic: str | None = None, batch_size: int = 0
+    ) -> MessageId:
+        partition = data.partition if data.HasField("partition") else -1
+        batch_index = data.batch_index if data.HasField("batch_index") else -1
+        if not batch_size and data.HasField("batch_size"):
+            batch_size = data.batch_size
+        return cls(
+            partition,
+            _signed64(data.ledgerId),
+            _signed64(data.entryId),
+            batch_index,
+            batch_size,
+            topic,
+        )
+
+    def serialize(self) -> bytes:
+        """Protobuf ``MessageIdData`` bytes, as `pulsar` serializes an id."""
+        from quasar.protocol import pb
+
+        data = pb.MessageIdData(
+            ledgerId=_unsigned64(self._ledger), entryId=_unsigned64(self._entry)
+        )
+        if self._partition != -1:
+            data.partition = self._partition
+        if self._batch_index != -1:
+            data.batch_index = self._batch_index
+        if self._batch_size != 0:
+            data.batch_size = self._batch_size
+        return bytes(data.SerializeToString())
+
+    @staticmethod
+    def deserialize(message_id_bytes: bytes, topic: str | None = None) -> MessageId:
+        """Inverse of :meth:`serialize`.
+
+        Raises:
+            ValueError: the bytes are not a ``MessageIdData``.
+        """
+        from google.protobuf.message import DecodeError
+
+        from quasar.protocol import pb
+
+        data = pb.MessageIdData()
+        try:
+            data.ParseFromString(message_id_bytes)
+        except DecodeError as exc:
+            raise ValueError(f"not a serialized message id: {exc}") from exc
+        if not data.IsInitialized():
+            raise ValueError("not a serialized message id: missing ledger or entry")
+        return MessageId.from_pb(data, topic)
+
+    # --- comparison ------------------------------------------------------------------
+
+    def _order_key(self) -> tuple[int, int, int]:
+        return (self._ledger, self._entry, self._batch_index)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageId):
+            return NotImplemented
+        return (
+            self._order_key() == other._order_key()
+            and self._partition == other._partition
+        )
+
+    def __lt__(self, other: MessageId) -> bool:
+        if not isinstance(other, MessageId):
+            return NotImplemented
+        return self._order_key() < other._order_key()
+
+    def __hash__(self) -> int:
+        return hash((self._ledger, self._entry, self._partition, self._batch_index))
+
+    def __str__(self) -> str:
+        return f"({self._ledger},{self._entry},{self._partition},{self._batch_index})"
+
+    def __repr__(self) -> str:
+        return f"MessageId{self}"
+
+
+MessageId.earliest = MessageId(-1, -1, -1, -1)
+MessageId.latest = MessageId(-1, _INT64_MAX, _INT64_MAX, -1)

@@ -1,0 +1,566 @@
+"""A producer on one topic or one partition (asyncio core).
+
+Life cycle: ``start()`` looks the topic up, sends PRODUCER and waits for
+PRODUCER_SUCCESS (retrying retryable failures within the operation timeout). Sends are
+written at once while connected and kept in :class:`PendingSends` until their receipt.
+When the connection drops or the broker sends CLOSE_PRODUCER, the producer looks the
+topic up again with backoff, re-sends PRODUCER with the same producer_id, epoch + 1 and
+its previous name, and then writes every un-receipted SEND again, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from quasar.client.backoff import Backoff
+from quasar.client.connection import ClientConnection, ConnectionPool, make_command
+from quasar.client.enums import BatchingType, CompressionType, ProducerAccessMode
+from quasar.client.exceptions import MessageTooBig, ProducerQueueIsFull
+from quasar.client.lookup import LookupService, retry_until
+from quasar.client.message_id import MessageId
+from quasar.client.outgoing import (
+    BatchContainer,
+    BatchItem,
+    OutgoingMessage,
+    batch_payload,
+    fill_batch_metadata,
+)
+from quasar.client.receipts import OpSend, PendingSends, ReceiptOutcome, SendCallback
+from quasar.client.schema import BytesSchema, Schema
+from quasar.clock import Clock, SystemClock
+from quasar.errors import (
+    AlreadyClosed,
+    AuthenticationError,
+    AuthorizationError,
+    ChecksumError,
+    IncompatibleSchema,
+    NotAllowedError,
+    ProducerFenced,
+    QuasarError,
+    ServerError,
+    Timeout,
+    TopicNotFound,
+    TopicTerminatedError,
+)
+from quasar.protocol import encode_message, pb
+from quasar.protocol.compression import compress
+
+log = logging.getLogger(__name__)
+T = pb.BaseCommand
+
+# Errors after which reconnecting cannot help: pending sends fail and the producer stops.
+FATAL_ON_RECONNECT = (
+    TopicTerminatedError,
+    ProducerFenced,
+    TopicNotFound,
+    IncompatibleSchema,
+    NotAllowedError,
+    AuthenticationError,
+    AuthorizationError,
+)
+
+
+@dataclass
+class ProducerConfig:
+    """Producer options (names and defaults of ``pulsar.Client.create_producer``)."""
+
+    producer_name: str | None = None
+    schema: Schema = field(default_factory=BytesSchema)
+    initial_sequence_id: int | None = None
+    send_timeout_millis: int = 30_000
+    compression_type: CompressionType = CompressionType.NONE
+    max_pending_messages: int = 1000
+    max_pending_messages_across_partitions: int = 50_000
+    block_if_queue_full: bool = False
+    batching_enabled: bool = False
+    batching_max_messages: int = 1000
+    batching_max_allowed_size_in_bytes: int = 128 * 1024
+    batching_max_publish_delay_ms: int = 10
+    batching_type: BatchingType = BatchingType.Default
+    properties: dict[str, str] = field(default_factory=dict)
+    access_mode: ProducerAccessMode = ProducerAccessMode.Shared
+
+
+class State(enum.Enum):
+    INIT = "init"
+    READY = "ready"
+    CONNECTING = "connecting"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+class ProducerImpl:
+    """Producer for a single (non-partitioned topic or partition) topic name."""
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        conf: ProducerConfig,
+        pool: ConnectionPool,
+        lookup: LookupService,
+        clock: Clock | None = None,
+        max_pending: int | None = None,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.conf = conf
+        self.pool = pool
+        self.lookup = lookup
+        self.config = pool.config
+        self.clock = clock or SystemClock()
+        self.producer_id = self.config.next_producer_id()
+        self.producer_name: str | None = conf.producer_name
+        self._user_named = conf.producer_name is not None
+        self.state = State.INIT
+        self._loop = asyncio.get_running_loop()
+        self._conn: ClientConnection | None = None
+        self._epoch = 0
+        self._topic_epoch: int | None = None
+        self._schema_version = b""
+        self._next_seq = 0
+        self.last_sequence_id_published = -1
+        self._pending = PendingSends()
+        self._max_pending = max_pending or conf.max_pending_messages
+        self._slots_used = 0
+        self._slot_waiters: deque[asyncio.Future[None]] = deque()
+        self._batches: dict[Any, BatchContainer] = {}
+        self._batch_timer: asyncio.TimerHandle | None = None
+        self._send_timer: asyncio.TimerHandle | None = None
+        self._backoff = Backoff(
+            self.config.initial_backoff_ms, self.config.max_backoff_ms
+        )
+        self._reconnect_task: asyncio.Task[None] | None = None
+
+    # --- connect ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Create the producer on the broker.
+
+        Raises:
+            Timeout: not created within the operation timeout.
+            BrokerError subclass: e.g. ProducerBusy, TopicNotFound, IncompatibleSchema.
+        """
+        await retry_until(
+            lambda: self._connect_once(None),
+            self.config.operation_timeout_s,
+            Backoff(self.config.initial_backoff_ms, self.config.max_backoff_ms),
+            f"create producer on {self.topic}",
+        )
+        if self.conf.initial_sequence_id is not None:
+            self.last_sequence_id_published = self.conf.initial_sequence_id
+            self._next_seq = self.conf.initial_sequence_id + 1
+
+    async def _connect_once(self, url: str | None) -> None:
+        broker_url = url or await self.lookup.lookup(self.topic)
+        conn = await self.pool.get(broker_url)
+        rid = self.config.next_request_id()
+        cmd = make_command(
+            T.PRODUCER,
+            "producer",
+            topic=self.topic,
+            producer_id=self.producer_id,
+            request_id=rid,
+            producer_name=self.producer_name,
+            encrypted=False,
+            epoch=self._epoch,
+            user_provided_producer_name=self._user_named,
+            producer_access_mode=int(self.conf.access_mode),
+            topic_epoch=self._topic_epoch,
+        )
+        for k, v in self.conf.properties.items():
+            cmd.producer.metadata.add(key=k, value=v)
+        schema = self.conf.schema.schema_info()
+        if schema is not None:
+            cmd.producer.schema.CopyFrom(schema)
+        try:
+            resp = await conn.request(cmd, rid)
+        except Timeout:
+            # The broker may still create it: tell it to drop the half-made producer.
+            self._send_close(conn)
+            raise
+        ps = resp.producer_success
+        if self.state in (State.CLOSING, State.CLOSED):
+            self._send_close(conn)
+            return
+        self.producer_name = ps.producer_name
+        self._schema_version = ps.schema_version
+        if ps.HasField("topic_epoch"):
+            self._topic_epoch = ps.topic_epoch
+        if self.state == State.INIT and self.conf.initial_sequence_id is None:
+            last = ps.last_sequence_id if ps.HasField("last_sequence_id") else -1
+            self.last_sequence_id_published = last
+            self._next_seq = last + 1
+        conn.producers[self.producer_id] = self
+        self._conn = conn
+        self.state = State.READY
+        self._backoff.reset()
+        # Re-send everything not yet receipted, in the original order.
+        for op in self._pending:
+            conn.write(op.frame)
+        self._arm_send_timer()
+
+    def _send_close(self, conn: ClientConnection) -> None:
+        cmd = make_command(
+            T.CLOSE_PRODUCER,
+            "close_producer",
+            producer_id=self.producer_id,
+            request_id=self.config.next_request_id(),
+        )
+        conn.send_command(cmd)
+
+    def on_disconnected(self, conn: ClientConnection, assigned_url: str | None) -> None:
+        """The connection closed or the broker sent CLOSE_PRODUCER: reconnect."""
+        if conn is not self._conn:
+            return
+        self._conn = None
+        if self.state != State.READY:
+            return
+        self.state = State.CONNECTING
+        self._reconnect_task = self._loop.create_task(self._reconnect(assigned_url))
+
+    async def _reconnect(self, assigned_url: str | None) -> None:
+        delay_ms = 0.0 if assigned_url else self._backoff.next_delay_ms()
+        while self.state == State.CONNECTING:
+            await asyncio.sleep(delay_ms / 1000.0)
+            if self.state != State.CONNECTING:
+                return
+            self._epoch += 1
+            try:
+                await self._connect_once(assigned_url)
+                return
+            except FATAL_ON_RECONNECT as exc:
+                log.warning(
+                    "producer %s on %s cannot reconnect: %s",
+                    self.producer_name,
+                    self.topic,
+                    exc,
+                )
+                self._fail_all(exc)
+                self.state = State.CLOSED
+                return
+            except QuasarError as exc:
+                log.info("producer on %s reconnect failed: %s", self.topic, exc)
+            assigned_url = None
+            delay_ms = self._backoff.next_delay_ms()
+
+    @property
+    def is_connected(self) -> bool:
+        return self.state == State.READY and self._conn is not None
+
+    # --- sending ---------------------------------------------------------------------
+
+    async def send(self, msg: OutgoingMessage) -> MessageId:
+        """Send and wait for the receipt.
+
+        Raises:
+            AlreadyClosed, ProducerQueueIsFull, MessageTooBig, Timeout, BrokerError.
+        """
+        fut: asyncio.Future[MessageId] = self._loop.create_future()
+
+        def done(err: BaseException | None, mid: Any) -> None:
+            if not fut.done():
+                fut.set_exception(err) if err is not None else fut.set_result(mid)
+
+        await self.send_async(msg, done)
+        return await fut
+
+    async def send_async(self, msg: OutgoingMessage, callback: SendCallback) -> None:
+        """Queue a message; ``callback(error, message_id)`` runs on completion.
+
+        Waits for queue space when ``block_if_queue_full``.
+
+        Raises:
+            AlreadyClosed, ProducerQueueIsFull, MessageTooBig: the message was not queued.
+        """
+        await self._acquire_slot()
+        try:
+            self._enqueue(msg, callback)
+        except BaseException:
+            self._release_slots(1)
+            raise
+
+    async def _acquire_slot(self) -> None:
+        while True:
+            if self.state in (State.CLOSING, State.CLOSED):
+                raise AlreadyClosed(f"producer on {self.topic} is closed")
+            if self._slots_used < self._max_pending:
+                self._slots_used += 1
+                return
+            if not self.conf.block_if_queue_full:
+                raise ProducerQueueIsFull(
+                    f"{self._max_pending} messages pending on {self.topic}"
+                )
+            waiter: asyncio.Future[None] = self._loop.create_future()
+            self._slot_waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._slot_waiters:
+                    self._slot_waiters.remove(waiter)
+
+    def _release_slots(self, n: int) -> None:
+        self._slots_used -= n
+        for _ in range(n):
+            while self._slot_waiters:
+                waiter = self._slot_waiters.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    break
+
+    def _enqueue(self, msg: OutgoingMessage, callback: SendCallback) -> None:
+        if msg.sequence_id is not None:
+            seq = msg.sequence_id
+        else:
+            seq, self._next_seq = self._next_seq, self._next_seq + 1
+        if len(msg.payload) > self._max_message_size():
+            raise MessageTooBig(
+                f"{len(msg.payload)} bytes exceed {self._max_message_size()}"
+            )
+        if self.conf.batching_enabled and msg.deliver_at_ms is None:
+            self._add_to_batch(BatchItem(msg, seq, callback))
+            return
+        md = self._new_metadata(seq)
+        msg.fill_metadata(md)
+        self._send_entry(md, msg.payload, seq, 1, [callback])
+
+    def _max_message_size(self) -> int:
+        if self._conn is not None:
+            return self._conn.max_message_size
+        return 5 * 1024 * 1024 - 10 * 1024
+
+    def _new_metadata(self, seq: int) -> Any:
+        md = pb.MessageMetadata(
+            producer_name=self.producer_name or "",
+            sequence_id=seq,
+            publish_time=self.clock.wall_ms(),
+        )
+        if self._schema_version:
+            md.schema_version = self._schema_version
+        return md
+
+    def _send_entry(
+        self,
+        md: Any,
+        payload: bytes,
+        seq: int,
+        count: int,
+        callbacks: list[SendCallback],
+    ) -> None:
+        codec = int(self.conf.compression_type)
+        if codec:
+            md.compression = codec
+            md.uncompressed_size = len(payload)
+            payload = compress(codec, payload)
+        cmd = make_command(
+            T.SEND, "send", producer_id=self.producer_id, sequence_id=seq
+        )
+        if md.HasField("num_messages_in_batch"):
+            cmd.send.num_messages = count
+        if md.ByteSize() + len(payload) > self._max_message_size():
+            raise MessageTooBig(
+                f"entry of {len(payload)} bytes exceeds the broker's limit"
+            )
+        frame = encode_message(cmd, md, payload)
+        deadline = self.clock.monotonic_ms() + self.conf.send_timeout_millis
+        op = OpSend(
+            seq,
+            count,
+            frame,
+            callbacks,
+            deadline,
+            len(payload),
+            md.HasField("num_messages_in_batch"),
+        )
+        self._pending.append(op)
+        if self._conn is not None and self.state == State.READY:
+            self._conn.write(frame)
+        self._arm_send_timer()
+
+    def _batch_key(self, msg: OutgoingMessage) -> Any:
+        if self.conf.batching_type == BatchingType.KeyBased:
+            return (msg.partition_key, msg.ordering_key)
+        return None
+
+    def _add_to_batch(self, item: BatchItem) -> None:
+        key = self._batch_key(item.message)
+        container = self._batches.get(key)
+        if container is None:
+            container = BatchContainer(
+                self.conf.batching_max_messages,
+                self.conf.batching_max_allowed_size_in_bytes,
+            )
+            self._batches[key] = container
+        if not container.has_space(item.message):
+            self._flush_container(container)
+        if container.add(item):
+            self._flush_container(container)
+        elif self._batch_timer is None:
+            self._batch_timer = self._loop.call_later(
+                self.conf.batching_max_publish_delay_ms / 1000.0, self._on_batch_timer
+            )
+
+    def _on_batch_timer(self) -> None:
+        self._batch_timer = None
+        self.flush_batches()
+
+    def flush_batches(self) -> None:
+        """Turn every open batch into a SEND now."""
+        if self._batch_timer is not None:
+            self._batch_timer.cancel()
+            self._batch_timer = None
+        for container in list(self._batches.values()):
+            if container.items:
+                self._flush_container(container)
+        self._batches.clear()
+
+    def _flush_container(self, container: BatchContainer) -> None:
+        items = container.take()
+        if not items:
+            return
+        md = self._new_metadata(items[0].sequence_id)
+        fill_batch_metadata(md, items)
+        try:
+            self._send_entry(
+                md,
+                batch_payload(items),
+                items[0].sequence_id,
+                len(items),
+                [i.callback for i in items],
+            )
+        except QuasarError as exc:
+            self._release_slots(len(items))
+            for item in items:
+                item.callback(exc, None)
+
+    # --- receipts --------------------------------------------------------------------
+
+    def on_send_receipt(self, receipt: Any) -> None:
+        outcome, op = self._pending.match_receipt(receipt.sequence_id)
+        if outcome is ReceiptOutcome.STALE:
+            return
+        if outcome is ReceiptOutcome.OUT_OF_RANGE:
+            log.warning(
+                "receipt seq %d beyond pending head on %s: reconnecting",
+                receipt.sequence_id,
+                self.topic,
+            )
+            if self._conn is not None:
+                self._conn.close()
+            return
+        assert op is not None
+        self.last_sequence_id_published = max(
+            self.last_sequence_id_published, op.last_sequence_id
+        )
+        if receipt.HasField("message_id"):
+            base = MessageId.from_pb(receipt.message_id)
+            ledger, entry = base.ledger_id(), base.entry_id()
+        else:
+            ledger = entry = -1
+        if not op.is_batch:
+            ids = [MessageId(self.partition, ledger, entry, -1, 0, self.topic)]
+        else:
+            n = op.num_messages
+            ids = [
+                MessageId(self.partition, ledger, entry, i, n, self.topic)
+                for i in range(n)
+            ]
+        self._release_slots(op.num_messages)
+        op.complete(None, ids)
+        self._arm_send_timer()
+
+    def on_send_error(self, error: Any) -> None:
+        head = self._pending.head()
+        if (
+            error.error == ServerError.ChecksumError
+            and head is not None
+            and head.sequence_id == error.sequence_id
+        ):
+            op = self._pending.pop_head()
+            self._release_slots(op.num_messages)
+            op.complete(ChecksumError(error.message), None)
+            return
+        # Any other error: the C++ client drops the connection, then resends.
+        if self._conn is not None:
+            self._conn.close()
+
+    def _arm_send_timer(self) -> None:
+        if self.conf.send_timeout_millis <= 0 or self._send_timer is not None:
+            return
+        head = self._pending.head()
+        if head is None:
+            return
+        delay_ms = max(0.0, head.deadline_ms - self.clock.monotonic_ms())
+        self._send_timer = self._loop.call_later(delay_ms / 1000.0, self._on_send_timer)
+
+    def _on_send_timer(self) -> None:
+        self._send_timer = None
+        for op in self._pending.pop_expired(self.clock.monotonic_ms()):
+            self._release_slots(op.num_messages)
+            op.complete(Timeout(f"send to {self.topic} timed out"), None)
+        self._arm_send_timer()
+
+    def _fail_all(self, exc: BaseException) -> None:
+        for container in self._batches.values():
+            for item in container.take():
+                self._release_slots(1)
+                item.callback(exc, None)
+        for op in self._pending.drain():
+            self._release_slots(op.num_messages)
+            op.complete(exc, None)
+        for waiter in self._slot_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # --- flush / close ---------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Send open batches and wait until everything sent so far is settled."""
+        self.flush_batches()
+        last = None
+        for op in self._pending:
+            last = op
+        if last is None:
+            return
+        done: asyncio.Future[None] = self._loop.create_future()
+        last.on_complete.append(lambda: done.done() or done.set_result(None))
+        await done
+
+    async def close(self) -> None:
+        """Flush, then close the producer on the broker. Idempotent."""
+        if self.state in (State.CLOSING, State.CLOSED):
+            return
+        if self.state == State.READY:
+            try:
+                await asyncio.wait_for(
+                    self.flush(), max(self.conf.send_timeout_millis, 1) / 1000.0
+                )
+            except TimeoutError:
+                pass
+        self.state = State.CLOSING
+        if self._reconnect_task is not None:
+            self._reconnect_task.cancel()
+        for timer in (self._batch_timer, self._send_timer):
+            if timer is not None:
+                timer.cancel()
+        conn, self._conn = self._conn, None
+        if conn is not None and not conn.is_closed:
+            conn.producers.pop(self.producer_id, None)
+            rid = self.config.next_request_id()
+            cmd = make_command(
+                T.CLOSE_PRODUCER,
+                "close_producer",
+                producer_id=self.producer_id,
+                request_id=rid,
+            )
+            try:
+                await conn.request(cmd, rid)
+            except QuasarError as exc:
+                log.debug("close of producer on %s: %s", self.topic, exc)
+        self._fail_all(AlreadyClosed(f"producer on {self.topic} closed"))
+        self.state = State.CLOSED

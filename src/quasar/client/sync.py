@@ -1,0 +1,475 @@
+"""The synchronous facade with the `pulsar` package's names and signatures.
+
+One event loop runs in a daemon thread per :class:`Client`; every blocking method
+submits a coroutine of the asyncio core (:mod:`quasar.client.aio`) to it and waits for
+the result. Message listeners and ``send_async`` callbacks run on a separate worker
+thread (``message_listener_threads``), never on the loop thread, so they may call
+blocking methods such as ``consumer.acknowledge``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import re
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from quasar.client import aio
+from quasar.client.enums import (
+    BatchingType,
+    CompressionType,
+    ConsumerKeySharedPolicy,
+    ConsumerType,
+    InitialPosition,
+    PartitionsRoutingMode,
+    ProducerAccessMode,
+    RegexSubscriptionMode,
+    Result,
+)
+from quasar.client.exceptions import result_for
+from quasar.client.message import Message
+from quasar.client.message_id import MessageId
+from quasar.client.schema import BytesSchema, Schema
+from quasar.errors import AlreadyClosed
+
+R = TypeVar("R")
+_LISTENER_PREFIX = "quasar-listener"
+# Shared default like pulsar's: a schema object is stateless, so one instance is safe.
+_BYTES_SCHEMA = BytesSchema()
+
+_SEND_KWARGS = (
+    "properties",
+    "partition_key",
+    "ordering_key",
+    "sequence_id",
+    "replication_clusters",
+    "disable_replication",
+    "event_timestamp",
+    "deliver_at",
+    "deliver_after",
+)
+
+
+class _LoopThread:
+    """An event loop in a daemon thread, and a way to run coroutines on it."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._started = threading.Event()
+        self._thread.start()
+        self._started.wait()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._started.set)
+        self.loop.run_forever()
+        # Cancel whatever is left (timers, reconnect tasks) before closing the loop.
+        pending = asyncio.all_tasks(self.loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            self.loop.run_until_complete(
+                asyncio.gather(*pending, return_exceptions=True)
+            )
+        self.loop.close()
+
+    def run(self, coro: Coroutine[Any, Any, R]) -> R:
+        """Run ``coro`` on the loop and wait for its result (re-raising its error)."""
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError(
+                "blocking quasar.client call from inside its own event loop"
+            )
+        if not self._thread.is_alive():
+            coro.close()
+            raise AlreadyClosed("client is closed")
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result()
+        except BaseException:
+            fut.cancel()
+            raise
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            if threading.current_thread() is not self._thread:
+                self._thread.join(timeout=10)
+
+
+class Producer:
+    """Blocking producer (see ``pulsar.Producer``)."""
+
+    def __init__(self, client: Client, impl: aio.Producer) -> None:
+        self._client = client
+        self._impl = impl
+
+    def topic(self) -> str:
+        return self._impl.topic()
+
+    def producer_name(self) -> str | None:
+        return self._impl.producer_name()
+
+    def last_sequence_id(self) -> int:
+        return self._impl.last_sequence_id()
+
+    def is_connected(self) -> bool:
+        return self._impl.is_connected()
+
+    def send(
+        self,
+        content: Any,
+        properties: dict[str, str] | None = None,
+        partition_key: str | None = None,
+        ordering_key: str | None = None,
+        sequence_id: int | None = None,
+        replication_clusters: list[str] | None = None,
+        disable_replication: bool = False,
+        event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: Any = None,
+    ) -> MessageId:
+        """Publish and block until the broker stored the message; returns its id.
+
+        Raises:
+            AlreadyClosed, ProducerQueueIsFull, MessageTooBig, Timeout, BrokerError.
+        """
+        values = locals()
+        kwargs = {k: values[k] for k in _SEND_KWARGS}
+        return self._client._run(self._impl.send(content, **kwargs))
+
+    def send_async(
+        self,
+        content: Any,
+        callback: Callable[[Result, MessageId | None], None],
+        properties: dict[str, str] | None = None,
+        partition_key: str | None = None,
+        ordering_key: str | None = None,
+        sequence_id: int | None = None,
+        replication_clusters: list[str] | None = None,
+        disable_replication: bool = False,
+        event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: Any = None,
+    ) -> None:
+        """Queue a message; ``callback(result, message_id)`` runs on the listener thread.
+
+        Blocks only while the queue is full and ``block_if_queue_full`` is set. A
+        message that cannot be queued is reported through the callback too.
+        """
+        values = locals()
+        kwargs = {k: values[k] for k in _SEND_KWARGS}
+        executor = self._client._executor
+
+        def done(err: BaseException | None, mid: Any) -> None:
+            executor.submit(callback, result_for(err), mid)
+
+        async def submit() -> None:
+            try:
+                await self._impl.send_async(content, done, **kwargs)
+            except (TypeError, ValueError):
+                raise
+            except Exception as exc:  # queue full, closed, too big: report like pulsar
+                done(exc, None)
+
+        self._client._run(submit())
+
+    def flush(self) -> None:
+        """Block until every message sent so far is acknowledged by the broker.
+
+        The ``send_async`` callbacks of those messages have run when it returns.
+        """
+        self._client._run(self._impl.flush())
+        self._client._callbacks_barrier()
+
+    def close(self) -> None:
+        """Flush and close."""
+        self._client._run(self._impl.close())
+
+
+class Consumer:
+    """Blocking consumer (see ``pulsar.Consumer``)."""
+
+    def __init__(self, client: Client, impl: aio.Consumer) -> None:
+        self._client = client
+        self._impl = impl
+
+    def topic(self) -> str:
+        return self._impl.topic()
+
+    def subscription_name(self) -> str:
+        return self._impl.subscription_name()
+
+    def consumer_name(self) -> str:
+        return self._impl.consumer_name()
+
+    def is_connected(self) -> bool:
+        return self._impl.is_connected()
+
+    def receive(self, timeout_millis: int | None = None) -> Message:
+        """Block for the next message.
+
+        Raises:
+            Timeout: nothing arrived within ``timeout_millis``.
+            AlreadyClosed: the consumer is closed.
+        """
+        return self._client._run(self._impl.receive(timeout_millis))
+
+    def acknowledge(self, message: Message | MessageId) -> None:
+        self._client._run(self._impl.acknowledge(message))
+
+    def acknowledge_cumulative(self, message: Message | MessageId) -> None:
+        """Raises CumulativeAcknowledgementNotAllowedError on Shared / Key_Shared."""
+        self._client._run(self._impl.acknowledge_cumulative(message))
+
+    def negative_acknowledge(self, message: Message | MessageId) -> None:
+        self._client._run(self._impl.negative_acknowledge(message))
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        self._client._run(self._impl.redeliver_unacknowledged_messages())
+
+    def seek(self, messageid: MessageId | int) -> None:
+        """Reset the subscription to a message id or a publish time in ms."""
+        self._client._run(self._impl.seek(messageid))
+
+    def get_last_message_id(self) -> MessageId:
+        return self._client._run(self._impl.get_last_message_id())
+
+    def unsubscribe(self) -> None:
+        self._client._run(self._impl.unsubscribe())
+
+    def close(self) -> None:
+        self._client._run(self._impl.close())
+
+
+class Reader:
+    """Blocking reader (see ``pulsar.Reader``)."""
+
+    def __init__(self, client: Client, impl: aio.Reader) -> None:
+        self._client = client
+        self._impl = impl
+
+    def topic(self) -> str:
+        return self._impl.topic()
+
+    def is_connected(self) -> bool:
+        return self._impl.is_connected()
+
+    def read_next(self, timeout_millis: int | None = None) -> Message:
+        """Block for the next message; raises Timeout after ``timeout_millis``."""
+        return self._client._run(self._impl.read_next(timeout_millis))
+
+    def has_message_available(self) -> bool:
+        return self._client._run(self._impl.has_message_available())
+
+    def seek(self, messageid: MessageId | int) -> None:
+        self._client._run(self._impl.seek(messageid))
+
+    def close(self) -> None:
+        self._client._run(self._impl.close())
+
+
+class Client:
+    """Blocking client (see ``pulsar.Client``); only ``pulsar://`` URLs, no auth/TLS.
+
+    Raises:
+        InvalidUrl: the service URL is not ``pulsar://host:port``.
+    """
+
+    def __init__(
+        self,
+        service_url: str,
+        authentication: Any = None,
+        operation_timeout_seconds: int = 30,
+        io_threads: int = 1,
+        message_listener_threads: int = 1,
+        concurrent_lookup_requests: int = 50000,
+        log_conf_file_path: str | None = None,
+        stats_interval_in_seconds: int = 600,
+        use_tls: bool = False,
+        tls_trust_certs_file_path: str | None = None,
+        tls_allow_insecure_connection: bool = False,
+        tls_validate_hostname: bool = False,
+        logger: Any = None,
+        connection_timeout_ms: int = 10000,
+        listener_name: str | None = None,
+        tls_private_key_file_path: str | None = None,
+        tls_certificate_file_path: str | None = None,
+    ) -> None:
+        self._aio = aio.Client(
+            service_url,
+            operation_timeout_seconds=operation_timeout_seconds,
+            connection_timeout_ms=connection_timeout_ms,
+            listener_name=listener_name,
+        )
+        self._loop = _LoopThread("quasar-client-io")
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max(1, message_listener_threads),
+            thread_name_prefix=_LISTENER_PREFIX,
+        )
+
+    def _run(self, coro: Coroutine[Any, Any, R]) -> R:
+        return self._loop.run(coro)
+
+    def _callbacks_barrier(self) -> None:
+        """Wait until callbacks queued on the listener thread so far have run."""
+        if threading.current_thread().name.startswith(_LISTENER_PREFIX):
+            return  # called from a callback: waiting for ourselves would deadlock
+        self._executor.submit(lambda: None).result()
+
+    def create_producer(
+        self,
+        topic: str,
+        producer_name: str | None = None,
+        schema: Schema = _BYTES_SCHEMA,
+        initial_sequence_id: int | None = None,
+        send_timeout_millis: int = 30000,
+        compression_type: CompressionType = CompressionType.NONE,
+        max_pending_messages: int = 1000,
+        max_pending_messages_across_partitions: int = 50000,
+        block_if_queue_full: bool = False,
+        batching_enabled: bool = False,
+        batching_max_messages: int = 1000,
+        batching_max_allowed_size_in_bytes: int = 131072,
+        batching_max_publish_delay_ms: int = 10,
+        chunking_enabled: bool = False,
+        message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
+        lazy_start_partitioned_producers: bool = False,
+        properties: dict[str, str] | None = None,
+        batching_type: BatchingType = BatchingType.Default,
+        encryption_key: str | None = None,
+        crypto_key_reader: Any = None,
+        access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
+        message_router: Callable[[Message, int], int] | None = None,
+    ) -> Producer:
+        """Create a producer (parameters as ``pulsar.Client.create_producer``).
+
+        Raises:
+            InvalidTopicName, InvalidConfiguration, Timeout, ProducerBusy,
+            TopicNotFound, IncompatibleSchema, ...
+        """
+        kwargs = dict(locals())
+        del kwargs["self"]
+        return Producer(self, self._run(self._aio.create_producer(**kwargs)))
+
+    def subscribe(
+        self,
+        topic: str | list[str] | re.Pattern[str],
+        subscription_name: str,
+        consumer_type: ConsumerType = ConsumerType.Exclusive,
+        schema: Schema = _BYTES_SCHEMA,
+        message_listener: Callable[[Consumer, Message], None] | None = None,
+        receiver_queue_size: int = 1000,
+        max_total_receiver_queue_size_across_partitions: int = 50000,
+        consumer_name: str | None = None,
+        unacked_messages_timeout_ms: int | None = None,
+        broker_consumer_stats_cache_time_ms: int = 30000,
+        negative_ack_redelivery_delay_ms: int = 60000,
+        is_read_compacted: bool = False,
+        properties: dict[str, str] | None = None,
+        pattern_auto_discovery_period: int = 60,
+        initial_position: InitialPosition = InitialPosition.Latest,
+        crypto_key_reader: Any = None,
+        replicate_subscription_state_enabled: bool = False,
+        max_pending_chunked_message: int = 10,
+        auto_ack_oldest_chunked_message_on_queue_full: bool = False,
+        start_message_id_inclusive: bool = False,
+        batch_receive_policy: Any = None,
+        key_shared_policy: ConsumerKeySharedPolicy | None = None,
+        batch_index_ack_enabled: bool = False,
+        regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
+        dead_letter_policy: Any = None,
+        crypto_failure_action: int = 0,
+    ) -> Consumer:
+        """Subscribe (parameters as ``pulsar.Client.subscribe``).
+
+        ``message_listener(consumer, message)`` runs on the listener thread, one
+        message at a time per consumer.
+
+        Raises:
+            InvalidTopicName, InvalidConfiguration, Timeout, ConsumerBusy,
+            TopicNotFound, SubscriptionNotFound, ...
+        """
+        kwargs = dict(locals())
+        del kwargs["self"]
+        holder: list[Consumer] = []
+        ready = threading.Event()
+        if message_listener is not None:
+            listener = message_listener
+
+            def call(msg: Message) -> None:
+                ready.wait()
+                listener(holder[0], msg)
+
+            async def aio_listener(_: aio.Consumer, msg: Message) -> None:
+                await asyncio.get_running_loop().run_in_executor(
+                    self._executor, call, msg
+                )
+
+            kwargs["message_listener"] = aio_listener
+        consumer = Consumer(self, self._run(self._aio.subscribe(**kwargs)))
+        holder.append(consumer)
+        ready.set()
+        return consumer
+
+    def create_reader(
+        self,
+        topic: str,
+        start_message_id: MessageId,
+        schema: Schema = _BYTES_SCHEMA,
+        reader_listener: Any = None,
+        receiver_queue_size: int = 1000,
+        reader_name: str | None = None,
+        subscription_role_prefix: str | None = None,
+        is_read_compacted: bool = False,
+        crypto_key_reader: Any = None,
+        start_message_id_inclusive: bool = False,
+        crypto_failure_action: int = 0,
+    ) -> Reader:
+        """Create a reader (parameters as ``pulsar.Client.create_reader``).
+
+        Raises:
+            InvalidTopicName, InvalidConfiguration, Timeout, TopicNotFound, ...
+        """
+        kwargs = dict(locals())
+        del kwargs["self"]
+        return Reader(self, self._run(self._aio.create_reader(**kwargs)))
+
+    def get_topic_partitions(self, topic: str) -> list[str]:
+        return self._run(self._aio.get_topic_partitions(topic))
+
+    def close(self) -> None:
+        """Close everything the client created, then stop its thread. Idempotent."""
+        try:
+            self._run(self._aio.close())
+        except AlreadyClosed:
+            pass
+        self._loop.stop()
+        self._executor.shutdown(wait=False)
+
+    def shutdown(self) -> None:
+        try:
+            self._run(self._aio.shutdown())
+        except AlreadyClosed:
+            pass
+        self._loop.stop()
+        self._executor.shutdown(wait=False)
+
+
+__all__ = [
+    "BatchingType",
+    "Client",
+    "CompressionType",
+    "Consumer",
+    "ConsumerKeySharedPolicy",
+    "ConsumerType",
+    "InitialPosition",
+    "PartitionsRoutingMode",
+    "ProducerAccessMode",
+    "Producer",
+    "Reader",
+    "RegexSubscriptionMode",
+]

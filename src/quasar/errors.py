@@ -1,0 +1,243 @@
+"""One error hierarchy for quasar, mapped one-to-one onto Pulsar's ``ServerError`` codes.
+
+Every class carries three attributes that callers branch on (never on message text):
+
+* ``code``: the ``ServerError`` value sent on the wire (``None`` for purely local errors);
+* ``http_status``: the status the admin REST API answers with;
+* ``retryable``: whether the same request may succeed if sent again unchanged.
+
+Local misuse (a bad argument, an operation in the wrong state on *this* side) and peer
+failure (a frame the other side sent that we cannot accept) are separate branches, the
+way h11 separates ``LocalProtocolError`` from ``RemoteProtocolError``.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import ClassVar
+
+
+class ServerError(IntEnum):
+    """Pulsar's ``ServerError`` enum (PulsarApi.proto)."""
+
+    UnknownError = 0
+    MetadataError = 1
+    PersistenceError = 2
+    AuthenticationError = 3
+    AuthorizationError = 4
+    ConsumerBusy = 5
+    ServiceNotReady = 6
+    ProducerBlockedQuotaExceededError = 7
+    ProducerBlockedQuotaExceededException = 8
+    ChecksumError = 9
+    UnsupportedVersionError = 10
+    TopicNotFound = 11
+    SubscriptionNotFound = 12
+    ConsumerNotFound = 13
+    TooManyRequests = 14
+    TopicTerminatedError = 15
+    ProducerBusy = 16
+    InvalidTopicName = 17
+    IncompatibleSchema = 18
+    ConsumerAssignError = 19
+    TransactionCoordinatorNotFound = 20
+    InvalidTxnStatus = 21
+    NotAllowedError = 22
+    TransactionConflict = 23
+    TransactionNotFound = 24
+    ProducerFenced = 25
+
+
+class QuasarError(Exception):
+    """Root of every error quasar raises on purpose."""
+
+    code: ClassVar[ServerError | None] = None
+    http_status: ClassVar[int] = 500
+    retryable: ClassVar[bool] = False
+
+
+# --------------------------------------------------------------------------------------
+# Protocol errors: local (we were asked to encode something invalid) vs remote (the peer
+# sent bytes we cannot accept). A remote protocol error closes that one connection.
+
+
+class ProtocolError(QuasarError):
+    """A violation of the Pulsar binary protocol."""
+
+    http_status = 400
+
+
+class LocalProtocolError(ProtocolError):
+    """This side tried to produce an invalid frame."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent a frame that cannot be decoded or is not allowed now."""
+
+
+class FrameTooLarge(RemoteProtocolError):
+    """A frame's declared size exceeds the configured maximum."""
+
+
+class ChecksumMismatch(RemoteProtocolError):
+    """A payload's CRC32C does not match the checksum in its frame."""
+
+    code = ServerError.ChecksumError
+
+
+# --------------------------------------------------------------------------------------
+# Broker errors: each maps onto exactly one ServerError code. The registry below rejects
+# a second class for the same code, so the mapping stays one-to-one.
+
+
+class BrokerError(QuasarError):
+    """An error the broker reports to a client with a ServerError code."""
+
+    code: ClassVar[ServerError | None] = ServerError.UnknownError
+
+
+_REGISTRY: dict[ServerError, type[BrokerError]] = {}
+
+
+def _register(cls: type[BrokerError]) -> type[BrokerError]:
+    assert cls.code is not None
+    if cls.code in _REGISTRY:
+        raise TypeError(f"duplicate error class for {cls.code.name}")
+    _REGISTRY[cls.code] = cls
+    return cls
+
+
+def _define(
+    name: str, code: ServerError, http_status: int, retryable: bool = False
+) -> type[BrokerError]:
+    cls = type(
+        name,
+        (BrokerError,),
+        {
+            "code": code,
+            "http_status": http_status,
+            "retryable": retryable,
+            "__doc__": f"Pulsar ServerError.{code.name}.",
+            "__module__": __name__,
+        },
+    )
+    return _register(cls)
+
+
+UnknownError = _define("UnknownError", ServerError.UnknownError, 500)
+MetadataError = _define("MetadataError", ServerError.MetadataError, 500, True)
+PersistenceError = _define("PersistenceError", ServerError.PersistenceError, 500, True)
+AuthenticationError = _define("AuthenticationError", ServerError.AuthenticationError, 401)
+AuthorizationError = _define("AuthorizationError", ServerError.AuthorizationError, 403)
+ConsumerBusy = _define("ConsumerBusy", ServerError.ConsumerBusy, 409)
+ServiceNotReady = _define("ServiceNotReady", ServerError.ServiceNotReady, 503, True)
+ProducerBlockedQuotaExceededError = _define(
+    "ProducerBlockedQuotaExceededError",
+    ServerError.ProducerBlockedQuotaExceededError,
+    429,
+)
+ProducerBlockedQuotaExceededException = _define(
+    "ProducerBlockedQuotaExceededException",
+    ServerError.ProducerBlockedQuotaExceededException,
+    429,
+)
+ChecksumError = _define("ChecksumError", ServerError.ChecksumError, 400)
+UnsupportedVersionError = _define(
+    "UnsupportedVersionError", ServerError.UnsupportedVersionError, 400
+)
+TopicNotFound = _define("TopicNotFound", ServerError.TopicNotFound, 404)
+SubscriptionNotFound = _define("SubscriptionNotFound", ServerError.SubscriptionNotFound, 404)
+ConsumerNotFound = _define("ConsumerNotFound", ServerError.ConsumerNotFound, 404)
+TooManyRequests = _define("TooManyRequests", ServerError.TooManyRequests, 429, True)
+TopicTerminatedError = _define("TopicTerminatedError", ServerError.TopicTerminatedError, 409)
+ProducerBusy = _define("ProducerBusy", ServerError.ProducerBusy, 409)
+InvalidTopicName = _define("InvalidTopicName", ServerError.InvalidTopicName, 412)
+IncompatibleSchema = _define("IncompatibleSchema", ServerError.IncompatibleSchema, 409)
+ConsumerAssignError = _define("ConsumerAssignError", ServerError.ConsumerAssignError, 409)
+TransactionCoordinatorNotFound = _define(
+    "TransactionCoordinatorNotFound",
+    ServerError.TransactionCoordinatorNotFound,
+    503,
+    True,
+)
+InvalidTxnStatus = _define("InvalidTxnStatus", ServerError.InvalidTxnStatus, 409)
+NotAllowedError = _define("NotAllowedError", ServerError.NotAllowedError, 405)
+TransactionConflict = _define("TransactionConflict", ServerError.TransactionConflict, 409)
+TransactionNotFound = _define("TransactionNotFound", ServerError.TransactionNotFound, 404)
+ProducerFenced = _define("ProducerFenced", ServerError.ProducerFenced, 409)
+
+
+def error_for_code(code: int, message: str = "") -> BrokerError:
+    """Build the exception instance for a wire ``ServerError`` code.
+
+    Unknown codes (from a newer peer) become ``UnknownError``.
+    """
+    try:
+        cls = _REGISTRY[ServerError(code)]
+    except ValueError:
+        cls = UnknownError
+    return cls(message)
+
+
+# --------------------------------------------------------------------------------------
+# Storage errors.
+
+
+class StorageError(QuasarError):
+    """Base for storage failures."""
+
+    code = ServerError.PersistenceError
+
+
+class FatalStorageError(StorageError):
+    """The storage can no longer guarantee durability (e.g. fsync failed).
+
+    Never retried: after a failed fsync the page cache state is unknown, so the process
+    must stop (the PostgreSQL "fsyncgate" lesson).
+    """
+
+
+class CorruptRecordError(StorageError):
+    """A record in the middle of a ledger fails its length or checksum check."""
+
+
+class ManagedLedgerClosed(StorageError):
+    """An operation was attempted on a closed or deleted managed ledger."""
+
+
+class BadVersion(StorageError):
+    """A metadata-store write's expected version did not match."""
+
+    code = ServerError.MetadataError
+    http_status = 409
+
+
+class NotFound(StorageError):
+    """A metadata-store key does not exist."""
+
+    code = ServerError.MetadataError
+    http_status = 404
+
+
+# --------------------------------------------------------------------------------------
+# Client-side errors (raised by quasar.client; names follow the `pulsar` package).
+
+
+class ClientError(QuasarError):
+    """Base for errors raised by quasar's client."""
+
+
+class Timeout(ClientError):
+    """An operation did not complete within its timeout."""
+
+    retryable = True
+
+
+class ConnectError(ClientError):
+    """The client could not connect to the broker."""
+
+    retryable = True
+
+
+class AlreadyClosed(ClientError):
+    """The producer, consumer, reader or client is already closed."""

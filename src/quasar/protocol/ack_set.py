@@ -1,0 +1,128 @@
+"""Batch-index ack sets in the layout of ``java.util.BitSet.toLongArray()``.
+
+An ack set says which messages of a batch entry are **still unacknowledged**
+(bit set = not acked, bit clear = acked). It travels as ``repeated int64`` in
+``MessageIdData.ack_set`` and ``CommandMessage.ack_set``::
+
+    word k (int64)            bit i of the batch
+    ack_set[0]   bits 0..63   index i  ->  ack_set[i // 64] & (1 << (i % 64))
+    ack_set[1]   bits 64..127
+    ...          trailing all-zero words are dropped, so "all acked" is []
+
+Protobuf's int64 is signed, so a word whose bit 63 is set appears as a negative
+number; every function here accepts such words and returns them in that signed form.
+All functions are pure: they return new lists and never modify their arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "and_",
+    "clear_index",
+    "full_ack_set",
+    "is_all_acked",
+    "is_acked",
+    "unacked_indexes",
+]
+
+_MASK64 = (1 << 64) - 1
+_SIGN = 1 << 63
+
+
+def _signed(word: int) -> int:
+    word &= _MASK64
+    return word - (1 << 64) if word & _SIGN else word
+
+
+def _trim(words: list[int]) -> list[int]:
+    while words and words[-1] == 0:
+        words.pop()
+    return words
+
+
+def full_ack_set(n: int) -> list[int]:
+    """Return the ack set of a fresh batch of ``n`` messages: bits 0..n-1 set.
+
+    Raises ``ValueError`` if ``n`` is negative.
+    """
+    if n < 0:
+        raise ValueError(f"batch size must be >= 0, got {n}")
+    words = [-1] * (n // 64)  # a full word is all ones, i.e. -1 as a signed int64
+    rest = n % 64
+    if rest:
+        words.append(_signed((1 << rest) - 1))
+    return words
+
+
+def clear_index(ack_set: Sequence[int], index: int) -> list[int]:
+    """Return ``ack_set`` with message ``index`` marked acknowledged (bit cleared).
+
+    Raises ``ValueError`` if ``index`` is negative.
+    """
+    if index < 0:
+        raise ValueError(f"batch index must be >= 0, got {index}")
+    word, bit = divmod(index, 64)
+    words = [w & _MASK64 for w in ack_set]
+    if word < len(words):
+        words[word] &= ~(1 << bit) & _MASK64
+    return [_signed(w) for w in _trim(words)]
+
+
+def is_acked(ack_set: Sequence[int], index: int) -> bool:
+    """Tell whether message ``index`` is acknowledged (its bit is clear or absent).
+
+    Raises ``ValueError`` if ``index`` is negative.
+    """
+    if index < 0:
+        raise ValueError(f"batch index must be >= 0, got {index}")
+    word, bit = divmod(index, 64)
+    if word >= len(ack_set):
+        return True
+    # >> on a negative (signed) word still yields its two's-complement bits.
+    return not (ack_set[word] >> bit) & 1
+
+
+def unacked_indexes(ack_set: Sequence[int], n: int) -> list[int]:
+    """Return, in order, the indexes below ``n`` that are still unacknowledged."""
+    out: list[int] = []
+    for word_index, word in enumerate(ack_set):
+        word &= _MASK64
+        base = word_index * 64
+        while word:
+            low = word & -word
+            i = base + low.bit_length() - 1
+            if i >= n:
+                return out
+            out.append(i)
+            word ^= low
+    return out
+
+
+def is_all_acked(ack_set: Sequence[int], n: int | None = None) -> bool:
+    """Tell whether no message is left unacknowledged.
+
+    With ``n`` only indexes below ``n`` count, so stray bits past the batch size (which
+    some clients set) do not keep a batch alive.
+    """
+    if n is None:
+        return not any(ack_set)
+    full_words, rest = divmod(n, 64)
+    for word_index, word in enumerate(ack_set):
+        if word_index < full_words:
+            if word:
+                return False
+        else:
+            return word_index > full_words or not word & ((1 << rest) - 1)
+    return True
+
+
+def and_(a: Sequence[int], b: Sequence[int]) -> list[int]:
+    """Return the word-wise AND of two ack sets.
+
+    A message stays unacked only if it is unacked in both, so this merges two partial
+    acknowledgements of the same batch. A missing word counts as zero.
+    """
+    words = [(x & y) & _MASK64 for x, y in zip(a, b, strict=False)]
+    return [_signed(w) for w in _trim(words)]

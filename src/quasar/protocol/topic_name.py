@@ -1,0 +1,194 @@
+"""Topic names: parsing, normalisation and the names derived from them.
+
+Accepted forms (normalised the way the official client does)::
+
+    my-topic                              -> persistent://public/default/my-topic
+    tenant/ns/my-topic                    -> persistent://tenant/ns/my-topic
+    persistent://tenant/ns/my-topic          (V2: tenant / namespace / local name)
+    non-persistent://tenant/ns/my-topic
+    persistent://tenant/cluster/ns/my-topic  (V1, legacy: four or more path parts)
+
+Tenant, cluster and namespace may contain only ``[A-Za-z0-9_\\-=:.]``; the local name
+is everything after the namespace's slash (it may contain further ``/`` in the V1
+form) and must not be empty. A partition of a partitioned topic is named
+``<topic>-partition-<i>``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+from quasar.errors import InvalidTopicName
+
+__all__ = ["DEFAULT_NAMESPACE", "DEFAULT_TENANT", "PARTITION_SUFFIX", "TopicName"]
+
+DEFAULT_TENANT = "public"
+DEFAULT_NAMESPACE = "default"
+PARTITION_SUFFIX = "-partition-"
+_DOMAINS = ("persistent", "non-persistent")
+_NAME_PART = re.compile(r"[A-Za-z0-9_\-=:.]+")
+# The index is the decimal number after the *last* "-partition-"; anything else (a
+# sign, trailing text) means the name is not a partition name at all.
+_PARTITION = re.compile(r"(.+)-partition-(0|[1-9][0-9]{0,9})", re.DOTALL)
+_INT32_MAX = (1 << 31) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class TopicName:
+    """A parsed, fully qualified topic name. Build one with ``TopicName.parse``.
+
+    Equal names (after normalisation) compare and hash equal.
+    """
+
+    full: str
+    domain: str = field(compare=False)
+    tenant: str = field(compare=False)
+    namespace: str = field(compare=False)
+    local_name: str = field(compare=False)
+    cluster: str | None = field(default=None, compare=False)
+    partition_index: int = field(default=-1, compare=False)
+
+    @classmethod
+    def parse(cls, name: str) -> TopicName:
+        """Parse and normalise a topic name given in any accepted form.
+
+        Raises ``quasar.errors.InvalidTopicName`` for anything else: a 2-token or
+        >3-token short name, an unknown domain, a bad tenant/cluster/namespace, or an
+        empty local name.
+        """
+        if not isinstance(name, str) or not name:
+            raise InvalidTopicName(f"invalid topic name {name!r}")
+        if "://" not in name:
+            parts = name.split("/")
+            if len(parts) == 1:
+                domain, rest = (
+                    "persistent",
+                    f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}/{name}",
+                )
+            elif len(parts) == 3:
+                domain, rest = "persistent", name
+            else:
+                raise InvalidTopicName(
+                    f"invalid short topic name {name!r}: use 'topic', "
+                    "'tenant/namespace/topic' or a full '<domain>://...' name"
+                )
+        else:
+            domain, _, rest = name.partition("://")
+            if domain not in _DOMAINS:
+                raise InvalidTopicName(f"invalid domain {domain!r} in topic {name!r}")
+        parts = rest.split("/", 3)
+        cluster: str | None
+        if len(parts) == 3:
+            tenant, namespace, local = parts
+            cluster = None
+        elif len(parts) == 4:
+            tenant, cluster, namespace, local = parts
+        else:
+            raise InvalidTopicName(f"invalid topic name {name!r}: no namespace")
+        for label, value in (
+            ("tenant", tenant),
+            ("cluster", cluster),
+            ("namespace", namespace),
+        ):
+            if value is not None and not _NAME_PART.fullmatch(value):
+                raise InvalidTopicName(f"invalid {label} {value!r} in topic {name!r}")
+        if not local:
+            raise InvalidTopicName(f"empty local name in topic {name!r}")
+        ns_path = (
+            f"{tenant}/{namespace}"
+            if cluster is None
+            else f"{tenant}/{cluster}/{namespace}"
+        )
+        return cls(
+            full=f"{domain}://{ns_path}/{local}",
+            domain=domain,
+            tenant=tenant,
+            namespace=namespace,
+            local_name=local,
+            cluster=cluster,
+            partition_index=_partition_index(local),
+        )
+
+    @property
+    def namespace_name(self) -> str:
+        """The namespace as sent on the wire: ``tenant/ns`` (V1: ``tenant/cluster/ns``)."""
+        if self.cluster is None:
+            return f"{self.tenant}/{self.namespace}"
+        return f"{self.tenant}/{self.cluster}/{self.namespace}"
+
+    @property
+    def is_persistent(self) -> bool:
+        return self.domain == "persistent"
+
+    @property
+    def is_partition(self) -> bool:
+        """True for ``...-partition-<i>`` names."""
+        return self.partition_index >= 0
+
+    @property
+    def base(self) -> TopicName:
+        """The partitioned topic this partition belongs to (``self`` if not a partition)."""
+        if self.partition_index < 0:
+            return self
+        base_local = self.local_name[: self.local_name.rindex(PARTITION_SUFFIX)]
+        return TopicName(
+            full=f"{self.domain}://{self.namespace_name}/{base_local}",
+            domain=self.domain,
+            tenant=self.tenant,
+            namespace=self.namespace,
+            local_name=base_local,
+            cluster=self.cluster,
+        )
+
+    def partition(self, index: int) -> TopicName:
+        """Return partition ``index`` of this topic (of its base, if it is a partition).
+
+        Raises ``ValueError`` if ``index`` is negative or above int32.
+        """
+        if not 0 <= index <= _INT32_MAX:
+            raise ValueError(f"partition index must be in [0, 2^31), got {index}")
+        base = self.base
+        local = f"{base.local_name}{PARTITION_SUFFIX}{index}"
+        return TopicName(
+            full=f"{base.domain}://{base.namespace_name}/{local}",
+            domain=base.domain,
+            tenant=base.tenant,
+            namespace=base.namespace,
+            local_name=local,
+            cluster=base.cluster,
+            partition_index=index,
+        )
+
+    @property
+    def persistence_name(self) -> str:
+        """A unique, filesystem-safe managed-ledger name for this topic.
+
+        ``tenant/ns/<domain>/<url-encoded local name>`` (V1 names keep their cluster
+        part). Every component is percent-encoded, so the result never contains a
+        ``/`` other than the separators, nor a ``.``/``..`` component, and distinct
+        topics map to distinct names.
+        """
+        spaces = [self.tenant] + ([self.cluster] if self.cluster is not None else [])
+        parts = [*spaces, self.namespace, self.domain, self.local_name]
+        return "/".join(_path_safe(p) for p in parts)
+
+    def __str__(self) -> str:
+        return self.full
+
+
+def _partition_index(local: str) -> int:
+    match = _PARTITION.fullmatch(local)
+    if match is None:
+        return -1
+    index = int(match.group(2))
+    return index if index <= _INT32_MAX else -1
+
+
+def _path_safe(component: str) -> str:
+    encoded = quote(component, safe="")
+    # quote() leaves dots alone; a component of only dots would walk the directory tree.
+    if encoded.strip(".") == "":
+        encoded = encoded.replace(".", "%2E")
+    return encoded

@@ -1,0 +1,370 @@
+"""``ManagedCursorImpl``: a subscription's (or reader's) position in a managed ledger.
+
+State, as in Pulsar's ManagedCursorImpl:
+
+* ``mark_delete``: every entry at or before it is acknowledged;
+* individually deleted ranges after it (``PositionRangeSet``); in-order
+  acknowledgement only moves mark-delete and never builds ranges;
+* batch-index ack sets for partially acknowledged batch entries;
+* properties attached by cumulative acks;
+* the read position: a lower bound, ``read_entries`` returns the first
+  unacknowledged entries at or after it.
+
+Persistence (durable cursors only). A change marks the cursor dirty and arms one
+timer of ``cursor_persist_interval_ms`` on the event loop; when it fires, the whole
+state is written to the metadata store. ``flush()`` and ``close()`` write at once.
+After a crash a subscription therefore redelivers at most what was acknowledged in
+the last interval, never less than the persisted mark-delete.
+
+At most ``MAX_UNACKED_RANGES_TO_PERSIST`` ranges (Pulsar's
+``managedLedgerMaxUnackedRangesToPersist``, 10000) and as many batch ack sets are
+written: those nearest mark-delete. Acknowledgements in ranges past that bound live
+in memory only, so after a restart those entries are delivered again; that is
+redelivery, never loss, and the in-memory state stays exact while the process runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from quasar.errors import ManagedLedgerClosed
+from quasar.storage.api import EARLIEST, LATEST, Entry, Position
+from quasar.storage.codec import CursorRecord, encode_cursor
+from quasar.storage.ranges import PositionRangeSet
+
+if TYPE_CHECKING:
+    from quasar.storage.managed_ledger import ManagedLedgerImpl
+
+log = logging.getLogger(__name__)
+
+MAX_UNACKED_RANGES_TO_PERSIST = 10_000
+
+
+class ManagedCursorImpl:
+    """Implements ``quasar.storage.api.ManagedCursor`` for both storage backends."""
+
+    def __init__(
+        self,
+        ledger: ManagedLedgerImpl,
+        name: str,
+        *,
+        durable: bool,
+        mark_delete: Position,
+        read_position: Position,
+        record: CursorRecord | None = None,
+        metadata_version: int | None = None,
+    ) -> None:
+        self._ml = ledger
+        self._name = name
+        self._durable = durable
+        self._md = mark_delete
+        self._read = read_position
+        self._ranges = PositionRangeSet()
+        self._batch: dict[Position, list[int]] = {}
+        self._props: dict[str, int] = {}
+        if record is not None:
+            self._props = dict(record.properties)
+            for lid, first, last in record.ranges:
+                self._ranges.add_range(lid, first, last)
+            for pos, bits in record.batch:
+                self._batch[pos] = bits
+        self._version = metadata_version  # None: never written to the metadata store
+        self._dirty = False
+        self._timer: asyncio.TimerHandle | asyncio.Handle | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def durable(self) -> bool:
+        return self._durable
+
+    @property
+    def mark_delete_position(self) -> Position:
+        return self._md
+
+    @property
+    def read_position(self) -> Position:
+        return self._read
+
+    @property
+    def properties(self) -> dict[str, int]:
+        return dict(self._props)
+
+    def individually_deleted_ranges(self) -> list[tuple[Position, Position]]:
+        return self._ranges.as_pairs()
+
+    def is_acknowledged(self, position: Position) -> bool:
+        return position <= self._md or position in self._ranges
+
+    def batch_ack_set(self, position: Position) -> list[int] | None:
+        bits = self._batch.get(position)
+        return None if bits is None else list(bits)
+
+    def backlog(self) -> int:
+        """Entries after mark-delete that are not individually deleted."""
+        after_md = Position(self._md.ledger_id, self._md.entry_id + 1)
+        total = self._ml.count_entries(after_md, self._ml.last_confirmed_entry)
+        return max(total - self._ranges.count, 0)
+
+    # ------------------------------------------------------------------ reading
+
+    async def read_entries(self, max_entries: int) -> list[Entry]:
+        """Read up to ``max_entries`` unacknowledged entries from the read position.
+
+        Raises:
+            ManagedLedgerClosed: the managed ledger (or this cursor) is closed.
+            CorruptRecordError: a stored entry fails its checksum.
+        """
+        self._check_open()
+        if max_entries <= 0:
+            return []
+        ml = self._ml
+        start = max(self._read, Position(self._md.ledger_id, self._md.entry_id + 1))
+        pos = ml.first_at_or_after(start)
+        wanted: list[Position] = []
+        last_seen: Position | None = None
+        while pos is not None and len(wanted) < max_entries:
+            acked = self._ranges.range_containing(pos)
+            if acked is not None:
+                # Jump over the whole acknowledged range without touching its entries.
+                last_seen = Position(acked[0], acked[2])
+            else:
+                wanted.append(pos)
+                last_seen = pos
+            pos = ml.first_at_or_after(Position(last_seen.ledger_id, last_seen.entry_id + 1))
+        if last_seen is not None:
+            self._read = ml.next_position(last_seen)
+        return ml.read_positions(wanted)
+
+    def has_more_entries(self) -> bool:
+        start = max(self._read, Position(self._md.ledger_id, self._md.entry_id + 1))
+        return self._ml.first_at_or_after(start) is not None
+
+    def seek(self, read_position: Position) -> None:
+        self._check_open()
+        self._read = self._resolve(read_position)
+
+    def rewind(self) -> None:
+        self._check_open()
+        self._read = self._ml.next_position(self._md)
+
+    # ------------------------------------------------------------------ acknowledging
+
+    def delete(self, positions: Iterable[Position]) -> None:
+        """Acknowledge individual entries; mark-delete advances over contiguous runs.
+
+        Positions at or before mark-delete, or that no longer exist (trimmed), are
+        ignored.
+
+        Raises:
+            ValueError: a position is after the last confirmed entry.
+            ManagedLedgerClosed: the cursor is closed.
+        """
+        self._check_open()
+        todo = list(positions)
+        lac = self._ml.last_confirmed_entry
+        for pos in todo:
+            if pos > lac:
+                raise ValueError(f"cannot acknowledge {pos}: last confirmed entry is {lac}")
+        changed = False
+        for pos in todo:
+            if pos <= self._md or not self._ml.is_confirmed(pos):
+                continue
+            self._batch.pop(pos, None)
+            if pos == self._ml.next_position(self._md):
+                self._md = pos  # in-order ack: no range needed
+                changed = True
+            elif self._ranges.add(pos):
+                changed = True
+        if changed:
+            self._after_mark_delete_moved()
+            self._changed()
+
+    def mark_delete(self, position: Position, properties: dict[str, int] | None = None) -> None:
+        """Acknowledge every entry at or before ``position`` (cumulative ack).
+
+        A position before the current mark-delete is ignored (a late duplicate ack).
+
+        Raises:
+            ValueError: ``position`` is after the last confirmed entry.
+            ManagedLedgerClosed: the cursor is closed.
+        """
+        self._check_open()
+        lac = self._ml.last_confirmed_entry
+        if position > lac:
+            raise ValueError(f"cannot mark-delete {position}: last confirmed entry is {lac}")
+        if position < self._md:
+            return
+        if properties is not None:
+            self._props = dict(properties)
+        self._md = position
+        self._after_mark_delete_moved()
+        self._changed()
+
+    def set_batch_ack(self, position: Position, ack_set: Sequence[int]) -> None:
+        """Record a batch entry's remaining-unacked bitset (1 = not yet acked).
+
+        An all-zero set means the whole batch is acknowledged: the entry is deleted.
+
+        Raises:
+            ValueError: ``position`` is after the last confirmed entry.
+        """
+        self._check_open()
+        lac = self._ml.last_confirmed_entry
+        if position > lac:
+            raise ValueError(f"cannot acknowledge {position}: last confirmed entry is {lac}")
+        if self.is_acknowledged(position):
+            return
+        if not any(ack_set):
+            self.delete([position])
+            return
+        self._batch[position] = list(ack_set)
+        self._changed()
+
+    def reset(self, position: Position) -> None:
+        """Make ``position`` the next entry delivered; entries before it count as
+        acknowledged and every acknowledgement at or after it is forgotten."""
+        self._check_open()
+        target = self._resolve(position)
+        # Clamped to the last confirmed entry: entries not written yet can never be
+        # acknowledged, even when the reset points past them.
+        self._md = min(self._ml.previous_position(target), self._ml.last_confirmed_entry)
+        self._ranges.clear()
+        self._batch.clear()
+        self._read = target
+        self._changed()
+
+    def _after_mark_delete_moved(self) -> None:
+        ml = self._ml
+        self._ranges.remove_through(self._md)
+        # Absorb ranges that now continue mark-delete (possibly across ledgers).
+        head = self._ranges.first()
+        while head is not None and Position(head[0], head[1]) == ml.next_position(self._md):
+            self._ranges.pop_first()
+            self._md = Position(head[0], head[2])
+            head = self._ranges.first()
+        if self._batch:
+            for pos in [p for p in self._batch if p <= self._md]:
+                del self._batch[pos]
+        if self._read <= self._md:
+            self._read = ml.next_position(self._md)
+
+    def _resolve(self, position: Position) -> Position:
+        if position == EARLIEST:
+            return self._ml.first_position
+        if position == LATEST:
+            return self._ml.next_position(self._ml.last_confirmed_entry)
+        return position
+
+    def trimmed_before(self, first_retained: Position) -> None:
+        """Ledgers before ``first_retained`` were deleted: move a lagging mark-delete up.
+
+        Only non-durable cursors can lag behind a trim (durable ones hold it back).
+        """
+        floor = self._ml.previous_position(first_retained)
+        if self._md < floor:
+            self._md = floor
+            self._after_mark_delete_moved()
+
+    # ------------------------------------------------------------------ persistence
+
+    def _changed(self) -> None:
+        if not self._durable or self._closed:
+            return
+        self._dirty = True
+        if self._timer is None:
+            interval_ms = self._ml.config.cursor_persist_interval_ms
+            loop = self._ml.loop
+            if interval_ms <= 0:
+                self._timer = loop.call_soon(self._persist_from_timer)
+            else:
+                self._timer = loop.call_later(interval_ms / 1000.0, self._persist_from_timer)
+
+    def _persist_from_timer(self) -> None:
+        self._timer = None
+        if not self._dirty or self._closed:
+            return
+        try:
+            self.persist()
+        except Exception:
+            # Stay dirty: the next change or flush() tries again. Acks are only
+            # ever redelivered because of this, never lost.
+            log.exception("failed to persist cursor %s of %s", self._name, self._ml.name)
+
+    def record(self) -> CursorRecord:
+        """The state to persist (bounded, see the module docstring)."""
+        ranges = self._ranges.head(MAX_UNACKED_RANGES_TO_PERSIST)
+        batch = sorted(self._batch.items())[:MAX_UNACKED_RANGES_TO_PERSIST]
+        return CursorRecord(self._md, dict(self._props), ranges, batch)
+
+    def persist(self) -> None:
+        """Write the state to the metadata store now (durable when it returns).
+
+        Raises:
+            MetadataError, BadVersion: the write failed (BadVersion: another owner).
+        """
+        if not self._durable:
+            return
+        self._dirty = False
+        try:
+            self._version = self._ml.put_cursor(
+                self._name, encode_cursor(self.record()), self._version
+            )
+        except BaseException:
+            self._dirty = True
+            raise
+
+    async def flush(self) -> None:
+        """Persist now if anything changed since the last write; durable on return.
+
+        Raises:
+            ManagedLedgerClosed: the cursor is closed.
+            MetadataError, BadVersion: the write failed.
+        """
+        self._check_open()
+        if not self._durable:
+            return
+        self._cancel_timer()
+        if self._dirty or self._version is None:
+            self.persist()
+
+    def close(self) -> None:
+        """Persist pending changes (durable cursors) and stop the timer."""
+        if self._closed:
+            return
+        self._cancel_timer()
+        if self._durable and self._dirty:
+            try:
+                self.persist()
+            except Exception:
+                log.exception("failed to persist cursor %s on close", self._name)
+        self._closed = True
+
+    def discard(self) -> None:
+        """Close without persisting (the managed ledger is being deleted)."""
+        self._cancel_timer()
+        self._closed = True
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ManagedLedgerClosed(f"cursor {self._name} of {self._ml.name} is closed")
+        self._ml.check_open()
+
+    def __repr__(self) -> str:
+        return (
+            f"ManagedCursorImpl({self._ml.name}/{self._name}, md={self._md}, "
+            f"read={self._read}, ranges={len(self._ranges)})"
+        )

@@ -1,0 +1,134 @@
+"""``FileManagedLedgerFactory``: the embedded, durable managed-ledger factory.
+
+One factory owns one data directory: its ledger files, ONE group-commit writer
+thread shared by all its managed ledgers, and one entry cache. An exclusive
+``flock`` on ``<data_dir>/LOCK`` keeps a second process (or factory) out, since two
+writers appending to the same files would corrupt them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+from collections.abc import Callable
+
+from quasar.clock import Clock, SystemClock
+from quasar.errors import FatalStorageError, PersistenceError
+from quasar.storage.api import MetadataStore
+from quasar.storage.file.disk import OsDisk
+from quasar.storage.file.entry_cache import EntryCache, EntryCacheStats
+from quasar.storage.file.group_commit import GroupCommitStats, GroupCommitWriter
+from quasar.storage.file.ledger_files import FileLedgerStorage
+from quasar.storage.ledger_factory import BaseManagedLedgerFactory
+
+log = logging.getLogger(__name__)
+
+
+class FileManagedLedgerFactory(BaseManagedLedgerFactory):
+    """Implements ``ManagedLedgerFactory`` on local files with group commit."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        metadata_store: MetadataStore,
+        *,
+        journal_sync_data: bool = True,
+        journal_max_group_wait_ms: float = 1,
+        journal_buffered_writes_threshold_bytes: int = 512 * 1024,
+        cache_size_bytes_max: int = 64 * 1024 * 1024,
+        clock: Clock | None = None,
+        on_fatal: Callable[[FatalStorageError], None] | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+        disk: OsDisk | None = None,
+    ) -> None:
+        """Open ``data_dir`` (created if missing) and lock it.
+
+        ``on_fatal`` is called once, on the loop, when a write or fsync fails; every
+        append fails from then on and the process is expected to stop. ``disk`` is
+        the file-operations seam (tests inject faults through it).
+
+        Raises:
+            PersistenceError: the directory is locked by another factory or process,
+                or cannot be created.
+        """
+        self._data_dir = os.fspath(data_dir)
+        self._disk = disk if disk is not None else OsDisk()
+        self._user_on_fatal = on_fatal
+        try:
+            self._disk.makedirs(self._data_dir)
+            self._lock_fd = os.open(os.path.join(self._data_dir, "LOCK"), os.O_RDWR | os.O_CREAT)
+        except OSError as exc:
+            raise PersistenceError(f"cannot open data directory {self._data_dir}: {exc}") from exc
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(self._lock_fd)
+            raise PersistenceError(f"data directory {self._data_dir} is in use") from exc
+        self._writer = GroupCommitWriter(
+            self._disk,
+            sync_data=journal_sync_data,
+            max_group_wait_ms=journal_max_group_wait_ms,
+            buffered_writes_threshold_bytes=journal_buffered_writes_threshold_bytes,
+            on_fatal=self._on_fatal,
+        )
+        self._cache = EntryCache(cache_size_bytes_max)
+        self._files = FileLedgerStorage(self._data_dir, self._disk, self._writer, self._cache)
+        super().__init__(
+            self._files,
+            metadata_store,
+            clock=clock if clock is not None else SystemClock(),
+            loop=loop,
+        )
+        self._writer_started = False
+
+    @property
+    def data_dir(self) -> str:
+        return self._data_dir
+
+    def writer_stats(self) -> GroupCommitStats:
+        """Appends, groups, fsyncs and bytes written by the group-commit writer."""
+        return self._writer.stats
+
+    def cache_stats(self) -> EntryCacheStats:
+        return self._cache.stats()
+
+    def _bind_loop(self) -> asyncio.AbstractEventLoop:
+        loop = super()._bind_loop()
+        if not self._writer_started:
+            self._writer.start(loop)
+            self._writer_started = True
+        return loop
+
+    def _on_fatal(self, exc: FatalStorageError) -> None:
+        if self._user_on_fatal is not None:
+            self._user_on_fatal(exc)
+        else:
+            log.critical("storage failed and no on_fatal handler is set: %s", exc)
+
+    async def close(self) -> None:
+        """Close every managed ledger, stop the writer, release files and the lock."""
+        if self._closed:
+            return
+        await super().close()
+        self._release()
+
+    def abandon(self) -> None:
+        """Stop the way a crash would, for recovery tests.
+
+        Writes already queued still reach the files, then the writer stops and every
+        descriptor and the directory lock are released; but no ledger is sealed and no
+        cursor state is persisted, so the next open runs recovery exactly as after
+        ``kill -9``.
+        """
+        self._closed = True
+        self._release()
+
+    def _release(self) -> None:
+        if self._writer_started:
+            self._writer.stop()
+        self._files.close()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # closing the descriptor drops the flock
+            self._lock_fd = -1

@@ -1,0 +1,161 @@
+"""On-disk format of a ledger file, and the scans that read it back.
+
+Each ledger is one append-only file ``ledgers/<ledger_id>.log``::
+
+    offset 0                                                       16
+    +----------+-------------+-----------+--------------------------+
+    | "QLDG"   | version u16 | flags u16 | ledger_id u64            |   file header
+    +----------+-------------+-----------+--------------------------+
+    16
+    +------------+------------+--------------------------+
+    | length u32 | crc32c u32 | payload (length bytes)   |   entry 0
+    +------------+------------+--------------------------+
+    | length u32 | crc32c u32 | payload ...              |   entry 1, 2, ...
+    +------------+------------+--------------------------+
+
+Integers are big-endian. ``crc32c`` is CRC32C (Castagnoli) over the four length bytes
+followed by the payload: covering the length means a zero-filled region (what a
+crash can leave after a file was extended) never parses as an empty record. Entry
+ids are implicit: the n-th record is entry n. ``flags`` is 0; ``version`` is bumped on
+any change to this layout. The ledger id in the header catches a misplaced file.
+
+Reading it back (recovery of a ledger that was being written):
+
+* a record whose length runs past the end of the file, or whose CRC fails, with no
+  valid record anywhere after it, is a torn tail: the last write was partial. It is
+  truncated away; it was never acknowledged, because an append is acknowledged only
+  after the write *and* its fdatasync completed.
+* a bad record followed by a valid one is corruption in the middle of the ledger
+  (a flipped bit, a misdirected write): acknowledged data would be lost by skipping
+  it, so the scan stops with ``CorruptRecordError`` and the operator decides.
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import crc32c
+
+from quasar.errors import CorruptRecordError
+
+MAGIC = b"QLDG"
+FORMAT_VERSION = 1
+FILE_HEADER = struct.Struct(">4sHHQ")
+FILE_HEADER_SIZE = FILE_HEADER.size  # 16
+RECORD_HEADER = struct.Struct(">II")
+RECORD_HEADER_SIZE = RECORD_HEADER.size  # 8
+# Upper bound on one entry. It bounds the work of deciding whether garbage hides a
+# valid record, and is far above Pulsar's maxMessageSize (5 MiB by default).
+MAX_RECORD_BYTES = 128 * 1024 * 1024
+
+# Reads `n` bytes at `offset` (fewer only at end of file).
+ReadAt = Callable[[int, int], bytes]
+
+
+def file_header(ledger_id: int) -> bytes:
+    return FILE_HEADER.pack(MAGIC, FORMAT_VERSION, 0, ledger_id)
+
+
+def check_file_header(data: bytes, ledger_id: int, path: str) -> None:
+    """Raises ``CorruptRecordError`` unless ``data`` is this ledger's file header."""
+    if len(data) < FILE_HEADER_SIZE:
+        raise CorruptRecordError(f"{path}: file header is truncated ({len(data)} bytes)")
+    magic, version, _flags, stored_id = FILE_HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise CorruptRecordError(f"{path}: not a ledger file (magic {magic!r})")
+    if version != FORMAT_VERSION:
+        raise CorruptRecordError(f"{path}: unsupported ledger format version {version}")
+    if stored_id != ledger_id:
+        raise CorruptRecordError(f"{path}: holds ledger {stored_id}, expected {ledger_id}")
+
+
+def record_header(payload: bytes) -> bytes:
+    """The 8-byte header that precedes ``payload`` on disk."""
+    length = len(payload)
+    length_bytes = length.to_bytes(4, "big")
+    crc = crc32c.crc32c(payload, crc32c.crc32c(length_bytes))
+    return length_bytes + crc.to_bytes(4, "big")
+
+
+def payload_matches(header: bytes | memoryview, payload: bytes | memoryview) -> bool:
+    """True if ``payload`` has the length and CRC recorded in ``header``."""
+    length, crc = RECORD_HEADER.unpack_from(header)
+    if length != len(payload):
+        return False
+    return bool(crc32c.crc32c(payload, crc32c.crc32c(bytes(header[:4]))) == crc)
+
+
+class _Window:
+    """Buffered positional reads, so a scan issues a few large preads."""
+
+    def __init__(self, read_at: ReadAt, chunk: int) -> None:
+        self._read_at = read_at
+        self._chunk = chunk
+        self._start = 0
+        self._buf = b""
+
+    def get(self, offset: int, n: int) -> memoryview:
+        end = self._start + len(self._buf)
+        if not (self._start <= offset and offset + n <= end):
+            self._buf = self._read_at(offset, max(n, self._chunk))
+            self._start = offset
+        rel = offset - self._start
+        return memoryview(self._buf)[rel : rel + n]
+
+
+@dataclass
+class ScanResult:
+    offsets: array[int]  # file offset of each good record, in entry order
+    size: int  # payload bytes of the good records
+    end: int  # offset just past the last good record
+    bad_at: int | None  # offset of the first bad record, or None if the scan was clean
+
+
+def scan(read_at: ReadAt, file_size: int, *, verify: bool, chunk: int = 1 << 20) -> ScanResult:
+    """Walk the records of a ledger file from just after its header.
+
+    With ``verify`` every record's CRC is checked (recovery); without it only the
+    lengths are followed (building the offset index of a closed ledger).
+    """
+    window = _Window(read_at, chunk)
+    offsets: array[int] = array("q")
+    size = 0
+    pos = FILE_HEADER_SIZE
+    while pos < file_size:
+        if file_size - pos < RECORD_HEADER_SIZE:
+            return ScanResult(offsets, size, pos, pos)
+        header = window.get(pos, RECORD_HEADER_SIZE)
+        length = int.from_bytes(header[:4], "big")
+        if length > MAX_RECORD_BYTES or pos + RECORD_HEADER_SIZE + length > file_size:
+            return ScanResult(offsets, size, pos, pos)
+        if verify:
+            record = window.get(pos, RECORD_HEADER_SIZE + length)
+            if not payload_matches(record[:RECORD_HEADER_SIZE], record[RECORD_HEADER_SIZE:]):
+                return ScanResult(offsets, size, pos, pos)
+        offsets.append(pos)
+        size += length
+        pos += RECORD_HEADER_SIZE + length
+    return ScanResult(offsets, size, pos, None)
+
+
+def find_valid_record(read_at: ReadAt, start: int, file_size: int) -> int | None:
+    """The offset of the first byte position at or after ``start`` where a record with a
+    valid length and CRC begins, or ``None``.
+
+    Used after a bad record to tell a torn tail (nothing valid follows) from
+    corruption in the middle. A bad length hides where the next record starts, so
+    every byte offset is a candidate; most are rejected by the length check alone.
+    """
+    window = _Window(read_at, 1 << 20)
+    for pos in range(start, file_size - RECORD_HEADER_SIZE + 1):
+        header = window.get(pos, RECORD_HEADER_SIZE)
+        length = int.from_bytes(header[:4], "big")
+        if length > MAX_RECORD_BYTES or pos + RECORD_HEADER_SIZE + length > file_size:
+            continue
+        record = window.get(pos, RECORD_HEADER_SIZE + length)
+        if payload_matches(record[:RECORD_HEADER_SIZE], record[RECORD_HEADER_SIZE:]):
+            return pos
+    return None

@@ -1,0 +1,323 @@
+"""Group commit: one writer thread per data directory makes appends durable in batches.
+
+The event loop queues appends from every managed ledger (``append``); the writer
+thread takes everything queued, writes it (one ``pwrite`` per file per round), keeps
+taking whatever arrived meanwhile, and then makes the group durable with one
+``fdatasync`` per dirty file. A group is flushed when (BookKeeper's journal triggers):
+
+* the queue is empty (nobody is waiting to join, so waiting would only add latency);
+* ``max_group_wait_ms`` have passed since the group's first append
+  (``journalMaxGroupWaitMSec``), so a steady stream cannot postpone the fsync;
+* ``buffered_writes_threshold_bytes`` are buffered (``journalBufferedWritesThreshold``).
+
+Completions for the whole group are posted with ONE ``loop.call_soon_threadsafe``
+carrying the list, and run in append order.
+
+Ordering across ledgers: appends of one managed ledger (one ``owner``) must never be
+durable out of order. When a group holds appends of one owner to two files (a
+rollover inside the group), the first file is written and synced before the second
+gets a byte, so a crash cannot keep a later ledger's entry while losing an earlier
+one.
+
+``sync_data=False`` (``journalSyncData=false``) completes appends after the write
+without any fsync. An acknowledged entry then survives a process crash (it is in the
+page cache) but NOT an OS crash or power loss, and a torn tail can cut into entries
+that were already acknowledged.
+
+Failure is fatal. If a write or fsync fails, the kernel may already have dropped the
+dirty pages and cleared the error (PostgreSQL's "fsyncgate"), so retrying could
+report success for data that is gone. The writer fails the group, everything queued
+and every later append with ``FatalStorageError``, calls ``on_fatal`` on the loop (the
+broker stops the process) and never writes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from quasar.errors import FatalStorageError
+from quasar.storage.file.disk import OsDisk
+from quasar.storage.file.format import RECORD_HEADER_SIZE, record_header
+from quasar.storage.ledger_storage import AppendDone
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class WriteTarget:
+    """A file the writer appends to; identity-hashed."""
+
+    fd: int
+    name: str
+    write_offset: int  # where the writer's next byte for this file lands
+    buffered_end: int = 0  # write_offset plus what is buffered but not written yet
+
+
+class _Append:
+    __slots__ = ("target", "offset", "payload", "owner", "done")
+
+    def __init__(
+        self, target: WriteTarget, offset: int, payload: bytes, owner: object, done: AppendDone
+    ) -> None:
+        self.target = target
+        self.offset = offset
+        self.payload = payload
+        self.owner = owner
+        self.done = done
+
+
+class _Close:
+    __slots__ = ("target",)
+
+    def __init__(self, target: WriteTarget) -> None:
+        self.target = target
+
+
+_Item = _Append | _Close
+
+
+@dataclass
+class GroupCommitStats:
+    appends: int = 0
+    groups: int = 0
+    syncs: int = 0
+    bytes_written: int = 0
+
+
+class GroupCommitWriter:
+    """The single writer thread of one data directory."""
+
+    def __init__(
+        self,
+        disk: OsDisk,
+        *,
+        sync_data: bool = True,
+        max_group_wait_ms: float = 1.0,
+        buffered_writes_threshold_bytes: int = 512 * 1024,
+        on_fatal: Callable[[FatalStorageError], None] | None = None,
+        name: str = "quasar-group-commit",
+    ) -> None:
+        self._disk = disk
+        self._sync_data = sync_data
+        self._max_wait_s = max_group_wait_ms / 1000.0
+        self._threshold = buffered_writes_threshold_bytes
+        self._on_fatal = on_fatal
+        self._name = name
+        self._cond = threading.Condition()
+        self._queue: deque[_Item] = deque()
+        self._idle = False  # the thread is waiting for work (guarded by _cond)
+        self._stopping = False
+        self._failed: FatalStorageError | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.stats = GroupCommitStats()
+
+    @property
+    def failed(self) -> FatalStorageError | None:
+        return self._failed
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the thread; completions are delivered on ``loop``."""
+        assert self._thread is None, "writer already started"
+        self._loop = loop
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ loop side
+
+    def append(
+        self, target: WriteTarget, offset: int, payload: bytes, owner: object, done: AppendDone
+    ) -> None:
+        """Queue a record for ``target`` at ``offset``; ``done`` runs on the loop later.
+
+        Must be called on the loop thread. After a fatal failure ``done`` is called
+        (soon, on the loop) with the ``FatalStorageError``.
+        """
+        loop = self._loop
+        assert loop is not None, "writer not started"
+        with self._cond:
+            if self._failed is not None:
+                # Under the lock: the failure's own completions were posted before
+                # this, so callbacks still run in append order.
+                loop.call_soon(done, self._failed)
+                return
+            assert not self._stopping, "append after the writer was stopped"
+            self._queue.append(_Append(target, offset, payload, owner, done))
+            if self._idle:
+                self._idle = False
+                self._cond.notify()
+
+    def close_file(self, target: WriteTarget) -> None:
+        """Close ``target``'s descriptor once every write queued before now is done."""
+        with self._cond:
+            if self._thread is None or self._stopping or self._failed is not None:
+                _close_quietly(self._disk, target)
+                return
+            self._queue.append(_Close(target))
+            if self._idle:
+                self._idle = False
+                self._cond.notify()
+
+    def stop(self) -> None:
+        """Finish what is queued (completions are still posted), then end the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()
+
+    # ------------------------------------------------------------------ writer thread
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._idle = True
+                    self._cond.wait()
+                self._idle = False
+                if not self._queue:
+                    return
+                items = list(self._queue)
+                self._queue.clear()
+            if self._failed is not None:
+                self._drain_failed(items)
+                continue
+            self._commit_group(items)
+
+    def _take_more(self) -> list[_Item]:
+        with self._cond:
+            items = list(self._queue)
+            self._queue.clear()
+            return items
+
+    def _commit_group(self, items: list[_Item]) -> None:
+        group: list[_Append] = []
+        closes: list[_Close] = []
+        buffers: dict[WriteTarget, list[bytes]] = {}
+        dirty: dict[WriteTarget, None] = {}  # insertion-ordered set
+        last_target: dict[int, WriteTarget] = {}  # id(owner) -> file it last wrote
+        started = time.monotonic()
+        buffered = 0
+        try:
+            while True:
+                for item in items:
+                    if isinstance(item, _Close):
+                        closes.append(item)
+                        continue
+                    previous = last_target.get(id(item.owner))
+                    if previous is not None and previous is not item.target:
+                        # Rollover inside the group: the earlier ledger is durable
+                        # before the later one gets a byte (see module docstring).
+                        self._write(buffers, dirty)
+                        self._sync(dirty)
+                    last_target[id(item.owner)] = item.target
+                    self._buffer(buffers, item)
+                    buffered += RECORD_HEADER_SIZE + len(item.payload)
+                    group.append(item)
+                self._write(buffers, dirty)
+                if buffered >= self._threshold or time.monotonic() - started >= self._max_wait_s:
+                    break
+                items = self._take_more()
+                if not items:
+                    break  # queue empty: flush now
+            self._sync(dirty)
+        except BaseException as exc:  # noqa: BLE001 - any I/O failure is fatal
+            self._fail(exc, group, closes)
+            return
+        self.stats.groups += 1
+        self.stats.appends += len(group)
+        self._post([a.done for a in group], None)
+        for close in closes:
+            _close_quietly(self._disk, close.target)
+
+    def _buffer(self, buffers: dict[WriteTarget, list[bytes]], item: _Append) -> None:
+        target = item.target
+        parts = buffers.get(target)
+        if parts is None:
+            parts = buffers[target] = []
+            target.buffered_end = target.write_offset
+        # Offsets are assigned on the loop in queue order, so records of one file
+        # arrive contiguous; anything else is a bug that would corrupt the ledger.
+        expected = target.buffered_end
+        assert item.offset == expected, f"{target.name}: write at {item.offset}, expected {expected}"
+        parts.append(record_header(item.payload))
+        parts.append(item.payload)
+        target.buffered_end += RECORD_HEADER_SIZE + len(item.payload)
+
+    def _write(self, buffers: dict[WriteTarget, list[bytes]], dirty: dict[WriteTarget, None]) -> None:
+        for target, parts in buffers.items():
+            data = b"".join(parts)
+            self._disk.pwrite(target.fd, data, target.write_offset)
+            target.write_offset += len(data)
+            self.stats.bytes_written += len(data)
+            dirty[target] = None
+        buffers.clear()
+
+    def _sync(self, dirty: dict[WriteTarget, None]) -> None:
+        if self._sync_data:
+            for target in dirty:
+                self._disk.sync(target.fd)
+                self.stats.syncs += 1
+        dirty.clear()
+
+    def _fail(self, exc: BaseException, group: list[_Append], closes: list[_Close]) -> None:
+        fatal = FatalStorageError(f"ledger write or fsync failed; storage is unusable: {exc!r}")
+        fatal.__cause__ = exc
+        log.critical("%s", fatal)
+        with self._cond:
+            self._failed = fatal
+            rest = list(self._queue)
+            self._queue.clear()
+            dones = [a.done for a in group]
+            dones += [i.done for i in rest if isinstance(i, _Append)]
+            self._post(dones, fatal)
+            if self._on_fatal is not None:
+                self._post_call(self._on_fatal, fatal)
+        for close in closes:
+            _close_quietly(self._disk, close.target)
+        for item in rest:
+            if isinstance(item, _Close):
+                _close_quietly(self._disk, item.target)
+
+    def _drain_failed(self, items: list[_Item]) -> None:
+        assert self._failed is not None
+        self._post([i.done for i in items if isinstance(i, _Append)], self._failed)
+        for item in items:
+            if isinstance(item, _Close):
+                _close_quietly(self._disk, item.target)
+
+    def _post(self, dones: list[AppendDone], exc: BaseException | None) -> None:
+        if dones:
+            self._post_call(_complete, dones, exc)
+
+    def _post_call(self, fn: Callable[..., None], *args: object) -> None:
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:
+            log.warning("event loop closed; dropping storage completions")
+
+
+def _complete(dones: list[AppendDone], exc: BaseException | None) -> None:
+    """Run on the loop: one call per group, callbacks in append order."""
+    for done in dones:
+        try:
+            done(exc)
+        except Exception:
+            log.exception("append completion callback failed")
+
+
+def _close_quietly(disk: OsDisk, target: WriteTarget) -> None:
+    if target.fd < 0:
+        return
+    try:
+        disk.close(target.fd)
+    except OSError:
+        log.warning("failed to close %s", target.name)
+    target.fd = -1

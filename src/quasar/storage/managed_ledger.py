@@ -1,0 +1,549 @@
+"""``ManagedLedgerImpl``: an ordered, durable log spread over a list of ledgers.
+
+Shared by the file and memory implementations; entry bytes go through a
+``LedgerStorage``. Everything here runs on the event loop thread.
+
+Lifecycle of a ledger:
+
+1. created: id from the global counter, storage created durably, then added to the
+   ledger list in the metadata store (so the list never names a missing ledger);
+2. current: ``add_entry`` assigns positions synchronously, in call order; storage
+   confirms them in the same order and the last-confirmed entry advances;
+3. sealed at rollover (entries/size/age) or close; once its last entry is confirmed
+   it is "closed" in the metadata with its final length;
+4. trimmed when every durable cursor has passed it and retention allows: removed
+   from the metadata first, then its data is deleted, then listeners are told.
+
+On open, ledgers not closed in the metadata are recovered (scanned, torn tail
+dropped), empty ones are deleted, and a new ledger is created for appends, as Pulsar
+does after a broker restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from functools import partial
+from itertools import count
+from urllib.parse import quote, unquote
+from weakref import WeakSet
+
+from quasar.clock import Clock
+from quasar.errors import ManagedLedgerClosed, NotFound, PersistenceError, QuasarError
+from quasar.storage import codec
+from quasar.storage.api import (
+    EARLIEST,
+    LATEST,
+    Entry,
+    InitialPosition,
+    LedgerInfo,
+    ManagedLedgerConfig,
+    MetadataStore,
+    Position,
+)
+from quasar.storage.cursor import ManagedCursorImpl
+from quasar.storage.ledger_list import LedgerList, LedgerState
+from quasar.storage.ledger_storage import LedgerStorage
+from quasar.storage.trimming import ledgers_to_trim
+
+log = logging.getLogger(__name__)
+
+ROOT = "/managed-ledgers"
+_MIB = 1024 * 1024
+_non_durable_ids = count(1)
+
+
+def ledger_path(name: str) -> str:
+    """Metadata path of a managed ledger (its name is one path segment, escaped)."""
+    return f"{ROOT}/{quote(name, safe='')}"
+
+
+class ManagedLedgerImpl:
+    """Implements ``quasar.storage.api.ManagedLedger``."""
+
+    def __init__(
+        self,
+        name: str,
+        config: ManagedLedgerConfig,
+        *,
+        storage: LedgerStorage,
+        metadata: MetadataStore,
+        clock: Clock,
+        loop: asyncio.AbstractEventLoop,
+        allocate_ledger_id: Callable[[], int],
+        on_closed: Callable[[ManagedLedgerImpl], None],
+    ) -> None:
+        self._name = name
+        self.config = config
+        self._storage = storage
+        self._metadata = metadata
+        self._clock = clock
+        self.loop = loop
+        self._allocate_ledger_id = allocate_ledger_id
+        self._on_closed = on_closed
+        self._path = ledger_path(name)
+        self._ledgers = LedgerList()
+        self._lac = Position(-1, -1)
+        self._info_version: int | None = None
+        self._cursors: dict[str, ManagedCursorImpl] = {}
+        self._non_durable: WeakSet[ManagedCursorImpl] = WeakSet()
+        self._listeners: list[Callable[[int], None]] = []
+        self._open = False
+        self._failure: BaseException | None = None  # first failed append fences appends
+        self._pending_adds = 0
+        self._idle: asyncio.Future[None] | None = None
+
+    # ------------------------------------------------------------------ open / recovery
+
+    def initialize(self) -> None:
+        """Load (or create) the ledger list, recover unclosed ledgers, load cursors.
+
+        Raises:
+            CorruptRecordError: a ledger is damaged in the middle.
+            MetadataError: the metadata is unreadable.
+        """
+        found = self._metadata.get(self._path)
+        empty: list[int] = []
+        if found is not None:
+            self._info_version = found.version
+            for rec in codec.decode_ledgers(found.value, self._path):
+                state = self._restore_ledger(rec)
+                if state.entries == 0:
+                    empty.append(state.ledger_id)
+                else:
+                    self._ledgers.append(state)
+        self._create_ledger()  # persists the recovered list too
+        for ledger_id in empty:
+            self._storage.delete_ledger(ledger_id)
+        self._lac = Position(self._ledgers.last.ledger_id, -1)
+        self._open = True
+        self._load_cursors()
+
+    def _restore_ledger(self, rec: codec.LedgerRecord) -> LedgerState:
+        if rec.closed:
+            self._storage.open_ledger(rec.ledger_id, rec.entries, rec.size)
+            entries, size, closed_at = rec.entries, rec.size, rec.closed_at_ms
+        else:
+            entries, size = self._storage.recover_ledger(rec.ledger_id)
+            closed_at = self._clock.wall_ms()
+            log.info("%s: recovered ledger %d with %d entries", self._name, rec.ledger_id, entries)
+        return LedgerState(
+            rec.ledger_id,
+            rec.timestamp_ms,
+            entries=entries,
+            size=size,
+            assigned=entries,
+            assigned_size=size,
+            sealed=True,
+            closed_at_ms=closed_at,
+        )
+
+    def _load_cursors(self) -> None:
+        for child in self._metadata.children(self._path):
+            found = self._metadata.get(f"{self._path}/{child}")
+            if found is None:
+                continue
+            name = unquote(child)
+            rec = codec.decode_cursor(found.value, f"{self._path}/{child}")
+            cursor = ManagedCursorImpl(
+                self,
+                name,
+                durable=True,
+                mark_delete=rec.mark_delete,
+                read_position=self.next_position(rec.mark_delete),
+                record=rec,
+                metadata_version=found.version,
+            )
+            self._cursors[name] = cursor
+
+    # ------------------------------------------------------------------ metadata
+
+    def _persist_info(self) -> None:
+        records = [
+            codec.LedgerRecord(
+                s.ledger_id,
+                s.entries,
+                s.size,
+                s.timestamp_ms,
+                s.complete,  # "closed" only once the final length is known
+                s.closed_at_ms,
+            )
+            for s in self._ledgers
+        ]
+        expected = -1 if self._info_version is None else self._info_version
+        self._info_version = self._metadata.put(
+            self._path, codec.encode_ledgers(records), expected
+        )
+
+    def put_cursor(self, cursor_name: str, data: bytes, version: int | None) -> int:
+        """Write a cursor's state; returns the new metadata version."""
+        path = f"{self._path}/{quote(cursor_name, safe='')}"
+        return self._metadata.put(path, data, -1 if version is None else version)
+
+    # ------------------------------------------------------------------ ledgers
+
+    def _create_ledger(self) -> None:
+        ledger_id = self._allocate_ledger_id()
+        self._storage.create_ledger(ledger_id)
+        state = LedgerState(
+            ledger_id, self._clock.wall_ms(), created_mono_ms=self._clock.monotonic_ms()
+        )
+        self._ledgers.append(state)
+        try:
+            self._persist_info()
+        except BaseException:
+            self._ledgers.remove(ledger_id)
+            self._storage.delete_ledger(ledger_id)
+            raise
+
+    def _should_rollover(self) -> bool:
+        current = self._ledgers.last
+        if current.assigned == 0:
+            return False
+        cfg = self.config
+        age_ms = self._clock.monotonic_ms() - current.created_mono_ms
+        full = (cfg.max_entries_per_ledger > 0 and current.assigned >= cfg.max_entries_per_ledger) or (
+            cfg.max_size_per_ledger_mb > 0
+            and current.assigned_size >= cfg.max_size_per_ledger_mb * _MIB
+        )
+        too_old = (
+            cfg.max_ledger_rollover_time_minutes > 0
+            and age_ms >= cfg.max_ledger_rollover_time_minutes * 60_000
+        )
+        if not (full or too_old):
+            return False
+        # Pulsar: a ledger is not switched before its minimum lifetime, even if full.
+        return age_ms >= cfg.min_ledger_rollover_time_minutes * 60_000
+
+    def _rollover(self) -> None:
+        old = self._ledgers.last
+        old.sealed = True
+        old.closed_at_ms = self._clock.wall_ms()
+        try:
+            self._create_ledger()
+        except BaseException:
+            old.sealed = False
+            raise
+        self._storage.seal_ledger(old.ledger_id)
+
+    def _ledger_completed(self, state: LedgerState) -> None:
+        """A sealed ledger's last entry is durable: record its final length."""
+        try:
+            self._persist_info()
+        except Exception:
+            # Harmless: the ledger stays "not closed" and is rescanned on open.
+            log.exception("%s: failed to record ledger %d as closed", self._name, state.ledger_id)
+
+    # ------------------------------------------------------------------ appends
+
+    def add_entry(self, data: bytes) -> asyncio.Future[Position]:
+        """Append ``data``; the future resolves with its position once durable.
+
+        Raises:
+            ManagedLedgerClosed: the managed ledger is closed.
+            ValueError: the entry is larger than the storage accepts.
+        """
+        self.check_open()
+        fut: asyncio.Future[Position] = self.loop.create_future()
+        if self._failure is not None:
+            fut.set_exception(self._failure)
+            return fut
+        payload = data if type(data) is bytes else bytes(data)
+        if self._should_rollover():
+            try:
+                self._rollover()
+            except QuasarError as exc:
+                fut.set_exception(exc)
+                return fut
+            except OSError as exc:
+                fut.set_exception(PersistenceError(f"cannot create ledger: {exc}"))
+                return fut
+        current = self._ledgers.last
+        entry_id = current.assigned
+        position = Position(current.ledger_id, entry_id)
+        done = partial(self._add_done, current, position, len(payload), fut)
+        # Storage first: if it refuses the entry (too large), nothing was assigned.
+        self._storage.append(current.ledger_id, entry_id, payload, self, done)
+        current.assigned += 1
+        current.assigned_size += len(payload)
+        self._pending_adds += 1
+        return fut
+
+    def _add_done(
+        self,
+        state: LedgerState,
+        position: Position,
+        size: int,
+        fut: asyncio.Future[Position],
+        exc: BaseException | None,
+    ) -> None:
+        self._pending_adds -= 1
+        if exc is not None:
+            if self._failure is None:
+                self._failure = exc
+            if not fut.done():
+                fut.set_exception(exc)
+        else:
+            assert self._failure is None, "an append succeeded after an earlier one failed"
+            self._ledgers.confirm(state, size)
+            self._lac = position
+            if not fut.done():
+                fut.set_result(position)
+            if state.complete and state is not self._ledgers.last:
+                self._ledger_completed(state)
+        if self._pending_adds == 0 and self._idle is not None and not self._idle.done():
+            self._idle.set_result(None)
+
+    async def _wait_for_pending_adds(self) -> None:
+        if self._pending_adds:
+            self._idle = self.loop.create_future()
+            await self._idle
+
+    # ------------------------------------------------------------------ reads
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def last_confirmed_entry(self) -> Position:
+        return self._lac
+
+    @property
+    def first_position(self) -> Position:
+        return self._ledgers.first_position()
+
+    @property
+    def number_of_entries(self) -> int:
+        return self._ledgers.number_of_entries
+
+    @property
+    def total_size(self) -> int:
+        return self._ledgers.total_size
+
+    def ledgers(self) -> list[LedgerInfo]:
+        return [s.info() for s in self._ledgers]
+
+    def is_confirmed(self, position: Position) -> bool:
+        """True if ``position`` is a retained, durable entry."""
+        state = self._ledgers.get(position.ledger_id)
+        return state is not None and 0 <= position.entry_id < state.entries
+
+    def first_at_or_after(self, position: Position) -> Position | None:
+        return self._ledgers.first_at_or_after(position)
+
+    def next_position(self, position: Position) -> Position:
+        return self._ledgers.next_position(position)
+
+    def previous_position(self, position: Position) -> Position:
+        return self._ledgers.previous_position(position)
+
+    def count_entries(self, first: Position, last: Position) -> int:
+        return self._ledgers.count_entries(first, last)
+
+    def read_positions(self, positions: list[Position]) -> list[Entry]:
+        """Read confirmed entries by position (missing ones are skipped)."""
+        out: list[Entry] = []
+        for pos in positions:
+            if self.is_confirmed(pos):
+                data = self._storage.read(pos.ledger_id, pos.entry_id)
+                if data is not None:
+                    out.append(Entry(pos, data))
+        return out
+
+    async def read_entry(self, position: Position) -> Entry | None:
+        """Read one entry, or ``None`` if it does not exist.
+
+        Raises:
+            ManagedLedgerClosed: the managed ledger is closed.
+            CorruptRecordError: the stored record fails its checksum.
+        """
+        self.check_open()
+        found = self.read_positions([position])
+        return found[0] if found else None
+
+    async def read_entries(self, start: Position, max_entries: int) -> list[Entry]:
+        """Read up to ``max_entries`` confirmed entries at or after ``start``.
+
+        Raises:
+            ManagedLedgerClosed: the managed ledger is closed.
+            CorruptRecordError: a stored record fails its checksum.
+        """
+        self.check_open()
+        positions: list[Position] = []
+        pos = self._ledgers.first_at_or_after(start)
+        while pos is not None and len(positions) < max_entries:
+            positions.append(pos)
+            pos = self._ledgers.first_at_or_after(Position(pos.ledger_id, pos.entry_id + 1))
+        return self.read_positions(positions)
+
+    # ------------------------------------------------------------------ cursors
+
+    def open_cursor(
+        self, name: str, initial_position: int = InitialPosition.LATEST
+    ) -> ManagedCursorImpl:
+        """Open (or recover) a durable cursor; a new one is persisted before returning.
+
+        Raises:
+            ManagedLedgerClosed: the managed ledger is closed.
+            MetadataError: the cursor could not be persisted.
+        """
+        self.check_open()
+        existing = self._cursors.get(name)
+        if existing is not None:
+            return existing
+        start = EARLIEST if initial_position == InitialPosition.EARLIEST else LATEST
+        cursor = self._new_cursor(name, start, durable=True)
+        cursor.persist()  # exists after a crash from now on
+        self._cursors[name] = cursor
+        return cursor
+
+    def new_non_durable_cursor(self, start: Position, name: str = "") -> ManagedCursorImpl:
+        """A cursor whose next entry is ``start``; never persisted, never holds data."""
+        self.check_open()
+        name = name or f"non-durable-{next(_non_durable_ids)}"
+        cursor = self._new_cursor(name, start, durable=False)
+        self._non_durable.add(cursor)
+        return cursor
+
+    def _new_cursor(self, name: str, start: Position, *, durable: bool) -> ManagedCursorImpl:
+        if start == LATEST:
+            mark_delete = self._lac
+            read = self.next_position(self._lac)
+        else:
+            read = self.first_position if start == EARLIEST else start
+            mark_delete = min(self.previous_position(read), self._lac)
+        return ManagedCursorImpl(
+            self, name, durable=durable, mark_delete=mark_delete, read_position=read
+        )
+
+    def delete_cursor(self, name: str) -> None:
+        """Delete a durable cursor and its persisted state (unknown names: no-op).
+
+        Raises:
+            MetadataError: the persisted state could not be removed.
+        """
+        cursor = self._cursors.pop(name, None)
+        if cursor is None:
+            return
+        cursor.close()
+        try:
+            self._metadata.delete(f"{self._path}/{quote(name, safe='')}")
+        except NotFound:
+            pass
+
+    def cursors(self) -> dict[str, ManagedCursorImpl]:
+        """The durable cursors by name (non-durable cursors are not listed)."""
+        return dict(self._cursors)
+
+    # ------------------------------------------------------------------ trimming
+
+    def add_ledger_deleted_listener(self, listener: Callable[[int], None]) -> None:
+        self._listeners.append(listener)
+
+    async def trim_consumed_ledgers(self) -> list[int]:
+        """Delete ledgers every durable cursor has passed, as retention allows.
+
+        Raises:
+            ManagedLedgerClosed: the managed ledger is closed.
+            MetadataError: the ledger list could not be updated (nothing deleted).
+        """
+        self.check_open()
+        if self._cursors:
+            boundary = min(
+                self.next_position(c.mark_delete_position).ledger_id
+                for c in self._cursors.values()
+            )
+        else:
+            boundary = self._ledgers.last.ledger_id
+        doomed = ledgers_to_trim(
+            self._ledgers.all(),
+            boundary,
+            self._ledgers.total_size,
+            self.config.retention,
+            self._clock.wall_ms(),
+        )
+        if not doomed:
+            return []
+        removed = [self._ledgers.remove(s.ledger_id) for s in doomed]
+        try:
+            self._persist_info()
+        except BaseException:
+            for state in removed:  # restore the list: nothing was deleted
+                self._restore_into_list(state)
+            raise
+        first_retained = self._ledgers.first_position()
+        for cursor in list(self._non_durable):
+            cursor.trimmed_before(first_retained)
+        ids = [s.ledger_id for s in removed]
+        for ledger_id in ids:
+            self._storage.delete_ledger(ledger_id)
+            for listener in self._listeners:
+                try:
+                    listener(ledger_id)
+                except Exception:
+                    log.exception("%s: ledger-deleted listener failed", self._name)
+        return ids
+
+    def _restore_into_list(self, state: LedgerState) -> None:
+        rebuilt = LedgerList()
+        for s in sorted([*self._ledgers.all(), state], key=lambda s: s.ledger_id):
+            rebuilt.append(s)
+        self._ledgers = rebuilt
+
+    # ------------------------------------------------------------------ close / delete
+
+    def check_open(self) -> None:
+        """Raises ``ManagedLedgerClosed`` unless the managed ledger is open."""
+        if not self._open:
+            raise ManagedLedgerClosed(f"managed ledger {self._name} is closed")
+
+    async def close(self) -> None:
+        """Wait for pending appends, persist cursors, record the current ledger closed."""
+        if not self._open:
+            return
+        self._open = False
+        await self._wait_for_pending_adds()
+        for cursor in self._cursors.values():
+            cursor.close()
+        for cursor in list(self._non_durable):
+            cursor.close()
+        current = self._ledgers.last
+        current.sealed = True
+        current.closed_at_ms = self._clock.wall_ms()
+        self._storage.seal_ledger(current.ledger_id)
+        empty = current.assigned == 0
+        if empty:
+            # Nothing was written since open: drop the ledger rather than leave one
+            # empty ledger behind per restart.
+            self._ledgers.remove(current.ledger_id)
+        try:
+            self._persist_info()
+            if empty:
+                self._storage.delete_ledger(current.ledger_id)
+        except Exception:
+            log.exception("%s: failed to record ledgers on close", self._name)
+        for state in self._ledgers:
+            self._storage.release_ledger(state.ledger_id)
+        self._on_closed(self)
+
+    async def delete(self) -> None:
+        """Close and delete everything: metadata first, then ledger data.
+
+        Raises:
+            MetadataError: the metadata could not be removed.
+        """
+        if self._open:
+            self._open = False
+            await self._wait_for_pending_adds()
+            for cursor in [*self._cursors.values(), *self._non_durable]:
+                cursor.discard()
+            self._on_closed(self)
+        self._metadata.delete_recursive(self._path)
+        for state in self._ledgers:
+            self._storage.delete_ledger(state.ledger_id)
+        self._cursors.clear()
+
+    def __repr__(self) -> str:
+        return f"ManagedLedgerImpl({self._name}, lac={self._lac}, ledgers={len(self._ledgers)})"

@@ -1,0 +1,51 @@
+"""Which consumed ledgers retention lets us delete (Pulsar's ``internalTrimLedgers``).
+
+Walk the ledgers before the slowest durable cursor's ledger, oldest first. A ledger
+goes if its retention time has expired *or* the managed ledger is over its retention
+size; the walk stops at the first ledger that must stay, at the current ledger, and
+at a ledger whose last entries are still being written. ``-1`` disables a limit;
+``0`` deletes consumed data at once (the default).
+"""
+
+from __future__ import annotations
+
+from quasar.storage.api import RetentionPolicy
+from quasar.storage.ledger_list import LedgerState
+
+_MIB = 1024 * 1024
+
+
+def ledgers_to_trim(
+    ledgers: list[LedgerState],
+    consumed_before_ledger_id: int,
+    total_size: int,
+    retention: RetentionPolicy,
+    now_ms: int,
+) -> list[LedgerState]:
+    """Select the ledgers to delete, oldest first.
+
+    ``consumed_before_ledger_id`` is the ledger holding the oldest unacknowledged
+    entry of any durable cursor (or the current ledger when there is none): every
+    ledger before it is consumed. The last ledger in ``ledgers`` is the current one.
+    """
+    if not ledgers:
+        return []
+    current_id = ledgers[-1].ledger_id
+    time_ms = retention.retention_time_minutes * 60_000
+    size_bytes = retention.retention_size_mb * _MIB
+    doomed: list[LedgerState] = []
+    size_to_delete = 0
+    for state in ledgers:
+        if state.ledger_id >= consumed_before_ledger_id or state.ledger_id == current_id:
+            break
+        if not state.complete:
+            break  # entries still being written: not consumed, whatever cursors say
+        expired = time_ms == 0 or (time_ms > 0 and now_ms - state.closed_at_ms > time_ms)
+        over_quota = size_bytes == 0 or (
+            size_bytes > 0 and total_size - size_to_delete > size_bytes
+        )
+        if not (expired or over_quota):
+            break
+        doomed.append(state)
+        size_to_delete += state.size
+    return doomed

@@ -1,0 +1,153 @@
+"""Run a real quasar broker process for integration and crash tests.
+
+``BrokerProcess`` starts ``quasar standalone`` as a child process on free loopback
+ports with its own data directory, waits until the binary port answers a Pulsar
+handshake (a bounded wait on an event, never a fixed sleep), and can stop it politely
+(SIGTERM) or kill it (SIGKILL) and start it again on the same ports and data.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _handshake_ok(port: int, timeout: float) -> bool:
+    """True if the port answers CONNECT with CONNECTED (hand-encoded, no deps)."""
+    # BaseCommand{type=CONNECT(2), connect{client_version="probe", protocol_version=20}}
+    connect = b"\x0a\x05probe" + b"\x20\x14"
+    base = b"\x08\x02" + b"\x12" + bytes([len(connect)]) + connect
+    frame = struct.pack(">II", 4 + len(base), len(base)) + base
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.settimeout(timeout)
+            s.sendall(frame)
+            head = s.recv(8)
+            if len(head) < 8:
+                return False
+            # BaseCommand type field: tag 0x08, value 3 (CONNECTED)
+            body = s.recv(2)
+            return body[:2] == b"\x08\x03"
+    except OSError:
+        return False
+
+
+class BrokerProcess:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        http_port: int | None = None,
+        extra_env: dict[str, str] | None = None,
+        log_path: Path | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.http_port = http_port or free_port()
+        self.extra_env = dict(extra_env or {})
+        self.log_path = log_path or self.data_dir.parent / f"broker-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"pulsar://127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def start(self, ready_timeout_s: float = 60.0) -> BrokerProcess:
+        env = dict(os.environ)
+        env.update(self.extra_env)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self._log = open(self.log_path, "ab")
+        cmd = [
+            sys.executable,
+            "-m",
+            "quasar.cli.main",
+            "standalone",
+            "--data-dir",
+            str(self.data_dir),
+            "--port",
+            str(self.port),
+            "--http-port",
+            str(self.http_port),
+            "--advertised-address",
+            "127.0.0.1",
+        ]
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        self.wait_ready(ready_timeout_s)
+        return self
+
+    def wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"broker exited with {self.proc.returncode}; log:\n{self.read_log()}"
+                )
+            if _handshake_ok(self.port, 1.0):
+                return
+            time.sleep(0.05)  # polling interval of a bounded readiness loop
+        raise TimeoutError(f"broker not ready after {timeout_s}s; log:\n{self.read_log()}")
+
+    def read_log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-20000:]
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs (the crash tests' fault)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+        self._close_log()
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        """SIGTERM and wait for a graceful exit; returns the exit code."""
+        code = 0
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                code = self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                code = self.proc.wait(10)
+        elif self.proc is not None:
+            code = self.proc.returncode
+        self._close_log()
+        return code
+
+    def restart(self, hard: bool = True) -> BrokerProcess:
+        if hard:
+            self.kill()
+        else:
+            self.stop()
+        return self.start()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,251 @@
+"""Fixtures for the admin API and resources tests: metadata stores and a fake broker.
+
+The resources tests run against every metadata-store implementation (a tiny dict
+fake, plus the in-memory and SQLite stores when importable), so they double as a
+check that the resources use only what the ``MetadataStore`` protocol promises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from quasar.admin import create_admin_app
+from quasar.broker.resources import (
+    AlreadyExistsError,
+    PulsarResources,
+    ResourceNotFoundError,
+    parse_topic,
+)
+from quasar.errors import (
+    BadVersion,
+    NotFound,
+    QuasarError,
+    SubscriptionNotFound,
+    TopicNotFound,
+)
+from quasar.storage.api import MetadataStore, Versioned
+
+
+class FakeMetadataStore:
+    """The smallest store with the protocol's semantics (children derived from keys)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, Versioned] = {}
+
+    def get(self, path: str) -> Versioned | None:
+        return self.data.get(path)
+
+    def put(self, path: str, value: bytes, expected_version: int | None = None) -> int:
+        current = self.data.get(path)
+        if expected_version == -1 and current is not None:
+            raise BadVersion(path)
+        if expected_version is not None and expected_version >= 0:
+            if current is None or current.version != expected_version:
+                raise BadVersion(path)
+        version = 0 if current is None else current.version + 1
+        self.data[path] = Versioned(value, version)
+        return version
+
+    def delete(self, path: str, expected_version: int | None = None) -> None:
+        current = self.data.get(path)
+        if current is None:
+            raise NotFound(path)
+        if expected_version is not None and current.version != expected_version:
+            raise BadVersion(path)
+        del self.data[path]
+
+    def delete_recursive(self, path: str) -> None:
+        for key in [k for k in self.data if k == path or k.startswith(path + "/")]:
+            del self.data[key]
+
+    def children(self, path: str) -> list[str]:
+        prefix = path.rstrip("/") + "/"
+        return sorted(
+            {k[len(prefix) :].split("/")[0] for k in self.data if k.startswith(prefix)}
+        )
+
+    def close(self) -> None:
+        pass
+
+
+def _memory_store() -> MetadataStore:
+    memory = pytest.importorskip("quasar.storage.metadata.memory")
+    return memory.MemoryMetadataStore()  # type: ignore[no-any-return]
+
+
+@pytest.fixture(params=["fake", "memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetadataStore]:
+    """Every metadata-store implementation available."""
+    made: MetadataStore
+    if request.param == "fake":
+        made = FakeMetadataStore()
+    elif request.param == "memory":
+        made = _memory_store()
+    else:
+        sqlite = pytest.importorskip("quasar.storage.metadata.sqlite")
+        made = sqlite.SqliteMetadataStore(tmp_path / "metadata.db")
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def resources(store: MetadataStore) -> PulsarResources:
+    return PulsarResources(store)
+
+
+class PreconditionFailed(QuasarError):
+    http_status = 412
+
+
+class FakeAdminBroker:
+    """An ``AdminBroker`` over dicts: topics, their subscriptions, connected topics.
+
+    Partitions of partitioned topics are created lazily (on first subscription), as
+    the real broker may do, so the admin layer's handling of that is exercised.
+    """
+
+    def __init__(self, resources: PulsarResources, cluster_name: str = "standalone"):
+        self.resources = resources
+        self.cluster_name = cluster_name
+        self.topics: dict[str, dict[str, str]] = {}  # topic -> {subscription: position}
+        self.connected: set[str] = set()  # topics with producers/consumers attached
+        self.fail_with: BaseException | None = None  # raised by every stats call
+
+    def _topic(self, topic: str) -> dict[str, str]:
+        if topic not in self.topics:
+            raise TopicNotFound("Topic not found")
+        return self.topics[topic]
+
+    async def create_non_partitioned_topic(self, topic: str) -> None:
+        if topic in self.topics:
+            raise AlreadyExistsError("This topic already exists")
+        self.topics[topic] = {}
+
+    async def create_partitioned_topic(self, topic: str, partitions: int) -> None:
+        self.resources.partitioned_topics.create(topic, partitions)
+
+    async def update_partitioned_topic(self, topic: str, partitions: int) -> None:
+        self.resources.partitioned_topics.update(topic, partitions)
+
+    async def delete_topic(self, topic: str, force: bool) -> None:
+        self._topic(topic)
+        if topic in self.connected and not force:
+            raise PreconditionFailed("Topic has active producers/subscriptions")
+        self.connected.discard(topic)
+        del self.topics[topic]
+
+    async def delete_partitioned_topic(self, topic: str, force: bool) -> None:
+        metadata = self.resources.partitioned_topics.get(topic)
+        if metadata is None:
+            raise ResourceNotFoundError("Partitioned topic does not exist")
+        for i in range(metadata.partitions):
+            self.topics.pop(f"{topic}-partition-{i}", None)
+        self.resources.partitioned_topics.delete(topic)
+
+    def list_topics(self, namespace: str) -> list[str]:
+        return [t for t in self.topics if parse_topic(t).namespace_name == namespace]
+
+    async def topic_stats(self, topic: str) -> dict[str, Any]:
+        if self.fail_with is not None:
+            raise self.fail_with
+        subs = self._topic(topic)
+        return {
+            "msgRateIn": 0.0,
+            "msgInCounter": 0,
+            "storageSize": 0,
+            "publishers": [],
+            "subscriptions": {name: {"msgBacklog": 0} for name in subs},
+        }
+
+    async def topic_internal_stats(self, topic: str) -> dict[str, Any]:
+        subs = self._topic(topic)
+        return {
+            "entriesAddedCounter": 0,
+            "numberOfEntries": 0,
+            "ledgers": [],
+            "cursors": {
+                name: {"markDeletePosition": pos} for name, pos in subs.items()
+            },
+        }
+
+    async def partitioned_stats(self, topic: str) -> dict[str, Any]:
+        metadata = self.resources.partitioned_topics.get(topic)
+        assert metadata is not None
+        partitions = [f"{topic}-partition-{i}" for i in range(metadata.partitions)]
+        return {
+            "msgRateIn": 0.0,
+            "metadata": {"partitions": metadata.partitions},
+            "partitions": {p: {"msgRateIn": 0.0} for p in partitions},
+        }
+
+    def list_subscriptions(self, topic: str) -> list[str]:
+        return list(self._topic(topic))
+
+    async def create_subscription(
+        self, topic: str, subscription: str, message_id: str
+    ) -> None:
+        parts = parse_topic(topic)
+        if topic not in self.topics and self.resources.partitioned_topics.exists(
+            parts.base.full
+        ):
+            self.topics[topic] = {}
+        subs = self._topic(topic)
+        if subscription in subs:
+            raise AlreadyExistsError("Subscription already exists for topic")
+        subs[subscription] = message_id
+
+    async def delete_subscription(
+        self, topic: str, subscription: str, force: bool
+    ) -> None:
+        subs = self._topic(topic)
+        if subscription not in subs:
+            raise SubscriptionNotFound("Subscription not found")
+        del subs[subscription]
+
+
+@pytest.fixture
+def admin_resources() -> PulsarResources:
+    """Resources over the dict fake, bootstrapped like a standalone."""
+    resources = PulsarResources(FakeMetadataStore())
+    resources.bootstrap_standalone("standalone")
+    return resources
+
+
+@pytest.fixture
+def fake_broker_class() -> type[FakeAdminBroker]:
+    """The fake broker class, for tests that build several brokers."""
+    return FakeAdminBroker
+
+
+@pytest.fixture
+def broker(admin_resources: PulsarResources) -> FakeAdminBroker:
+    return FakeAdminBroker(admin_resources)
+
+
+@pytest.fixture
+async def client(broker: FakeAdminBroker) -> AsyncIterator[TestClient[Any, Any]]:
+    async with TestClient(TestServer(create_admin_app(broker))) as test_client:
+        yield test_client
+
+
+ExpectError = Callable[..., Awaitable[str]]
+
+
+async def _expect_error(resp: Any, status: int, reason_part: str = "") -> str:
+    """Assert a Pulsar-style error answer ``{"reason": ...}``; return the reason."""
+    assert resp.status == status, await resp.text()
+    assert resp.content_type == "application/json"
+    body = await resp.json()
+    assert set(body) == {"reason"}
+    assert reason_part in body["reason"], body["reason"]
+    return body["reason"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def expect_error() -> ExpectError:
+    return _expect_error

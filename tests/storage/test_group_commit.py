@@ -1,0 +1,155 @@
+"""Group commit: batching, fsync failure is fatal, rollover ordering inside a group."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import threading
+from pathlib import Path
+
+import pytest
+
+from quasar.errors import FatalStorageError, PersistenceError
+from quasar.storage import EARLIEST, FileManagedLedgerFactory, ManagedLedgerConfig, SqliteMetadataStore
+from quasar.storage.file import OsDisk
+
+
+class CountingDisk(OsDisk):
+    """Counts syncs; can hold the first sync until released, or fail one."""
+
+    def __init__(self) -> None:
+        self.syncs = 0
+        self.fail_sync_at: int | None = None  # 1-based sync number that fails with EIO
+        self.gate: threading.Event | None = None
+        self.events: list[tuple[str, int]] = []
+        self._lock = threading.Lock()
+
+    def sync(self, fd: int) -> None:
+        with self._lock:
+            self.syncs += 1
+            n = self.syncs
+            self.events.append(("sync", fd))
+        if self.gate is not None:
+            self.gate.wait(timeout=30)
+        if self.fail_sync_at is not None and n >= self.fail_sync_at:
+            raise OSError(errno.EIO, "injected fsync failure")
+        super().sync(fd)
+
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+        with self._lock:
+            self.events.append(("write", fd))
+        super().pwrite(fd, data, offset)
+
+
+def make(tmp_path: Path, disk: OsDisk, **kw: object) -> tuple[FileManagedLedgerFactory, SqliteMetadataStore]:
+    meta = SqliteMetadataStore(tmp_path / "meta.db")
+    return FileManagedLedgerFactory(tmp_path / "data", meta, disk=disk, **kw), meta  # type: ignore[arg-type]
+
+
+async def test_concurrent_appends_share_fsyncs(tmp_path: Path) -> None:
+    disk = CountingDisk()
+    factory, meta = make(tmp_path, disk)
+    ml = await factory.open("t")
+    before = disk.syncs  # ledger creation syncs its header
+    disk.gate = threading.Event()
+    futures = [ml.add_entry(b"x" * 1024) for _ in range(500)]
+    # The writer may hold at most the appends it took before the gate; the rest
+    # queue up behind the blocked fsync and must share the next one.
+    disk.gate.set()
+    await asyncio.gather(*futures)
+    appends_syncs = disk.syncs - before
+    assert appends_syncs <= 3, appends_syncs
+    stats = factory.writer_stats()
+    assert stats.appends == 500 and stats.groups <= 3
+    await factory.close()
+    meta.close()
+
+
+async def test_sequential_appends_each_fsync(tmp_path: Path) -> None:
+    disk = CountingDisk()
+    factory, meta = make(tmp_path, disk)
+    ml = await factory.open("t")
+    before = disk.syncs
+    for _ in range(10):
+        await ml.add_entry(b"y")
+    assert disk.syncs - before == 10  # nothing to group with: no added latency
+    await factory.close()
+    meta.close()
+
+
+async def test_sync_data_false_never_fsyncs_appends(tmp_path: Path) -> None:
+    disk = CountingDisk()
+    factory, meta = make(tmp_path, disk, journal_sync_data=False)
+    ml = await factory.open("t")
+    before = disk.syncs
+    await asyncio.gather(*(ml.add_entry(b"z") for _ in range(20)))
+    assert disk.syncs == before
+    await factory.close()
+    meta.close()
+
+
+async def test_fsync_failure_is_fatal(tmp_path: Path) -> None:
+    disk = CountingDisk()
+    fatal: list[BaseException] = []
+    factory, meta = make(tmp_path, disk, on_fatal=fatal.append)
+    ml = await factory.open("t")
+    other = await factory.open("other")
+    ok = await ml.add_entry(b"durable")
+    disk.fail_sync_at = disk.syncs + 1
+    first = ml.add_entry(b"lost-1")
+    second = other.add_entry(b"lost-2")
+    for fut in (first, second):
+        with pytest.raises(FatalStorageError):
+            await fut
+    assert len(fatal) == 1 and isinstance(fatal[0], FatalStorageError)
+    syncs = disk.syncs
+    # Later appends fail too, on every managed ledger, and nothing is retried.
+    for target in (ml, other):
+        with pytest.raises(FatalStorageError):
+            await target.add_entry(b"later")
+    assert disk.syncs == syncs
+    assert ml.last_confirmed_entry == ok
+    assert [e.data for e in await ml.read_entries(EARLIEST, 10)] == [b"durable"]
+    await factory.close()
+    meta.close()
+    assert len(fatal) == 1
+
+
+async def test_failed_ledger_creation_is_retryable(tmp_path: Path) -> None:
+    disk = CountingDisk()
+    factory, meta = make(tmp_path, disk)
+    ml = await factory.open("t", ManagedLedgerConfig(max_entries_per_ledger=1, min_ledger_rollover_time_minutes=0))
+    await ml.add_entry(b"a")
+
+    def failing_sync_dir(path: str) -> None:
+        raise OSError(errno.ENOSPC, "injected")
+
+    disk.sync_dir = failing_sync_dir  # type: ignore[method-assign]
+    with pytest.raises(PersistenceError):
+        await ml.add_entry(b"b")  # rollover could not create the next ledger
+    del disk.sync_dir
+    assert (await ml.add_entry(b"c")).entry_id == 0
+    await factory.close()
+    meta.close()
+
+
+async def test_rollover_inside_a_group_syncs_the_old_ledger_first(tmp_path: Path) -> None:
+    disk = CountingDisk()
+    factory, meta = make(tmp_path, disk)
+    ml = await factory.open("t", ManagedLedgerConfig(max_entries_per_ledger=3, min_ledger_rollover_time_minutes=0))
+    disk.gate = threading.Event()
+    futures = [ml.add_entry(b"r") for _ in range(7)]  # three ledgers in one burst
+    disk.events.clear()
+    disk.gate.set()
+    positions = await asyncio.gather(*futures)
+    assert len({p.ledger_id for p in positions}) == 3
+    # Per file: every write to a later ledger comes after a sync of the earlier one.
+    fds_in_order: list[int] = []
+    for kind, fd in disk.events:
+        if kind == "write" and (not fds_in_order or fds_in_order[-1] != fd):
+            fds_in_order.append(fd)
+    for earlier, later in zip(fds_in_order, fds_in_order[1:], strict=False):
+        first_later_write = disk.events.index(("write", later))
+        assert ("sync", earlier) in disk.events[:first_later_write]
+    await factory.close()
+    meta.close()

@@ -1,0 +1,233 @@
+"""The ``quasar`` command line: parsing, standalone/config/perf, logging setup.
+
+The admin subcommand is exercised against a live test server in
+``tests/admin/test_admin_cli.py``.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quasar.cli import logs
+from quasar.cli.main import build_parser, main, standalone_config
+from quasar.config import ServiceConfiguration
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """``main`` configures the root logger; undo it so tests stay independent."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.fixture
+def fake_standalone(monkeypatch: pytest.MonkeyPatch) -> list[ServiceConfiguration]:
+    """Replace the server module so ``quasar standalone`` records its config."""
+    started: list[ServiceConfiguration] = []
+    module = types.ModuleType("quasar.server.standalone")
+    module.run = started.append  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "quasar.server.standalone", module)
+    return started
+
+
+def test_parser_standalone_arguments() -> None:
+    args = build_parser().parse_args(
+        [
+            "standalone",
+            "--config",
+            "b.conf",
+            "--data-dir",
+            "/d",
+            "--port",
+            "7650",
+            "--http-port",
+            "9080",
+            "--advertised-address",
+            "h.example",
+            "--set",
+            "clusterName=c",
+            "--set",
+            "journalSyncData = false",
+            "--log-level",
+            "debug",
+        ]
+    )
+    assert (args.config, args.data_dir, args.port, args.http_port) == (
+        "b.conf",
+        "/d",
+        7650,
+        9080,
+    )
+    assert args.advertised_address == "h.example"
+    assert args.settings == [("clusterName", "c"), ("journalSyncData", "false")]
+    assert args.log_level == "DEBUG"
+
+
+def test_global_log_level_is_not_reset_by_subcommand() -> None:
+    args = build_parser().parse_args(["--log-level", "warning", "standalone"])
+    assert args.log_level == "WARNING"
+    assert build_parser().parse_args(["standalone"]).log_level == "INFO"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["bogus"],
+        ["standalone", "--port", "x"],
+        ["standalone", "--set", "novalue"],
+        ["standalone", "--log-level", "LOUD"],
+        ["standalone", "--unknown-flag"],
+        ["admin"],
+        ["admin", "topics", "create-partitioned-topic", "t"],
+    ],
+)
+def test_usage_errors_exit_2(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for command in ("standalone", "config", "admin", "perf"):
+        assert command in out
+
+
+def test_standalone_builds_config_with_precedence(
+    fake_standalone: list[ServiceConfiguration],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerServicePort=6001\nwebServicePort=6002\nclusterName=file\n")
+    monkeypatch.setenv("QUASAR_WEB_SERVICE_PORT", "7002")
+    monkeypatch.setenv("QUASAR_clusterName", "env")
+    status = main(
+        [
+            "standalone",
+            "--config",
+            str(conf),
+            "--port",
+            "8001",
+            "--data-dir",
+            str(tmp_path),
+        ]
+        + ["--set", "clusterName=cli"]
+    )
+    assert status == 0
+    (config,) = fake_standalone
+    assert config.broker.broker_service_port == 8001  # flag beats file
+    assert config.broker.web_service_port == 7002  # env beats file
+    assert config.broker.cluster_name == "cli"  # --set beats env
+    assert config.broker.data_dir == str(tmp_path)
+
+
+def test_standalone_bad_config_exits_2(
+    fake_standalone: list[ServiceConfiguration], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["standalone", "--set", "brokerServicePort=abc"]) == 2
+    assert "brokerServicePort" in capsys.readouterr().err
+    assert main(["standalone", "--set", "noSuchKey=1"]) == 2
+    assert "noSuchKey" in capsys.readouterr().err
+    assert main(["standalone", "--config", "/nonexistent/broker.conf"]) == 2
+    assert fake_standalone == []
+
+
+def test_standalone_accepts_a_coroutine_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[int] = []
+
+    async def run(config: ServiceConfiguration) -> None:
+        ran.append(config.broker.broker_service_port)
+
+    module = types.ModuleType("quasar.server.standalone")
+    module.run = run  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "quasar.server.standalone", module)
+    assert main(["standalone", "--port", "1234"]) == 0
+    assert ran == [1234]
+
+
+def test_standalone_without_server_module(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "quasar.server.standalone", None)
+    assert main(["standalone"]) == 2
+    assert "quasar.server.standalone is missing" in capsys.readouterr().err
+
+
+def test_standalone_config_helper_ignores_unset_flags() -> None:
+    args = build_parser().parse_args(["standalone"])
+    assert standalone_config(args, env={}) == ServiceConfiguration()
+
+
+def test_config_command_prints_effective_config(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QUASAR_brokerServicePort", "6111")
+    assert main(["config", "--set", "transactionLogBatchedWriteEnabled=true"]) == 0
+    out = capsys.readouterr().out
+    assert "brokerServicePort=6111\n" in out
+    assert "transactionLogBatchedWriteEnabled=true\n" in out
+
+
+def test_config_command_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "--set", "journalSyncData=maybe"]) == 2
+    assert "journalSyncData" in capsys.readouterr().err
+
+
+def test_perf_missing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "quasar.perf.main", None)
+    assert main(["perf", "produce"]) == 2
+    assert "the perf tool is not available" in capsys.readouterr().err
+
+
+def test_perf_passes_its_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+    module = types.ModuleType("quasar.perf.main")
+    module.main = lambda argv: seen.append(argv) or 3  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "quasar.perf.main", module)
+    assert main(["perf", "produce", "--rate", "10", "-n", "5"]) == 3
+    assert main(["--log-level", "ERROR", "perf", "--rate", "1", "-h", "perf"]) == 3
+    assert seen == [
+        ["produce", "--rate", "10", "-n", "5"],
+        ["--rate", "1", "-h", "perf"],
+    ]
+
+
+def test_perf_missing_dependency_is_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(name: str) -> Any:
+        raise ModuleNotFoundError("No module named 'numpy'", name="numpy")
+
+    monkeypatch.setattr("quasar.cli.main.importlib.import_module", broken)
+    with pytest.raises(ModuleNotFoundError, match="numpy"):
+        main(["perf"])
+
+
+def test_configure_logging_format_and_replacement() -> None:
+    first, second = io.StringIO(), io.StringIO()
+    logs.configure_logging("debug", stream=first)
+    logs.configure_logging("WARNING", stream=second)
+    log = logging.getLogger("quasar.test")
+    log.info("hidden")
+    log.warning("shown %d", 1)
+    assert first.getvalue() == ""
+    line = second.getvalue().strip()
+    assert line.endswith(" WARNING quasar.test: shown 1")
+    assert line[:4].isdigit()  # asctime first
+    with pytest.raises(ValueError):
+        logs.configure_logging("chatty")

@@ -1,0 +1,353 @@
+"""ServiceConfiguration: defaults, sources, precedence, conversion and errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from quasar.config import (
+    BatchedWriteConfig,
+    BrokerConfig,
+    ManagedLedgerSettings,
+    ServiceConfiguration,
+    config_keys,
+    snake_case,
+)
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+
+# Pulsar's broker.conf defaults (and quasar's own choices, marked) that the brief and
+# docs promise.
+EXPECTED_DEFAULTS = {
+    "clusterName": "standalone",
+    "brokerServicePort": 6650,
+    "webServicePort": 8080,
+    "bindAddress": "0.0.0.0",
+    "advertisedAddress": "127.0.0.1",  # quasar
+    "dataDir": "./data",  # quasar
+    "maxMessageSize": 5242880,
+    "allowAutoTopicCreation": True,
+    "allowAutoTopicCreationType": "non-partitioned",
+    "defaultNumPartitions": 1,
+    "brokerDeduplicationEnabled": False,
+    "brokerDeduplicationMaxNumberOfProducers": 10000,
+    "defaultRetentionTimeInMinutes": 0,
+    "defaultRetentionSizeInMB": 0,
+    "managedLedgerMaxEntriesPerLedger": 50000,
+    "managedLedgerMinLedgerRolloverTimeMinutes": 10,
+    "managedLedgerMaxLedgerRolloverTimeMinutes": 240,
+    "managedLedgerMaxSizePerLedgerMbytes": 2048,
+    "managedLedgerCacheSizeMB": 64,  # quasar
+    "managedLedgerDefaultMarkDeleteRateLimit": 1.0,
+    "managedLedgerMaxUnackedRangesToPersist": 10000,
+    "journalSyncData": True,
+    "journalMaxGroupWaitMSec": 1,
+    "journalBufferedWritesThreshold": 524288,
+    "keepAliveIntervalSeconds": 30,
+    "maxPendingPublishRequestsPerConnection": 1000,
+    "maxUnackedMessagesPerConsumer": 50000,
+    "maxUnackedMessagesPerSubscription": 200000,
+    "brokerShutdownTimeoutMs": 60000,
+    "transactionCoordinatorEnabled": True,  # quasar (Pulsar: false)
+    "transactionCoordinatorCount": 16,
+    "transactionBufferSnapshotMaxTransactionCount": 1000,
+    "transactionBufferSnapshotMinTimeInMillis": 5000,
+    "maxActiveTransactionsPerCoordinator": 0,
+    "transactionEndRetryIntervalMs": 1000,
+    "transactionMetaPersistCount": 10,  # quasar (PIP-255: 0)
+    "transactionMetaPersistTimeInHour": 72,
+    "transactionLogBatchedWriteEnabled": False,
+    "transactionLogBatchedWriteMaxRecords": 512,
+    "transactionLogBatchedWriteMaxSize": 4194304,
+    "transactionLogBatchedWriteMaxDelayInMillis": 1,
+    "transactionPendingAckBatchedWriteEnabled": False,
+    "transactionPendingAckBatchedWriteMaxRecords": 512,
+    "transactionPendingAckBatchedWriteMaxSize": 4194304,
+    "transactionPendingAckBatchedWriteMaxDelayInMillis": 1,
+    "superUserRoles": (),
+}
+
+
+def load(**kwargs: object) -> ServiceConfiguration:
+    kwargs.setdefault("env", {})
+    return ServiceConfiguration.load(**kwargs)  # type: ignore[arg-type]
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "broker.conf"
+    path.write_text(text)
+    return path
+
+
+def test_defaults() -> None:
+    config = load()
+    assert dict(config.items()) == EXPECTED_DEFAULTS
+    assert config == ServiceConfiguration()
+
+
+def test_sections_and_flat_names() -> None:
+    config = load()
+    assert config.broker.broker_service_port == 6650
+    assert config.transaction.transaction_log_batched_write == BatchedWriteConfig()
+    assert config.broker_service_port == 6650
+    assert config.journal_max_group_wait_msec == 1
+    assert config.transaction_pending_ack_batched_write_max_size == 4194304
+    with pytest.raises(AttributeError, match="no setting"):
+        config.no_such_setting  # noqa: B018
+
+
+def test_every_field_is_named_after_its_key() -> None:
+    for key, spec in config_keys().items():
+        if "BatchedWrite" in key:
+            assert snake_case(key).endswith(spec.path[-1])
+        else:
+            assert spec.path[-1] == snake_case(key), key
+
+
+def test_snake_case() -> None:
+    assert snake_case("journalMaxGroupWaitMSec") == "journal_max_group_wait_msec"
+    assert snake_case("defaultRetentionSizeInMB") == "default_retention_size_in_mb"
+    assert snake_case("managedLedgerMaxSizePerLedgerMbytes") == (
+        "managed_ledger_max_size_per_ledger_mbytes"
+    )
+
+
+def test_config_is_frozen() -> None:
+    config = load()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.broker = BrokerConfig()  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.broker.cluster_name = "x"  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------------------
+# Files.
+
+
+def test_file_parsing(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+# a comment
+! another comment
+clusterName = prod
+brokerServicePort=6651
+webServicePort: 8081
+allowAutoTopicCreation=FALSE
+managedLedgerDefaultMarkDeleteRateLimit=2.5
+superUserRoles=admin, ops ,
+transactionLogBatchedWriteEnabled=true
+transactionLogBatchedWriteMaxRecords=64
+
+advertisedAddress=
+""",
+    )
+    config = load(config_file=path)
+    assert config.broker.cluster_name == "prod"
+    assert config.broker.broker_service_port == 6651
+    assert config.broker.web_service_port == 8081
+    assert config.policies.allow_auto_topic_creation is False
+    assert config.managed_ledger.managed_ledger_default_mark_delete_rate_limit == 2.5
+    assert config.managed_ledger.cursor_persist_interval_ms == 400
+    assert config.broker.super_user_roles == ("admin", "ops")
+    assert config.transaction.transaction_log_batched_write == BatchedWriteConfig(
+        enabled=True, max_records=64
+    )
+    assert (
+        config.transaction.transaction_pending_ack_batched_write == BatchedWriteConfig()
+    )
+    # An empty value keeps the default, as in broker.conf.
+    assert config.broker.advertised_address == "127.0.0.1"
+
+
+def test_unknown_file_keys_are_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write(
+        tmp_path, "zookeeperServers=localhost\nbrokerServicePort=7000\nfoo=1\n"
+    )
+    with caplog.at_level(logging.WARNING, logger="quasar.config"):
+        config = load(config_file=path)
+    assert config.broker.broker_service_port == 7000
+    assert "zookeeperServers, foo" in caplog.text
+
+
+def test_malformed_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "brokerServicePort=1\njust some words\n")
+    with pytest.raises(ValueError, match=r"broker.conf:2: expected 'key=value'"):
+        load(config_file=path)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(OSError):
+        load(config_file=tmp_path / "absent.conf")
+
+
+@pytest.mark.parametrize(
+    "line,expected",
+    [
+        ("brokerServicePort=abc", "an integer"),
+        ("brokerServicePort=70000", "port number"),
+        ("brokerServicePort=1.5", "an integer"),
+        ("journalSyncData=yes", "true or false"),
+        ("managedLedgerDefaultMarkDeleteRateLimit=fast", "a number"),
+        ("managedLedgerDefaultMarkDeleteRateLimit=-1", ">= 0"),
+        ("allowAutoTopicCreationType=sharded", "non-partitioned, partitioned"),
+        ("defaultNumPartitions=0", ">= 1"),
+        ("defaultRetentionTimeInMinutes=-2", ">= -1"),
+        ("transactionPendingAckBatchedWriteMaxRecords=0", ">= 1"),
+    ],
+)
+def test_bad_values_name_key_and_source(
+    tmp_path: Path, line: str, expected: str
+) -> None:
+    path = write(tmp_path, f"# header\n{line}\n")
+    key = line.split("=")[0]
+    with pytest.raises(ValueError) as info:
+        load(config_file=path)
+    message = str(info.value)
+    assert key in message
+    assert f"{path}:2" in message
+    assert expected in message
+
+
+def test_cross_field_check(tmp_path: Path) -> None:
+    path = write(tmp_path, "managedLedgerMinLedgerRolloverTimeMinutes=300\n")
+    with pytest.raises(ValueError, match="managedLedgerMinLedgerRolloverTimeMinutes"):
+        load(config_file=path)
+
+
+# --------------------------------------------------------------------------------------
+# Environment and overrides.
+
+
+def test_env_overrides_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "brokerServicePort=6651\nwebServicePort=8081\n")
+    config = load(config_file=path, env={"QUASAR_brokerServicePort": "6652"})
+    assert config.broker.broker_service_port == 6652
+    assert config.broker.web_service_port == 8081
+
+
+def test_env_upper_snake_form() -> None:
+    env = {
+        "QUASAR_BROKER_SERVICE_PORT": "7001",
+        "QUASAR_JOURNAL_MAX_GROUP_WAIT_MSEC": "5",
+        "QUASAR_DEFAULT_RETENTION_SIZE_IN_MB": "-1",
+        "QUASAR_DEFAULT_RETENTION_TIME_IN_MINUTES": "-1",
+        "QUASAR_TRANSACTION_LOG_BATCHED_WRITE_ENABLED": "true",
+    }
+    config = load(env=env)
+    assert config.broker.broker_service_port == 7001
+    assert config.journal.journal_max_group_wait_msec == 5
+    assert config.policies.default_retention_size_in_mb == -1
+    assert config.transaction.transaction_log_batched_write.enabled is True
+
+
+def test_env_exact_form_wins_over_upper_snake() -> None:
+    env = {"QUASAR_BROKER_SERVICE_PORT": "7001", "QUASAR_brokerServicePort": "7002"}
+    assert load(env=env).broker.broker_service_port == 7002
+
+
+def test_unrelated_env_is_ignored() -> None:
+    env = {"QUASAR_LOG_COLOR": "x", "brokerServicePort": "1", "PATH": "/bin"}
+    assert load(env=env) == ServiceConfiguration()
+
+
+def test_bad_env_value_names_the_variable() -> None:
+    with pytest.raises(ValueError, match="QUASAR_WEB_SERVICE_PORT") as info:
+        load(env={"QUASAR_WEB_SERVICE_PORT": "http"})
+    assert "webServicePort" in str(info.value)
+
+
+def test_env_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUASAR_clusterName", "from-env")
+    assert ServiceConfiguration.load().broker.cluster_name == "from-env"
+
+
+def test_overrides_win_over_everything(tmp_path: Path) -> None:
+    path = write(tmp_path, "brokerServicePort=6651\n")
+    config = load(
+        config_file=path,
+        env={"QUASAR_brokerServicePort": "6652"},
+        overrides={
+            "brokerServicePort": 6653,
+            "dataDir": "/var/q",
+            "journalSyncData": "false",
+        },
+    )
+    assert config.broker.broker_service_port == 6653
+    assert config.broker.data_path == Path("/var/q")
+    assert config.journal.journal_sync_data is False
+
+
+def test_override_errors() -> None:
+    with pytest.raises(
+        ValueError, match="unknown configuration key in overrides: nope"
+    ):
+        load(overrides={"nope": 1})
+    with pytest.raises(ValueError, match="brokerServicePort"):
+        load(overrides={"brokerServicePort": True})
+    with pytest.raises(ValueError, match="clusterName"):
+        load(overrides={"clusterName": 5})
+
+
+def test_direct_construction_is_checked() -> None:
+    with pytest.raises(ValueError, match="brokerServicePort"):
+        BrokerConfig(broker_service_port=-1)
+    with pytest.raises(ValueError, match="managedLedgerMinLedgerRolloverTimeMinutes"):
+        ManagedLedgerSettings(managed_ledger_min_ledger_rollover_time_minutes=500)
+
+
+# --------------------------------------------------------------------------------------
+# Output and derived values.
+
+
+def test_to_properties_round_trips(tmp_path: Path) -> None:
+    config = load(
+        overrides={
+            "clusterName": "c1",
+            "superUserRoles": "a,b",
+            "managedLedgerDefaultMarkDeleteRateLimit": 0.5,
+            "transactionPendingAckBatchedWriteEnabled": True,
+        }
+    )
+    text = config.to_properties()
+    assert "clusterName=c1\n" in text
+    assert "superUserRoles=a,b\n" in text
+    assert "transactionPendingAckBatchedWriteEnabled=true\n" in text
+    assert load(config_file=write(tmp_path, text)) == config
+
+
+def test_managed_ledger_config() -> None:
+    config = load(
+        overrides={
+            "managedLedgerMaxEntriesPerLedger": 10,
+            "defaultRetentionTimeInMinutes": 5,
+            "defaultRetentionSizeInMB": 6,
+            "managedLedgerDefaultMarkDeleteRateLimit": 0,
+        }
+    )
+    ml = config.managed_ledger_config()
+    assert ml.max_entries_per_ledger == 10
+    assert (ml.retention.retention_time_minutes, ml.retention.retention_size_mb) == (
+        5,
+        6,
+    )
+    assert ml.cursor_persist_interval_ms == 0
+
+
+def test_every_key_is_documented_with_its_default() -> None:
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", DOCS.read_text(), flags=re.M)
+    documented = {key: default.strip().strip("`") for key, default in rows}
+    assert set(documented) == set(config_keys())
+    printed = dict(
+        line.split("=", 1)
+        for line in ServiceConfiguration().to_properties().splitlines()
+        if "=" in line
+    )
+    for key, value in printed.items():
+        assert documented[key] == (value or "(empty)"), key
