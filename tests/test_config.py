@@ -100,6 +100,41 @@ def test_sections_and_flat_names() -> None:
         config.no_such_setting  # noqa: B018
 
 
+def test_flat_names_the_standalone_server_reads() -> None:
+    """quasar.server.standalone reads these flat; a rename here must break a test."""
+    config = load()
+    names = [
+        "cluster_name",
+        "advertised_address",
+        "bind_address",
+        "broker_service_port",
+        "web_service_port",
+        "data_dir",
+        "max_message_size",
+        "max_pending_publish_requests_per_connection",
+        "allow_auto_topic_creation",
+        "allow_auto_topic_creation_type",
+        "default_num_partitions",
+        "broker_deduplication_enabled",
+        "max_unacked_messages_per_consumer",
+        "managed_ledger_max_entries_per_ledger",
+        "managed_ledger_max_size_per_ledger_mbytes",
+        "managed_ledger_max_ledger_rollover_time_minutes",
+        "managed_ledger_min_ledger_rollover_time_minutes",
+        "managed_ledger_default_mark_delete_rate_limit",
+        "managed_ledger_cache_size_mb",
+        "default_retention_time_in_minutes",
+        "default_retention_size_in_mb",
+        "journal_sync_data",
+        "journal_max_group_wait_msec",
+        "journal_buffered_writes_threshold",
+    ]
+    for name in names:
+        assert getattr(config, name) == config.value_of(
+            next(k for k in config_keys() if snake_case(k) == name)
+        )
+
+
 def test_every_field_is_named_after_its_key() -> None:
     for key, spec in config_keys().items():
         if "BatchedWrite" in key:

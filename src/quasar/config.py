@@ -33,10 +33,6 @@ Sources, later ones winning::
 Values are converted from the field's type: ``int``, ``float``, ``bool`` (``true`` /
 ``false``, any case), ``str``, and ``tuple[...]`` from a comma-separated list. A bad
 value raises ``ValueError`` naming the key and where the value came from.
-
-Each subsystem receives only its own section (``config.transaction``,
-``config.managed_ledger``, ...) as a constructor argument; nothing reads settings from
-module-level state.
 """
 
 from __future__ import annotations
@@ -45,6 +41,7 @@ import dataclasses
 import logging
 import os
 import re
+import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -463,11 +460,11 @@ class KeySpec:
 
 
 @cache
-def config_keys() -> dict[str, KeySpec]:
-    """Every configuration key, in declaration order."""
+def config_keys() -> Mapping[str, KeySpec]:
+    """Every configuration key, in declaration order (read-only)."""
     specs: dict[str, KeySpec] = {}
     _collect(ServiceConfiguration, "", (), specs)
-    return specs
+    return types.MappingProxyType(specs)
 
 
 def snake_case(key: str) -> str:

@@ -50,7 +50,14 @@ METHODS = {
         "consumer_name",
         "is_connected",
     ],
-    "Reader": ["read_next", "has_message_available", "seek", "close", "topic", "is_connected"],
+    "Reader": [
+        "read_next",
+        "has_message_available",
+        "seek",
+        "close",
+        "topic",
+        "is_connected",
+    ],
     "Message": [
         "data",
         "value",
@@ -63,14 +70,25 @@ METHODS = {
         "topic_name",
         "redelivery_count",
     ],
-    "MessageId": ["__init__", "ledger_id", "entry_id", "batch_index", "partition", "serialize"],
+    "MessageId": [
+        "__init__",
+        "ledger_id",
+        "entry_id",
+        "batch_index",
+        "partition",
+        "serialize",
+    ],
 }
 
 
 def _same_default(ours: object, theirs: object) -> bool:
     if theirs is inspect.Parameter.empty or ours is inspect.Parameter.empty:
         return ours is theirs
-    if isinstance(theirs, enum.Enum) or hasattr(theirs, "__int__") and not isinstance(theirs, (int, float, bool)):
+    if (
+        isinstance(theirs, enum.Enum)
+        or hasattr(theirs, "__int__")
+        and not isinstance(theirs, (int, float, bool))
+    ):
         return int(ours) == int(theirs)  # type: ignore[call-overload]
     if type(theirs).__name__.endswith("Schema"):
         return type(ours).__name__ == type(theirs).__name__
@@ -89,7 +107,9 @@ def test_signature_matches_pulsar(cls: str, method: str) -> None:
     for o, t in zip(o_params, t_params, strict=False):
         assert _same_default(o.default, t.default), f"{cls}.{method}({t.name}=...)"
     for extra in o_params[len(t_params) :]:
-        assert extra.default is not inspect.Parameter.empty, f"extra {extra.name} needs a default"
+        assert extra.default is not inspect.Parameter.empty, (
+            f"extra {extra.name} needs a default"
+        )
 
 
 @pytest.mark.parametrize(
@@ -130,10 +150,18 @@ def test_message_id_class_attributes() -> None:
 
 def test_aio_module_has_async_api() -> None:
     for cls, methods in {
-        "Client": ["create_producer", "subscribe", "create_reader", "get_topic_partitions", "close"],
+        "Client": [
+            "create_producer",
+            "subscribe",
+            "create_reader",
+            "get_topic_partitions",
+            "close",
+        ],
         "Producer": ["send", "send_async", "flush", "close"],
         "Consumer": ["receive", "acknowledge", "seek", "close", "unsubscribe"],
         "Reader": ["read_next", "has_message_available", "seek", "close"],
     }.items():
         for m in methods:
-            assert inspect.iscoroutinefunction(getattr(getattr(qc.aio, cls), m)), f"{cls}.{m}"
+            assert inspect.iscoroutinefunction(getattr(getattr(qc.aio, cls), m)), (
+                f"{cls}.{m}"
+            )

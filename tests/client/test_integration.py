@@ -104,9 +104,13 @@ def pclient(partitioned_broker: BrokerProcess) -> Iterator[pulsar.Client]:
     c.close()
 
 
-def test_partitioned_round_robin_and_key_routing(pclient: pulsar.Client, topic: str) -> None:
+def test_partitioned_round_robin_and_key_routing(
+    pclient: pulsar.Client, topic: str
+) -> None:
     client = pclient
-    assert client.get_topic_partitions(topic) == [f"{topic}-partition-{i}" for i in range(3)]
+    assert client.get_topic_partitions(topic) == [
+        f"{topic}-partition-{i}" for i in range(3)
+    ]
     consumer = client.subscribe(topic, "sub")
     producer = client.create_producer(topic)
     ids = [producer.send(b"rr") for _ in range(6)]
@@ -141,9 +145,13 @@ def test_custom_message_router(pclient: pulsar.Client, topic: str) -> None:
     assert {producer.send(b"x").partition() for _ in range(4)} == {2}
 
 
-def test_admin_created_partitioned_topic(broker: BrokerProcess, client: pulsar.Client, topic: str) -> None:
+def test_admin_created_partitioned_topic(
+    broker: BrokerProcess, client: pulsar.Client, topic: str
+) -> None:
     broker.create_partitioned_topic(topic, 2)
-    assert client.get_topic_partitions(topic) == [f"{topic}-partition-{i}" for i in range(2)]
+    assert client.get_topic_partitions(topic) == [
+        f"{topic}-partition-{i}" for i in range(2)
+    ]
 
 
 def test_exclusive_rejects_second_consumer(client: pulsar.Client, topic: str) -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "PartitionedTopicResources",
     "Policies",
     "PulsarResources",
+    "ResourceError",
     "ResourceNotFoundError",
     "RetentionPolicies",
     "SCHEMA_COMPATIBILITY_STRATEGIES",
@@ -589,6 +590,7 @@ class PartitionedTopicResources:
 
     @classmethod
     def path(cls, topic: str) -> str:
+        """The metadata key of ``topic``'s partitioned-topic metadata."""
         parts = parse_topic(topic)
         if parts.domain != PERSISTENT:
             raise InvalidResourceError("Only persistent topics are supported")
@@ -601,7 +603,8 @@ class PartitionedTopicResources:
         """Record a new partitioned topic.
 
         Raises:
-            InvalidResourceError: bad name, or a name with ``-partition-`` in it.
+            InvalidTopicName: not a valid topic name (412).
+            InvalidResourceError: not persistent, or ``-partition-`` in the name (412).
             NotAcceptableError: ``partitions < 1``.
             ResourceNotFoundError: the namespace does not exist.
             AlreadyExistsError: the partitioned topic exists.
@@ -647,7 +650,8 @@ class PartitionedTopicResources:
         """Raise the partition count (it can never shrink); return the new metadata.
 
         Raises:
-            InvalidResourceError, NotAcceptableError (``partitions < 1``),
+            InvalidTopicName, InvalidResourceError: bad name (412).
+            NotAcceptableError: ``partitions < 1``.
             ResourceNotFoundError: not a partitioned topic.
             ConflictError: ``partitions`` is not more than the current count.
         """
@@ -674,7 +678,7 @@ class PartitionedTopicResources:
         raise ConflictError("Partitioned topic is being modified concurrently; retry")
 
     def delete(self, topic: str) -> None:
-        """Raises: InvalidResourceError, ResourceNotFoundError."""
+        """Raises: InvalidTopicName, InvalidResourceError, ResourceNotFoundError."""
         try:
             self._store.delete(self.path(topic))
         except NotFound:

@@ -5,6 +5,7 @@ demand (Pulsar's auto topic creation rules), answers partitioned-metadata and lo
 questions, hands out producer names, and keeps the schema registry. It does no socket
 I/O: the server package drives it.
 
+Tenants, namespaces and partitioned-topic metadata live in ``PulsarResources``.
 Topic registry: every topic that exists is recorded in the metadata store under
 ``/topics/<tenant>/<namespace>/<domain>/<encoded local name>`` (value: the full name),
 so topics can be listed per namespace and a topic that was never created is
@@ -14,7 +15,7 @@ distinguishable from an empty one when auto-creation is off.
 from __future__ import annotations
 
 import asyncio
-import json
+import dataclasses
 import logging
 import urllib.parse
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any
 
 from quasar.errors import (
     NotAllowedError,
+    QuasarError,
     ServiceNotReady,
     TopicNotFound,
 )
@@ -33,13 +35,13 @@ from quasar.storage.api import (
     RetentionPolicy,
 )
 
+from .resources import AlreadyExistsError, Policies, PulsarResources
 from .schema import SchemaRegistry
 from .topic import PersistentTopic
 
 log = logging.getLogger(__name__)
 
 TOPICS_ROOT = "/topics"
-PARTITIONED_ROOT = "/admin/partitioned-topics"
 PRODUCER_NAME_COUNTER = "/counters/producer-name-generation"
 
 
@@ -83,6 +85,7 @@ class BrokerService:
         self.settings = settings
         self.ledgers = ledgers
         self.store = store
+        self.resources = PulsarResources(store)
         self.schemas = SchemaRegistry(store)
         self.topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Future[PersistentTopic]] = {}
@@ -106,81 +109,55 @@ class BrokerService:
 
     # -- namespaces and policies -------------------------------------------------------
     def namespace_exists(self, namespace: str) -> bool:
-        return self.store.get(f"/admin/policies/{namespace}") is not None
+        return self.resources.namespaces.exists(namespace)
 
-    def namespace_policies(self, namespace: str) -> dict[str, Any]:
-        found = self.store.get(f"/admin/policies/{namespace}")
-        if found is None:
-            return {}
+    def _policies(self, namespace: str) -> Policies | None:
         try:
-            policies = json.loads(found.value)
-        except ValueError:
-            return {}
-        return policies if isinstance(policies, dict) else {}
+            return self.resources.namespaces.get(namespace)
+        except QuasarError:
+            return None
 
     def _auto_creation(self, namespace: str) -> tuple[bool, str, int]:
         s = self.settings
-        override = self.namespace_policies(namespace).get("autoTopicCreationOverride")
-        if isinstance(override, dict):
+        policies = self._policies(namespace)
+        override = policies.auto_topic_creation_override if policies else None
+        if override is None:
             return (
-                bool(override.get("allowAutoTopicCreation", s.allow_auto_topic_creation)),
-                str(override.get("topicType", s.allow_auto_topic_creation_type)),
-                int(override.get("defaultNumPartitions", s.default_num_partitions)),
+                s.allow_auto_topic_creation,
+                s.allow_auto_topic_creation_type,
+                s.default_num_partitions,
             )
         return (
-            s.allow_auto_topic_creation,
-            s.allow_auto_topic_creation_type,
-            s.default_num_partitions,
+            override.allow_auto_topic_creation,
+            override.topic_type or s.allow_auto_topic_creation_type,
+            override.default_num_partitions or s.default_num_partitions,
         )
 
     def _dedup_enabled(self, namespace: str) -> bool:
-        value = self.namespace_policies(namespace).get("deduplicationEnabled")
-        if isinstance(value, bool):
-            return value
+        policies = self._policies(namespace)
+        if policies is not None and policies.deduplication_enabled is not None:
+            return policies.deduplication_enabled
         return self.settings.broker_deduplication_enabled
 
     def _ledger_config(self, namespace: str) -> ManagedLedgerConfig:
-        retention = self.namespace_policies(namespace).get("retention_policies")
-        base = self.settings.ledger
-        if not isinstance(retention, dict):
-            return base
-        return ManagedLedgerConfig(
-            max_entries_per_ledger=base.max_entries_per_ledger,
-            max_size_per_ledger_mb=base.max_size_per_ledger_mb,
-            max_ledger_rollover_time_minutes=base.max_ledger_rollover_time_minutes,
-            min_ledger_rollover_time_minutes=base.min_ledger_rollover_time_minutes,
+        policies = self._policies(namespace)
+        retention = policies.retention_policies if policies else None
+        if retention is None:
+            return self.settings.ledger
+        return dataclasses.replace(
+            self.settings.ledger,
             retention=RetentionPolicy(
-                int(retention.get("retentionTimeInMinutes", 0)),
-                int(retention.get("retentionSizeInMB", 0)),
+                retention.retention_time_in_minutes, retention.retention_size_in_mb
             ),
-            cursor_persist_interval_ms=base.cursor_persist_interval_ms,
         )
 
     # -- partitioned topics ------------------------------------------------------------
-    def _partitioned_path(self, name: TopicName) -> str:
-        return f"{PARTITIONED_ROOT}/{_topic_key(name)}"
-
     def partitions_of(self, name: TopicName) -> int:
         """Number of partitions of a partitioned topic; 0 if it is not partitioned."""
         if name.is_partition:
             return 0
-        found = self.store.get(self._partitioned_path(name))
-        if found is None:
-            return 0
-        try:
-            return int(json.loads(found.value)["partitions"])
-        except (ValueError, KeyError, TypeError):
-            return 0
-
-    def create_partitioned_metadata(self, name: TopicName, partitions: int) -> None:
-        self.store.put(
-            self._partitioned_path(name),
-            json.dumps({"partitions": partitions}).encode(),
-            -1,
-        )
-
-    def delete_partitioned_metadata(self, name: TopicName) -> None:
-        self.store.delete(self._partitioned_path(name))
+        meta = self.resources.partitioned_topics.get(name.full)
+        return meta.partitions if meta else 0
 
     def partitioned_metadata(self, name: TopicName) -> int:
         """Answer PARTITIONED_METADATA, auto-creating a partitioned topic if allowed.
@@ -197,8 +174,8 @@ class BrokerService:
         allowed, kind, default_partitions = self._auto_creation(name.namespace_name)
         if allowed and kind == "partitioned":
             try:
-                self.create_partitioned_metadata(name, default_partitions)
-            except Exception:  # created concurrently: read what is there
+                self.resources.partitioned_topics.create(name.full, default_partitions)
+            except AlreadyExistsError:  # created concurrently: read what is there
                 pass
             return self.partitions_of(name)
         return 0
@@ -223,13 +200,7 @@ class BrokerService:
         return sorted(out)
 
     def list_partitioned_topics(self, namespace: str) -> list[str]:
-        out: list[str] = []
-        base = f"{PARTITIONED_ROOT}/{namespace}"
-        for domain in self.store.children(base):
-            for child in self.store.children(f"{base}/{domain}"):
-                local = urllib.parse.unquote(child)
-                out.append(f"{domain}://{namespace}/{local}")
-        return sorted(out)
+        return self.resources.partitioned_topics.list(namespace)
 
     async def get_topic(self, name: TopicName, create: bool) -> PersistentTopic:
         """The loaded topic, loading or creating it as needed.
@@ -279,7 +250,7 @@ class BrokerService:
                 allowed, _, _ = self._auto_creation(name.namespace_name)
                 if not allowed:
                     raise TopicNotFound(f"Topic {name.full} does not exist")
-            self._register(name)
+            self.register_topic(name)
         ledger = await self.ledgers.open(
             name.persistence_name, self._ledger_config(name.namespace_name)
         )
@@ -289,7 +260,7 @@ class BrokerService:
         log.info("loaded topic %s", name.full)
         return topic
 
-    def _register(self, name: TopicName) -> None:
+    def register_topic(self, name: TopicName) -> None:
         path = f"{TOPICS_ROOT}/{_topic_key(name)}"
         if self.store.get(path) is None:
             self.store.put(path, name.full.encode(), -1)
@@ -297,7 +268,7 @@ class BrokerService:
     async def create_topic(self, name: TopicName) -> PersistentTopic:
         """Create a non-partitioned topic explicitly (admin)."""
         self._require_namespace(name)
-        self._register(name)
+        self.register_topic(name)
         return await self.get_topic(name, create=True)
 
     async def delete_topic(self, name: TopicName, force: bool) -> None:

@@ -26,8 +26,6 @@ from .connection import ServerConnection
 
 log = logging.getLogger("quasar.standalone")
 
-SYSTEM_TENANTS = ("public", "pulsar")
-SYSTEM_NAMESPACES = ("public/default", "pulsar/system")
 EXIT_FATAL_STORAGE = 70
 
 
@@ -139,19 +137,8 @@ class Standalone:
         )
 
     def _create_system_namespaces(self) -> None:
-        import json
-
-        store = self._store
-        cluster = self.settings.cluster_name
-        for tenant in SYSTEM_TENANTS:
-            path = f"/admin/policies/{tenant}"
-            if store.get(path) is None:
-                info = {"adminRoles": [], "allowedClusters": [cluster]}
-                store.put(path, json.dumps(info).encode(), -1)
-        for ns in SYSTEM_NAMESPACES:
-            path = f"/admin/policies/{ns}"
-            if store.get(path) is None:
-                store.put(path, json.dumps({"replication_clusters": [cluster]}).encode(), -1)
+        assert self.service is not None
+        self.service.resources.bootstrap_standalone(self.settings.cluster_name)
 
     async def _start_admin(self, bind: str) -> None:
         try:

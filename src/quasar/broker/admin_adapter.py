@@ -1,0 +1,150 @@
+"""The broker service as the admin REST API sees it (``quasar.admin.api.AdminBroker``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quasar.errors import NotAllowedError, SubscriptionNotFound, TopicNotFound
+from quasar.protocol import TopicName
+from quasar.storage.api import EARLIEST, LATEST, InitialPosition, Position
+
+from .resources import (
+    AlreadyExistsError,
+    ConflictError,
+    PulsarResources,
+    ResourceNotFoundError,
+)
+from .service import BrokerService
+from .subscription import Subscription
+from .topic import SYSTEM_CURSOR_PREFIX, PersistentTopic
+
+
+class AdminAdapter:
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+
+    @property
+    def resources(self) -> PulsarResources:
+        return self.service.resources
+
+    @property
+    def cluster_name(self) -> str:
+        return self.service.settings.cluster_name
+
+    async def _topic(self, topic: str) -> PersistentTopic:
+        name = TopicName.parse(topic)
+        if not self.service.topic_exists(name):
+            raise TopicNotFound(f"Topic {topic} does not exist")
+        return await self.service.get_topic(name, create=False)
+
+    async def create_non_partitioned_topic(self, topic: str) -> None:
+        name = TopicName.parse(topic)
+        if self.service.topic_exists(name):
+            raise AlreadyExistsError("This topic already exists")
+        await self.service.create_topic(name)
+
+    async def create_partitioned_topic(self, topic: str, partitions: int) -> None:
+        name = TopicName.parse(topic)
+        self.resources.partitioned_topics.create(topic, partitions)
+        for i in range(partitions):
+            self.service.register_topic(name.partition(i))
+
+    async def update_partitioned_topic(self, topic: str, partitions: int) -> None:
+        name = TopicName.parse(topic)
+        self.resources.partitioned_topics.update(topic, partitions)
+        for i in range(partitions):
+            self.service.register_topic(name.partition(i))
+
+    async def delete_topic(self, topic: str, force: bool) -> None:
+        try:
+            await self.service.delete_topic(TopicName.parse(topic), force)
+        except NotAllowedError as e:
+            raise ConflictError(str(e)) from None
+
+    async def delete_partitioned_topic(self, topic: str, force: bool) -> None:
+        name = TopicName.parse(topic)
+        meta = self.resources.partitioned_topics.get(topic)
+        if meta is None:
+            raise ResourceNotFoundError("Partitioned topic does not exist")
+        for i in range(meta.partitions):
+            partition = name.partition(i)
+            if self.service.topic_exists(partition):
+                await self.delete_topic(partition.full, force)
+        self.resources.partitioned_topics.delete(topic)
+
+    def list_topics(self, namespace: str) -> list[str]:
+        return self.service.list_topics(namespace)
+
+    async def topic_stats(self, topic: str) -> dict[str, Any]:
+        return (await self._topic(topic)).stats()
+
+    async def topic_internal_stats(self, topic: str) -> dict[str, Any]:
+        return (await self._topic(topic)).internal_stats()
+
+    async def partitioned_stats(self, topic: str) -> dict[str, Any]:
+        name = TopicName.parse(topic)
+        meta = self.resources.partitioned_topics.get(topic)
+        if meta is None:
+            raise ResourceNotFoundError("Partitioned topic does not exist")
+        partitions: dict[str, Any] = {}
+        for i in range(meta.partitions):
+            p = name.partition(i)
+            if self.service.topic_exists(p):
+                partitions[p.full] = (await self._topic(p.full)).stats()
+        totals: dict[str, Any] = {
+            key: sum(int(s.get(key, 0)) for s in partitions.values())
+            for key in ("msgInCounter", "bytesInCounter", "msgOutCounter",
+                        "bytesOutCounter", "storageSize", "backlogSize")
+        }
+        subs: dict[str, Any] = {}
+        for stats in partitions.values():
+            for sub_name, sub in stats["subscriptions"].items():
+                agg = subs.setdefault(sub_name, {"msgBacklog": 0, "msgOutCounter": 0,
+                                                 "type": sub["type"], "consumers": []})
+                agg["msgBacklog"] += sub["msgBacklog"]
+                agg["msgOutCounter"] += sub["msgOutCounter"]
+                agg["consumers"].extend(sub["consumers"])
+        totals.update(
+            metadata={"partitions": meta.partitions},
+            publishers=[p for s in partitions.values() for p in s["publishers"]],
+            subscriptions=subs,
+            partitions=partitions,
+        )
+        return totals
+
+    def list_subscriptions(self, topic: str) -> list[str]:
+        name = TopicName.parse(topic)
+        if not self.service.topic_exists(name):
+            raise TopicNotFound(f"Topic {topic} does not exist")
+        loaded = self.service.topics.get(name.full)
+        if loaded is None:
+            # The protocol method is synchronous; an unloaded topic's subscriptions are
+            # only known once it is loaded, which the stats call does.
+            return []
+        return sorted(n for n, s in loaded.subscriptions.items() if s.durable)
+
+    async def create_subscription(self, topic: str, subscription: str, message_id: str) -> None:
+        t = await self._topic(topic)
+        if subscription in t.subscriptions or subscription.startswith(SYSTEM_CURSOR_PREFIX):
+            raise AlreadyExistsError("Subscription already exists for topic")
+        if message_id == "earliest":
+            cursor = t.ledger.open_cursor(subscription, InitialPosition.EARLIEST)
+        else:
+            cursor = t.ledger.open_cursor(subscription, InitialPosition.LATEST)
+            if message_id != "latest":
+                ledger, entry = (int(x) for x in message_id.split(":")[:2])
+                start = Position(ledger, entry)
+                if start >= LATEST or start <= EARLIEST:
+                    start = t.ledger.first_position if start <= EARLIEST else start
+                cursor.reset(start)
+                await cursor.flush()
+        t.subscriptions[subscription] = Subscription(t, subscription, cursor, durable=True)
+
+    async def delete_subscription(self, topic: str, subscription: str, force: bool) -> None:
+        t = await self._topic(topic)
+        sub = t.subscriptions.get(subscription)
+        if sub is None:
+            raise SubscriptionNotFound("Subscription not found")
+        if sub.consumers and not force:
+            raise ConflictError("Subscription has active connected consumers")
+        t.delete_subscription(subscription)
