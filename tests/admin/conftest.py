@@ -17,6 +17,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from quasar.admin import create_admin_app
 from quasar.broker.resources import (
     AlreadyExistsError,
+    PreconditionFailedError,
     PulsarResources,
     ResourceNotFoundError,
     parse_topic,
@@ -24,7 +25,6 @@ from quasar.broker.resources import (
 from quasar.errors import (
     BadVersion,
     NotFound,
-    QuasarError,
     SubscriptionNotFound,
     TopicNotFound,
 )
@@ -98,10 +98,6 @@ def resources(store: MetadataStore) -> PulsarResources:
     return PulsarResources(store)
 
 
-class PreconditionFailed(QuasarError):
-    http_status = 412
-
-
 class FakeAdminBroker:
     """An ``AdminBroker`` over dicts: topics, their subscriptions, connected topics.
 
@@ -135,7 +131,7 @@ class FakeAdminBroker:
     async def delete_topic(self, topic: str, force: bool) -> None:
         self._topic(topic)
         if topic in self.connected and not force:
-            raise PreconditionFailed("Topic has active producers/subscriptions")
+            raise PreconditionFailedError("Topic has active producers/subscriptions")
         self.connected.discard(topic)
         del self.topics[topic]
 
@@ -183,7 +179,7 @@ class FakeAdminBroker:
             "partitions": {p: {"msgRateIn": 0.0} for p in partitions},
         }
 
-    def list_subscriptions(self, topic: str) -> list[str]:
+    async def list_subscriptions(self, topic: str) -> list[str]:
         return list(self._topic(topic))
 
     async def create_subscription(

@@ -282,3 +282,39 @@ async def test_partitioned_topic_routing(fake: FakeBroker, client: aio.Client) -
     subs = fake.commands(T.SUBSCRIBE)
     assert len({s.subscribe.consumer_id for s in subs}) == 3
     assert len({s.subscribe.consumer_name for s in subs}) == 1
+
+
+async def test_unacked_message_timeout_redelivers(
+    fake: FakeBroker, client: aio.Client
+) -> None:
+    consumer = await client.subscribe("fake", "sub", unacked_messages_timeout_ms=100)
+    producer = await client.create_producer("fake")
+    await producer.send(b"x")
+    first = await consumer.receive(2000)
+    again = await consumer.receive(2000)  # never acked: redelivered after the timeout
+    assert again.data() == first.data() == b"x"
+    await consumer.acknowledge(again)
+    await wait_for(lambda: fake.topic(TOPIC).acked == {0})
+
+
+async def test_cumulative_ack_of_partial_batch_acks_previous_entry(
+    fake: FakeBroker, client: aio.Client
+) -> None:
+    consumer = await client.subscribe("fake", "sub")
+    producer = await client.create_producer(
+        "fake", batching_enabled=True, batching_max_messages=3
+    )
+    await producer.send(b"single")  # entry 0 (a batch of one)
+    await producer.flush()
+    for i in range(3):
+        await producer.send_async(bytes([i]), lambda e, m: None)
+    await producer.flush()  # entry 1: a batch of three
+    got = [await consumer.receive(2000) for _ in range(4)]
+    await consumer.acknowledge_cumulative(got[2])  # member 1 of entry 1
+    await wait_for(lambda: len(fake.commands(T.ACK)) == 1)
+    ack = fake.commands(T.ACK)[0].ack
+    assert ack.ack_type == pb.CommandAck.Cumulative
+    assert [(m.ledgerId, m.entryId) for m in ack.message_id] == [(1, 0)]
+    await consumer.acknowledge_cumulative(got[3])  # the whole batch is now acked
+    await wait_for(lambda: len(fake.commands(T.ACK)) == 2)
+    assert fake.commands(T.ACK)[1].ack.message_id[0].entryId == 1

@@ -6,11 +6,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from storage_env import StorageEnv
+
+from .storage_env import StorageEnv
 
 
 @pytest.fixture(params=["file", "memory"])
-async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StorageEnv]:
+async def env(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[StorageEnv]:
     e = StorageEnv(request.param, tmp_path)
     yield e
     await e.close()
@@ -21,4 +24,3 @@ async def file_env(tmp_path: Path) -> AsyncIterator[StorageEnv]:
     e = StorageEnv("file", tmp_path)
     yield e
     await e.close()
-

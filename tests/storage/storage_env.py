@@ -40,13 +40,17 @@ class StorageEnv:
     def _make(self) -> BaseManagedLedgerFactory:
         if self.kind == "file":
             self.meta = SqliteMetadataStore(self.root / "metadata.db")
-            return FileManagedLedgerFactory(self.root / "data", self.meta, clock=self.clock)
+            return FileManagedLedgerFactory(
+                self.root / "data", self.meta, clock=self.clock
+            )
         if not hasattr(self, "meta"):
             self.meta = MemoryMetadataStore()
             return MemoryManagedLedgerFactory(self.meta, clock=self.clock)
         return self.factory
 
-    async def open(self, name: str = "t/ns/persistent/topic", **overrides: object) -> ManagedLedgerImpl:
+    async def open(
+        self, name: str = "t/ns/persistent/topic", **overrides: object
+    ) -> ManagedLedgerImpl:
         return await self.factory.open(name, config(**overrides))
 
     async def reopen(self) -> None:

@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from quasar.errors import FatalStorageError, PersistenceError
-from quasar.storage import EARLIEST, FileManagedLedgerFactory, ManagedLedgerConfig, SqliteMetadataStore
+from quasar.storage import (
+    EARLIEST,
+    FileManagedLedgerFactory,
+    ManagedLedgerConfig,
+    SqliteMetadataStore,
+)
 from quasar.storage.file import OsDisk
 
 
@@ -29,19 +34,27 @@ class CountingDisk(OsDisk):
             self.syncs += 1
             n = self.syncs
             self.events.append(("sync", fd))
-        if self.gate is not None:
+        # Only the writer thread waits at the gate: ledger creation on the loop
+        # thread also syncs, and must not block the test.
+        if self.gate is not None and threading.current_thread().name.startswith(
+            "quasar-group"
+        ):
             self.gate.wait(timeout=30)
         if self.fail_sync_at is not None and n >= self.fail_sync_at:
             raise OSError(errno.EIO, "injected fsync failure")
         super().sync(fd)
 
-    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+    def pwrite(
+        self, fd: int, data: bytes | bytearray | memoryview, offset: int
+    ) -> None:
         with self._lock:
             self.events.append(("write", fd))
         super().pwrite(fd, data, offset)
 
 
-def make(tmp_path: Path, disk: OsDisk, **kw: object) -> tuple[FileManagedLedgerFactory, SqliteMetadataStore]:
+def make(
+    tmp_path: Path, disk: OsDisk, **kw: object
+) -> tuple[FileManagedLedgerFactory, SqliteMetadataStore]:
     meta = SqliteMetadataStore(tmp_path / "meta.db")
     return FileManagedLedgerFactory(tmp_path / "data", meta, disk=disk, **kw), meta  # type: ignore[arg-type]
 
@@ -118,7 +131,12 @@ async def test_fsync_failure_is_fatal(tmp_path: Path) -> None:
 async def test_failed_ledger_creation_is_retryable(tmp_path: Path) -> None:
     disk = CountingDisk()
     factory, meta = make(tmp_path, disk)
-    ml = await factory.open("t", ManagedLedgerConfig(max_entries_per_ledger=1, min_ledger_rollover_time_minutes=0))
+    ml = await factory.open(
+        "t",
+        ManagedLedgerConfig(
+            max_entries_per_ledger=1, min_ledger_rollover_time_minutes=0
+        ),
+    )
     await ml.add_entry(b"a")
 
     def failing_sync_dir(path: str) -> None:
@@ -133,10 +151,17 @@ async def test_failed_ledger_creation_is_retryable(tmp_path: Path) -> None:
     meta.close()
 
 
-async def test_rollover_inside_a_group_syncs_the_old_ledger_first(tmp_path: Path) -> None:
+async def test_rollover_inside_a_group_syncs_the_old_ledger_first(
+    tmp_path: Path,
+) -> None:
     disk = CountingDisk()
     factory, meta = make(tmp_path, disk)
-    ml = await factory.open("t", ManagedLedgerConfig(max_entries_per_ledger=3, min_ledger_rollover_time_minutes=0))
+    ml = await factory.open(
+        "t",
+        ManagedLedgerConfig(
+            max_entries_per_ledger=3, min_ledger_rollover_time_minutes=0
+        ),
+    )
     disk.gate = threading.Event()
     futures = [ml.add_entry(b"r") for _ in range(7)]  # three ledgers in one burst
     disk.events.clear()

@@ -7,18 +7,23 @@ import os
 from pathlib import Path
 
 import pytest
-from storage_env import StorageEnv
 
 from quasar.errors import CorruptRecordError
 from quasar.storage import EARLIEST, InitialPosition, ManagedLedgerImpl, Position
 from quasar.storage.file import format as fmt
 
+from .storage_env import StorageEnv
 
-async def write_crash(env: StorageEnv, n: int, **overrides: object) -> tuple[list[Position], Path]:
+
+async def write_crash(
+    env: StorageEnv, n: int, **overrides: object
+) -> tuple[list[Position], Path]:
     """Append n entries, crash, and return their positions and the last ledger file."""
     ml = await env.open(**overrides)
     positions = list(
-        await asyncio.gather(*(ml.add_entry(f"entry-{i:04d}".encode()) for i in range(n)))
+        await asyncio.gather(
+            *(ml.add_entry(f"entry-{i:04d}".encode()) for i in range(n))
+        )
     )
     last = positions[-1].ledger_id
     await env.crash()
@@ -27,14 +32,18 @@ async def write_crash(env: StorageEnv, n: int, **overrides: object) -> tuple[lis
 
 def record_offsets(path: Path) -> list[int]:
     data = path.read_bytes()
-    return list(fmt.scan(lambda off, n: data[off : off + n], len(data), verify=True).offsets)
+    return list(
+        fmt.scan(lambda off, n: data[off : off + n], len(data), verify=True).offsets
+    )
 
 
 async def entries(ml: ManagedLedgerImpl) -> list[bytes]:
     return [e.data for e in await ml.read_entries(EARLIEST, 10_000)]
 
 
-async def test_crash_recovery_keeps_everything_acknowledged(file_env: StorageEnv) -> None:
+async def test_crash_recovery_keeps_everything_acknowledged(
+    file_env: StorageEnv,
+) -> None:
     positions, _ = await write_crash(file_env, 25, max_entries_per_ledger=10)
     ml = await file_env.open(max_entries_per_ledger=10)
     assert [e.position for e in await ml.read_entries(EARLIEST, 100)] == positions
@@ -82,7 +91,9 @@ async def test_torn_header_of_the_only_record(file_env: StorageEnv) -> None:
 
 
 @pytest.mark.parametrize("where", ["payload", "length", "crc"])
-async def test_corrupt_middle_record_refuses_to_open(file_env: StorageEnv, where: str) -> None:
+async def test_corrupt_middle_record_refuses_to_open(
+    file_env: StorageEnv, where: str
+) -> None:
     _, path = await write_crash(file_env, 10)
     offset = record_offsets(path)[4]
     flip = {"payload": offset + 8 + 3, "length": offset + 2, "crc": offset + 5}[where]

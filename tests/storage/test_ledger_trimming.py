@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import asyncio
 
-from storage_env import StorageEnv
+from quasar.storage import (
+    EARLIEST,
+    InitialPosition,
+    ManagedLedgerImpl,
+    Position,
+    RetentionPolicy,
+)
 
-from quasar.storage import EARLIEST, InitialPosition, ManagedLedgerImpl, Position, RetentionPolicy
+from .storage_env import StorageEnv
 
 
 async def fill(ml: ManagedLedgerImpl, n: int) -> list[Position]:

@@ -5,10 +5,17 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from storage_env import StorageEnv
 
 from quasar.errors import ManagedLedgerClosed, NotFound
-from quasar.storage import EARLIEST, LATEST, ManagedLedger, ManagedLedgerFactory, Position
+from quasar.storage import (
+    EARLIEST,
+    LATEST,
+    ManagedLedger,
+    ManagedLedgerFactory,
+    Position,
+)
+
+from .storage_env import StorageEnv
 
 
 def payloads(n: int, start: int = 0) -> list[bytes]:
@@ -96,7 +103,8 @@ async def test_rollover_by_size(env: StorageEnv) -> None:
 
 async def test_rollover_waits_for_min_time_and_rolls_by_age(env: StorageEnv) -> None:
     ml = await env.open(
-        max_entries_per_ledger=2, min_ledger_rollover_time_minutes=10,
+        max_entries_per_ledger=2,
+        min_ledger_rollover_time_minutes=10,
         max_ledger_rollover_time_minutes=60,
     )
     positions = [await ml.add_entry(d) for d in payloads(5)]
@@ -138,7 +146,10 @@ async def test_open_returns_same_instance_and_lists_names(env: StorageEnv) -> No
     a = await env.open("tenant/ns/persistent/a")
     assert await env.open("tenant/ns/persistent/a") is a
     await env.open("tenant/ns/persistent/b%2F")
-    assert env.factory.list_names() == ["tenant/ns/persistent/a", "tenant/ns/persistent/b%2F"]
+    assert env.factory.list_names() == [
+        "tenant/ns/persistent/a",
+        "tenant/ns/persistent/b%2F",
+    ]
     assert env.factory.exists("tenant/ns/persistent/a")
     assert not env.factory.exists("tenant/ns/persistent/zzz")
 
@@ -150,7 +161,9 @@ async def test_reopen_keeps_entries_and_starts_a_new_ledger(env: StorageEnv) -> 
     await env.reopen()
     ml = await env.open(max_entries_per_ledger=3)
     entries = await ml.read_entries(EARLIEST, 100)
-    assert [(e.position, e.data) for e in entries] == list(zip(positions, data, strict=True))
+    assert [(e.position, e.data) for e in entries] == list(
+        zip(positions, data, strict=True)
+    )
     assert ml.number_of_entries == 7
     # The recovered ledger is closed; new appends go to a new ledger.
     assert ml.last_confirmed_entry.ledger_id > positions[-1].ledger_id
@@ -158,10 +171,15 @@ async def test_reopen_keeps_entries_and_starts_a_new_ledger(env: StorageEnv) -> 
     p = await ml.add_entry(b"new")
     assert p.ledger_id > positions[-1].ledger_id and p.entry_id == 0
     assert ml.next_position(positions[-1]) == p
-    assert [e.data for e in await ml.read_entries(positions[-1], 10)] == [data[-1], b"new"]
+    assert [e.data for e in await ml.read_entries(positions[-1], 10)] == [
+        data[-1],
+        b"new",
+    ]
 
 
-async def test_reopen_without_writes_does_not_pile_up_empty_ledgers(env: StorageEnv) -> None:
+async def test_reopen_without_writes_does_not_pile_up_empty_ledgers(
+    env: StorageEnv,
+) -> None:
     ml = await env.open()
     await ml.add_entry(b"x")
     for _ in range(3):

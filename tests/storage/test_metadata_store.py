@@ -59,7 +59,12 @@ def test_delete(store: MetadataStore) -> None:
 def test_children_sorted_direct_only(store: MetadataStore) -> None:
     for path in ["/r/b", "/r/a", "/r/a/x/y", "/r/a-z", "/r/c/deep/er", "/rx", "/r2/q"]:
         store.put(path, b"")
-    assert store.children("/r") == ["a", "a-z", "b", "c"]  # c exists only via a descendant
+    assert store.children("/r") == [
+        "a",
+        "a-z",
+        "b",
+        "c",
+    ]  # c exists only via a descendant
     assert store.children("/r/a") == ["x"]
     assert store.children("/r/a/x/y") == []
     assert store.children("/nothing") == []

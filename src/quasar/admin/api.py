@@ -13,9 +13,10 @@ Conventions for implementations:
 * Errors are ``quasar.errors.QuasarError`` subclasses; their ``http_status`` becomes
   the HTTP status. Use ``quasar.errors.TopicNotFound`` (404) and
   ``quasar.errors.SubscriptionNotFound`` (404) for missing topics and subscriptions,
-  and ``quasar.broker.resources.AlreadyExistsError`` (409), ``ConflictError`` (409)
-  or ``InvalidResourceError`` (412) for the rest. Anything else is answered with 500
-  and logged.
+  and from ``quasar.broker.resources``: ``AlreadyExistsError`` (409),
+  ``ConflictError`` (409), ``PreconditionFailedError`` (412: busy, e.g. connected
+  clients without ``force``), ``ResourceNotFoundError`` (404) or
+  ``InvalidResourceError`` (412). Anything else is answered with 500 and logged.
 """
 
 from __future__ import annotations
@@ -83,10 +84,11 @@ class AdminBroker(Protocol):
         """Delete a non-partitioned topic or one partition, with its data.
 
         Without ``force`` a topic with connected producers or consumers is not
-        deleted (Pulsar answers 412 then); with ``force`` they are disconnected.
+        deleted; with ``force`` they are disconnected first.
 
         Raises:
             TopicNotFound: no such topic.
+            PreconditionFailedError: clients are connected and ``force`` is false.
         """
         ...
 
@@ -130,7 +132,7 @@ class AdminBroker(Protocol):
         """
         ...
 
-    def list_subscriptions(self, topic: str) -> list[str]:
+    async def list_subscriptions(self, topic: str) -> list[str]:
         """Names of the topic's (or partition's) durable subscriptions.
 
         Raises:
@@ -156,10 +158,11 @@ class AdminBroker(Protocol):
     ) -> None:
         """Delete a subscription and its cursor.
 
-        Without ``force`` a subscription with connected consumers is kept (Pulsar
-        answers 412 then); with ``force`` they are disconnected first.
+        Without ``force`` a subscription with connected consumers is kept; with
+        ``force`` they are disconnected first.
 
         Raises:
             TopicNotFound, SubscriptionNotFound.
+            PreconditionFailedError: consumers are connected and ``force`` is false.
         """
         ...

@@ -15,7 +15,9 @@ from quasar.broker.resources import (
     AlreadyExistsError,
     ConflictError,
     InvalidResourceError,
+    InvalidValueError,
     NotAcceptableError,
+    PreconditionFailedError,
     ResourceError,
     ResourceNotFoundError,
 )
@@ -27,6 +29,7 @@ __all__ = [
     "BadRequestError",
     "ConflictError",
     "InvalidResourceError",
+    "InvalidValueError",
     "NotAcceptableError",
     "PreconditionFailedError",
     "ResourceError",
@@ -43,12 +46,6 @@ class BadRequestError(AdminError):
     """The request itself is malformed: bad JSON, a body of the wrong shape (400)."""
 
     http_status: ClassVar[int] = 400
-
-
-class PreconditionFailedError(AdminError):
-    """The request is well-formed but not allowed in the current state (412)."""
-
-    http_status: ClassVar[int] = 412
 
 
 def error_body(exc: BaseException) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """``/admin/v2/namespaces``: namespaces and the namespace policies quasar serves.
 
-A policy that was never set at namespace level reads as JSON-less 204 No Content, as
-Pulsar answers (its handlers return ``null``); the broker-wide default applies then.
+GET of a policy that was never set at namespace level answers 204 No Content, as
+Pulsar does (its handlers return ``null``, which JAX-RS sends as 204); the broker-wide
+default from the configuration applies then.
 """
 
 from __future__ import annotations

@@ -206,11 +206,11 @@ def _targets(broker: AdminBroker, topic: str) -> list[str]:
     return [f"{topic}{PARTITION_SUFFIX}{i}" for i in range(metadata.partitions)]
 
 
-def _subscriptions(broker: AdminBroker, topic: str, partitioned: bool) -> set[str]:
+async def _subscriptions(broker: AdminBroker, topic: str, partitioned: bool) -> set[str]:
     # A partition the broker has not created yet (lazy creation) has no
     # subscriptions; a missing non-partitioned topic is a 404.
     try:
-        return set(broker.list_subscriptions(topic))
+        return set(await broker.list_subscriptions(topic))
     except TopicNotFound:
         if partitioned:
             return set()
@@ -261,7 +261,7 @@ async def list_subscriptions(request: web.Request) -> web.Response:
     targets = _targets(broker, topic)
     names: set[str] = set()
     for target in targets:
-        names |= _subscriptions(broker, target, partitioned=target != topic)
+        names |= await _subscriptions(broker, target, partitioned=target != topic)
     return json_response(sorted(names))
 
 
@@ -273,7 +273,7 @@ async def create_subscription(request: web.Request) -> web.Response:
     broker = broker_of(request)
     targets = _targets(broker, topic)
     for target in targets:
-        if subscription in _subscriptions(broker, target, partitioned=target != topic):
+        if subscription in await _subscriptions(broker, target, partitioned=target != topic):
             raise AlreadyExistsError("Subscription already exists for topic")
     for target in targets:
         await broker.create_subscription(target, subscription, message_id)
@@ -290,7 +290,7 @@ async def delete_subscription(request: web.Request) -> web.Response:
     if targets == [topic]:
         await broker.delete_subscription(topic, subscription, force)
         return no_content()
-    holders = [t for t in targets if subscription in _subscriptions(broker, t, True)]
+    holders = [t for t in targets if subscription in await _subscriptions(broker, t, True)]
     if not holders:
         raise SubscriptionNotFound("Subscription not found")
     for target in holders:

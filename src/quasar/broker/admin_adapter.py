@@ -10,7 +10,7 @@ from quasar.storage.api import EARLIEST, LATEST, InitialPosition, Position
 
 from .resources import (
     AlreadyExistsError,
-    ConflictError,
+    PreconditionFailedError,
     PulsarResources,
     ResourceNotFoundError,
 )
@@ -59,7 +59,7 @@ class AdminAdapter:
         try:
             await self.service.delete_topic(TopicName.parse(topic), force)
         except NotAllowedError as e:
-            raise ConflictError(str(e)) from None
+            raise PreconditionFailedError(str(e)) from None
 
     async def delete_partitioned_topic(self, topic: str, force: bool) -> None:
         name = TopicName.parse(topic)
@@ -112,16 +112,9 @@ class AdminAdapter:
         )
         return totals
 
-    def list_subscriptions(self, topic: str) -> list[str]:
-        name = TopicName.parse(topic)
-        if not self.service.topic_exists(name):
-            raise TopicNotFound(f"Topic {topic} does not exist")
-        loaded = self.service.topics.get(name.full)
-        if loaded is None:
-            # The protocol method is synchronous; an unloaded topic's subscriptions are
-            # only known once it is loaded, which the stats call does.
-            return []
-        return sorted(n for n, s in loaded.subscriptions.items() if s.durable)
+    async def list_subscriptions(self, topic: str) -> list[str]:
+        t = await self._topic(topic)
+        return sorted(n for n, s in t.subscriptions.items() if s.durable)
 
     async def create_subscription(self, topic: str, subscription: str, message_id: str) -> None:
         t = await self._topic(topic)
@@ -146,5 +139,5 @@ class AdminAdapter:
         if sub is None:
             raise SubscriptionNotFound("Subscription not found")
         if sub.consumers and not force:
-            raise ConflictError("Subscription has active connected consumers")
+            raise PreconditionFailedError("Subscription has active connected consumers")
         t.delete_subscription(subscription)

@@ -42,6 +42,7 @@ __all__ = [
     "PartitionedTopicMetadata",
     "PartitionedTopicResources",
     "Policies",
+    "PreconditionFailedError",
     "PulsarResources",
     "ResourceError",
     "ResourceNotFoundError",
@@ -105,6 +106,13 @@ class ResourceNotFoundError(ResourceError):
 
 class InvalidResourceError(ResourceError):
     """An invalid name or policy value (412 Precondition Failed, as in Pulsar)."""
+
+    http_status: ClassVar[int] = 412
+
+
+class PreconditionFailedError(ResourceError):
+    """Not allowed in the current state, e.g. deleting a topic or subscription that
+    still has connected clients without ``force`` (412, as Pulsar answers)."""
 
     http_status: ClassVar[int] = 412
 

@@ -215,3 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "perf": _run_perf,
     }
     return runners[args.subcommand](args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

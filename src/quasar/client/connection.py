@@ -188,9 +188,16 @@ class ClientConnection(asyncio.Protocol):
         return self.write(encode_command(cmd))
 
     async def request(
-        self, cmd: Any, request_id: int, timeout_s: float | None = None
+        self,
+        cmd: Any,
+        request_id: int,
+        timeout_s: float | None = None,
+        wait_forever: bool = False,
     ) -> Any:
         """Send a command with ``request_id`` and return the matching response command.
+
+        ``wait_forever`` disables the timeout (a producer queued for exclusive access
+        waits without limit, as in the C++ client).
 
         Raises:
             Timeout: no response within ``timeout_s`` (default: operation timeout).
@@ -202,10 +209,9 @@ class ClientConnection(asyncio.Protocol):
         fut: asyncio.Future[Any] = self._loop.create_future()
         self._pending[request_id] = fut
         self.send_command(cmd)
+        timeout = self.config.operation_timeout_s if timeout_s is None else timeout_s
         try:
-            return await asyncio.wait_for(
-                fut, self.config.operation_timeout_s if timeout_s is None else timeout_s
-            )
+            return await (fut if wait_forever else asyncio.wait_for(fut, timeout))
         except TimeoutError:
             raise Timeout(f"request {request_id} to {self.url} timed out") from None
         finally:

@@ -23,12 +23,15 @@ from quasar.client.acks import (
     EntryKey,
     RedeliveryTracker,
     bits_to_words,
-    words_to_bits,
 )
 from quasar.client.backoff import Backoff
 from quasar.client.connection import ClientConnection, ConnectionPool, make_command
 from quasar.client.enums import ConsumerKeySharedPolicy, ConsumerType, InitialPosition
-from quasar.client.exceptions import CumulativeAcknowledgementNotAllowedError
+from quasar.client.exceptions import (
+    CumulativeAcknowledgementNotAllowedError,
+    NotConnected,
+)
+from quasar.client.incoming import decode_entry
 from quasar.client.lookup import LookupService, retry_until
 from quasar.client.message import Message
 from quasar.client.message_id import MessageId
@@ -42,15 +45,11 @@ from quasar.errors import (
     AuthorizationError,
     NotAllowedError,
     QuasarError,
-    RemoteProtocolError,
     Timeout,
     TopicNotFound,
     TopicTerminatedError,
 )
 from quasar.protocol import pb
-from quasar.protocol.batch import parse_batch
-from quasar.protocol.compression import decompress
-from quasar.protocol.entry import parse_entry
 
 log = logging.getLogger(__name__)
 T = pb.BaseCommand
@@ -306,84 +305,25 @@ class ConsumerImpl:
     ) -> None:
         if self.state != State.READY or payload is None:
             return
-        mid = MessageId.from_pb(cmd.message_id)
-        ledger, entry = mid.ledger_id(), mid.entry_id()
-        partition = self.partition if self.partition >= 0 else mid.partition()
-        if checksum_ok is False:
-            self._discard(ledger, entry, pb.CommandAck.ChecksumMismatch, 1)
-            return
-        try:
-            parsed = parse_entry(payload, verify_checksum=False)
-        except RemoteProtocolError:
-            self._discard(ledger, entry, pb.CommandAck.BatchDeSerializeError, 1)
-            return
-        md = parsed.metadata
-        body = bytes(memoryview(payload)[parsed.payload_offset :])
-        count = md.num_messages_in_batch if md.HasField("num_messages_in_batch") else 1
-        if md.compression:
-            try:
-                body = decompress(md.compression, body, md.uncompressed_size)
-            except Exception:
-                self._discard(ledger, entry, pb.CommandAck.DecompressionError, count)
-                return
-        common = dict(
-            publish_time=md.publish_time,
+        decoded = decode_entry(
+            cmd,
+            payload,
+            checksum_ok,
             topic=self.topic,
-            redelivery_count=cmd.redelivery_count,
+            partition=self.partition,
             schema=self.conf.schema,
-            schema_version=md.schema_version,
-            producer_name=md.producer_name,
             consumer=self,
+            skip=self._before_start,
         )
-        if not md.HasField("num_messages_in_batch"):
-            msg_id = MessageId(partition, ledger, entry, -1, 0, self.topic)
-            if self._before_start(msg_id):
-                self._return_permits(1)
-                return
-            self._deliver(
-                Message(
-                    body,
-                    msg_id,
-                    properties={kv.key: kv.value for kv in md.properties},
-                    partition_key=md.partition_key,
-                    ordering_key=md.ordering_key,
-                    event_time=md.event_time,
-                    null_value=md.null_value,
-                    **common,  # type: ignore[arg-type]
-                )
-            )
+        key = (decoded.ledger_id, decoded.entry_id)
+        if decoded.validation_error is not None:
+            self._discard(key[0], key[1], decoded.validation_error, decoded.count)
             return
-        try:
-            members = parse_batch(body, count)
-        except RemoteProtocolError:
-            self._discard(ledger, entry, pb.CommandAck.BatchDeSerializeError, count)
-            return
-        unacked = words_to_bits(cmd.ack_set) if len(cmd.ack_set) else None
-        if unacked is not None:
-            self.batch_acks.register((ledger, entry), count, unacked)
-        skipped = 0
-        for i, (smm, data) in enumerate(members):
-            msg_id = MessageId(partition, ledger, entry, i, count, self.topic)
-            if (
-                (unacked is not None and not unacked >> i & 1)
-                or self._before_start(msg_id)
-                or smm.compacted_out
-            ):
-                skipped += 1
-                continue
-            self._deliver(
-                Message(
-                    data,
-                    msg_id,
-                    properties={kv.key: kv.value for kv in smm.properties},
-                    partition_key=smm.partition_key,
-                    ordering_key=smm.ordering_key,
-                    event_time=smm.event_time,
-                    null_value=smm.null_value,
-                    **common,  # type: ignore[arg-type]
-                )
-            )
-        self._return_permits(skipped)
+        if decoded.unacked_bits is not None:
+            self.batch_acks.register(key, decoded.batch_size, decoded.unacked_bits)
+        for msg in decoded.messages:
+            self.queue.put(msg)
+        self._return_permits(decoded.skipped)
 
     def _before_start(self, mid: MessageId) -> bool:
         start = self._start
@@ -398,9 +338,6 @@ class ConsumerImpl:
         if self._start_inclusive:
             return mid.batch_index() < start.batch_index()
         return mid.batch_index() <= start.batch_index()
-
-    def _deliver(self, msg: Message) -> None:
-        self.queue.put(msg)
 
     def on_dequeued(self, msg: Message) -> None:
         """Called by the queue when the application takes ``msg``."""
@@ -575,14 +512,20 @@ class ConsumerImpl:
 
     # --- requests --------------------------------------------------------------------
 
-    async def _request(self, type_: int, field_: str, **fields: Any) -> Any:
+    async def _request(
+        self, type_: int, field_: str, **fields: Any
+    ) -> tuple[ClientConnection, Any]:
+        """Send a request on the current connection: (that connection, response).
+
+        Raises:
+            AlreadyClosed: the consumer is closed.
+            NotConnected: the consumer is between connections (retry later).
+        """
         conn = self._conn
         if conn is None:
-            raise (
-                AlreadyClosed(f"consumer on {self.topic} is not connected")
-                if self.state == State.CLOSED
-                else Timeout(f"consumer on {self.topic} is reconnecting")
-            )
+            if self.state == State.CLOSED:
+                raise AlreadyClosed(f"consumer on {self.topic} is closed")
+            raise NotConnected(f"consumer on {self.topic} is reconnecting")
         rid = self.config.next_request_id()
         cmd = make_command(
             type_, field_, consumer_id=self.consumer_id, request_id=rid, **fields

@@ -179,7 +179,12 @@ class ProducerImpl:
         if schema is not None:
             cmd.producer.schema.CopyFrom(schema)
         try:
-            resp = await conn.request(cmd, rid)
+            resp = await conn.request(
+                cmd,
+                rid,
+                wait_forever=self.conf.access_mode
+                == ProducerAccessMode.WaitForExclusive,
+            )
         except Timeout:
             # The broker may still create it: tell it to drop the half-made producer.
             self._send_close(conn)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from quasar.broker.service import BrokerService, BrokerSettings
-from quasar.storage.api import ManagedLedgerConfig, RetentionPolicy
+from quasar.config import ServiceConfiguration
 
 from .connection import ServerConnection
 
@@ -29,64 +29,31 @@ log = logging.getLogger("quasar.standalone")
 EXIT_FATAL_STORAGE = 70
 
 
-def settings_from_config(config: Any) -> BrokerSettings:
+def settings_from_config(config: ServiceConfiguration) -> BrokerSettings:
     """Pick the broker core's settings out of the service configuration."""
-
-    def get(name: str, default: Any) -> Any:
-        return getattr(config, name, default)
-
-    d = BrokerSettings()
-    ledger = ManagedLedgerConfig(
-        max_entries_per_ledger=get(
-            "managed_ledger_max_entries_per_ledger", d.ledger.max_entries_per_ledger
-        ),
-        max_size_per_ledger_mb=get(
-            "managed_ledger_max_size_per_ledger_mbytes", d.ledger.max_size_per_ledger_mb
-        ),
-        max_ledger_rollover_time_minutes=get(
-            "managed_ledger_max_ledger_rollover_time_minutes",
-            d.ledger.max_ledger_rollover_time_minutes,
-        ),
-        min_ledger_rollover_time_minutes=get(
-            "managed_ledger_min_ledger_rollover_time_minutes",
-            d.ledger.min_ledger_rollover_time_minutes,
-        ),
-        retention=RetentionPolicy(
-            get("default_retention_time_in_minutes", 0),
-            get("default_retention_size_in_mb", 0),
-        ),
-        cursor_persist_interval_ms=int(
-            1000 / max(get("managed_ledger_default_mark_delete_rate_limit", 1.0), 0.001)
-        ),
-    )
+    b, p = config.broker, config.policies
     return BrokerSettings(
-        cluster_name=get("cluster_name", d.cluster_name),
-        advertised_address=get("advertised_address", d.advertised_address),
-        broker_service_port=get("broker_service_port", d.broker_service_port),
-        web_service_port=get("web_service_port", d.web_service_port),
-        max_message_size=get("max_message_size", d.max_message_size),
-        allow_auto_topic_creation=get("allow_auto_topic_creation", d.allow_auto_topic_creation),
-        allow_auto_topic_creation_type=get(
-            "allow_auto_topic_creation_type", d.allow_auto_topic_creation_type
-        ),
-        default_num_partitions=get("default_num_partitions", d.default_num_partitions),
-        broker_deduplication_enabled=get(
-            "broker_deduplication_enabled", d.broker_deduplication_enabled
-        ),
-        max_unacked_messages_per_consumer=get(
-            "max_unacked_messages_per_consumer", d.max_unacked_messages_per_consumer
-        ),
-        ledger=ledger,
+        cluster_name=b.cluster_name,
+        advertised_address=b.advertised_address,
+        broker_service_port=b.broker_service_port,
+        web_service_port=b.web_service_port,
+        max_message_size=b.max_message_size,
+        allow_auto_topic_creation=p.allow_auto_topic_creation,
+        allow_auto_topic_creation_type=p.allow_auto_topic_creation_type,
+        default_num_partitions=p.default_num_partitions,
+        broker_deduplication_enabled=p.broker_deduplication_enabled,
+        max_unacked_messages_per_consumer=config.dispatch.max_unacked_messages_per_consumer,
+        ledger=config.managed_ledger_config(),
     )
 
 
 class Standalone:
     """The running standalone broker (also used by tests in-process)."""
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: ServiceConfiguration) -> None:
         self.config = config
         self.settings = settings_from_config(config)
-        self.data_dir = Path(getattr(config, "data_dir", "./data"))
+        self.data_dir = Path(config.broker.data_dir)
         self.service: BrokerService | None = None
         self._server: asyncio.base_events.Server | None = None
         self._admin_runner: Any = None
@@ -103,32 +70,33 @@ class Standalone:
         from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
 
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        get = lambda n, d: getattr(self.config, n, d)  # noqa: E731
+        journal = self.config.journal
         self._store = SqliteMetadataStore(str(self.data_dir / "metadata.db"))
         self._ledgers = FileManagedLedgerFactory(
             str(self.data_dir / "ledgers"),
             self._store,
-            journal_sync_data=get("journal_sync_data", True),
-            journal_max_group_wait_ms=get("journal_max_group_wait_msec", 1),
-            journal_buffered_writes_threshold_bytes=get(
-                "journal_buffered_writes_threshold", 512 * 1024
-            ),
-            cache_size_bytes_max=get("managed_ledger_cache_size_mb", 64) * 1024 * 1024,
+            journal_sync_data=journal.journal_sync_data,
+            journal_max_group_wait_ms=journal.journal_max_group_wait_msec,
+            journal_buffered_writes_threshold_bytes=journal.journal_buffered_writes_threshold,
+            cache_size_bytes_max=self.config.managed_ledger.managed_ledger_cache_size_mb
+            * 1024
+            * 1024,
             on_fatal=self._on_fatal,
         )
         self.service = BrokerService(self.settings, self._ledgers, self._store)
         self._create_system_namespaces()
         loop = asyncio.get_running_loop()
-        bind = get("bind_address", "0.0.0.0")
-        max_pending = get("max_pending_publish_requests_per_connection", 1000)
+        bind = self.config.broker.bind_address
+        max_pending = self.config.broker.max_pending_publish_requests_per_connection
         service = self.service
+        # Admin first: once the binary port accepts, the whole broker is ready.
+        await self._start_admin(bind)
         self._server = await loop.create_server(
             lambda: ServerConnection(service, max_pending),
             host=bind,
             port=self.settings.broker_service_port,
             reuse_address=True,
         )
-        await self._start_admin(bind)
         log.info(
             "quasar standalone ready: %s (admin %s), data in %s",
             self.settings.broker_service_url,
@@ -182,7 +150,7 @@ class Standalone:
         await self.stop()
 
 
-def run(config: Any) -> None:
+def run(config: ServiceConfiguration) -> None:
     """Run the standalone broker in the foreground until SIGTERM/SIGINT."""
     try:
         import uvloop

@@ -139,7 +139,9 @@ class ManagedCursorImpl:
             else:
                 wanted.append(pos)
                 last_seen = pos
-            pos = ml.first_at_or_after(Position(last_seen.ledger_id, last_seen.entry_id + 1))
+            pos = ml.first_at_or_after(
+                Position(last_seen.ledger_id, last_seen.entry_id + 1)
+            )
         if last_seen is not None:
             self._read = ml.next_position(last_seen)
         return ml.read_positions(wanted)
@@ -161,21 +163,16 @@ class ManagedCursorImpl:
     def delete(self, positions: Iterable[Position]) -> None:
         """Acknowledge individual entries; mark-delete advances over contiguous runs.
 
-        Positions at or before mark-delete, or that no longer exist (trimmed), are
-        ignored.
+        Positions that are not retained, confirmed entries (after the last confirmed
+        entry, trimmed, never written) or already acknowledged are ignored: the
+        positions come from clients, and acknowledging nothing is harmless.
 
         Raises:
-            ValueError: a position is after the last confirmed entry.
             ManagedLedgerClosed: the cursor is closed.
         """
         self._check_open()
-        todo = list(positions)
-        lac = self._ml.last_confirmed_entry
-        for pos in todo:
-            if pos > lac:
-                raise ValueError(f"cannot acknowledge {pos}: last confirmed entry is {lac}")
         changed = False
-        for pos in todo:
+        for pos in positions:
             if pos <= self._md or not self._ml.is_confirmed(pos):
                 continue
             self._batch.pop(pos, None)
@@ -188,19 +185,22 @@ class ManagedCursorImpl:
             self._after_mark_delete_moved()
             self._changed()
 
-    def mark_delete(self, position: Position, properties: dict[str, int] | None = None) -> None:
+    def mark_delete(
+        self, position: Position, properties: dict[str, int] | None = None
+    ) -> None:
         """Acknowledge every entry at or before ``position`` (cumulative ack).
 
-        A position before the current mark-delete is ignored (a late duplicate ack).
+        Ignored when ``position`` is before the current mark-delete (a late duplicate)
+        or after the last confirmed entry (no such entry exists; Pulsar rejects it as
+        an invalid mark-delete position).
 
         Raises:
-            ValueError: ``position`` is after the last confirmed entry.
             ManagedLedgerClosed: the cursor is closed.
         """
         self._check_open()
-        lac = self._ml.last_confirmed_entry
-        if position > lac:
-            raise ValueError(f"cannot mark-delete {position}: last confirmed entry is {lac}")
+        if position > self._ml.last_confirmed_entry:
+            log.debug("%s: ignoring mark-delete past the last entry: %s", self, position)
+            return
         if position < self._md:
             return
         if properties is not None:
@@ -213,15 +213,13 @@ class ManagedCursorImpl:
         """Record a batch entry's remaining-unacked bitset (1 = not yet acked).
 
         An all-zero set means the whole batch is acknowledged: the entry is deleted.
+        Positions that are acknowledged already or not a confirmed entry are ignored.
 
         Raises:
-            ValueError: ``position`` is after the last confirmed entry.
+            ManagedLedgerClosed: the cursor is closed.
         """
         self._check_open()
-        lac = self._ml.last_confirmed_entry
-        if position > lac:
-            raise ValueError(f"cannot acknowledge {position}: last confirmed entry is {lac}")
-        if self.is_acknowledged(position):
+        if self.is_acknowledged(position) or not self._ml.is_confirmed(position):
             return
         if not any(ack_set):
             self.delete([position])
@@ -236,7 +234,9 @@ class ManagedCursorImpl:
         target = self._resolve(position)
         # Clamped to the last confirmed entry: entries not written yet can never be
         # acknowledged, even when the reset points past them.
-        self._md = min(self._ml.previous_position(target), self._ml.last_confirmed_entry)
+        self._md = min(
+            self._ml.previous_position(target), self._ml.last_confirmed_entry
+        )
         self._ranges.clear()
         self._batch.clear()
         self._read = target
@@ -247,7 +247,9 @@ class ManagedCursorImpl:
         self._ranges.remove_through(self._md)
         # Absorb ranges that now continue mark-delete (possibly across ledgers).
         head = self._ranges.first()
-        while head is not None and Position(head[0], head[1]) == ml.next_position(self._md):
+        while head is not None and Position(head[0], head[1]) == ml.next_position(
+            self._md
+        ):
             self._ranges.pop_first()
             self._md = Position(head[0], head[2])
             head = self._ranges.first()
@@ -286,7 +288,9 @@ class ManagedCursorImpl:
             if interval_ms <= 0:
                 self._timer = loop.call_soon(self._persist_from_timer)
             else:
-                self._timer = loop.call_later(interval_ms / 1000.0, self._persist_from_timer)
+                self._timer = loop.call_later(
+                    interval_ms / 1000.0, self._persist_from_timer
+                )
 
     def _persist_from_timer(self) -> None:
         self._timer = None
@@ -297,7 +301,9 @@ class ManagedCursorImpl:
         except Exception:
             # Stay dirty: the next change or flush() tries again. Acks are only
             # ever redelivered because of this, never lost.
-            log.exception("failed to persist cursor %s of %s", self._name, self._ml.name)
+            log.exception(
+                "failed to persist cursor %s of %s", self._name, self._ml.name
+            )
 
     def record(self) -> CursorRecord:
         """The state to persist (bounded, see the module docstring)."""
@@ -360,7 +366,9 @@ class ManagedCursorImpl:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ManagedLedgerClosed(f"cursor {self._name} of {self._ml.name} is closed")
+            raise ManagedLedgerClosed(
+                f"cursor {self._name} of {self._ml.name} is closed"
+            )
         self._ml.check_open()
 
     def __repr__(self) -> str:

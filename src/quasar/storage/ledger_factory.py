@@ -28,7 +28,9 @@ class LedgerIdAllocator:
     alone names a ledger file.
     """
 
-    def __init__(self, metadata: MetadataStore, path: str = LEDGER_ID_COUNTER_PATH) -> None:
+    def __init__(
+        self, metadata: MetadataStore, path: str = LEDGER_ID_COUNTER_PATH
+    ) -> None:
         self._metadata = metadata
         self._path = path
 

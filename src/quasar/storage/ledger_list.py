@@ -72,7 +72,9 @@ class LedgerList:
         return None
 
     def append(self, state: LedgerState) -> None:
-        assert not self._ids or state.ledger_id > self._ids[-1], "ledger ids must increase"
+        assert not self._ids or state.ledger_id > self._ids[-1], (
+            "ledger ids must increase"
+        )
         self._ledgers.append(state)
         self._ids.append(state.ledger_id)
         self.number_of_entries += state.entries
@@ -80,7 +82,9 @@ class LedgerList:
 
     def remove(self, ledger_id: int) -> LedgerState:
         i = bisect_left(self._ids, ledger_id)
-        assert i < len(self._ids) and self._ids[i] == ledger_id, f"no ledger {ledger_id}"
+        assert i < len(self._ids) and self._ids[i] == ledger_id, (
+            f"no ledger {ledger_id}"
+        )
         state = self._ledgers.pop(i)
         del self._ids[i]
         self.number_of_entries -= state.entries
@@ -89,7 +93,9 @@ class LedgerList:
 
     def confirm(self, state: LedgerState, size: int) -> None:
         """Record that the next assigned entry of ``state`` became durable."""
-        assert state.entries < state.assigned, "confirming an entry that was never assigned"
+        assert state.entries < state.assigned, (
+            "confirming an entry that was never assigned"
+        )
         state.entries += 1
         state.size += size
         self.number_of_entries += 1
@@ -160,7 +166,11 @@ class LedgerList:
         total = 0
         for state in self._ledgers[lo_i:hi_i]:
             lo = max(first.entry_id, 0) if state.ledger_id == first.ledger_id else 0
-            hi = last.entry_id if state.ledger_id == last.ledger_id else state.entries - 1
+            hi = (
+                last.entry_id
+                if state.ledger_id == last.ledger_id
+                else state.entries - 1
+            )
             hi = min(hi, state.entries - 1)
             if hi >= lo:
                 total += hi - lo + 1

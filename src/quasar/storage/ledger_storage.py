@@ -44,7 +44,12 @@ class LedgerStorage(Protocol):
         ...
 
     def append(
-        self, ledger_id: int, entry_id: int, data: bytes, owner: object, done: AppendDone
+        self,
+        ledger_id: int,
+        entry_id: int,
+        data: bytes,
+        owner: object,
+        done: AppendDone,
     ) -> None:
         """Queue ``data`` as entry ``entry_id``; ``done`` runs on the loop once durable.
 

@@ -127,7 +127,12 @@ class ManagedLedgerImpl:
         else:
             entries, size = self._storage.recover_ledger(rec.ledger_id)
             closed_at = self._clock.wall_ms()
-            log.info("%s: recovered ledger %d with %d entries", self._name, rec.ledger_id, entries)
+            log.info(
+                "%s: recovered ledger %d with %d entries",
+                self._name,
+                rec.ledger_id,
+                entries,
+            )
         return LedgerState(
             rec.ledger_id,
             rec.timestamp_ms,
@@ -203,7 +208,10 @@ class ManagedLedgerImpl:
             return False
         cfg = self.config
         age_ms = self._clock.monotonic_ms() - current.created_mono_ms
-        full = (cfg.max_entries_per_ledger > 0 and current.assigned >= cfg.max_entries_per_ledger) or (
+        full = (
+            cfg.max_entries_per_ledger > 0
+            and current.assigned >= cfg.max_entries_per_ledger
+        ) or (
             cfg.max_size_per_ledger_mb > 0
             and current.assigned_size >= cfg.max_size_per_ledger_mb * _MIB
         )
@@ -233,7 +241,9 @@ class ManagedLedgerImpl:
             self._persist_info()
         except Exception:
             # Harmless: the ledger stays "not closed" and is rescanned on open.
-            log.exception("%s: failed to record ledger %d as closed", self._name, state.ledger_id)
+            log.exception(
+                "%s: failed to record ledger %d as closed", self._name, state.ledger_id
+            )
 
     # ------------------------------------------------------------------ appends
 
@@ -285,7 +295,9 @@ class ManagedLedgerImpl:
             if not fut.done():
                 fut.set_exception(exc)
         else:
-            assert self._failure is None, "an append succeeded after an earlier one failed"
+            assert self._failure is None, (
+                "an append succeeded after an earlier one failed"
+            )
             self._ledgers.confirm(state, size)
             self._lac = position
             if not fut.done():
@@ -375,7 +387,9 @@ class ManagedLedgerImpl:
         pos = self._ledgers.first_at_or_after(start)
         while pos is not None and len(positions) < max_entries:
             positions.append(pos)
-            pos = self._ledgers.first_at_or_after(Position(pos.ledger_id, pos.entry_id + 1))
+            pos = self._ledgers.first_at_or_after(
+                Position(pos.ledger_id, pos.entry_id + 1)
+            )
         return self.read_positions(positions)
 
     # ------------------------------------------------------------------ cursors
@@ -399,7 +413,9 @@ class ManagedLedgerImpl:
         self._cursors[name] = cursor
         return cursor
 
-    def new_non_durable_cursor(self, start: Position, name: str = "") -> ManagedCursorImpl:
+    def new_non_durable_cursor(
+        self, start: Position, name: str = ""
+    ) -> ManagedCursorImpl:
         """A cursor whose next entry is ``start``; never persisted, never holds data."""
         self.check_open()
         name = name or f"non-durable-{next(_non_durable_ids)}"
@@ -407,7 +423,9 @@ class ManagedLedgerImpl:
         self._non_durable.add(cursor)
         return cursor
 
-    def _new_cursor(self, name: str, start: Position, *, durable: bool) -> ManagedCursorImpl:
+    def _new_cursor(
+        self, name: str, start: Position, *, durable: bool
+    ) -> ManagedCursorImpl:
         if start == LATEST:
             mark_delete = self._lac
             read = self.next_position(self._lac)

@@ -42,7 +42,12 @@ class MemoryLedgerStorage:
             )
 
     def append(
-        self, ledger_id: int, entry_id: int, data: bytes, owner: object, done: AppendDone
+        self,
+        ledger_id: int,
+        entry_id: int,
+        data: bytes,
+        owner: object,
+        done: AppendDone,
     ) -> None:
         entries = self._ledgers[ledger_id]
         assert entry_id == len(entries), "entries must be appended in order"

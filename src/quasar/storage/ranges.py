@@ -54,7 +54,10 @@ class PositionRangeSet:
 
     def _index_at_or_before(self, position: Position) -> int:
         """Index of the last range starting at or before ``position`` (or -1)."""
-        return bisect_right(self._ranges, (position.ledger_id, position.entry_id, _MAX)) - 1
+        return (
+            bisect_right(self._ranges, (position.ledger_id, position.entry_id, _MAX))
+            - 1
+        )
 
     def range_containing(self, position: Position) -> tuple[int, int, int] | None:
         """The range that contains ``position``, if any."""
@@ -78,7 +81,11 @@ class PositionRangeSet:
         if left is not None and left[1] <= entry <= left[2]:
             return False
         right_i = i + 1
-        right = ranges[right_i] if right_i < len(ranges) and ranges[right_i][0] == lid else None
+        right = (
+            ranges[right_i]
+            if right_i < len(ranges) and ranges[right_i][0] == lid
+            else None
+        )
         joins_left = left is not None and left[2] + 1 == entry
         joins_right = right is not None and right[1] - 1 == entry
         if joins_left and joins_right:

@@ -36,11 +36,16 @@ def ledgers_to_trim(
     doomed: list[LedgerState] = []
     size_to_delete = 0
     for state in ledgers:
-        if state.ledger_id >= consumed_before_ledger_id or state.ledger_id == current_id:
+        if (
+            state.ledger_id >= consumed_before_ledger_id
+            or state.ledger_id == current_id
+        ):
             break
         if not state.complete:
             break  # entries still being written: not consumed, whatever cursors say
-        expired = time_ms == 0 or (time_ms > 0 and now_ms - state.closed_at_ms > time_ms)
+        expired = time_ms == 0 or (
+            time_ms > 0 and now_ms - state.closed_at_ms > time_ms
+        )
         over_quota = size_bytes == 0 or (
             size_bytes > 0 and total_size - size_to_delete > size_bytes
         )

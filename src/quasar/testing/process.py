@@ -90,7 +90,11 @@ class BrokerProcess:
             "127.0.0.1",
         ]
         self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT)
-        self.wait_ready(ready_timeout_s)
+        try:
+            self.wait_ready(ready_timeout_s)
+        except BaseException:
+            self.kill()
+            raise
         return self
 
     def wait_ready(self, timeout_s: float) -> None:

@@ -19,7 +19,9 @@ class OsDisk:
     def close(self, fd: int) -> None:
         os.close(fd)
 
-    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+    def pwrite(
+        self, fd: int, data: bytes | bytearray | memoryview, offset: int
+    ) -> None:
         """Write all of ``data`` at ``offset``.
 
         Raises:

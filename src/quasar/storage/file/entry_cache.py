@@ -79,4 +79,6 @@ class EntryCache:
             del self._per_ledger[lid]
 
     def stats(self) -> EntryCacheStats:
-        return EntryCacheStats(self._size, len(self._entries), self.hits, self.misses, self.evictions)
+        return EntryCacheStats(
+            self._size, len(self._entries), self.hits, self.misses, self.evictions
+        )

@@ -58,14 +58,20 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
         self._user_on_fatal = on_fatal
         try:
             self._disk.makedirs(self._data_dir)
-            self._lock_fd = os.open(os.path.join(self._data_dir, "LOCK"), os.O_RDWR | os.O_CREAT)
+            self._lock_fd = os.open(
+                os.path.join(self._data_dir, "LOCK"), os.O_RDWR | os.O_CREAT
+            )
         except OSError as exc:
-            raise PersistenceError(f"cannot open data directory {self._data_dir}: {exc}") from exc
+            raise PersistenceError(
+                f"cannot open data directory {self._data_dir}: {exc}"
+            ) from exc
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(self._lock_fd)
-            raise PersistenceError(f"data directory {self._data_dir} is in use") from exc
+            raise PersistenceError(
+                f"data directory {self._data_dir} is in use"
+            ) from exc
         self._writer = GroupCommitWriter(
             self._disk,
             sync_data=journal_sync_data,
@@ -74,7 +80,9 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
             on_fatal=self._on_fatal,
         )
         self._cache = EntryCache(cache_size_bytes_max)
-        self._files = FileLedgerStorage(self._data_dir, self._disk, self._writer, self._cache)
+        self._files = FileLedgerStorage(
+            self._data_dir, self._disk, self._writer, self._cache
+        )
         super().__init__(
             self._files,
             metadata_store,

@@ -62,14 +62,18 @@ def file_header(ledger_id: int) -> bytes:
 def check_file_header(data: bytes, ledger_id: int, path: str) -> None:
     """Raises ``CorruptRecordError`` unless ``data`` is this ledger's file header."""
     if len(data) < FILE_HEADER_SIZE:
-        raise CorruptRecordError(f"{path}: file header is truncated ({len(data)} bytes)")
+        raise CorruptRecordError(
+            f"{path}: file header is truncated ({len(data)} bytes)"
+        )
     magic, version, _flags, stored_id = FILE_HEADER.unpack_from(data)
     if magic != MAGIC:
         raise CorruptRecordError(f"{path}: not a ledger file (magic {magic!r})")
     if version != FORMAT_VERSION:
         raise CorruptRecordError(f"{path}: unsupported ledger format version {version}")
     if stored_id != ledger_id:
-        raise CorruptRecordError(f"{path}: holds ledger {stored_id}, expected {ledger_id}")
+        raise CorruptRecordError(
+            f"{path}: holds ledger {stored_id}, expected {ledger_id}"
+        )
 
 
 def record_header(payload: bytes) -> bytes:
@@ -114,7 +118,9 @@ class ScanResult:
     bad_at: int | None  # offset of the first bad record, or None if the scan was clean
 
 
-def scan(read_at: ReadAt, file_size: int, *, verify: bool, chunk: int = 1 << 20) -> ScanResult:
+def scan(
+    read_at: ReadAt, file_size: int, *, verify: bool, chunk: int = 1 << 20
+) -> ScanResult:
     """Walk the records of a ledger file from just after its header.
 
     With ``verify`` every record's CRC is checked (recovery); without it only the
@@ -133,7 +139,9 @@ def scan(read_at: ReadAt, file_size: int, *, verify: bool, chunk: int = 1 << 20)
             return ScanResult(offsets, size, pos, pos)
         if verify:
             record = window.get(pos, RECORD_HEADER_SIZE + length)
-            if not payload_matches(record[:RECORD_HEADER_SIZE], record[RECORD_HEADER_SIZE:]):
+            if not payload_matches(
+                record[:RECORD_HEADER_SIZE], record[RECORD_HEADER_SIZE:]
+            ):
                 return ScanResult(offsets, size, pos, pos)
         offsets.append(pos)
         size += length

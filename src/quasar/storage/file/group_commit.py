@@ -63,7 +63,12 @@ class _Append:
     __slots__ = ("target", "offset", "payload", "owner", "done")
 
     def __init__(
-        self, target: WriteTarget, offset: int, payload: bytes, owner: object, done: AppendDone
+        self,
+        target: WriteTarget,
+        offset: int,
+        payload: bytes,
+        owner: object,
+        done: AppendDone,
     ) -> None:
         self.target = target
         self.offset = offset
@@ -132,7 +137,12 @@ class GroupCommitWriter:
     # ------------------------------------------------------------------ loop side
 
     def append(
-        self, target: WriteTarget, offset: int, payload: bytes, owner: object, done: AppendDone
+        self,
+        target: WriteTarget,
+        offset: int,
+        payload: bytes,
+        owner: object,
+        done: AppendDone,
     ) -> None:
         """Queue a record for ``target`` at ``offset``; ``done`` runs on the loop later.
 
@@ -221,7 +231,10 @@ class GroupCommitWriter:
                     buffered += RECORD_HEADER_SIZE + len(item.payload)
                     group.append(item)
                 self._write(buffers, dirty)
-                if buffered >= self._threshold or time.monotonic() - started >= self._max_wait_s:
+                if (
+                    buffered >= self._threshold
+                    or time.monotonic() - started >= self._max_wait_s
+                ):
                     break
                 items = self._take_more()
                 if not items:
@@ -245,12 +258,16 @@ class GroupCommitWriter:
         # Offsets are assigned on the loop in queue order, so records of one file
         # arrive contiguous; anything else is a bug that would corrupt the ledger.
         expected = target.buffered_end
-        assert item.offset == expected, f"{target.name}: write at {item.offset}, expected {expected}"
+        assert item.offset == expected, (
+            f"{target.name}: write at {item.offset}, expected {expected}"
+        )
         parts.append(record_header(item.payload))
         parts.append(item.payload)
         target.buffered_end += RECORD_HEADER_SIZE + len(item.payload)
 
-    def _write(self, buffers: dict[WriteTarget, list[bytes]], dirty: dict[WriteTarget, None]) -> None:
+    def _write(
+        self, buffers: dict[WriteTarget, list[bytes]], dirty: dict[WriteTarget, None]
+    ) -> None:
         for target, parts in buffers.items():
             data = b"".join(parts)
             self._disk.pwrite(target.fd, data, target.write_offset)
@@ -266,8 +283,12 @@ class GroupCommitWriter:
                 self.stats.syncs += 1
         dirty.clear()
 
-    def _fail(self, exc: BaseException, group: list[_Append], closes: list[_Close]) -> None:
-        fatal = FatalStorageError(f"ledger write or fsync failed; storage is unusable: {exc!r}")
+    def _fail(
+        self, exc: BaseException, group: list[_Append], closes: list[_Close]
+    ) -> None:
+        fatal = FatalStorageError(
+            f"ledger write or fsync failed; storage is unusable: {exc!r}"
+        )
         fatal.__cause__ = exc
         log.critical("%s", fatal)
         with self._cond:

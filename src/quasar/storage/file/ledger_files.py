@@ -42,7 +42,9 @@ class _Ledger:
     def __init__(self, ledger_id: int, path: str) -> None:
         self.ledger_id = ledger_id
         self.path = path
-        self.offsets: array[int] | None = None  # None until indexed (closed ledgers: lazily)
+        self.offsets: array[int] | None = (
+            None  # None until indexed (closed ledgers: lazily)
+        )
         self.end = fmt.FILE_HEADER_SIZE  # offset past the last assigned record
         self.target: WriteTarget | None = None  # set while the ledger takes appends
         self.read_fd = -1
@@ -107,7 +109,9 @@ class FileLedgerStorage:
             raise CorruptRecordError(f"ledger file {path} is missing") from exc
         try:
             size = self._disk.size(fd)
-            fmt.check_file_header(self._disk.pread(fd, fmt.FILE_HEADER_SIZE, 0), ledger_id, path)
+            fmt.check_file_header(
+                self._disk.pread(fd, fmt.FILE_HEADER_SIZE, 0), ledger_id, path
+            )
 
             def read_at(offset: int, n: int) -> bytes:
                 return self._disk.pread(fd, n, offset)
@@ -123,7 +127,10 @@ class FileLedgerStorage:
                     )
                 log.warning(
                     "%s: truncating torn tail at offset %d (%d bytes); %d entries remain",
-                    path, result.bad_at, size - result.bad_at, len(result.offsets),
+                    path,
+                    result.bad_at,
+                    size - result.bad_at,
+                    len(result.offsets),
                 )
                 try:
                     self._disk.truncate(fd, result.bad_at)
@@ -183,7 +190,12 @@ class FileLedgerStorage:
     # ------------------------------------------------------------------ appends
 
     def append(
-        self, ledger_id: int, entry_id: int, data: bytes, owner: object, done: AppendDone
+        self,
+        ledger_id: int,
+        entry_id: int,
+        data: bytes,
+        owner: object,
+        done: AppendDone,
     ) -> None:
         """Assign the record's offset and queue it on the writer.
 
@@ -191,9 +203,13 @@ class FileLedgerStorage:
             ValueError: ``data`` exceeds ``MAX_RECORD_BYTES``.
         """
         if len(data) > fmt.MAX_RECORD_BYTES:
-            raise ValueError(f"entry of {len(data)} bytes exceeds {fmt.MAX_RECORD_BYTES}")
+            raise ValueError(
+                f"entry of {len(data)} bytes exceeds {fmt.MAX_RECORD_BYTES}"
+            )
         ledger = self._ledgers[ledger_id]
-        assert ledger.target is not None and ledger.offsets is not None, "ledger is sealed"
+        assert ledger.target is not None and ledger.offsets is not None, (
+            "ledger is sealed"
+        )
         assert entry_id == len(ledger.offsets), "entries must be appended in order"
         offset = ledger.end
         ledger.offsets.append(offset)
@@ -222,7 +238,10 @@ class FileLedgerStorage:
         start = offsets[entry_id]
         end = offsets[entry_id + 1] if entry_id + 1 < len(offsets) else ledger.end
         record = self._disk.pread(self._read_fd(ledger), end - start, start)
-        header, payload = record[: fmt.RECORD_HEADER_SIZE], record[fmt.RECORD_HEADER_SIZE :]
+        header, payload = (
+            record[: fmt.RECORD_HEADER_SIZE],
+            record[fmt.RECORD_HEADER_SIZE :],
+        )
         if len(record) != end - start or not fmt.payload_matches(header, payload):
             raise CorruptRecordError(
                 f"{ledger.path}: entry {entry_id} at offset {start} fails its checksum"
@@ -234,7 +253,9 @@ class FileLedgerStorage:
             try:
                 ledger.read_fd = self._disk.open(ledger.path, os.O_RDONLY)
             except FileNotFoundError as exc:
-                raise CorruptRecordError(f"ledger file {ledger.path} is missing") from exc
+                raise CorruptRecordError(
+                    f"ledger file {ledger.path} is missing"
+                ) from exc
         return ledger.read_fd
 
     def _index(self, ledger: _Ledger) -> array[int]:
@@ -244,7 +265,12 @@ class FileLedgerStorage:
         fmt.check_file_header(
             self._disk.pread(fd, fmt.FILE_HEADER_SIZE, 0), ledger.ledger_id, ledger.path
         )
-        result = fmt.scan(lambda off, n: self._disk.pread(fd, n, off), size, verify=False, chunk=64 * 1024)
+        result = fmt.scan(
+            lambda off, n: self._disk.pread(fd, n, off),
+            size,
+            verify=False,
+            chunk=64 * 1024,
+        )
         if result.bad_at is not None or len(result.offsets) != ledger.expected:
             raise CorruptRecordError(
                 f"{ledger.path}: closed ledger should hold {ledger.expected} entries, "

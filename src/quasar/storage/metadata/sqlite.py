@@ -36,7 +36,9 @@ class SqliteMetadataStore:
     writes are serialised anyway, and the calls are short).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 5000) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 5000
+    ) -> None:
         """Open (creating if needed) the database at ``path``.
 
         Raises:
@@ -57,7 +59,9 @@ class SqliteMetadataStore:
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute(_SCHEMA)
         except sqlite3.Error as exc:
-            raise MetadataError(f"cannot open metadata store {self._path}: {exc}") from exc
+            raise MetadataError(
+                f"cannot open metadata store {self._path}: {exc}"
+            ) from exc
         self._closed = False
 
     def get(self, path: str) -> Versioned | None:
@@ -119,7 +123,8 @@ class SqliteMetadataStore:
         with self._lock:
             with self._transaction():
                 self._conn.execute(
-                    "DELETE FROM kv WHERE path = ? OR (path >= ? AND path < ?)", (path, lo, hi)
+                    "DELETE FROM kv WHERE path = ? OR (path >= ? AND path < ?)",
+                    (path, lo, hi),
                 )
 
     def children(self, path: str) -> list[str]:

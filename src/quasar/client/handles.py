@@ -1,0 +1,299 @@
+"""The asyncio handles the application holds: Producer, Consumer, Reader.
+
+They wrap the internal implementations (single topic or partitioned/multi-topic) and
+encode/decode through the schema; :mod:`quasar.client.aio` creates them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from quasar.client.consumer import ConsumerConfig, ConsumerImpl
+from quasar.client.exceptions import InvalidConfiguration
+from quasar.client.message import Message
+from quasar.client.message_id import MessageId
+from quasar.client.multi_consumer import MultiTopicsConsumer
+from quasar.client.outgoing import OutgoingMessage
+from quasar.client.partitioned_producer import PartitionedProducerImpl
+from quasar.client.producer import ProducerImpl
+from quasar.client.reader import child_has_message_available
+from quasar.client.receipts import SendCallback
+from quasar.client.schema import Schema
+from quasar.errors import AlreadyClosed
+
+log = logging.getLogger(__name__)
+
+
+def _message_id_of(message: Message | MessageId) -> MessageId:
+    if isinstance(message, Message):
+        return message.message_id()
+    if isinstance(message, MessageId):
+        return message
+    raise TypeError(f"expected a Message or MessageId, got {type(message).__name__}")
+
+
+def build_outgoing(
+    schema: Schema,
+    content: Any,
+    properties: dict[str, str] | None = None,
+    partition_key: str | None = None,
+    ordering_key: str | None = None,
+    sequence_id: int | None = None,
+    replication_clusters: list[str] | None = None,
+    disable_replication: bool = False,
+    event_timestamp: int | None = None,
+    deliver_at: int | None = None,
+    deliver_after: timedelta | None = None,
+) -> OutgoingMessage:
+    """Validate ``send`` arguments and encode the content with the schema.
+
+    Raises:
+        TypeError / ValueError: content or arguments of the wrong type.
+    """
+    null_value = content is None
+    payload = b"" if null_value else schema.encode(content)
+    for k, v in (properties or {}).items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise ValueError("message properties must map str to str")
+    if deliver_after is not None:
+        if not isinstance(deliver_after, timedelta):
+            raise ValueError("deliver_after must be a datetime.timedelta")
+        deliver_at = int(time.time() * 1000 + deliver_after.total_seconds() * 1000)
+    replicate_to = (
+        ["__local__"] if disable_replication else list(replication_clusters or [])
+    )
+    return OutgoingMessage(
+        payload=payload,
+        properties=dict(properties or {}),
+        partition_key=partition_key,
+        ordering_key=ordering_key.encode("utf-8")
+        if isinstance(ordering_key, str)
+        else ordering_key,
+        sequence_id=sequence_id,
+        replicate_to=replicate_to,
+        event_time=event_timestamp,
+        deliver_at_ms=deliver_at,
+        null_value=null_value,
+    )
+
+
+class Producer:
+    """Asyncio producer (one topic, partitioned or not)."""
+
+    def __init__(
+        self, impl: ProducerImpl | PartitionedProducerImpl, topic: str, schema: Schema
+    ) -> None:
+        self._impl = impl
+        self._topic = topic
+        self._schema = schema
+
+    def topic(self) -> str:
+        return self._topic
+
+    def producer_name(self) -> str | None:
+        return self._impl.producer_name
+
+    def last_sequence_id(self) -> int:
+        return self._impl.last_sequence_id_published
+
+    def is_connected(self) -> bool:
+        return self._impl.is_connected
+
+    async def send(self, content: Any, **kwargs: Any) -> MessageId:
+        """Publish and wait for the broker's receipt; returns the message id.
+
+        Keyword arguments are those of ``pulsar.Producer.send`` (properties,
+        partition_key, ordering_key, sequence_id, replication_clusters,
+        disable_replication, event_timestamp, deliver_at, deliver_after).
+
+        Raises:
+            AlreadyClosed, ProducerQueueIsFull, MessageTooBig, Timeout, BrokerError.
+        """
+        return await self._impl.send(build_outgoing(self._schema, content, **kwargs))
+
+    async def send_async(
+        self, content: Any, callback: SendCallback, **kwargs: Any
+    ) -> None:
+        """Queue a message; ``callback(error_or_None, message_id)`` runs on the loop.
+
+        Raises:
+            AlreadyClosed, ProducerQueueIsFull, MessageTooBig: not queued.
+        """
+        await self._impl.send_async(
+            build_outgoing(self._schema, content, **kwargs), callback
+        )
+
+    async def flush(self) -> None:
+        """Send any open batch and wait for every outstanding receipt."""
+        await self._impl.flush()
+
+    async def close(self) -> None:
+        """Flush and close. Idempotent."""
+        await self._impl.close()
+
+
+class Consumer:
+    """Asyncio consumer over one or more topics."""
+
+    def __init__(
+        self,
+        impl: ConsumerImpl | MultiTopicsConsumer,
+        topic: str,
+        conf: ConsumerConfig,
+        listener: Callable[[Consumer, Message], Any] | None = None,
+    ) -> None:
+        self._impl = impl
+        self._topic = topic
+        self._conf = conf
+        self._listener_task: asyncio.Task[None] | None = None
+        if listener is not None:
+            self._listener_task = asyncio.get_running_loop().create_task(
+                self._run_listener(listener)
+            )
+
+    async def _run_listener(self, listener: Callable[[Consumer, Message], Any]) -> None:
+        while True:
+            try:
+                msg = await self._receive(None)
+            except (AlreadyClosed, asyncio.CancelledError):
+                return
+            try:
+                result = listener(self, msg)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:  # a failing listener must not stop delivery
+                log.exception("message listener failed")
+
+    async def _receive(self, timeout_s: float | None) -> Message:
+        if isinstance(self._impl, MultiTopicsConsumer):
+            return await self._impl.receive(timeout_s)
+        self._impl._check_open()
+        return await self._impl.queue.get(timeout_s)
+
+    def topic(self) -> str:
+        return self._topic
+
+    def subscription_name(self) -> str:
+        return self._conf.subscription
+
+    def consumer_name(self) -> str:
+        return self._impl.consumer_name
+
+    def is_connected(self) -> bool:
+        return self._impl.is_connected
+
+    async def receive(self, timeout_millis: int | None = None) -> Message:
+        """The next message, waiting up to ``timeout_millis`` (None: forever).
+
+        Raises:
+            Timeout: nothing arrived in time.
+            AlreadyClosed: the consumer is closed.
+            InvalidConfiguration: a message listener is set.
+        """
+        if self._listener_task is not None:
+            raise InvalidConfiguration(
+                "receive() cannot be used with a message_listener"
+            )
+        return await self._receive(
+            None if timeout_millis is None else timeout_millis / 1000.0
+        )
+
+    async def acknowledge(self, message: Message | MessageId) -> None:
+        """Acknowledge one message (sent in a group within ~100 ms).
+
+        Raises:
+            AlreadyClosed: the consumer is closed.
+        """
+        self._impl.acknowledge(_message_id_of(message))
+
+    async def acknowledge_cumulative(self, message: Message | MessageId) -> None:
+        """Acknowledge a message and all before it.
+
+        Raises:
+            CumulativeAcknowledgementNotAllowedError: Shared / Key_Shared subscription.
+        """
+        self._impl.acknowledge_cumulative(_message_id_of(message))
+
+    async def negative_acknowledge(self, message: Message | MessageId) -> None:
+        """Have the message redelivered after ``negative_ack_redelivery_delay_ms``."""
+        self._impl.negative_acknowledge(_message_id_of(message))
+
+    async def redeliver_unacknowledged_messages(self) -> None:
+        """Ask the broker to redeliver every unacknowledged message now."""
+        self._impl.redeliver_unacknowledged_messages()
+
+    async def seek(self, messageid: MessageId | int) -> None:
+        """Reset the subscription to a message id or a publish timestamp (ms).
+
+        Raises:
+            Timeout, BrokerError: the broker did not confirm.
+        """
+        await self._impl.seek(messageid)
+
+    async def get_last_message_id(self) -> MessageId:
+        """The id of the last message stored on the topic (entry -1 if empty)."""
+        last, _ = await self._impl.get_last_message_id()
+        return last
+
+    async def unsubscribe(self) -> None:
+        """Delete the subscription and close the consumer."""
+        await self._impl.unsubscribe()
+        await self._stop_listener()
+
+    async def close(self) -> None:
+        """Close; unacked messages will be redelivered to other consumers. Idempotent."""
+        await self._impl.close()
+        await self._stop_listener()
+
+    async def _stop_listener(self) -> None:
+        task, self._listener_task = self._listener_task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+class Reader:
+    """Asyncio reader: reads a topic from a start id without a durable subscription."""
+
+    def __init__(self, impl: ConsumerImpl | MultiTopicsConsumer, topic: str) -> None:
+        self._impl = impl
+        self._topic = topic
+
+    def topic(self) -> str:
+        return self._topic
+
+    def is_connected(self) -> bool:
+        return self._impl.is_connected
+
+    async def read_next(self, timeout_millis: int | None = None) -> Message:
+        """The next message.
+
+        Raises:
+            Timeout: nothing arrived within ``timeout_millis``.
+            AlreadyClosed: the reader is closed.
+        """
+        timeout_s = None if timeout_millis is None else timeout_millis / 1000.0
+        if isinstance(self._impl, MultiTopicsConsumer):
+            return await self._impl.receive(timeout_s)
+        self._impl._check_open()
+        return await self._impl.queue.get(timeout_s)
+
+    async def has_message_available(self) -> bool:
+        """Whether ``read_next`` would return a message now or once it arrives."""
+        if isinstance(self._impl, MultiTopicsConsumer):
+            return await self._impl.has_message_available(child_has_message_available)
+        self._impl._check_open()
+        return await child_has_message_available(self._impl)
+
+    async def seek(self, messageid: MessageId | int) -> None:
+        """Restart reading at a message id (inclusive) or a publish timestamp (ms)."""
+        await self._impl.seek(messageid)
+
+    async def close(self) -> None:
+        await self._impl.close()

@@ -1,0 +1,135 @@
+"""Turning one MESSAGE (command + stored entry) into the application's messages.
+
+Pure: no I/O, no consumer state. The consumer passes in which ids to skip (reader
+start position) and gets back the messages to queue, how many were skipped (each is a
+permit to return) and, for an entry it cannot use, the ``CommandAck.ValidationError``
+to report with an ACK, as the C++ client does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from quasar.client.acks import words_to_bits
+from quasar.client.message import Message
+from quasar.client.message_id import MessageId
+from quasar.client.schema import Schema
+from quasar.errors import RemoteProtocolError
+from quasar.protocol import pb
+from quasar.protocol.batch import parse_batch
+from quasar.protocol.compression import decompress
+from quasar.protocol.entry import parse_entry
+
+
+@dataclass
+class DecodedEntry:
+    """The outcome of decoding one MESSAGE frame."""
+
+    ledger_id: int
+    entry_id: int
+    messages: list[Message] = field(default_factory=list)
+    skipped: int = 0
+    # Set when the entry is unusable: report it with ACK{validation_error}.
+    validation_error: int | None = None
+    # Messages in the entry (the permits it used).
+    count: int = 1
+    # For a batch that came with an ack_set: the still-unacked members as bits.
+    batch_size: int = 0
+    unacked_bits: int | None = None
+
+
+def decode_entry(
+    cmd: Any,
+    payload: bytes,
+    checksum_ok: bool | None,
+    *,
+    topic: str,
+    partition: int,
+    schema: Schema | None,
+    consumer: Any,
+    skip: Callable[[MessageId], bool] = lambda _: False,
+) -> DecodedEntry:
+    """Decode a ``CommandMessage`` and its entry into messages.
+
+    Batch members whose bit in ``cmd.ack_set`` is 0 (already acked), that ``skip``
+    rejects, or that compaction marked ``compacted_out`` are counted in ``skipped``.
+    """
+    mid = MessageId.from_pb(cmd.message_id)
+    ledger, entry = mid.ledger_id(), mid.entry_id()
+    if partition < 0:
+        partition = mid.partition()
+    out = DecodedEntry(ledger, entry)
+    if checksum_ok is False:
+        out.validation_error = pb.CommandAck.ChecksumMismatch
+        return out
+    try:
+        parsed = parse_entry(payload, verify_checksum=False)
+    except RemoteProtocolError:
+        out.validation_error = pb.CommandAck.BatchDeSerializeError
+        return out
+    md = parsed.metadata
+    body = bytes(memoryview(payload)[parsed.payload_offset :])
+    is_batch = md.HasField("num_messages_in_batch")
+    out.count = md.num_messages_in_batch if is_batch else 1
+    if md.compression:
+        try:
+            body = decompress(md.compression, body, md.uncompressed_size)
+        except Exception:  # any codec failure means the same thing: unusable entry
+            out.validation_error = pb.CommandAck.DecompressionError
+            return out
+    common: dict[str, Any] = {
+        "publish_time": md.publish_time,
+        "topic": topic,
+        "redelivery_count": cmd.redelivery_count,
+        "schema": schema,
+        "schema_version": md.schema_version,
+        "producer_name": md.producer_name,
+        "consumer": consumer,
+    }
+    if not is_batch:
+        msg_id = MessageId(partition, ledger, entry, -1, 0, topic)
+        if skip(msg_id):
+            out.skipped = 1
+            return out
+        out.messages.append(
+            Message(
+                body,
+                msg_id,
+                properties={kv.key: kv.value for kv in md.properties},
+                partition_key=md.partition_key,
+                ordering_key=md.ordering_key,
+                event_time=md.event_time,
+                null_value=md.null_value,
+                **common,
+            )
+        )
+        return out
+    try:
+        members = parse_batch(body, out.count)
+    except RemoteProtocolError:
+        out.validation_error = pb.CommandAck.BatchDeSerializeError
+        return out
+    out.batch_size = out.count
+    unacked = words_to_bits(cmd.ack_set) if len(cmd.ack_set) else None
+    out.unacked_bits = unacked
+    for i, (smm, data) in enumerate(members):
+        msg_id = MessageId(partition, ledger, entry, i, out.count, topic)
+        acked_before = unacked is not None and not unacked >> i & 1
+        if acked_before or smm.compacted_out or skip(msg_id):
+            out.skipped += 1
+            continue
+        out.messages.append(
+            Message(
+                data,
+                msg_id,
+                properties={kv.key: kv.value for kv in smm.properties},
+                partition_key=smm.partition_key,
+                ordering_key=smm.ordering_key,
+                event_time=smm.event_time,
+                null_value=smm.null_value,
+                **common,
+            )
+        )
+    return out
