@@ -96,6 +96,19 @@ class FakeConnection(asyncio.Protocol):
             )
         elif t == T.LOOKUP:
             r = cmd.lookupTopic
+            if b.redirects > 0:
+                b.redirects -= 1
+                self.send(
+                    make_command(
+                        T.LOOKUP_RESPONSE,
+                        "lookupTopicResponse",
+                        request_id=r.request_id,
+                        response=0,
+                        brokerServiceUrl=b.url,
+                        authoritative=True,
+                    )
+                )
+                return
             self.send(
                 make_command(
                     T.LOOKUP_RESPONSE,
@@ -202,6 +215,7 @@ class FakeBroker:
         self.server: asyncio.AbstractServer | None = None
         self.url = ""
         self.drop_sends = False
+        self.redirects = 0  # answer this many LOOKUPs with Redirect (to itself)
         self.last_sequence_id = -1
 
     def topic(self, name: str) -> FakeTopic:

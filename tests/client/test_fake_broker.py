@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from quasar.client import aio
+from quasar.client import exceptions as pulsar_exceptions
 from quasar.client.enums import CompressionType
 from quasar.client.message_id import MessageId
 from quasar.errors import Timeout
@@ -318,3 +319,16 @@ async def test_cumulative_ack_of_partial_batch_acks_previous_entry(
     await consumer.acknowledge_cumulative(got[3])  # the whole batch is now acked
     await wait_for(lambda: len(fake.commands(T.ACK)) == 2)
     assert fake.commands(T.ACK)[1].ack.message_id[0].entryId == 1
+
+
+async def test_lookup_follows_redirects(fake: FakeBroker, client: aio.Client) -> None:
+    fake.redirects = 2
+    await client.create_producer("fake")
+    lookups = [c.lookupTopic for c in fake.commands(T.LOOKUP)]
+    assert [lk.authoritative for lk in lookups] == [False, True, True]
+
+
+async def test_too_many_redirects_fail(fake: FakeBroker, client: aio.Client) -> None:
+    fake.redirects = 100
+    with pytest.raises(pulsar_exceptions.LookupError):
+        await client.create_producer("fake")

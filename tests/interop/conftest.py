@@ -19,7 +19,7 @@ import pytest
 
 from quasar.testing.process import BrokerProcess
 
-CLIENT_IMPLS = ["pulsar"]
+CLIENT_IMPLS = ["pulsar", "quasar"]
 
 
 @pytest.fixture(scope="session")

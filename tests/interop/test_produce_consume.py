@@ -27,7 +27,7 @@ def test_produce_consume_in_order(client: Any, pulsar_mod: Any, topic: str, batc
     for i in range(500):
         producer.send_async(f"m-{i}".encode(), lambda res, mid: ids.append((res, mid)))
     producer.flush()
-    assert len(ids) == 500 and all(str(r).endswith("Ok") for r, _ in ids)
+    assert len(ids) == 500 and all(r == pulsar_mod.Result.Ok for r, _ in ids)
     got = receive_all(consumer, 500)
     assert [m.data() for m in got] == [f"m-{i}".encode() for i in range(500)]
     for m in got:

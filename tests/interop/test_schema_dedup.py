@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -38,9 +39,10 @@ def test_json_schema_and_incompatible_type(client: Any, pulsar_mod: Any, topic: 
 def test_producer_deduplication(
     client: Any, pulsar_mod: Any, admin: Admin
 ) -> None:
-    admin.ok("PUT", "/admin/v2/namespaces/public/dedup-ns", {})
-    admin.ok("POST", "/admin/v2/namespaces/public/dedup-ns/deduplication", True)
-    topic = "persistent://public/dedup-ns/d1"
+    ns = f"public/dedup-{uuid.uuid4().hex[:8]}"
+    admin.ok("PUT", f"/admin/v2/namespaces/{ns}", {})
+    admin.ok("POST", f"/admin/v2/namespaces/{ns}/deduplication", True)
+    topic = f"persistent://{ns}/d1"
     p = client.create_producer(topic, producer_name="dedup-producer")
     for seq in range(5):
         p.send(f"m-{seq}".encode(), sequence_id=seq)

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from quasar.storage import Position, RetentionPolicy
 from quasar.storage.ledger_list import LedgerList, LedgerState
+from quasar.storage.ledger_policy import ledgers_to_trim
 from quasar.storage.ranges import PositionRangeSet
-from quasar.storage.trimming import ledgers_to_trim
 
 
 def P(ledger: int, entry: int) -> Position:

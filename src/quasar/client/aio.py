@@ -234,6 +234,7 @@ class Client:
             batch_index_ack_enabled=batch_index_ack_enabled,
             key_shared_policy=key_shared_policy,
             replicate_subscription_state_enabled=replicate_subscription_state_enabled,
+            start_message_id_inclusive=start_message_id_inclusive,
         )
         if isinstance(topic, re.Pattern):
             impl, name = await self._subscribe_pattern(

@@ -143,6 +143,7 @@ class ConsumerImpl:
         # Messages at or before this id are dropped (non-durable subscriptions only).
         self._start = conf.start_message_id
         self._start_inclusive = conf.start_message_id_inclusive
+        self._seeked = False
         self.is_active: bool | None = None
 
     # --- subscribe / reconnect -------------------------------------------------------
@@ -327,7 +328,9 @@ class ConsumerImpl:
 
     def _before_start(self, mid: MessageId) -> bool:
         start = self._start
-        if self.conf.durable or _is_boundary(start):
+        # Durable subscriptions filter only after a seek (the broker restarts delivery
+        # at the seek id itself, like the C++ client expects).
+        if (self.conf.durable and not self._seeked) or _is_boundary(start):
             return False
         assert start is not None
         here, there = mid.entry_key, start.entry_key
@@ -543,13 +546,18 @@ class ConsumerImpl:
         if isinstance(target, MessageId):
             fields: dict[str, Any] = {"message_id": target.to_pb()}
             new_start: MessageId | None = target
+            # Like the C++ client: the seek id itself is delivered only when the
+            # consumer was configured with start_message_id_inclusive.
+            inclusive = self.conf.start_message_id_inclusive
         else:
             fields = {"message_publish_time": int(target)}
             new_start = MessageId.earliest
+            inclusive = True
         old = (self._start, self._start_inclusive, self.last_dequeued)
         # Set before the request: the broker may disconnect us before it answers, and
         # the resubscribe must then already start from the new position.
-        self._start, self._start_inclusive, self.last_dequeued = new_start, True, None
+        self._start, self._start_inclusive, self.last_dequeued = new_start, inclusive, None
+        self._seeked = True
         try:
             conn, _ = await self._request(T.SEEK, "seek", **fields)
         except BaseException:

@@ -22,6 +22,12 @@ R = TypeVar("R")
 _PARTITION_SUFFIX = re.compile(r"-partition-\d+$")
 
 
+class TooManyRedirects(PulsarLookupError):
+    """More than ``max_lookup_redirects`` Redirect answers: a loop, not worth retrying."""
+
+    retryable = False
+
+
 class LookupService:
     """Asks the service URL's broker (and follows redirects) where topics live."""
 
@@ -88,7 +94,7 @@ class LookupService:
                 )
             url = r.brokerServiceUrl
             authoritative = r.authoritative
-        raise PulsarLookupError(f"too many lookup redirects for {topic}")
+        raise TooManyRedirects(f"too many lookup redirects for {topic}")
 
     async def topics_of_namespace(self, namespace: str, mode: int) -> list[str]:
         """Topic names of a namespace with ``-partition-N`` stripped, de-duplicated."""

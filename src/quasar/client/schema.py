@@ -14,6 +14,21 @@ import json
 import typing
 from typing import Any
 
+from quasar.client.record import (  # noqa: F401 - re-exported like pulsar.schema
+    Array,
+    Boolean,
+    Bytes,
+    Double,
+    Field,
+    Float,
+    Integer,
+    Long,
+    Map,
+    Null,
+    Record,
+    String,
+)
+
 # Schema.Type numbers on the wire.
 SCHEMA_TYPE_NONE = 0
 SCHEMA_TYPE_STRING = 1
@@ -124,6 +139,8 @@ class JsonSchema(Schema):
             return dict(getattr(self._record_cls, "__annotations__", {}))
 
     def definition(self) -> bytes:
+        if isinstance(self._record_cls, type) and issubclass(self._record_cls, Record):
+            return json.dumps(self._record_cls.schema(), separators=(",", ":")).encode()
         fields = [
             {"name": name, "type": _avro_type(annotation)}
             for name, annotation in self._fields().items()
@@ -133,7 +150,9 @@ class JsonSchema(Schema):
         return json.dumps(doc, separators=(",", ":")).encode()
 
     def encode(self, obj: Any) -> bytes:
-        if isinstance(obj, dict):
+        if isinstance(obj, Record):
+            value = obj.to_dict()
+        elif isinstance(obj, dict):
             value = obj
         elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
             value = dataclasses.asdict(obj)

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 U64_MAX = (1 << 64) - 1
+# The stored entry holds the checksum and metadata besides the payload; the client
+# checks payload + metadata against maxMessageSize, so allow room for the checksum.
+MESSAGE_METADATA_ALLOWANCE = 6
 
 
 def schema_info(schema: pb.Schema) -> SchemaInfo:
@@ -128,6 +131,16 @@ class ProducerCommands:
         producer, topic = entry
         if frame.payload is None:
             self._send_error(pid, seq, NotAllowedError("SEND without a payload"))
+            return
+        if len(frame.payload) > self.settings.max_message_size + MESSAGE_METADATA_ALLOWANCE:
+            self._send_error(
+                pid,
+                seq,
+                NotAllowedError(
+                    f"Message of {len(frame.payload)} bytes exceeds maxMessageSize "
+                    f"{self.settings.max_message_size}"
+                ),
+            )
             return
         if frame.checksum_ok is False:
             self._send_error(pid, seq, ChecksumError("Checksum failed on the broker"))

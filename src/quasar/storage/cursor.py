@@ -199,7 +199,9 @@ class ManagedCursorImpl:
         """
         self._check_open()
         if position > self._ml.last_confirmed_entry:
-            log.debug("%s: ignoring mark-delete past the last entry: %s", self, position)
+            log.debug(
+                "%s: ignoring mark-delete past the last entry: %s", self, position
+            )
             return
         if position < self._md:
             return

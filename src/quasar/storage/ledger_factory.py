@@ -11,8 +11,9 @@ from quasar.clock import Clock
 from quasar.errors import BadVersion, ManagedLedgerClosed, MetadataError, NotFound
 from quasar.storage import codec
 from quasar.storage.api import ManagedLedgerConfig, MetadataStore
+from quasar.storage.ledger_metadata import ROOT, ledger_path
 from quasar.storage.ledger_storage import LedgerStorage
-from quasar.storage.managed_ledger import ROOT, ManagedLedgerImpl, ledger_path
+from quasar.storage.managed_ledger import ManagedLedgerImpl
 
 log = logging.getLogger(__name__)
 

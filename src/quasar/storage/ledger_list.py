@@ -80,6 +80,17 @@ class LedgerList:
         self.number_of_entries += state.entries
         self.total_size += state.size
 
+    def insert(self, state: LedgerState) -> None:
+        """Put back a ledger removed earlier (undoing a trim whose metadata write failed)."""
+        i = bisect_left(self._ids, state.ledger_id)
+        assert i == len(self._ids) or self._ids[i] != state.ledger_id, (
+            "duplicate ledger"
+        )
+        self._ledgers.insert(i, state)
+        self._ids.insert(i, state.ledger_id)
+        self.number_of_entries += state.entries
+        self.total_size += state.size
+
     def remove(self, ledger_id: int) -> LedgerState:
         i = bisect_left(self._ids, ledger_id)
         assert i < len(self._ids) and self._ids[i] == ledger_id, (

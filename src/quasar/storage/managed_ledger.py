@@ -26,12 +26,10 @@ import logging
 from collections.abc import Callable
 from functools import partial
 from itertools import count
-from urllib.parse import quote, unquote
 from weakref import WeakSet
 
 from quasar.clock import Clock
-from quasar.errors import ManagedLedgerClosed, NotFound, PersistenceError, QuasarError
-from quasar.storage import codec
+from quasar.errors import ManagedLedgerClosed, PersistenceError, QuasarError
 from quasar.storage.api import (
     EARLIEST,
     LATEST,
@@ -44,19 +42,13 @@ from quasar.storage.api import (
 )
 from quasar.storage.cursor import ManagedCursorImpl
 from quasar.storage.ledger_list import LedgerList, LedgerState
+from quasar.storage.ledger_metadata import LedgerMetadata, restore_ledger
+from quasar.storage.ledger_policy import ledgers_to_trim, should_rollover
 from quasar.storage.ledger_storage import LedgerStorage
-from quasar.storage.trimming import ledgers_to_trim
 
 log = logging.getLogger(__name__)
 
-ROOT = "/managed-ledgers"
-_MIB = 1024 * 1024
 _non_durable_ids = count(1)
-
-
-def ledger_path(name: str) -> str:
-    """Metadata path of a managed ledger (its name is one path segment, escaped)."""
-    return f"{ROOT}/{quote(name, safe='')}"
 
 
 class ManagedLedgerImpl:
@@ -77,15 +69,13 @@ class ManagedLedgerImpl:
         self._name = name
         self.config = config
         self._storage = storage
-        self._metadata = metadata
         self._clock = clock
         self.loop = loop
         self._allocate_ledger_id = allocate_ledger_id
         self._on_closed = on_closed
-        self._path = ledger_path(name)
+        self._meta = LedgerMetadata(metadata, name)
         self._ledgers = LedgerList()
         self._lac = Position(-1, -1)
-        self._info_version: int | None = None
         self._cursors: dict[str, ManagedCursorImpl] = {}
         self._non_durable: WeakSet[ManagedCursorImpl] = WeakSet()
         self._listeners: list[Callable[[int], None]] = []
@@ -103,88 +93,43 @@ class ManagedLedgerImpl:
             CorruptRecordError: a ledger is damaged in the middle.
             MetadataError: the metadata is unreadable.
         """
-        found = self._metadata.get(self._path)
         empty: list[int] = []
-        if found is not None:
-            self._info_version = found.version
-            for rec in codec.decode_ledgers(found.value, self._path):
-                state = self._restore_ledger(rec)
+        try:
+            for rec in self._meta.load_ledgers():
+                state = restore_ledger(rec, self._storage, self._clock, self._name)
                 if state.entries == 0:
+                    # Dropped below, once the list without it has been saved.
                     empty.append(state.ledger_id)
                 else:
                     self._ledgers.append(state)
-        self._create_ledger()  # persists the recovered list too
+            self._create_ledger()  # also persists the recovered list
+        except BaseException:
+            for state in self._ledgers:
+                self._storage.release_ledger(state.ledger_id)
+            for ledger_id in empty:
+                self._storage.release_ledger(ledger_id)
+            raise
         for ledger_id in empty:
             self._storage.delete_ledger(ledger_id)
         self._lac = Position(self._ledgers.last.ledger_id, -1)
         self._open = True
-        self._load_cursors()
-
-    def _restore_ledger(self, rec: codec.LedgerRecord) -> LedgerState:
-        if rec.closed:
-            self._storage.open_ledger(rec.ledger_id, rec.entries, rec.size)
-            entries, size, closed_at = rec.entries, rec.size, rec.closed_at_ms
-        else:
-            entries, size = self._storage.recover_ledger(rec.ledger_id)
-            closed_at = self._clock.wall_ms()
-            log.info(
-                "%s: recovered ledger %d with %d entries",
-                self._name,
-                rec.ledger_id,
-                entries,
-            )
-        return LedgerState(
-            rec.ledger_id,
-            rec.timestamp_ms,
-            entries=entries,
-            size=size,
-            assigned=entries,
-            assigned_size=size,
-            sealed=True,
-            closed_at_ms=closed_at,
-        )
-
-    def _load_cursors(self) -> None:
-        for child in self._metadata.children(self._path):
-            found = self._metadata.get(f"{self._path}/{child}")
-            if found is None:
-                continue
-            name = unquote(child)
-            rec = codec.decode_cursor(found.value, f"{self._path}/{child}")
-            cursor = ManagedCursorImpl(
+        for name, cursor_rec, version in self._meta.load_cursors():
+            self._cursors[name] = ManagedCursorImpl(
                 self,
                 name,
                 durable=True,
-                mark_delete=rec.mark_delete,
-                read_position=self.next_position(rec.mark_delete),
-                record=rec,
-                metadata_version=found.version,
+                mark_delete=cursor_rec.mark_delete,
+                read_position=self.next_position(cursor_rec.mark_delete),
+                record=cursor_rec,
+                metadata_version=version,
             )
-            self._cursors[name] = cursor
-
-    # ------------------------------------------------------------------ metadata
 
     def _persist_info(self) -> None:
-        records = [
-            codec.LedgerRecord(
-                s.ledger_id,
-                s.entries,
-                s.size,
-                s.timestamp_ms,
-                s.complete,  # "closed" only once the final length is known
-                s.closed_at_ms,
-            )
-            for s in self._ledgers
-        ]
-        expected = -1 if self._info_version is None else self._info_version
-        self._info_version = self._metadata.put(
-            self._path, codec.encode_ledgers(records), expected
-        )
+        self._meta.save_ledgers(self._ledgers)
 
     def put_cursor(self, cursor_name: str, data: bytes, version: int | None) -> int:
         """Write a cursor's state; returns the new metadata version."""
-        path = f"{self._path}/{quote(cursor_name, safe='')}"
-        return self._metadata.put(path, data, -1 if version is None else version)
+        return self._meta.put_cursor(cursor_name, data, version)
 
     # ------------------------------------------------------------------ ledgers
 
@@ -203,26 +148,9 @@ class ManagedLedgerImpl:
             raise
 
     def _should_rollover(self) -> bool:
-        current = self._ledgers.last
-        if current.assigned == 0:
-            return False
-        cfg = self.config
-        age_ms = self._clock.monotonic_ms() - current.created_mono_ms
-        full = (
-            cfg.max_entries_per_ledger > 0
-            and current.assigned >= cfg.max_entries_per_ledger
-        ) or (
-            cfg.max_size_per_ledger_mb > 0
-            and current.assigned_size >= cfg.max_size_per_ledger_mb * _MIB
+        return should_rollover(
+            self._ledgers.last, self.config, self._clock.monotonic_ms()
         )
-        too_old = (
-            cfg.max_ledger_rollover_time_minutes > 0
-            and age_ms >= cfg.max_ledger_rollover_time_minutes * 60_000
-        )
-        if not (full or too_old):
-            return False
-        # Pulsar: a ledger is not switched before its minimum lifetime, even if full.
-        return age_ms >= cfg.min_ledger_rollover_time_minutes * 60_000
 
     def _rollover(self) -> None:
         old = self._ledgers.last
@@ -446,10 +374,7 @@ class ManagedLedgerImpl:
         if cursor is None:
             return
         cursor.close()
-        try:
-            self._metadata.delete(f"{self._path}/{quote(name, safe='')}")
-        except NotFound:
-            pass
+        self._meta.delete_cursor(name)
 
     def cursors(self) -> dict[str, ManagedCursorImpl]:
         """The durable cursors by name (non-durable cursors are not listed)."""
@@ -489,7 +414,7 @@ class ManagedLedgerImpl:
             self._persist_info()
         except BaseException:
             for state in removed:  # restore the list: nothing was deleted
-                self._restore_into_list(state)
+                self._ledgers.insert(state)
             raise
         first_retained = self._ledgers.first_position()
         for cursor in list(self._non_durable):
@@ -503,12 +428,6 @@ class ManagedLedgerImpl:
                 except Exception:
                     log.exception("%s: ledger-deleted listener failed", self._name)
         return ids
-
-    def _restore_into_list(self, state: LedgerState) -> None:
-        rebuilt = LedgerList()
-        for s in sorted([*self._ledgers.all(), state], key=lambda s: s.ledger_id):
-            rebuilt.append(s)
-        self._ledgers = rebuilt
 
     # ------------------------------------------------------------------ close / delete
 
@@ -532,14 +451,14 @@ class ManagedLedgerImpl:
         current.closed_at_ms = self._clock.wall_ms()
         self._storage.seal_ledger(current.ledger_id)
         empty = current.assigned == 0
-        if empty:
-            # Nothing was written since open: drop the ledger rather than leave one
-            # empty ledger behind per restart.
-            self._ledgers.remove(current.ledger_id)
         try:
-            self._persist_info()
             if empty:
+                # Nothing was written since open: drop the ledger rather than leave
+                # one empty ledger behind per restart (metadata first, then data).
+                self._meta.save_ledgers(self._ledgers.all()[:-1])
                 self._storage.delete_ledger(current.ledger_id)
+            else:
+                self._persist_info()
         except Exception:
             log.exception("%s: failed to record ledgers on close", self._name)
         for state in self._ledgers:
@@ -558,7 +477,7 @@ class ManagedLedgerImpl:
             for cursor in [*self._cursors.values(), *self._non_durable]:
                 cursor.discard()
             self._on_closed(self)
-        self._metadata.delete_recursive(self._path)
+        self._meta.delete_all()
         for state in self._ledgers:
             self._storage.delete_ledger(state.ledger_id)
         self._cursors.clear()

@@ -100,6 +100,3 @@ class MemoryManagedLedgerFactory(BaseManagedLedgerFactory):
         loop = super()._bind_loop()
         self._memory.loop = loop
         return loop
-
-    async def close(self) -> None:
-        await super().close()

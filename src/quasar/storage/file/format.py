@@ -33,6 +33,7 @@ Reading it back (recovery of a ledger that was being written):
 from __future__ import annotations
 
 import struct
+import sys
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,6 +51,10 @@ RECORD_HEADER_SIZE = RECORD_HEADER.size  # 8
 # Upper bound on one entry. It bounds the work of deciding whether garbage hides a
 # valid record, and is far above Pulsar's maxMessageSize (5 MiB by default).
 MAX_RECORD_BYTES = 128 * 1024 * 1024
+
+# The CRC field of a zero-length record: CRC32C of four zero bytes (never 0).
+_EMPTY_RECORD_CRC = crc32c.crc32c(b"\x00" * 4)
+assert array("I").itemsize == 4
 
 # Reads `n` bytes at `offset` (fewer only at end of file).
 ReadAt = Callable[[int, int], bytes]
@@ -150,20 +155,57 @@ def scan(
 
 
 def find_valid_record(read_at: ReadAt, start: int, file_size: int) -> int | None:
-    """The offset of the first byte position at or after ``start`` where a record with a
-    valid length and CRC begins, or ``None``.
+    """The first offset at or after ``start`` where a record with a valid length and
+    CRC begins, or ``None``.
 
     Used after a bad record to tell a torn tail (nothing valid follows) from
     corruption in the middle. A bad length hides where the next record starts, so
-    every byte offset is a candidate; most are rejected by the length check alone.
+    every byte offset is a candidate. The length filter runs over whole chunks at
+    C speed (``array`` of big-endian u32 at each of the four alignments); only
+    offsets whose length fits in the file get a CRC check. A zero length is only a
+    candidate if its CRC field holds the one valid value for an empty record, so a
+    zero-filled tail is dismissed without any CRC work.
     """
-    window = _Window(read_at, 1 << 20)
-    for pos in range(start, file_size - RECORD_HEADER_SIZE + 1):
-        header = window.get(pos, RECORD_HEADER_SIZE)
-        length = int.from_bytes(header[:4], "big")
-        if length > MAX_RECORD_BYTES or pos + RECORD_HEADER_SIZE + length > file_size:
-            continue
-        record = window.get(pos, RECORD_HEADER_SIZE + length)
-        if payload_matches(record[:RECORD_HEADER_SIZE], record[RECORD_HEADER_SIZE:]):
-            return pos
+    limit = min(MAX_RECORD_BYTES, file_size - start)
+    chunk_size = 1 << 20
+    window = _Window(read_at, chunk_size)
+    pos = start
+    while pos + RECORD_HEADER_SIZE <= file_size:
+        chunk = read_at(pos, min(chunk_size, file_size - pos))
+        # Offsets pos .. pos+span-1 have their whole 8-byte header inside `chunk`;
+        # the next chunk starts at pos+span, so headers across the seam are covered.
+        span = len(chunk) - RECORD_HEADER_SIZE + 1
+        for candidate in sorted(_length_candidates(chunk, span, limit)):
+            at = pos + candidate
+            header = window.get(at, RECORD_HEADER_SIZE)
+            length = int.from_bytes(header[:4], "big")
+            if at + RECORD_HEADER_SIZE + length > file_size:
+                continue
+            record = window.get(at, RECORD_HEADER_SIZE + length)
+            if payload_matches(
+                record[:RECORD_HEADER_SIZE], record[RECORD_HEADER_SIZE:]
+            ):
+                return at
+        pos += span
     return None
+
+
+def _length_candidates(chunk: bytes, span: int, limit: int) -> list[int]:
+    """Offsets ``< span`` in ``chunk`` whose u32 length is plausible (``<= limit``)."""
+    out: list[int] = []
+    for align in range(4):
+        words = array("I")
+        usable = (len(chunk) - align) // 4 * 4
+        words.frombytes(chunk[align : align + usable])
+        if sys.byteorder == "little":
+            words.byteswap()
+        # words[i] is the length at offset align+4i; words[i+1] is its CRC field.
+        last = len(words) - 1
+        out.extend(
+            align + 4 * i
+            for i, length in enumerate(words)
+            if length <= limit
+            and align + 4 * i < span
+            and (length or (i < last and words[i + 1] == _EMPTY_RECORD_CRC))
+        )
+    return out

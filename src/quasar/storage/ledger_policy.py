@@ -1,6 +1,12 @@
-"""Which consumed ledgers retention lets us delete (Pulsar's ``internalTrimLedgers``).
+"""When a managed ledger switches ledgers, and which consumed ledgers it may delete.
 
-Walk the ledgers before the slowest durable cursor's ledger, oldest first. A ledger
+Rollover (Pulsar's ``currentLedgerIsFull``): the current ledger is switched when it
+holds ``max_entries_per_ledger`` entries or ``max_size_per_ledger_mb``, or is older than
+``max_ledger_rollover_time_minutes``, but never before it is
+``min_ledger_rollover_time_minutes`` old. Checked when an entry is added; a value of
+0 or less disables the entries, size or age limit.
+
+Trimming (Pulsar's ``internalTrimLedgers``): walk the ledgers before the slowest durable cursor's ledger, oldest first. A ledger
 goes if its retention time has expired *or* the managed ledger is over its retention
 size; the walk stops at the first ledger that must stay, at the current ledger, and
 at a ledger whose last entries are still being written. ``-1`` disables a limit;
@@ -9,10 +15,33 @@ at a ledger whose last entries are still being written. ``-1`` disables a limit;
 
 from __future__ import annotations
 
-from quasar.storage.api import RetentionPolicy
+from quasar.storage.api import ManagedLedgerConfig, RetentionPolicy
 from quasar.storage.ledger_list import LedgerState
 
 _MIB = 1024 * 1024
+
+
+def should_rollover(
+    current: LedgerState, config: ManagedLedgerConfig, now_mono_ms: float
+) -> bool:
+    """True if the next entry should go to a new ledger instead of ``current``."""
+    if current.assigned == 0:
+        return False  # an empty ledger is never switched, however old
+    age_ms = now_mono_ms - current.created_mono_ms
+    full = (
+        config.max_entries_per_ledger > 0
+        and current.assigned >= config.max_entries_per_ledger
+    ) or (
+        config.max_size_per_ledger_mb > 0
+        and current.assigned_size >= config.max_size_per_ledger_mb * _MIB
+    )
+    too_old = (
+        config.max_ledger_rollover_time_minutes > 0
+        and age_ms >= config.max_ledger_rollover_time_minutes * 60_000
+    )
+    if not (full or too_old):
+        return False
+    return age_ms >= config.min_ledger_rollover_time_minutes * 60_000
 
 
 def ledgers_to_trim(
