@@ -83,7 +83,9 @@ def test_kill9_during_batched_publish_loses_nothing(tmp_path: Path) -> None:
         for _ in range(ROUNDS):
             with lock:
                 target = len(acked) + rng.randint(200, MESSAGES // (ROUNDS + 1))
-            _wait_until(lambda: len(acked) >= target or sender_done.is_set(), 120, "receipts")
+            _wait_until(
+                lambda t=target: len(acked) >= t or sender_done.is_set(), 120, "receipts"
+            )
             broker.kill()
             broker.start()
         sender.join(180)

@@ -1,0 +1,23 @@
+"""ruff runs as a test, so lint failures fail `make test` like any other defect."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ruff_clean() -> None:
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent))
+    if ruff is None:
+        pytest.fail("ruff is not installed in the test environment (it is a dev dependency)")
+    result = subprocess.run(
+        [ruff, "check", "src", "tests", "tools", "benchmarks"],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
