@@ -387,20 +387,29 @@ def test_seek_by_id_and_time(client: pulsar.Client, topic: str) -> None:
     consumer = client.subscribe(topic, "sub")
     producer = client.create_producer(topic)
     mids = [producer.send(str(i).encode()) for i in range(3)]
-    time.sleep(0.01)  # publish times are in ms: separate the two groups
-    cut = int(time.time() * 1000)
-    time.sleep(0.01)
+    # Publish times are in ms: let the clock pass a millisecond boundary on each side
+    # of the cut (a bounded wait on the clock, not a guess).
+    cut = int(time.time() * 1000) + 1
+    while int(time.time() * 1000) <= cut:
+        time.sleep(0.001)
     mids += [producer.send(str(i).encode()) for i in range(3, 5)]
     got = receive_n(consumer, 5)
     for m in got:
         consumer.acknowledge(m)
+    # As with the official client, a seek id itself is skipped unless the consumer or
+    # reader was created with start_message_id_inclusive=True.
     consumer.seek(mids[1])
-    assert [m.data() for m in drain(consumer, 500)] == [b"1", b"2", b"3", b"4"]
+    assert [m.data() for m in drain(consumer, 500)] == [b"2", b"3", b"4"]
     consumer.seek(cut)
     assert [m.data() for m in drain(consumer, 500)] == [b"3", b"4"]
     reader = client.create_reader(topic, pulsar.MessageId.latest)
     reader.seek(mids[3])
-    assert [m.data() for m in drain_reader(reader, 500)] == [b"3", b"4"]
+    assert [m.data() for m in drain_reader(reader, 500)] == [b"4"]
+    inclusive = client.create_reader(
+        topic, pulsar.MessageId.latest, start_message_id_inclusive=True
+    )
+    inclusive.seek(mids[3])
+    assert [m.data() for m in drain_reader(inclusive, 500)] == [b"3", b"4"]
 
 
 @dataclasses.dataclass

@@ -112,3 +112,14 @@ def test_last_message_id_of_batch_has_batch_index(client: Any, pulsar_mod: Any, 
     while r.has_message_available():
         seen.append(r.read_next(10_000).data())
     assert seen == [f"b-{i}".encode() for i in range(4)]
+
+
+@pytest.mark.parametrize("inclusive", [False, True])
+def test_reader_seek(client: Any, pulsar_mod: Any, topic: str, inclusive: bool) -> None:
+    ids = _produce_ids(client, topic, 5)
+    r = client.create_reader(topic, pulsar_mod.MessageId.earliest,
+                             start_message_id_inclusive=inclusive)
+    assert r.read_next(10_000).data() == b"m-0"
+    r.seek(ids[3])
+    first = r.read_next(10_000).data()
+    assert first == (b"m-3" if inclusive else b"m-4")

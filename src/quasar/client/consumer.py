@@ -570,6 +570,11 @@ class ConsumerImpl:
         if conn is self._conn:
             # Still on the same session: drop what came from the old position.
             self._return_permits(self.queue.remove_where(lambda m: m._consumer is self))
+        elif self.state != State.READY:
+            # The broker closed us for the seek (as Pulsar does) and the resubscribe has
+            # not completed: what is queued is from before the seek and must not be
+            # handed out. (A resubscribe that already completed cleared it itself.)
+            self.queue.remove_where(lambda m: m._consumer is self)
 
     async def get_last_message_id(self) -> tuple[MessageId, MessageId | None]:
         """(last message id of the topic, subscription mark-delete position or None)."""
