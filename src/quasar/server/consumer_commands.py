@@ -7,7 +7,13 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from quasar.broker.consumer import Consumer
-from quasar.errors import BrokerError, ConsumerBusy, ConsumerNotFound
+from quasar.errors import (
+    BrokerError,
+    ConsumerBusy,
+    ConsumerNotFound,
+    QuasarError,
+    StorageError,
+)
 from quasar.protocol import TopicName, encode_command, pb
 from quasar.storage.api import Position
 
@@ -93,9 +99,11 @@ class ConsumerCommands:
             self.consumers[cid] = (consumer, topic)
             fut.set_result(None)
             self.send_success(request_id)
-        except BrokerError as e:
+        except QuasarError as e:
             self.consumer_futures.pop(cid, None)
             fut.cancel()
+            if isinstance(e, StorageError):
+                log.error("cannot serve subscription on %s: %s", c.topic, e)
             self.send_error(request_id, e)
         except Exception as e:
             self.consumer_futures.pop(cid, None)

@@ -10,6 +10,8 @@ from quasar.broker.producer import ACCESS_WAIT_FOR_EXCLUSIVE, Producer
 from quasar.broker.schema import SchemaInfo, encode_version
 from quasar.errors import (
     BrokerError,
+    QuasarError,
+    StorageError,
     ChecksumError,
     NotAllowedError,
     ProducerBusy,
@@ -91,9 +93,11 @@ class ProducerCommands:
             self.producers[pid] = (producer, topic)
             fut.set_result(None)
             self._producer_success(request_id, producer, topic)
-        except BrokerError as e:
+        except QuasarError as e:
             self.producer_futures.pop(pid, None)
             fut.cancel()
+            if isinstance(e, StorageError):
+                log.error("cannot serve producer on %s: %s", c.topic, e)
             self.send_error(request_id, e)
         except Exception as e:
             self.producer_futures.pop(pid, None)
