@@ -17,6 +17,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from quasar.admin import create_admin_app
 from quasar.broker.resources import (
     AlreadyExistsError,
+    ConflictError,
     PreconditionFailedError,
     PulsarResources,
     ResourceNotFoundError,
@@ -111,6 +112,9 @@ class FakeAdminBroker:
         self.topics: dict[str, dict[str, str]] = {}  # topic -> {subscription: position}
         self.connected: set[str] = set()  # topics with producers/consumers attached
         self.fail_with: BaseException | None = None  # raised by every stats call
+        # topic -> compaction status; a topic listed in `compacting` stays RUNNING.
+        self.compaction: dict[str, str] = {}
+        self.compacting: set[str] = set()
 
     def _topic(self, topic: str) -> dict[str, str]:
         if topic not in self.topics:
@@ -202,6 +206,16 @@ class FakeAdminBroker:
         if subscription not in subs:
             raise SubscriptionNotFound("Subscription not found")
         del subs[subscription]
+
+    async def trigger_compaction(self, topic: str) -> None:
+        self._topic(topic)
+        if self.compaction.get(topic) == "RUNNING":
+            raise ConflictError("Compaction already in progress")
+        self.compaction[topic] = "RUNNING" if topic in self.compacting else "SUCCESS"
+
+    async def compaction_status(self, topic: str) -> dict[str, str]:
+        self._topic(topic)
+        return {"status": self.compaction.get(topic, "NOT_RUN"), "lastError": ""}
 
 
 @pytest.fixture

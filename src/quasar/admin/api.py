@@ -166,3 +166,21 @@ class AdminBroker(Protocol):
             PreconditionFailedError: consumers are connected and ``force`` is false.
         """
         ...
+
+    async def trigger_compaction(self, topic: str) -> None:
+        """Start compacting a topic (or one partition) in the background.
+
+        Raises:
+            TopicNotFound: no such topic.
+            ConflictError: a compaction of this topic is already running.
+        """
+        ...
+
+    async def compaction_status(self, topic: str) -> dict[str, str]:
+        """Pulsar's LongRunningProcessStatus of the topic's last compaction:
+        ``{"status": "NOT_RUN" | "RUNNING" | "SUCCESS" | "ERROR", "lastError": str}``.
+
+        Raises:
+            TopicNotFound: no such topic.
+        """
+        ...

@@ -296,3 +296,27 @@ async def delete_subscription(request: web.Request) -> web.Response:
     for target in holders:
         await broker.delete_subscription(target, subscription, force)
     return no_content()
+
+
+# --------------------------------------------------------------------------------------
+# Compaction.
+
+
+@routes.put(TOPIC + "/compaction")
+async def trigger_compaction(request: web.Request) -> web.Response:
+    """Start a compaction (of every partition, for a partitioned topic's name)."""
+    topic = topic_param(request)
+    broker = broker_of(request)
+    targets = _targets(broker, topic)
+    if targets != [topic]:
+        # Pulsar triggers every partition; partitions not created yet have no data.
+        targets = [t for t in targets if _topic_exists(broker, t)]
+    for target in targets:
+        await broker.trigger_compaction(target)
+    return no_content()
+
+
+@routes.get(TOPIC + "/compaction")
+async def compaction_status(request: web.Request) -> web.Response:
+    topic = topic_param(request)
+    return json_response(await broker_of(request).compaction_status(topic))

@@ -8,6 +8,7 @@ from quasar.errors import NotAllowedError, SubscriptionNotFound, TopicNotFound
 from quasar.protocol import TopicName
 from quasar.storage.api import EARLIEST, LATEST, InitialPosition, Position
 
+from .compaction import delete_compacted_ledgers
 from .resources import (
     AlreadyExistsError,
     PreconditionFailedError,
@@ -16,7 +17,7 @@ from .resources import (
 )
 from .service import BrokerService
 from .subscription import Subscription
-from .topic import SYSTEM_CURSOR_PREFIX, PersistentTopic
+from .topic import PersistentTopic, is_system_cursor
 
 
 class AdminAdapter:
@@ -56,10 +57,13 @@ class AdminAdapter:
             self.service.register_topic(name.partition(i))
 
     async def delete_topic(self, topic: str, force: bool) -> None:
+        name = TopicName.parse(topic)
         try:
-            await self.service.delete_topic(TopicName.parse(topic), force)
+            await self.service.delete_topic(name, force)
         except NotAllowedError as e:
             raise PreconditionFailedError(str(e)) from None
+        # The topic's compacted ledgers are managed ledgers of their own.
+        await delete_compacted_ledgers(self.service.ledgers, name.persistence_name)
 
     async def delete_partitioned_topic(self, topic: str, force: bool) -> None:
         name = TopicName.parse(topic)
@@ -118,7 +122,7 @@ class AdminAdapter:
 
     async def create_subscription(self, topic: str, subscription: str, message_id: str) -> None:
         t = await self._topic(topic)
-        if subscription in t.subscriptions or subscription.startswith(SYSTEM_CURSOR_PREFIX):
+        if subscription in t.subscriptions or is_system_cursor(subscription):
             raise AlreadyExistsError("Subscription already exists for topic")
         if message_id == "earliest":
             cursor = t.ledger.open_cursor(subscription, InitialPosition.EARLIEST)
@@ -141,3 +145,9 @@ class AdminAdapter:
         if sub.consumers and not force:
             raise PreconditionFailedError("Subscription has active connected consumers")
         t.delete_subscription(subscription)
+
+    async def trigger_compaction(self, topic: str) -> None:
+        (await self._topic(topic)).compaction.trigger()
+
+    async def compaction_status(self, topic: str) -> dict[str, str]:
+        return (await self._topic(topic)).compaction.status_json()

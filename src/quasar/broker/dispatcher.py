@@ -30,7 +30,8 @@ import zlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from quasar.errors import RemoteProtocolError
+from quasar.errors import RemoteProtocolError, StorageError
+from quasar.protocol import and_
 from quasar.storage.api import Entry, Position
 
 from .consumer import Consumer, Delivery
@@ -117,6 +118,10 @@ class Dispatcher:
                 if not progressed and not self._again:
                     return
                 self._again = False
+        except StorageError as e:
+            # Reported, never skipped: delivery stops at the unreadable entry until an
+            # operator repairs the ledger; other subscriptions keep being served.
+            log.error("cannot read %s: %s", self.sub.describe(), e)
         except Exception:  # a bug; keep the broker serving other subscriptions
             log.exception("dispatcher of %s failed", self.sub.describe())
 
@@ -134,6 +139,7 @@ class Dispatcher:
             c.take_pending()
         self.clear_replay()
         self.sub.cursor.rewind()
+        self.sub.compacted_read.on_rewind(self.sub.cursor.mark_delete_position)
         self.schedule()
 
     # -- helpers -----------------------------------------------------------------------
@@ -192,13 +198,73 @@ class Dispatcher:
             return None
         return info
 
-    def delivery(self, e: Entry, info: EntryInfo) -> Delivery:
-        return Delivery(
-            e,
-            info,
-            self.sub.redelivery_count(e.position),
-            self.sub.cursor.batch_ack_set(e.position) if info.is_batch else None,
+    def delivery(
+        self, e: Entry, info: EntryInfo, retained: list[int] | None = None
+    ) -> Delivery:
+        """``retained``: the messages of a compacted batch that compaction kept."""
+        ack_set = self.sub.cursor.batch_ack_set(e.position) if info.is_batch else None
+        if retained is not None:
+            ack_set = and_(retained, ack_set) if ack_set is not None else retained
+        return Delivery(e, info, self.sub.redelivery_count(e.position), ack_set)
+
+    async def read_compacted(
+        self, max_entries: int
+    ) -> tuple[list[tuple[Entry, EntryInfo, list[int] | None]], bool]:
+        """``read_new`` for a ``read_compacted`` consumer (see ``CompactedReadState``).
+
+        While the subscription is within its compacted view, entries come from the
+        compacted ledger with their original positions (and the kept-messages mask of
+        split batches); then the cursor is moved past the view's horizon and reading
+        continues on the topic.
+        """
+        sub = self.sub
+        compaction = sub.topic.compaction
+        horizon = compaction.horizon
+        cursor = sub.cursor
+        state = sub.compacted_read
+        plan = (
+            state.plan(cursor.read_position, horizon, sub.topic.ledger.first_position)
+            if horizon is not None
+            else None
         )
+        if plan is not None:
+            start, limit = plan
+            epoch = self._epoch
+            # A storage error propagates like one on the topic: delivery stops there
+            # rather than skipping part of the table.
+            records = await compaction.read(start, max_entries)
+            if epoch != self._epoch:
+                return [], True  # rewound meanwhile: the plan is stale
+            state.read_compacted_ledger()
+            # Records of a generation newer than the subscription's view stop at its
+            # pinned horizon; the topic has the rest.
+            records = [r for r in records if r.position <= limit]
+            if records:
+                last = records[-1].position
+                cursor.seek(Position(last.ledger_id, last.entry_id + 1))
+                # Acks are tracked only for entries the topic still holds; a trimmed
+                # position below mark-delete was never acknowledged here.
+                first = sub.topic.ledger.first_position
+                out: list[tuple[Entry, EntryInfo, list[int] | None]] = []
+                for r in records:
+                    info = self._compacted_info(r.entry)
+                    acked = r.position >= first and cursor.is_acknowledged(r.position)
+                    if info is not None and not acked:
+                        out.append((r.entry, info, r.retained))
+                return out, True
+            # The compacted view is exhausted: continue on the topic after it.
+            cursor.seek(Position(limit.ledger_id, limit.entry_id + 1))
+        state.read_topic()
+        batch, moved = await self.read_new(max_entries)
+        return [(e, info, None) for e, info in batch], moved
+
+    def _compacted_info(self, e: Entry) -> EntryInfo | None:
+        try:
+            return entry_info(e.data)
+        except RemoteProtocolError:
+            log.error("skipping unreadable compacted entry %s on %s",
+                      e.position, self.sub.describe())
+            return None
 
 
 class SingleActiveConsumerDispatcher(Dispatcher):
@@ -262,12 +328,20 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         c = self.active
         if c is None or not c.available():
             return False
-        batch, moved = await self.read_new(min(max(c.permits, 1), READ_BATCH_ENTRIES_MAX))
+        want = min(max(c.permits, 1), READ_BATCH_ENTRIES_MAX)
+        if c.read_compacted:
+            batch, moved = await self.read_compacted(want)
+        else:
+            plain, moved = await self.read_new(want)
+            batch = [(e, info, None) for e, info in plain]
         if c is not self.active or c.closed:
             # The active consumer changed while reading; a rewind already happened.
             return True
-        if batch:
-            c.deliver([self.delivery(e, info) for e, info in batch])
+        deliveries = [self.delivery(e, info, kept) for e, info, kept in batch]
+        # A compacted batch whose kept messages were all acknowledged has nothing left.
+        deliveries = [d for d in deliveries if d.ack_set is None or any(d.ack_set)]
+        if deliveries:
+            c.deliver(deliveries)
         return moved
 
 

@@ -19,7 +19,6 @@ import dataclasses
 import logging
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any
 
 from quasar.errors import (
     NotAllowedError,

@@ -20,6 +20,7 @@ from quasar.protocol import ack_set as ack_sets
 from quasar.protocol import encode_command, pb
 from quasar.storage.api import ManagedCursor, Position
 
+from .compaction import CompactedReadState
 from .consumer import Consumer
 from .dispatcher import (
     Dispatcher,
@@ -58,6 +59,8 @@ class Subscription:
         self.sub_type: int | None = None
         self.dispatcher: Dispatcher | None = None
         self._redelivery: dict[Position, int] = {}
+        # Where read_compacted consumers of this subscription read next.
+        self.compacted_read = CompactedReadState()
 
     def describe(self) -> str:
         return f"{self.topic.name}/{self.name}"
@@ -196,6 +199,7 @@ class Subscription:
         The clients reconnect and resubscribe (with fresh permits), like Pulsar.
         """
         self.cursor.reset(position)
+        self.compacted_read.on_seek(position, self.cursor.mark_delete_position)
         self._redelivery.clear()
         d = self.dispatcher
         if d is not None:

@@ -9,6 +9,7 @@ subscriptions' dispatchers.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -17,7 +18,6 @@ from quasar.errors import (
     ConsumerBusy,
     NotAllowedError,
     ProducerBusy,
-    ProducerFenced,
     ServiceNotReady,
     SubscriptionNotFound,
 )
@@ -30,6 +30,7 @@ from quasar.storage.api import (
     Position,
 )
 
+from .compaction import COMPACTION_CURSOR, CompactionService
 from .consumer import Consumer
 from .dedup import DEDUP_CURSOR, DupStatus, MessageDeduplication
 from .entry_info import EntryInfo, entry_info
@@ -40,7 +41,7 @@ from .producer import (
     ACCESS_WAIT_FOR_EXCLUSIVE,
     Producer,
 )
-from .subscription import Subscription
+from .subscription import SUB_KEY_SHARED, SUB_SHARED, Subscription
 
 if TYPE_CHECKING:
     from .service import BrokerService
@@ -52,6 +53,12 @@ PublishCallback = Callable[[Position | None, BaseException | None], None]
 # Cursors whose names start with this prefix are the broker's own (deduplication
 # snapshots); they are not subscriptions and are hidden from stats and listings.
 SYSTEM_CURSOR_PREFIX = "pulsar."
+
+
+def is_system_cursor(name: str) -> bool:
+    """True for the broker's own cursors: dedup snapshots and the compaction state."""
+    return name.startswith(SYSTEM_CURSOR_PREFIX) or name == COMPACTION_CURSOR
+
 
 TRIM_DELAY_S = 1.0  # consumed-ledger trimming runs at most this often per topic
 
@@ -82,13 +89,25 @@ class PersistentTopic:
         self.msg_in = 0
         self.bytes_in = 0
         self._trim_handle: asyncio.TimerHandle | None = None
+        # The lambdas look the hooks up at call time: the transaction buffer may
+        # replace them after construction.
+        self.compaction = CompactionService(
+            ledger,
+            service.ledgers,
+            name.persistence_name,
+            max_read_position=lambda: self.max_read_position,
+            is_aborted=lambda info: self.is_aborted(info),
+            on_horizon_moved=self.on_subscription_acked,
+        )
 
     async def load(self) -> None:
-        """Recover state that lives beside the ledger (dedup marks, subscriptions)."""
+        """Recover state that lives beside the ledger (dedup marks, compaction state,
+        subscriptions)."""
         if self.dedup is not None:
             await self.dedup.recover()
+        await self.compaction.recover()
         for name, cursor in self.ledger.cursors().items():
-            if name.startswith(SYSTEM_CURSOR_PREFIX) or not cursor.durable:
+            if is_system_cursor(name) or not cursor.durable:
                 continue
             self.subscriptions[name] = Subscription(self, name, cursor, durable=True)
 
@@ -226,12 +245,23 @@ class PersistentTopic:
 
         Raises:
             ConsumerBusy, NotAllowedError: see ``Subscription.add_consumer``.
+            NotAllowedError: the name is reserved, or ``read_compacted`` was asked on
+                a Shared or Key_Shared subscription (Pulsar refuses it too).
         """
         name = consumer.subscription_name
-        if name.startswith(SYSTEM_CURSOR_PREFIX) and name == DEDUP_CURSOR:
+        if name == DEDUP_CURSOR or name == COMPACTION_CURSOR:
             raise NotAllowedError(f"Subscription name {name} is reserved")
+        if consumer.read_compacted and consumer.sub_type in (SUB_SHARED, SUB_KEY_SHARED):
+            raise NotAllowedError(
+                "readCompacted only allowed on failover or exclusive subscriptions"
+            )
         sub = self.subscriptions.get(name)
         if sub is None:
+            start: Position | None = (
+                (EARLIEST if initial_position == InitialPosition.EARLIEST else None)
+                if durable
+                else self._reader_start(start_message_id, initial_position)
+            )
             if durable:
                 cursor = self.ledger.open_cursor(
                     name,
@@ -244,6 +274,11 @@ class PersistentTopic:
                     self._reader_start(start_message_id, initial_position), name
                 )
             sub = Subscription(self, name, cursor, durable)
+            if consumer.read_compacted and start is not None:
+                # Remembered beside the cursor, which cannot hold a position the topic
+                # no longer has: from the earliest, a compacted reader gets the whole
+                # compacted ledger, trimmed ledgers included.
+                sub.compacted_read.start_at(start, cursor.mark_delete_position)
             self.subscriptions[name] = sub
         elif not durable and sub.durable:
             raise ConsumerBusy(f"Durable subscription with the same name {name} exists")
@@ -301,11 +336,40 @@ class PersistentTopic:
         self.on_subscription_acked()
 
     # -- last message id ---------------------------------------------------------------
-    async def last_message(self) -> tuple[Position, EntryInfo | None]:
-        """The last readable entry that is a real message (not a marker).
+    async def last_message(
+        self, read_compacted: bool | None = None
+    ) -> tuple[Position, EntryInfo | None]:
+        """The last message a consumer can read (GET_LAST_MESSAGE_ID).
 
-        Returns ``((ledger, -1), None)`` for a topic without messages.
+        Returns ``((ledger, -1), None)`` for a topic without messages; the batch index
+        of the last message is ``info.num_messages - 1`` for a batch.
+
+        On a compacted topic whose last message is at or before the horizon, a
+        ``read_compacted`` consumer never receives that message if compaction dropped
+        it (a tombstone, a keyless message), nor any message of trimmed ledgers: its
+        last message is the compacted ledger's last retained one (Pulsar's rule).
+        ``read_compacted=None`` (the asker is unknown) answers like a compacted
+        consumer whenever the horizon covers the topic's last message, which is
+        Pulsar's behaviour before it took the consumer into account (#21969).
         """
+        position, info = await self._last_topic_message()
+        horizon = self.compaction.horizon
+        if horizon is None or read_compacted is False:
+            return position, info
+        if info is not None and position > horizon:
+            return position, info
+        record = await self.compaction.last_record()
+        if record is None:
+            return Position(self.ledger.last_confirmed_entry.ledger_id, -1), None
+        compacted = entry_info(record.data)
+        if compacted.is_batch:
+            # Report the last *retained* message of the batch, not the batch's last.
+            last_index = record.last_batch_index(compacted.num_messages)
+            compacted = dataclasses.replace(compacted, num_messages=last_index + 1)
+        return record.position, compacted
+
+    async def _last_topic_message(self) -> tuple[Position, EntryInfo | None]:
+        """The last readable entry of the topic that is a real message (not a marker)."""
         limit = self.max_read_position
         first = self.ledger.first_position
         pos = limit
@@ -376,6 +440,7 @@ class PersistentTopic:
                 await sub.cursor.flush()
         if self.dedup is not None:
             await self.dedup.close()
+        await self.compaction.close()
         await self.ledger.close()
 
     # -- stats -------------------------------------------------------------------------
@@ -395,6 +460,7 @@ class PersistentTopic:
             "replication": {},
             "deduplicationStatus": "Enabled" if self.dedup else "Disabled",
             "topicEpoch": self.topic_epoch,
+            "compaction": self.compaction.stats(),
         }
 
     def internal_stats(self) -> dict[str, object]:
@@ -417,6 +483,22 @@ class PersistentTopic:
                 for n, s in self.subscriptions.items()
                 for c_stats in [s.internal_stats()]
             },
+            "compactedLedger": self._compacted_ledger_stats(),
+        }
+
+    def _compacted_ledger_stats(self) -> dict[str, object]:
+        """Pulsar's ``compactedLedger`` internal stats (-1 when never compacted)."""
+        view = self.compaction.view
+        if view is None:
+            return {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False,
+                    "underReplicated": False}
+        ledgers = view.ledger.ledgers()
+        return {
+            "ledgerId": ledgers[0].ledger_id if ledgers else -1,
+            "entries": view.ledger.number_of_entries,
+            "size": view.ledger.total_size,
+            "offloaded": False,
+            "underReplicated": False,
         }
 
 

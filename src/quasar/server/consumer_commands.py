@@ -243,7 +243,7 @@ class ConsumerCommands:
             self.send_error(c.request_id, ConsumerNotFound(f"Consumer {c.consumer_id} not found"))
             return
         consumer, topic = entry
-        position, info = await topic.last_message()
+        position, info = await topic.last_message(consumer.read_compacted)
         cmd = pb.BaseCommand(type=pb.BaseCommand.GET_LAST_MESSAGE_ID_RESPONSE)
         r = cmd.getLastMessageIdResponse
         r.request_id = c.request_id

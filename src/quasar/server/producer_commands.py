@@ -9,13 +9,12 @@ from typing import TYPE_CHECKING, Any
 from quasar.broker.producer import ACCESS_WAIT_FOR_EXCLUSIVE, Producer
 from quasar.broker.schema import SchemaInfo, encode_version
 from quasar.errors import (
-    BrokerError,
-    QuasarError,
-    StorageError,
     ChecksumError,
     NotAllowedError,
     ProducerBusy,
+    QuasarError,
     ServerError,
+    StorageError,
 )
 from quasar.protocol import Frame, TopicName, encode_command, encode_send_receipt, pb
 from quasar.storage.api import Position

@@ -1,0 +1,336 @@
+"""The two-phase compactor: the latest message per key, up to a horizon.
+
+Input, in original-position order: the records of the previous compacted ledger (if
+any), then the topic's entries after the previous horizon up to the new horizon.
+Reading the previous compacted ledger instead of the topic from the start is what lets
+ledgers before a horizon be trimmed: after the first compaction, the topic only has to
+keep what came after the last horizon.
+
+Phase one reads the input and maps every key to the id ``(position, batch index)`` of
+its latest message; a tombstone removes the key. Phase two reads the input again and
+writes, in order, every entry holding at least one message that is still the latest
+for its key. Two passes keep memory to one map entry per live key instead of holding
+the retained data; that map is the one structure not bounded by a setting (Pulsar's
+compactor has the same bound: the table's key set must fit in memory).
+
+Pulsar's rules:
+
+* a message without a key (``partition_key`` absent or ``null_partition_key``) is not
+  retained and does not affect any key;
+* a message with an empty payload or ``null_value`` is a tombstone: it removes its key
+  and is not retained itself;
+* broker markers and messages of aborted transactions are skipped;
+* a batch is split: messages that are not the latest for their key are replaced by a
+  ``compacted_out`` placeholder (metadata without properties, empty payload) so the
+  retained ones keep their batch index; the rebuilt batch is compressed again with the
+  entry's codec. A batch kept whole is stored unchanged;
+* an encrypted batch cannot be split: it counts as one message with its outer key;
+* a batch that cannot be decompressed or parsed is kept whole (as Pulsar does), so
+  compaction never silently drops data it cannot read;
+* chunks of chunked messages are not retained (Pulsar does not compact them either).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from quasar.errors import RemoteProtocolError
+from quasar.protocol import (
+    build_batch,
+    clear_index,
+    compress,
+    decompress,
+    full_ack_set,
+    is_acked,
+    make_entry,
+    parse_batch,
+    parse_entry,
+    pb,
+)
+from quasar.storage.api import ManagedLedger, ManagedLedgerFactory, Position
+
+from .compacted_ledger import (
+    INDEX_INTERVAL_RECORDS,
+    CompactedLedger,
+    CompactedRecord,
+    encode_record,
+)
+from .entry_info import EntryInfo, entry_info
+
+log = logging.getLogger(__name__)
+
+READ_BATCH_ENTRIES = 500  # entries per read of the input
+PENDING_WRITES_MAX = 256  # appends to the compacted ledger in flight at once
+
+MessageId = tuple[Position, int]  # (position, batch index; 0 for a single message)
+
+
+@dataclass(frozen=True)
+class _Message:
+    index: int
+    key: str | None
+    tombstone: bool
+
+
+@dataclass
+class _Parsed:
+    """One input entry, split into the messages compaction looks at.
+
+    ``kind``: ``single`` (one message), ``batch`` (split into ``members``), ``opaque``
+    (kept whole, unread) or ``skip`` (never retained).
+    """
+
+    kind: str
+    messages: list[_Message] = field(default_factory=list)
+    metadata: pb.MessageMetadata | None = None
+    members: list[tuple[pb.SingleMessageMetadata, bytes]] = field(default_factory=list)
+
+
+@dataclass
+class CompactionResult:
+    """A finished compacted ledger, not yet made current."""
+
+    ledger: ManagedLedger
+    index: list[tuple[Position, Position]]
+    records: int
+    messages_kept: int
+    messages_removed: int
+
+
+def _key(has_key: bool, key: str, null_key: bool) -> str | None:
+    return key if has_key and not null_key else None
+
+
+def parse_input(record: CompactedRecord) -> _Parsed:
+    """Split an input entry into messages (only those still alive in ``record``)."""
+    try:
+        parsed = parse_entry(record.data, verify_checksum=False)
+    except RemoteProtocolError:
+        log.warning("compaction: skipping unreadable entry %s", record.position)
+        return _Parsed("skip")
+    md = parsed.metadata
+    if md.HasField("marker_type") or md.num_chunks_from_msg > 1:
+        return _Parsed("skip")
+    outer_key = _key(md.HasField("partition_key"), md.partition_key, md.null_partition_key)
+    if not md.HasField("num_messages_in_batch") or len(md.encryption_keys) > 0:
+        size = (
+            md.uncompressed_size
+            if md.compression != pb.NONE
+            else len(record.data) - parsed.payload_offset
+        )
+        empty = size == 0 and len(md.encryption_keys) == 0
+        return _Parsed("single", [_Message(0, outer_key, md.null_value or empty)], md)
+    try:
+        payload = record.data[parsed.payload_offset :]
+        if md.compression != pb.NONE:
+            payload = decompress(md.compression, payload, md.uncompressed_size)
+        members = parse_batch(payload, md.num_messages_in_batch)
+    except RemoteProtocolError as exc:
+        log.warning("compaction: keeping batch %s whole, cannot split it: %s",
+                    record.position, exc)
+        return _Parsed("opaque", metadata=md)
+    messages = [
+        _Message(
+            i,
+            _key(smd.HasField("partition_key"), smd.partition_key, smd.null_partition_key),
+            smd.null_value or len(body) == 0,
+        )
+        for i, (smd, body) in enumerate(members)
+        if not smd.compacted_out
+        and (record.retained is None or not is_acked(record.retained, i))
+    ]
+    return _Parsed("batch", messages, md, members)
+
+
+def rebuild_batch(
+    metadata: pb.MessageMetadata,
+    members: list[tuple[pb.SingleMessageMetadata, bytes]],
+    keep: set[int],
+) -> bytes:
+    """A stored entry holding the same batch with the messages not in ``keep``
+    replaced by ``compacted_out`` placeholders (same batch size and indexes)."""
+    items: list[tuple[pb.SingleMessageMetadata, bytes]] = []
+    for i, (smd, body) in enumerate(members):
+        if i in keep:
+            items.append((smd, body))
+            continue
+        dead = pb.SingleMessageMetadata()
+        dead.CopyFrom(smd)
+        # The placeholder carries no data: a tombstoned value must really be gone.
+        dead.ClearField("properties")
+        dead.compacted_out = True
+        dead.payload_size = 0
+        items.append((dead, b""))
+    raw = build_batch(items)
+    md = pb.MessageMetadata()
+    md.CopyFrom(metadata)
+    if metadata.compression != pb.NONE:
+        payload = compress(metadata.compression, raw)
+        md.uncompressed_size = len(raw)
+    else:
+        payload = raw
+        if md.HasField("uncompressed_size"):
+            md.uncompressed_size = len(raw)
+    return make_entry(md, payload)
+
+
+def retained_mask(batch_size: int, keep: set[int]) -> list[int] | None:
+    """The ack-set-layout mask of ``keep``; ``None`` when every message is kept."""
+    if len(keep) == batch_size:
+        return None
+    mask = full_ack_set(batch_size)
+    for i in range(batch_size):
+        if i not in keep:
+            mask = clear_index(mask, i)
+    return mask
+
+
+class TwoPhaseCompactor:
+    """Computes and writes one compacted ledger (see the module docstring)."""
+
+    def __init__(
+        self,
+        topic_ledger: ManagedLedger,
+        factory: ManagedLedgerFactory,
+        is_aborted: Callable[[EntryInfo], bool],
+    ) -> None:
+        self._topic = topic_ledger
+        self._factory = factory
+        self._is_aborted = is_aborted
+
+    async def _inputs(
+        self,
+        horizon: Position,
+        previous: CompactedLedger | None,
+        previous_horizon: Position | None,
+    ) -> AsyncIterator[CompactedRecord]:
+        if previous is not None:
+            async for record in previous.records():
+                yield record
+        ml = self._topic
+        position = (
+            Position(previous_horizon.ledger_id, previous_horizon.entry_id + 1)
+            if previous_horizon is not None
+            else ml.first_position
+        )
+        while True:
+            entries = await ml.read_entries(position, READ_BATCH_ENTRIES)
+            if not entries:
+                return
+            for e in entries:
+                if e.position > horizon:
+                    return
+                try:
+                    info = entry_info(e.data)
+                except RemoteProtocolError:
+                    log.warning("compaction: skipping unreadable entry %s", e.position)
+                    continue
+                if info.marker_type is None and not self._is_aborted(info):
+                    yield CompactedRecord(e.position, e.data, None)
+            position = ml.next_position(entries[-1].position)
+
+    async def compact(
+        self,
+        horizon: Position,
+        previous: CompactedLedger | None,
+        previous_horizon: Position | None,
+        output_name: str,
+    ) -> CompactionResult:
+        """Write the compacted ledger ``output_name`` for everything up to ``horizon``.
+
+        The caller makes it current; on failure the partial ledger is deleted.
+
+        Raises:
+            PersistenceError, ManagedLedgerClosed, CorruptRecordError: storage failed.
+        """
+        latest: dict[str, MessageId] = {}
+        seen = 0
+        async for record in self._inputs(horizon, previous, previous_horizon):
+            for m in parse_input(record).messages:
+                if m.key is None:
+                    continue
+                seen += 1
+                if m.tombstone:
+                    latest.pop(m.key, None)
+                else:
+                    latest[m.key] = (record.position, m.index)
+        output = await self._factory.open(output_name)
+        try:
+            return await self._write(output, horizon, previous, previous_horizon,
+                                     latest, seen)
+        except BaseException:
+            await _discard(self._factory, output)
+            raise
+
+    async def _write(
+        self,
+        output: ManagedLedger,
+        horizon: Position,
+        previous: CompactedLedger | None,
+        previous_horizon: Position | None,
+        latest: dict[str, MessageId],
+        seen: int,
+    ) -> CompactionResult:
+        pending: list[asyncio.Future[Position]] = []
+        index_points: list[tuple[Position, asyncio.Future[Position]]] = []
+        records = kept = 0
+        async for record in self._inputs(horizon, previous, previous_horizon):
+            parsed = parse_input(record)
+            if parsed.kind == "skip":
+                continue
+            if parsed.kind == "opaque":
+                data, mask = record.data, record.retained
+            else:
+                keep = {
+                    m.index
+                    for m in parsed.messages
+                    if m.key is not None and latest.get(m.key) == (record.position, m.index)
+                }
+                if not keep:
+                    continue
+                kept += len(keep)
+                data, mask = self._retained_entry(record, parsed, keep)
+            fut = output.add_entry(encode_record(record.position, data, mask))
+            if records % INDEX_INTERVAL_RECORDS == 0:
+                index_points.append((record.position, fut))
+            records += 1
+            pending.append(fut)
+            if len(pending) >= PENDING_WRITES_MAX:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+        return CompactionResult(
+            output,
+            [(original, fut.result()) for original, fut in index_points],
+            records,
+            kept,
+            seen - kept,
+        )
+
+    @staticmethod
+    def _retained_entry(
+        record: CompactedRecord, parsed: _Parsed, keep: set[int]
+    ) -> tuple[bytes, list[int] | None]:
+        if parsed.kind == "single" or parsed.metadata is None or not parsed.members:
+            return record.data, None  # a single message, or an encrypted batch
+        alive = {m.index for m in parsed.messages}
+        size = len(parsed.members)
+        # Messages already dropped by an earlier compaction are placeholders already,
+        # so an entry whose surviving messages are all kept is written unchanged.
+        data = (
+            record.data
+            if keep == alive
+            else rebuild_batch(parsed.metadata, parsed.members, keep)
+        )
+        return data, retained_mask(size, keep)
+
+
+async def _discard(factory: ManagedLedgerFactory, ledger: ManagedLedger) -> None:
+    """Delete a partial compacted ledger (best effort: an orphan is cleaned up later)."""
+    try:
+        await factory.delete(ledger.name)
+    except Exception:
+        log.exception("could not delete partial compacted ledger %s", ledger.name)
