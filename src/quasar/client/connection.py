@@ -97,6 +97,8 @@ class ClientConnection(asyncio.Protocol):
         self.server_version = ""
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
+        self._wbuf: list[bytes] = []
+        self._flush_scheduled = False
         self._decoder = FrameDecoder(config.max_frame_bytes)
         self._connected: asyncio.Future[None] = self._loop.create_future()
         self._closed = False
@@ -178,11 +180,25 @@ class ClientConnection(asyncio.Protocol):
             ) from None
 
     def write(self, data: bytes) -> bool:
-        """Write bytes; False when the connection is already closed."""
+        """Write bytes; False when the connection is already closed.
+
+        Frames written during one loop iteration go out in one ``transport.write`` at
+        its end (a syscall per frame costs more than building the frame).
+        """
         if self._closed or self._transport is None:
             return False
-        self._transport.write(data)
+        self._wbuf.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
         return True
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        buf, self._wbuf = self._wbuf, []
+        if self._closed or self._transport is None or not buf:
+            return
+        self._transport.write(buf[0] if len(buf) == 1 else b"".join(buf))
 
     def send_command(self, cmd: Any) -> bool:
         return self.write(encode_command(cmd))
@@ -220,6 +236,7 @@ class ClientConnection(asyncio.Protocol):
     def close(self, reason: BaseException | None = None) -> None:
         if self._transport is not None and not self._closed:
             self.close_reason = reason
+            self._flush()
             self._transport.close()
         self._shutdown(reason or ConnectError(f"connection to {self.url} closed"))
 
