@@ -1,0 +1,56 @@
+"""Transactions: the coordinator (ids, statuses, log, end fan-out, timeouts, recovery).
+
+Layering: this package uses ``quasar.storage.api`` (protocols only), the generated
+record modules of ``quasar.protocol``, ``quasar.errors`` and ``quasar.clock``; it never
+imports the broker, server, admin or client packages. The broker plugs in through
+``TransactionBufferClient`` (how ends reach partitions and subscriptions) and the
+ledger factory and naming it hands to ``TransactionCoordinatorRegistry``.
+"""
+
+from .buffer_client import (
+    EndFailure,
+    FakeTransactionBufferClient,
+    Participant,
+    TransactionBufferClient,
+    classify_end_failure,
+)
+from .coordinator import (
+    CoordinatorConfig,
+    CoordinatorState,
+    CoordinatorStatus,
+    TransactionCoordinator,
+    TxnMeta,
+)
+from .coordinator_registry import (
+    TransactionCoordinatorRegistry,
+    transaction_log_ledger_name,
+    transaction_log_topic,
+)
+from .errors import ReachMaxActiveTxn
+from .scheduler import AsyncioScheduler, Scheduler, VirtualScheduler
+from .txn_id import TxnId
+from .txn_status import TxnAction, TxnStatus, check_transition
+
+__all__ = [
+    "AsyncioScheduler",
+    "CoordinatorConfig",
+    "CoordinatorState",
+    "CoordinatorStatus",
+    "EndFailure",
+    "FakeTransactionBufferClient",
+    "Participant",
+    "ReachMaxActiveTxn",
+    "Scheduler",
+    "TransactionBufferClient",
+    "TransactionCoordinator",
+    "TransactionCoordinatorRegistry",
+    "TxnAction",
+    "TxnId",
+    "TxnMeta",
+    "TxnStatus",
+    "VirtualScheduler",
+    "check_transition",
+    "classify_end_failure",
+    "transaction_log_ledger_name",
+    "transaction_log_topic",
+]

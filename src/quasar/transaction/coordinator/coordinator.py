@@ -1,0 +1,515 @@
+"""``TransactionCoordinator``: one coordinator (TC ``tc_id``) over its log.
+
+Every request follows one pattern: check against the current state, build a record,
+append it to the log, and once it is durable apply it to ``CoordinatorState`` (in log
+order, from the append future's callback) before answering. Recovery replays the log
+through the same ``apply``.
+
+Ending a transaction (commit, abort, or a timeout, which is an abort from OPEN):
+
+1. write COMMITTING/ABORTING (the durable decision) — unless already written;
+2. send the decision to every produced partition and acknowledged subscription,
+   concurrently, each retried every ``end_retry_interval_ms`` while it fails with a
+   retryable error (a participant that no longer exists counts as done);
+3. write COMMITTED/ABORTED; the transaction leaves the state;
+4. acknowledge all its records on the log cursor so the log can be trimmed.
+
+END_TXN is answered after step 3 is durable (Pulsar answers once the terminal status
+is written; deleting the records is not waited for). One end runs per transaction: a
+repeated END_TXN with the same action joins it, the opposite action gets
+``InvalidTxnStatus``. A non-retryable participant failure fails the request and leaves
+the transaction COMMITTING/ABORTING, as in Pulsar; a repeated END_TXN or the next
+recovery resumes it.
+
+Lifecycle (Pulsar's TransactionMetadataStoreState): NONE → INITIALIZING (replay) →
+READY → CLOSING → CLOSED. Requests outside READY get ``TransactionCoordinatorNotFound``
+(retryable: the client looks the coordinator up again). A failed log append fences the
+coordinator: it closes itself and tells ``on_fenced`` so its owner can reload it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from quasar.clock import Clock
+from quasar.errors import (
+    BrokerError,
+    InvalidTxnStatus,
+    TransactionCoordinatorNotFound,
+    TransactionNotFound,
+)
+from quasar.protocol import pb, txnlog_pb
+from quasar.storage.api import ManagedLedger
+
+from ..buffer_client import TransactionBufferClient, participants
+from ..crash_points import crash_point
+from ..errors import ReachMaxActiveTxn
+from ..scheduler import AsyncioScheduler, Scheduler
+from ..txn_id import TxnId
+from ..txn_status import (
+    EndStep,
+    TxnAction,
+    TxnStatus,
+    end_step,
+    ended_status,
+    ending_status,
+    expect_status,
+)
+from .config import CoordinatorConfig
+from .fanout import EndFanOut
+from .log import LogPosition, Record, TransactionLog
+from .meta import TxnMeta
+from .state import ApplyResult, CoordinatorState, Op
+from .timeouts import TimeoutTracker
+
+log = logging.getLogger(__name__)
+
+_PB_STATUS = {
+    TxnStatus.OPEN: txnlog_pb.OPEN,
+    TxnStatus.COMMITTING: txnlog_pb.COMMITTING,
+    TxnStatus.COMMITTED: txnlog_pb.COMMITTED,
+    TxnStatus.ABORTING: txnlog_pb.ABORTING,
+    TxnStatus.ABORTED: txnlog_pb.ABORTED,
+}
+
+
+class CoordinatorStatus(Enum):
+    NONE = "None"
+    INITIALIZING = "Initializing"
+    READY = "Ready"
+    CLOSING = "Closing"
+    CLOSED = "Closed"
+
+
+@dataclass
+class CoordinatorStats:
+    """Counters (Pulsar's created/committed/aborted/timeout/appendLog counts)."""
+
+    created: int = 0
+    committed: int = 0
+    aborted: int = 0
+    timed_out: int = 0
+    appended: int = 0
+
+
+@dataclass
+class _EndDriver:
+    action: TxnAction
+    task: asyncio.Task[None]
+
+
+class TransactionCoordinator:
+    """One transaction coordinator; see the module docstring."""
+
+    def __init__(
+        self,
+        tc_id: int,
+        log: ManagedLedger,
+        clock: Clock,
+        config: CoordinatorConfig,
+        buffer_client: TransactionBufferClient,
+        *,
+        scheduler: Scheduler | None = None,
+        on_fenced: Callable[[TransactionCoordinator], None] | None = None,
+    ) -> None:
+        self._tc_id = tc_id
+        self._log = TransactionLog(log, read_entries=config.replay_read_entries)
+        self._clock = clock
+        self._config = config
+        self._client = buffer_client
+        self._scheduler: Scheduler = scheduler if scheduler is not None else AsyncioScheduler()
+        self._on_fenced = on_fenced
+        self._state = CoordinatorState(tc_id)
+        self._status = CoordinatorStatus.NONE
+        self._next_seq = 0
+        self._pending_new: set[int] = set()
+        self._ending: dict[int, _EndDriver] = {}
+        self._timeouts = TimeoutTracker(clock, self._scheduler, self._on_timeout)
+        self._fanout = EndFanOut(
+            tc_id, buffer_client, self._scheduler, config.end_retry_interval_ms,
+            self.low_watermark,
+        )
+        self._close_task: asyncio.Task[None] | None = None
+        self.stats = CoordinatorStats()
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def tc_id(self) -> int:
+        return self._tc_id
+
+    @property
+    def status(self) -> CoordinatorStatus:
+        return self._status
+
+    @property
+    def ledger(self) -> ManagedLedger:
+        return self._log.ledger
+
+    @property
+    def transaction_log(self) -> TransactionLog:
+        return self._log
+
+    def low_watermark(self) -> int:
+        """Every transaction of this coordinator with least bits ``<=`` this has
+        ended (``-1``: none has). Sent with every end call."""
+        return self._state.low_watermark()
+
+    def active_transactions(self) -> int:
+        """Live transactions (OPEN, COMMITTING, ABORTING)."""
+        return len(self._state)
+
+    def next_sequence(self) -> int:
+        """The least bits the next new transaction will get."""
+        return self._next_seq
+
+    def transactions(self) -> list[TxnMeta]:
+        """Copies of the live transactions, in sequence order."""
+        return [m.snapshot() for m in self._state.txns()]
+
+    def ending_transactions(self) -> list[TxnId]:
+        """Transactions whose end is in progress in this process."""
+        return [TxnId(self._tc_id, s) for s in self._ending]
+
+    def get_txn_meta(self, txn_id: TxnId) -> TxnMeta:
+        """A copy of a live transaction's metadata.
+
+        Raises:
+            TransactionNotFound: not live on this coordinator (never was, or ended).
+        """
+        return self._live(txn_id).snapshot()
+
+    def verify_txn_ownership(self, txn_id: TxnId, role: str) -> bool:
+        """True if ``role`` may act on the transaction: no owner was recorded (auth
+        off, or an old record) or it is the owner. Super-users are the caller's call.
+
+        Raises:
+            TransactionNotFound: not live on this coordinator.
+        """
+        owner = self._live(txn_id).owner
+        return owner is None or owner == role
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Recover from the log, then serve.
+
+        Replays every record still in the log through ``CoordinatorState.apply``
+        (records that fail to apply are deleted, as Pulsar does), recovers the id
+        sequence, re-arms timeouts from absolute deadlines, becomes READY and re-drives
+        every COMMITTING/ABORTING transaction in the background.
+
+        Raises:
+            CorruptRecordError: the log cannot be read; the coordinator stays closed.
+            ManagedLedgerClosed, MetadataError: from storage.
+        """
+        assert self._status is CoordinatorStatus.NONE, "start() once"
+        self._status = CoordinatorStatus.INITIALIZING
+        try:
+            self._log.open()
+            self._state = CoordinatorState(
+                self._tc_id, await self._log.recovered_max_local_txn_id()
+            )
+            async for position, record in self._log.replay():
+                try:
+                    result = self._state.apply(record, position)
+                except (InvalidTxnStatus, TransactionNotFound) as exc:
+                    log.info("tc %d: dropping log record at %s: %s", self._tc_id, position, exc)
+                    self._log.delete([position], self._state.max_local_txn_id)
+                    continue
+                self._after_apply(result)
+        except BaseException:
+            self._status = CoordinatorStatus.CLOSED
+            raise
+        self._next_seq = self._state.max_local_txn_id + 1
+        self._status = CoordinatorStatus.READY
+        self._timeouts.start()
+        for meta in self._state.txns():
+            if meta.status.is_ending:
+                action = TxnAction.COMMIT if meta.status is TxnStatus.COMMITTING else TxnAction.ABORT
+                self._start_end(meta.txn_id.least, action, is_timeout=False)
+        log.info(
+            "tc %d ready: %d live transactions, next sequence %d",
+            self._tc_id, len(self._state), self._next_seq,
+        )
+
+    async def close(self) -> None:
+        """Stop serving: cancel timers and in-flight ends, persist the log cursor.
+
+        In-flight ends are not lost: their COMMITTING/ABORTING records are durable and
+        the next ``start`` re-drives them. Does not close the managed ledger.
+        """
+        if self._close_task is None:
+            self._close_task = asyncio.get_running_loop().create_task(self._close())
+        await asyncio.shield(self._close_task)
+
+    async def _close(self) -> None:
+        self._status = CoordinatorStatus.CLOSING
+        self._timeouts.stop()
+        tasks = [d.task for d in self._ending.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        try:
+            await self._log.close()
+        except Exception:
+            log.warning("tc %d: persisting the log cursor failed", self._tc_id, exc_info=True)
+        self._status = CoordinatorStatus.CLOSED
+
+    def _fence(self, exc: BaseException) -> None:
+        if self._status is not CoordinatorStatus.READY:
+            return
+        log.error("tc %d: log append failed, closing: %s", self._tc_id, exc)
+        self._status = CoordinatorStatus.CLOSING
+        self._close_task = asyncio.get_running_loop().create_task(self._close())
+        if self._on_fenced is not None:
+            self._on_fenced(self)
+
+    # ------------------------------------------------------------------ requests
+
+    async def new_txn(self, timeout_ms: int, owner: str | None = None) -> TxnId:
+        """Open a transaction that aborts ``timeout_ms`` from now unless ended.
+
+        Raises:
+            TransactionCoordinatorNotFound: not ready (recovering, closing, fenced).
+            ReachMaxActiveTxn: ``max_active_transactions`` are live.
+            ValueError: negative timeout, or a blank owner (Pulsar: "Owner can't be
+                blank"; ``None`` means authentication is off).
+        """
+        self._check_ready("new transaction")
+        if timeout_ms < 0:
+            raise ValueError(f"transaction timeout must be >= 0 ms, got {timeout_ms}")
+        if owner is not None and not owner.strip():
+            raise ValueError("Owner can't be blank")
+        limit = self._config.max_active_transactions
+        if limit > 0 and len(self._state) + len(self._pending_new) >= limit:
+            raise ReachMaxActiveTxn(f"New txn op reach max active txn! tcId : {self._tc_id}")
+        seq = self._next_seq
+        self._next_seq += 1
+        record = self._record(Op.NEW, seq)
+        record.start_time = record.last_modification_time
+        record.timeout_ms = timeout_ms
+        if owner is not None:
+            record.owner = owner
+        self._pending_new.add(seq)
+        await self._write(record)
+        return TxnId(self._tc_id, seq)
+
+    async def add_partitions(self, txn_id: TxnId, partitions: Sequence[str]) -> None:
+        """Register topic partitions the transaction produces to.
+
+        Raises:
+            TransactionCoordinatorNotFound: not ready.
+            TransactionNotFound: not live on this coordinator.
+            InvalidTxnStatus: not OPEN (an end has started).
+        """
+        self._check_ready("add produced partition")
+        meta = self._registrable(txn_id)
+        new = [p for p in dict.fromkeys(partitions) if p not in meta.produced_partitions]
+        if new:
+            record = self._record(Op.ADD_PARTITION, txn_id.least)
+            record.partitions.extend(new)
+            await self._write(record)
+
+    async def add_subscriptions(
+        self, txn_id: TxnId, subscriptions: Sequence[tuple[str, str]]
+    ) -> None:
+        """Register ``(topic, subscription)`` pairs the transaction acknowledges on.
+
+        Raises:
+            TransactionCoordinatorNotFound: not ready.
+            TransactionNotFound: not live on this coordinator.
+            InvalidTxnStatus: not OPEN (an end has started).
+        """
+        self._check_ready("add acked subscription")
+        meta = self._registrable(txn_id)
+        new = [s for s in dict.fromkeys(subscriptions) if s not in meta.acked_subscriptions]
+        if new:
+            record = self._record(Op.ADD_SUBSCRIPTION, txn_id.least)
+            record.subscriptions.extend(pb.Subscription(topic=t, subscription=s) for t, s in new)
+            await self._write(record)
+
+    async def end_txn(self, txn_id: TxnId, action: TxnAction) -> None:
+        """Commit or abort; returns once COMMITTED/ABORTED is durable.
+
+        Raises:
+            TransactionCoordinatorNotFound: not ready, or closed while ending (the
+                decision, if written, is re-driven on reload; retry).
+            TransactionNotFound: not live (never existed, or already ended).
+            InvalidTxnStatus: the opposite end is in progress.
+            Exception: a participant's non-retryable failure (the transaction stays
+                COMMITTING/ABORTING; repeating END_TXN resumes it).
+            ValueError: ``action`` is not a ``TxnAction`` value (Pulsar: unsupported
+                action).
+        """
+        self._check_ready("end transaction")
+        action = TxnAction(action)
+        meta = self._live(txn_id)
+        driver = self._ending.get(txn_id.least)
+        if driver is None:
+            end_step(meta.status, action, txn_id)  # raises on the opposite decision
+            driver = self._start_end(txn_id.least, action, is_timeout=False)
+        elif driver.action is not action:
+            expect_status(ending_status(driver.action), ending_status(action), txn_id)
+        try:
+            await asyncio.shield(driver.task)
+        except asyncio.CancelledError:
+            if driver.task.cancelled():
+                raise TransactionCoordinatorNotFound(
+                    f"Transaction coordinator {self._tc_id} closed while ending {txn_id}"
+                ) from None
+            raise
+
+    # ------------------------------------------------------------------ ending
+
+    def _start_end(self, seq: int, action: TxnAction, *, is_timeout: bool) -> _EndDriver:
+        task = asyncio.get_running_loop().create_task(self._drive_end(seq, action, is_timeout))
+        driver = _EndDriver(action, task)
+        self._ending[seq] = driver
+        task.add_done_callback(lambda t: self._end_finished(seq, driver, t))
+        return driver
+
+    def _end_finished(self, seq: int, driver: _EndDriver, task: asyncio.Task[None]) -> None:
+        if self._ending.get(seq) is driver:
+            del self._ending[seq]
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.warning("tc %d: ending (%d,%d) failed: %r", self._tc_id, self._tc_id, seq, exc)
+
+    async def _drive_end(self, seq: int, action: TxnAction, is_timeout: bool) -> None:
+        txn_id = TxnId(self._tc_id, seq)
+        meta = self._live(txn_id)
+        step = end_step(meta.status, action, txn_id)
+        deciding = ending_status(action)
+        if step is EndStep.START:
+            await self._write(self._update(seq, TxnStatus.OPEN, deciding))
+            if is_timeout:
+                self.stats.timed_out += 1
+            crash_point("tc.after_ending_written")
+        meta = self._live(txn_id)
+        await self._fanout.deliver(
+            txn_id, action, participants(meta.partitions(), meta.subscriptions())
+        )
+        crash_point("tc.after_all_ends_before_terminal")
+        final = ended_status(action)
+        await self._write(self._update(seq, deciding, final))
+        if final is TxnStatus.COMMITTED:
+            self.stats.committed += 1
+        else:
+            self.stats.aborted += 1
+
+    def _on_timeout(self, seq: int) -> None:
+        if self._status is not CoordinatorStatus.READY:
+            return
+        meta = self._state.get(seq)
+        if meta is None or meta.status is not TxnStatus.OPEN or seq in self._ending:
+            return  # already ending or ended: a timeout never overrides a decision
+        self._start_end(seq, TxnAction.ABORT, is_timeout=True)
+
+    # ------------------------------------------------------------------ the write path
+
+    def _write(self, record: Record) -> asyncio.Future[ApplyResult]:
+        """Append ``record``; once durable, apply it (in log order) and resolve.
+
+        Raises (through the future):
+            TransactionCoordinatorNotFound: the append failed; the coordinator fenced.
+            InvalidTxnStatus, TransactionNotFound: the record lost a race on apply;
+                it was deleted from the log again.
+        """
+        seq = record.txnid_least_bits
+        is_new = record.metadata_op == Op.NEW
+        try:
+            appended = self._log.append(record)
+        except Exception as exc:
+            self._pending_new.discard(seq)
+            self._fence(exc)
+            raise self._not_found("log append failed") from exc
+        result: asyncio.Future[ApplyResult] = asyncio.get_running_loop().create_future()
+
+        def on_durable(f: asyncio.Future[LogPosition]) -> None:
+            if is_new:
+                self._pending_new.discard(seq)
+            failure = asyncio.CancelledError() if f.cancelled() else f.exception()
+            if failure is not None:
+                self._fence(failure)
+                if not result.done():
+                    err = self._not_found("log append failed")
+                    err.__cause__ = failure
+                    result.set_exception(err)
+                return
+            self.stats.appended += 1
+            position = f.result()
+            try:
+                applied = self._state.apply(record, position)
+            except (InvalidTxnStatus, TransactionNotFound) as exc:
+                self._log.delete([position], self._state.max_local_txn_id)
+                if not result.done():
+                    result.set_exception(exc)
+                return
+            self._after_apply(applied)
+            if not result.done():
+                result.set_result(applied)
+
+        appended.add_done_callback(on_durable)
+        return result
+
+    def _after_apply(self, result: ApplyResult) -> None:
+        """Side effects of an applied record; shared by live requests and replay."""
+        seq = result.txn.txn_id.least
+        if result.created:
+            self.stats.created += 1
+            self._timeouts.add(seq, result.txn.timeout_at_ms)
+        elif result.ended:
+            self._timeouts.remove(seq)
+        elif result.txn.status is not TxnStatus.OPEN:
+            self._timeouts.remove(seq)  # decided: the timeout no longer applies
+        if result.garbage:
+            self._log.delete(result.garbage, self._state.max_local_txn_id)
+
+    def _record(self, op: Op, seq: int) -> Record:
+        record = Record(
+            metadata_op=op,
+            txnid_most_bits=self._tc_id,
+            txnid_least_bits=seq,
+            last_modification_time=self._clock.wall_ms(),
+        )
+        if self._next_seq > 0:  # always, for a record of an existing transaction
+            record.max_local_txn_id = self._next_seq - 1
+        return record
+
+    def _update(self, seq: int, expected: TxnStatus, new: TxnStatus) -> Record:
+        record = self._record(Op.UPDATE, seq)
+        record.expected_status = _PB_STATUS[expected]
+        record.new_status = _PB_STATUS[new]
+        return record
+
+    # ------------------------------------------------------------------ checks
+
+    def _not_found(self, why: str) -> BrokerError:
+        return TransactionCoordinatorNotFound(
+            f"Transaction coordinator {self._tc_id} is not available "
+            f"({self._status.value}): {why}"
+        )
+
+    def _check_ready(self, operation: str) -> None:
+        if self._status is not CoordinatorStatus.READY:
+            raise self._not_found(f"cannot {operation}")
+
+    def _live(self, txn_id: TxnId) -> TxnMeta:
+        meta = self._state.get(txn_id.least) if txn_id.most == self._tc_id else None
+        if meta is None:
+            raise TransactionNotFound(f"The transaction {txn_id} is not found")
+        return meta
+
+    def _registrable(self, txn_id: TxnId) -> TxnMeta:
+        meta = self._live(txn_id)
+        driver = self._ending.get(txn_id.least)
+        # An end already decided in this process may not have written its -ING record
+        # yet; refuse now rather than let the registration race that record (if it
+        # lost, its apply would fail the same way).
+        current = ending_status(driver.action) if driver is not None else meta.status
+        expect_status(current, TxnStatus.OPEN, txn_id)
+        return meta

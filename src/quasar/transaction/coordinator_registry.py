@@ -1,0 +1,246 @@
+"""``TransactionCoordinatorRegistry``: the coordinators one broker hosts.
+
+Coordinator ``n`` is partition ``n`` of ``pulsar/system/transaction_coordinator_assign``;
+there are ``coordinator_count`` of them. Each has its own log managed ledger, named by
+the broker through ``log_name(n)`` (``transaction_log_ledger_name`` gives Pulsar's
+``pulsar/system/__transaction_log_<n>``). Which coordinators this broker should host
+(namespace-bundle ownership) is the caller's decision.
+
+Loading follows Pulsar's TC_CLIENT_CONNECT flow: ``connect(n)`` loads coordinator ``n``
+if needed (open the ledger, replay, re-drive) and returns it; concurrent connects
+share one load and its outcome. Requests go to ``get(n)`` / ``route(txn_id)``, which
+never load: a coordinator that is not loaded, still recovering or fenced answers
+``TransactionCoordinatorNotFound``, and the client reconnects. A coordinator whose log
+append failed is dropped (and its ledger closed) so the next connect reloads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+
+from quasar.clock import Clock
+from quasar.errors import BrokerError, TransactionCoordinatorNotFound
+from quasar.protocol import TopicName
+from quasar.storage.api import ManagedLedgerConfig, ManagedLedgerFactory
+
+from .buffer_client import TransactionBufferClient
+from .coordinator import CoordinatorConfig, CoordinatorStatus, TransactionCoordinator
+from .scheduler import AsyncioScheduler, Scheduler
+from .txn_id import TxnId
+from .txn_status import TxnAction
+
+log = logging.getLogger(__name__)
+
+SYSTEM_NAMESPACE = "pulsar/system"
+TRANSACTION_LOG_PREFIX = "__transaction_log_"
+TRANSACTION_COORDINATOR_ASSIGN = f"persistent://{SYSTEM_NAMESPACE}/transaction_coordinator_assign"
+
+
+def transaction_log_topic(tc_id: int) -> str:
+    """``persistent://pulsar/system/__transaction_log_<tc_id>`` (Pulsar's name)."""
+    return f"persistent://{SYSTEM_NAMESPACE}/{TRANSACTION_LOG_PREFIX}{tc_id}"
+
+
+def transaction_log_ledger_name(tc_id: int) -> str:
+    """The managed-ledger name of that topic (its persistence name)."""
+    return TopicName.parse(transaction_log_topic(tc_id)).persistence_name
+
+
+class TransactionCoordinatorRegistry:
+    """Loads, routes to and unloads this broker's transaction coordinators."""
+
+    def __init__(
+        self,
+        factory: ManagedLedgerFactory,
+        buffer_client: TransactionBufferClient,
+        *,
+        coordinator_count: int,
+        clock: Clock,
+        config: CoordinatorConfig | None = None,
+        log_name: Callable[[int], str] = transaction_log_ledger_name,
+        ledger_config: ManagedLedgerConfig | None = None,
+        scheduler: Scheduler | None = None,
+    ) -> None:
+        if coordinator_count < 1:
+            raise ValueError("coordinator_count must be >= 1")
+        self._factory = factory
+        self._client = buffer_client
+        self._count = coordinator_count
+        self._clock = clock
+        self._config = config if config is not None else CoordinatorConfig()
+        self._log_name = log_name
+        self._ledger_config = ledger_config
+        self._scheduler: Scheduler = scheduler if scheduler is not None else AsyncioScheduler()
+        self._coordinators: dict[int, TransactionCoordinator] = {}
+        self._loading: dict[int, asyncio.Task[TransactionCoordinator]] = {}
+        self._unloading: dict[int, asyncio.Task[None]] = {}
+        self._closed = False
+
+    @property
+    def coordinator_count(self) -> int:
+        return self._count
+
+    def loaded(self) -> list[int]:
+        """Ids of the coordinators loaded (ready or not)."""
+        return sorted(self._coordinators)
+
+    # ------------------------------------------------------------------ loading
+
+    async def start(self, tc_ids: Sequence[int] | None = None) -> None:
+        """Load coordinators eagerly (all of them when ``tc_ids`` is ``None``).
+
+        A coordinator that fails to load is logged and left unloaded; a later
+        ``connect`` retries it.
+        """
+        ids = range(self._count) if tc_ids is None else tc_ids
+        results = await asyncio.gather(*(self.connect(i) for i in ids), return_exceptions=True)
+        for tc_id, res in zip(ids, results, strict=True):
+            if isinstance(res, BaseException):
+                log.warning("transaction coordinator %d failed to load: %s", tc_id, res)
+
+    async def connect(self, tc_id: int) -> TransactionCoordinator:
+        """TC_CLIENT_CONNECT: load coordinator ``tc_id`` if needed; return it ready.
+
+        Raises:
+            TransactionCoordinatorNotFound: unknown id, registry closed, or the load
+                failed (retryable; the cause is chained).
+        """
+        self._check_id(tc_id)
+        existing = self._coordinators.get(tc_id)
+        if existing is not None and existing.status is CoordinatorStatus.READY:
+            return existing
+        task = self._loading.get(tc_id)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._load(tc_id))
+            self._loading[tc_id] = task
+            task.add_done_callback(lambda t: self._loading.pop(tc_id, None))
+        return await asyncio.shield(task)
+
+    async def _load(self, tc_id: int) -> TransactionCoordinator:
+        pending_unload = self._unloading.get(tc_id)
+        if pending_unload is not None:
+            await asyncio.shield(pending_unload)
+        old = self._coordinators.get(tc_id)
+        if old is not None and old.status is CoordinatorStatus.READY:
+            return old
+        if old is not None:
+            await self._unload(tc_id, old)
+        try:
+            ledger = await self._factory.open(self._log_name(tc_id), self._ledger_config)
+        except Exception as exc:
+            raise self._not_found(tc_id, f"cannot open its log: {exc}") from exc
+        tc = TransactionCoordinator(
+            tc_id,
+            ledger,
+            self._clock,
+            self._config,
+            self._client,
+            scheduler=self._scheduler,
+            on_fenced=self._on_fenced,
+        )
+        self._coordinators[tc_id] = tc
+        try:
+            await tc.start()
+        except BaseException as exc:
+            await self._unload(tc_id, tc)
+            if isinstance(exc, Exception):
+                raise self._not_found(tc_id, f"recovery failed: {exc}") from exc
+            raise
+        if self._closed:
+            await self._unload(tc_id, tc)
+            raise self._not_found(tc_id, "the registry is closed")
+        return tc
+
+    def _on_fenced(self, tc: TransactionCoordinator) -> None:
+        if self._coordinators.get(tc.tc_id) is tc and tc.tc_id not in self._unloading:
+            task = asyncio.get_running_loop().create_task(self._unload(tc.tc_id, tc))
+            self._unloading[tc.tc_id] = task
+            task.add_done_callback(lambda t: self._unloading.pop(tc.tc_id, None))
+
+    async def unload(self, tc_id: int) -> None:
+        """Close coordinator ``tc_id`` and its log ledger (e.g. its bundle moved)."""
+        task = self._loading.get(tc_id)
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
+        tc = self._coordinators.get(tc_id)
+        if tc is not None:
+            await self._unload(tc_id, tc)
+
+    async def _unload(self, tc_id: int, tc: TransactionCoordinator) -> None:
+        if self._coordinators.get(tc_id) is tc:
+            del self._coordinators[tc_id]
+        await tc.close()
+        try:
+            await tc.ledger.close()
+        except Exception:
+            log.warning("closing the log of coordinator %d failed", tc_id, exc_info=True)
+
+    async def close(self) -> None:
+        """Unload every coordinator."""
+        self._closed = True
+        pending: list[asyncio.Task[TransactionCoordinator] | asyncio.Task[None]] = [
+            *self._loading.values(),
+            *self._unloading.values(),
+        ]
+        await asyncio.gather(*pending, return_exceptions=True)
+        for tc_id, tc in list(self._coordinators.items()):
+            await self._unload(tc_id, tc)
+
+    # ------------------------------------------------------------------ routing
+
+    def get(self, tc_id: int) -> TransactionCoordinator:
+        """The ready coordinator ``tc_id``.
+
+        Raises:
+            TransactionCoordinatorNotFound: unknown id, not loaded, recovering, closing.
+        """
+        self._check_id(tc_id)
+        tc = self._coordinators.get(tc_id)
+        if tc is None or tc.status is not CoordinatorStatus.READY:
+            state = "not loaded" if tc is None else tc.status.value
+            raise self._not_found(tc_id, state)
+        return tc
+
+    def route(self, txn_id: TxnId) -> TransactionCoordinator:
+        """The coordinator of a transaction (by its most significant bits).
+
+        Raises:
+            TransactionCoordinatorNotFound: as ``get``.
+        """
+        return self.get(txn_id.most)
+
+    async def new_txn(self, tc_id: int, timeout_ms: int, owner: str | None = None) -> TxnId:
+        """``get(tc_id).new_txn(...)``; raises what both raise."""
+        return await self.get(tc_id).new_txn(timeout_ms, owner)
+
+    async def add_partitions(self, txn_id: TxnId, partitions: Sequence[str]) -> None:
+        """``route(txn_id).add_partitions(...)``; raises what both raise."""
+        await self.route(txn_id).add_partitions(txn_id, partitions)
+
+    async def add_subscriptions(
+        self, txn_id: TxnId, subscriptions: Sequence[tuple[str, str]]
+    ) -> None:
+        """``route(txn_id).add_subscriptions(...)``; raises what both raise."""
+        await self.route(txn_id).add_subscriptions(txn_id, subscriptions)
+
+    async def end_txn(self, txn_id: TxnId, action: TxnAction) -> None:
+        """``route(txn_id).end_txn(...)``; raises what both raise."""
+        await self.route(txn_id).end_txn(txn_id, action)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _check_id(self, tc_id: int) -> None:
+        if self._closed:
+            raise self._not_found(tc_id, "the registry is closed")
+        if not 0 <= tc_id < self._count:
+            raise TransactionCoordinatorNotFound(
+                f"Transaction coordinator with id {tc_id} not found"
+            )
+
+    @staticmethod
+    def _not_found(tc_id: int, why: str) -> BrokerError:
+        return TransactionCoordinatorNotFound(
+            f"Transaction coordinator with id {tc_id} not found: {why}"
+        )

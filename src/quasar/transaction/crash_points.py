@@ -1,0 +1,37 @@
+"""Named crash points for kill -9 tests.
+
+A crash test starts the broker with ``QUASAR_CRASH_POINT=<name>``; when execution
+reaches ``crash_point("<name>")`` the process sends itself SIGKILL, which is what a
+power cut or ``kill -9`` does: no ``finally`` blocks, no flushes, no atexit hooks. The
+variable is read once, at import, so an unset variable costs one string comparison.
+
+Points placed so far (the harness can enumerate ``KNOWN_POINTS``):
+
+* ``tc.after_ending_written``: the COMMITTING/ABORTING record is durable, no end has
+  been sent to any partition or subscription yet;
+* ``tc.after_some_ends``: the first participant acknowledged its end, others may not
+  have;
+* ``tc.after_all_ends_before_terminal``: every participant acknowledged, the
+  COMMITTED/ABORTED record is not written yet.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV_VAR = "QUASAR_CRASH_POINT"
+
+KNOWN_POINTS = (
+    "tc.after_ending_written",
+    "tc.after_some_ends",
+    "tc.after_all_ends_before_terminal",
+)
+
+_armed: str | None = os.environ.get(ENV_VAR) or None
+
+
+def crash_point(name: str) -> None:
+    """Kill this process with SIGKILL if ``QUASAR_CRASH_POINT`` names this point."""
+    if _armed is not None and _armed == name:
+        os.kill(os.getpid(), signal.SIGKILL)
