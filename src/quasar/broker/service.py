@@ -19,6 +19,7 @@ import dataclasses
 import logging
 import urllib.parse
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from quasar.errors import (
     NotAllowedError,
@@ -37,6 +38,9 @@ from quasar.storage.api import (
 from .resources import AlreadyExistsError, Policies, PulsarResources
 from .schema import SchemaRegistry
 from .topic import PersistentTopic
+
+if TYPE_CHECKING:
+    from .transactions import TransactionService
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +95,8 @@ class BrokerService:
         self._producer_seq = 0
         self._generation = self._next_generation()
         self.closing = False
+        # Set by the composition root when transactionCoordinatorEnabled.
+        self.transactions: TransactionService | None = None
 
     # -- naming ------------------------------------------------------------------------
     def _next_generation(self) -> int:
@@ -297,6 +303,11 @@ class BrokerService:
     # -- lifecycle ---------------------------------------------------------------------
     async def close(self) -> None:
         self.closing = True
+        if self.transactions is not None:
+            try:
+                await self.transactions.close()
+            except Exception:
+                log.exception("error closing transaction coordinators")
         for topic in list(self.topics.values()):
             try:
                 await topic.close()

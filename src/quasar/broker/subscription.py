@@ -19,6 +19,8 @@ from quasar.errors import ConsumerBusy, NotAllowedError
 from quasar.protocol import ack_set as ack_sets
 from quasar.protocol import encode_command, pb
 from quasar.storage.api import ManagedCursor, Position
+from quasar.transaction.txn_id import TxnId
+from quasar.transaction.txn_status import TxnAction
 
 from .compaction import CompactedReadState
 from .consumer import Consumer
@@ -191,6 +193,28 @@ class Subscription:
         ):
             # Acks can unblock Key_Shared hand-overs and unacked-message limits.
             self.dispatcher.schedule()
+
+    # -- transactions ------------------------------------------------------------------
+    async def ack_individual_in_txn(
+        self,
+        consumer: Consumer,
+        txn: TxnId,
+        acks: Sequence[tuple[Position, Sequence[int] | None]],
+    ) -> None:
+        """Record acks of ``txn`` as pending until it ends.
+
+        Raises:
+            TransactionConflict, NotAllowedError.
+        """
+        raise NotAllowedError("Pending acks are not available on this subscription")
+
+    async def ack_cumulative_in_txn(
+        self, consumer: Consumer, txn: TxnId, position: Position
+    ) -> None:
+        raise NotAllowedError("Pending acks are not available on this subscription")
+
+    async def end_txn(self, txn: TxnId, action: TxnAction, low_watermark: int) -> None:
+        raise NotAllowedError("Pending acks are not available on this subscription")
 
     # -- seek --------------------------------------------------------------------------
     def reset_cursor(self, position: Position) -> None:

@@ -18,6 +18,7 @@ from quasar.errors import (
     ConsumerBusy,
     NotAllowedError,
     ProducerBusy,
+    QuasarError,
     ServiceNotReady,
     SubscriptionNotFound,
 )
@@ -29,6 +30,8 @@ from quasar.storage.api import (
     ManagedLedger,
     Position,
 )
+from quasar.transaction.txn_id import TxnId
+from quasar.transaction.txn_status import TxnAction
 
 from .compaction import COMPACTION_CURSOR, CompactionService
 from .consumer import Consumer
@@ -121,6 +124,18 @@ class PersistentTopic:
         """True if the entry belongs to an aborted transaction."""
         return False
 
+    def append_transactional(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]:
+        """Append an entry of ``txn`` through the transaction buffer.
+
+        Raises:
+            NotAllowedError: the topic has no transaction buffer.
+        """
+        raise NotAllowedError("Transaction buffer is not available on this topic")
+
+    async def end_txn(self, txn: TxnId, action: TxnAction, low_watermark: int) -> None:
+        """End ``txn`` on this partition (commit/abort marker)."""
+        raise NotAllowedError("Transaction buffer is not available on this topic")
+
     # -- producers ---------------------------------------------------------------------
     async def add_producer(self, producer: Producer, key: tuple[int, int]) -> None:
         """Attach a producer, honouring access modes.
@@ -190,8 +205,12 @@ class PersistentTopic:
         num_messages: int,
         data: bytes,
         callback: PublishCallback,
+        txn: TxnId | None = None,
     ) -> None:
         """Append one entry; ``callback(position, error)`` runs once it is durable.
+
+        With ``txn``, the entry belongs to that transaction and goes through the
+        topic's transaction buffer (it becomes visible when the transaction commits).
 
         A duplicate (deduplication on) gets ``callback(Position(-1, -1), None)`` and
         stores nothing; an in-flight duplicate gets an error so the client resends.
@@ -206,7 +225,16 @@ class PersistentTopic:
             if status is DupStatus.UNKNOWN:
                 callback(None, ServiceNotReady("duplicate send still in flight"))
                 return
-        fut = self.ledger.add_entry(data)
+        if txn is not None:
+            try:
+                fut = self.append_transactional(txn, data)
+            except QuasarError as e:
+                if dedup is not None:
+                    dedup.producer_failed(name)
+                callback(None, e)
+                return
+        else:
+            fut = self.ledger.add_entry(data)
         size = len(data)
         top = max(sequence_id, highest_sequence_id)
 

@@ -72,6 +72,7 @@ class ServerConnection(
         self.connected = False
         self.closed = False
         self.protocol_version = 0
+        self.principal: str | None = None  # the authenticated role (no auth yet)
         self._client_version = ""
         self._remote = ""
         self.producers: dict[int, tuple[Producer, PersistentTopic]] = {}

@@ -154,7 +154,12 @@ class ProducerCommands:
         self._publish(producer, topic, c, frame.payload)
 
     def _publish(  # type: ignore[misc]
-        self: ServerConnection, producer: Producer, topic: Any, c: pb.CommandSend, payload: bytes
+        self: ServerConnection,
+        producer: Producer,
+        topic: Any,
+        c: pb.CommandSend,
+        payload: bytes,
+        txn: Any = None,
     ) -> None:
         pid = c.producer_id
         seq = c.sequence_id
@@ -172,7 +177,7 @@ class ProducerCommands:
                 encode_send_receipt(pid, seq, pos.ledger_id, pos.entry_id, highest)
             )
 
-        topic.publish(producer, seq, highest, num, bytes(payload), done)
+        topic.publish(producer, seq, highest, num, bytes(payload), done, txn)
 
     def _send_error(self: ServerConnection, pid: int, seq: int, err: BaseException) -> None:  # type: ignore[misc]
         from .connection import error_code_and_message

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from quasar.broker.service import BrokerService, BrokerSettings
+from quasar.broker.transactions import TransactionService, TransactionSettings
 from quasar.config import ServiceConfiguration
 
 from .connection import ServerConnection
@@ -85,6 +86,7 @@ class Standalone:
         )
         self.service = BrokerService(self.settings, self._ledgers, self._store)
         self._create_system_namespaces()
+        self._start_transactions()
         loop = asyncio.get_running_loop()
         bind = self.config.broker.bind_address
         max_pending = self.config.broker.max_pending_publish_requests_per_connection
@@ -107,6 +109,23 @@ class Standalone:
     def _create_system_namespaces(self) -> None:
         assert self.service is not None
         self.service.resources.bootstrap_standalone(self.settings.cluster_name)
+
+    def _start_transactions(self) -> None:
+        txn = self.config.transaction
+        if not txn.transaction_coordinator_enabled:
+            return
+        assert self.service is not None
+        service = TransactionService(
+            self.service,
+            TransactionSettings(
+                enabled=True,
+                coordinator_count=txn.transaction_coordinator_count,
+                max_active_transactions=txn.max_active_transactions_per_coordinator,
+                end_retry_interval_ms=txn.transaction_end_retry_interval_ms,
+            ),
+        )
+        service.create_assign_topic()
+        self.service.transactions = service
 
     async def _start_admin(self, bind: str) -> None:
         try:

@@ -1,78 +1,214 @@
 """Transaction commands on a server connection.
 
-Transactions (coordinator, transaction buffer, pending acks) are built in a later
-step; until then every transaction command is answered with ``NotAllowedError`` in its
-own response type, never with a crash or a silent drop.
+Coordinator commands (TC_CLIENT_CONNECT, NEW_TXN, ADD_PARTITION_TO_TXN,
+ADD_SUBSCRIPTION_TO_TXN, END_TXN) go to the coordinator registry; the participant
+commands (END_TXN_ON_PARTITION, END_TXN_ON_SUBSCRIPTION) go to the topic and
+subscription, the same methods the in-process coordinator calls. Every request is
+answered in its own response type with the request id, the transaction id and, on
+failure, Pulsar's error code and message; nothing here can crash the connection.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from quasar.errors import NotAllowedError
-from quasar.protocol import pb
+from quasar.errors import (
+    NotAllowedError,
+    QuasarError,
+    SubscriptionNotFound,
+    TopicNotFound,
+)
+from quasar.protocol import TopicName, pb
+from quasar.transaction.txn_id import TxnId
+from quasar.transaction.txn_status import TxnAction
 
 if TYPE_CHECKING:
     from .connection import ServerConnection
 
+log = logging.getLogger(__name__)
+
+T = pb.BaseCommand
 _NOT_ENABLED = "Transactions are not enabled on this broker"
 
-# request command type -> (response command type, BaseCommand field of the request,
-# BaseCommand field of the response)
-_TXN_REQUESTS = {
-    pb.BaseCommand.TC_CLIENT_CONNECT_REQUEST: (
-        pb.BaseCommand.TC_CLIENT_CONNECT_RESPONSE,
-        "tcClientConnectRequest",
-        "tcClientConnectResponse",
+# request type -> (response type, request field, response field)
+_RESPONSES = {
+    T.TC_CLIENT_CONNECT_REQUEST: (
+        T.TC_CLIENT_CONNECT_RESPONSE, "tcClientConnectRequest", "tcClientConnectResponse"
     ),
-    pb.BaseCommand.NEW_TXN: (pb.BaseCommand.NEW_TXN_RESPONSE, "newTxn", "newTxnResponse"),
-    pb.BaseCommand.ADD_PARTITION_TO_TXN: (
-        pb.BaseCommand.ADD_PARTITION_TO_TXN_RESPONSE,
-        "addPartitionToTxn",
-        "addPartitionToTxnResponse",
+    T.NEW_TXN: (T.NEW_TXN_RESPONSE, "newTxn", "newTxnResponse"),
+    T.ADD_PARTITION_TO_TXN: (
+        T.ADD_PARTITION_TO_TXN_RESPONSE, "addPartitionToTxn", "addPartitionToTxnResponse"
     ),
-    pb.BaseCommand.ADD_SUBSCRIPTION_TO_TXN: (
-        pb.BaseCommand.ADD_SUBSCRIPTION_TO_TXN_RESPONSE,
+    T.ADD_SUBSCRIPTION_TO_TXN: (
+        T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE,
         "addSubscriptionToTxn",
         "addSubscriptionToTxnResponse",
     ),
-    pb.BaseCommand.END_TXN: (pb.BaseCommand.END_TXN_RESPONSE, "endTxn", "endTxnResponse"),
-    pb.BaseCommand.END_TXN_ON_PARTITION: (
-        pb.BaseCommand.END_TXN_ON_PARTITION_RESPONSE,
-        "endTxnOnPartition",
-        "endTxnOnPartitionResponse",
+    T.END_TXN: (T.END_TXN_RESPONSE, "endTxn", "endTxnResponse"),
+    T.END_TXN_ON_PARTITION: (
+        T.END_TXN_ON_PARTITION_RESPONSE, "endTxnOnPartition", "endTxnOnPartitionResponse"
     ),
-    pb.BaseCommand.END_TXN_ON_SUBSCRIPTION: (
-        pb.BaseCommand.END_TXN_ON_SUBSCRIPTION_RESPONSE,
+    T.END_TXN_ON_SUBSCRIPTION: (
+        T.END_TXN_ON_SUBSCRIPTION_RESPONSE,
         "endTxnOnSubscription",
         "endTxnOnSubscriptionResponse",
     ),
 }
 
 
+def _txn_of(req: Any) -> TxnId:
+    return TxnId(req.txnid_most_bits, req.txnid_least_bits)
+
+
+def _action(value: int) -> TxnAction:
+    try:
+        return TxnAction(value)
+    except ValueError:
+        raise NotAllowedError(f"unknown transaction action {value}") from None
+
+
 class TransactionCommands:
     def transaction_handlers(self: ServerConnection) -> dict[int, Any]:  # type: ignore[misc]
-        return {t: self._reject_txn_request for t in _TXN_REQUESTS}
+        handlers: dict[int, Callable[[Any], Awaitable[Any]]] = {
+            T.TC_CLIENT_CONNECT_REQUEST: self._tc_connect,
+            T.NEW_TXN: self._new_txn,
+            T.ADD_PARTITION_TO_TXN: self._add_partitions,
+            T.ADD_SUBSCRIPTION_TO_TXN: self._add_subscriptions,
+            T.END_TXN: self._end_txn,
+            T.END_TXN_ON_PARTITION: self._end_on_partition,
+            T.END_TXN_ON_SUBSCRIPTION: self._end_on_subscription,
+        }
+        return {
+            t: (lambda c, f, h=h: self.spawn(self._txn_request(c, h)))
+            for t, h in handlers.items()
+        }
 
-    def _reject_txn_request(self: ServerConnection, cmd: pb.BaseCommand, frame: Any) -> None:  # type: ignore[misc]
-        resp_type, req_field, resp_field = _TXN_REQUESTS[cmd.type]
+    async def _txn_request(  # type: ignore[misc]
+        self: ServerConnection, cmd: pb.BaseCommand, handler: Callable[[Any], Awaitable[Any]]
+    ) -> None:
+        from .connection import error_code_and_message
+
+        resp_type, req_field, resp_field = _RESPONSES[cmd.type]
         req = getattr(cmd, req_field)
         out = pb.BaseCommand(type=resp_type)
         resp = getattr(out, resp_field)
         resp.request_id = req.request_id
-        for f in ("txnid_least_bits", "txnid_most_bits"):
-            if hasattr(req, f) and hasattr(resp, f) and req.HasField(f):
-                setattr(resp, f, getattr(req, f))
-        resp.error = pb.NotAllowedError
-        resp.message = _NOT_ENABLED
+        if hasattr(req, "txnid_most_bits") and hasattr(resp, "txnid_most_bits"):
+            resp.txnid_most_bits = req.txnid_most_bits
+            resp.txnid_least_bits = req.txnid_least_bits
+        try:
+            if self.service.transactions is None:
+                raise NotAllowedError(_NOT_ENABLED)
+            txn = await handler(req)
+            if isinstance(txn, TxnId):
+                resp.txnid_most_bits, resp.txnid_least_bits = txn.most, txn.least
+        except QuasarError as e:
+            code, message = error_code_and_message(e)
+            resp.error = code
+            resp.message = message
+            if cmd.type == T.NEW_TXN:
+                resp.txnid_most_bits = req.tc_id  # as Pulsar: the coordinator that failed
+        except Exception as e:  # a bug: answer, log, keep the connection
+            log.exception("transaction request failed")
+            code, message = error_code_and_message(e)
+            resp.error = code
+            resp.message = message
         self.send_command(out)
 
-    def publish_transactional(self: ServerConnection, producer: Any, topic: Any, c: pb.CommandSend, payload: bytes) -> None:  # type: ignore[misc]
-        self._send_error(c.producer_id, c.sequence_id, NotAllowedError(_NOT_ENABLED))
+    # -- coordinator side --------------------------------------------------------------
+    async def _tc_connect(self: ServerConnection, req: Any) -> None:  # type: ignore[misc]
+        assert self.service.transactions is not None
+        await self.service.transactions.registry.connect(req.tc_id)
 
-    def ack_transactional(self: ServerConnection, consumer: Any, topic: Any, c: pb.CommandAck) -> None:  # type: ignore[misc]
+    async def _new_txn(self: ServerConnection, req: Any) -> TxnId:  # type: ignore[misc]
+        assert self.service.transactions is not None
+        # The Java client puts milliseconds in txn_ttl_seconds (see the reference).
+        timeout_ms = req.txn_ttl_seconds if req.HasField("txn_ttl_seconds") else 0
+        return await self.service.transactions.registry.new_txn(
+            req.tc_id, timeout_ms or 60_000, owner=self.principal
+        )
+
+    async def _add_partitions(self: ServerConnection, req: Any) -> None:  # type: ignore[misc]
+        assert self.service.transactions is not None
+        partitions = [TopicName.parse(p).full for p in req.partitions]
+        await self.service.transactions.registry.add_partitions(_txn_of(req), partitions)
+
+    async def _add_subscriptions(self: ServerConnection, req: Any) -> None:  # type: ignore[misc]
+        assert self.service.transactions is not None
+        subs = [(TopicName.parse(s.topic).full, s.subscription) for s in req.subscription]
+        await self.service.transactions.registry.add_subscriptions(_txn_of(req), subs)
+
+    async def _end_txn(self: ServerConnection, req: Any) -> None:  # type: ignore[misc]
+        assert self.service.transactions is not None
+        await self.service.transactions.registry.end_txn(
+            _txn_of(req), _action(req.txn_action)
+        )
+
+    # -- participant side (also reached in-process through LocalTransactionBufferClient)
+    async def _end_on_partition(self: ServerConnection, req: Any) -> None:  # type: ignore[misc]
+        assert self.service.transactions is not None
+        lwm = req.txnid_least_bits_of_low_watermark if req.HasField(
+            "txnid_least_bits_of_low_watermark"
+        ) else -1
+        await self.service.transactions.buffer_client.end_txn_on_partition(
+            req.topic, _txn_of(req), _action(req.txn_action), lwm
+        )
+
+    async def _end_on_subscription(self: ServerConnection, req: Any) -> None:  # type: ignore[misc]
+        assert self.service.transactions is not None
+        lwm = req.txnid_least_bits_of_low_watermark if req.HasField(
+            "txnid_least_bits_of_low_watermark"
+        ) else -1
+        await self.service.transactions.buffer_client.end_txn_on_subscription(
+            req.subscription.topic,
+            req.subscription.subscription,
+            _txn_of(req),
+            _action(req.txn_action),
+            lwm,
+        )
+
+    # -- transactional data ------------------------------------------------------------
+    def publish_transactional(  # type: ignore[misc]
+        self: ServerConnection, producer: Any, topic: Any, c: pb.CommandSend, payload: bytes
+    ) -> None:
+        if self.service.transactions is None:
+            self._send_error(c.producer_id, c.sequence_id, NotAllowedError(_NOT_ENABLED))
+            return
+        self._publish(producer, topic, c, payload, TxnId(c.txnid_most_bits, c.txnid_least_bits))
+
+    def ack_transactional(  # type: ignore[misc]
+        self: ServerConnection, consumer: Any, topic: Any, c: pb.CommandAck
+    ) -> None:
+        self.spawn(self._ack_transactional(consumer, topic, c))
+
+    async def _ack_transactional(  # type: ignore[misc]
+        self: ServerConnection, consumer: Any, topic: Any, c: pb.CommandAck
+    ) -> None:
+        from .consumer_commands import position_of
+
+        error: BaseException | None = None
+        try:
+            if self.service.transactions is None:
+                raise NotAllowedError(_NOT_ENABLED)
+            sub = topic.subscriptions.get(consumer.subscription_name)
+            if sub is None:
+                raise SubscriptionNotFound("Subscription is gone")
+            txn = TxnId(c.txnid_most_bits, c.txnid_least_bits)
+            if c.ack_type == pb.CommandAck.Cumulative:
+                if c.message_id:
+                    await sub.ack_cumulative_in_txn(consumer, txn, position_of(c.message_id[0]))
+            else:
+                await sub.ack_individual_in_txn(
+                    consumer,
+                    txn,
+                    [(position_of(m), list(m.ack_set) or None) for m in c.message_id],
+                )
+        except (QuasarError, TopicNotFound) as e:
+            error = e
         if c.HasField("request_id"):
-            self.send_ack_response(c, NotAllowedError(_NOT_ENABLED))
+            self.send_ack_response(c, error)
 
     def on_connection_lost(self: ServerConnection) -> None:  # type: ignore[misc]
         pass

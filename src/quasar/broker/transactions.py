@@ -1,0 +1,106 @@
+"""The broker's transaction service: coordinators plus the local end-of-transaction path.
+
+Coordinators are the partitions of ``persistent://pulsar/system/
+transaction_coordinator_assign`` (``transactionCoordinatorCount`` of them, created at
+standalone start). Each keeps its log on a managed ledger of the same storage as the
+topics. When a coordinator ends a transaction it calls every registered partition and
+subscription through ``TransactionBufferClient``; in one process that is
+``LocalTransactionBufferClient`` below, which calls the topics directly. The same calls
+arrive over the wire as END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION (a future
+multi-broker mode sends them between brokers), and the server routes those to the same
+topic methods, so both paths share one implementation.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from quasar.clock import Clock, SystemClock
+from quasar.errors import SubscriptionNotFound, TopicNotFound
+from quasar.protocol import TopicName
+from quasar.transaction.coordinator.config import CoordinatorConfig
+from quasar.transaction.coordinator_registry import TransactionCoordinatorRegistry
+from quasar.transaction.txn_id import TxnId
+from quasar.transaction.txn_status import TxnAction
+
+if TYPE_CHECKING:
+    from .service import BrokerService
+
+log = logging.getLogger(__name__)
+
+TC_ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
+
+
+@dataclass(frozen=True)
+class TransactionSettings:
+    enabled: bool = True  # transactionCoordinatorEnabled
+    coordinator_count: int = 16  # transactionCoordinatorCount
+    max_active_transactions: int = 0  # maxActiveTransactionsPerCoordinator (0 = unlimited)
+    end_retry_interval_ms: int = 1000  # transactionEndRetryIntervalMs
+
+
+class LocalTransactionBufferClient:
+    """Delivers a coordinator's end decision to topics and subscriptions in this process."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self._service = service
+
+    async def end_txn_on_partition(
+        self, topic: str, txn_id: TxnId, action: TxnAction, low_watermark: int
+    ) -> None:
+        t = await self._topic(topic)
+        await t.end_txn(txn_id, action, low_watermark)
+
+    async def end_txn_on_subscription(
+        self,
+        topic: str,
+        subscription: str,
+        txn_id: TxnId,
+        action: TxnAction,
+        low_watermark: int,
+    ) -> None:
+        t = await self._topic(topic)
+        sub = t.subscriptions.get(subscription)
+        if sub is None:
+            raise SubscriptionNotFound(f"Subscription {subscription} not found on {topic}")
+        await sub.end_txn(txn_id, action, low_watermark)
+
+    async def _topic(self, topic: str):  # type: ignore[no-untyped-def]
+        name = TopicName.parse(topic)
+        if not self._service.topic_exists(name):
+            raise TopicNotFound(f"Topic {topic} does not exist")
+        return await self._service.get_topic(name, create=False)
+
+
+class TransactionService:
+    """Owns the coordinator registry of this broker."""
+
+    def __init__(
+        self, service: BrokerService, settings: TransactionSettings, clock: Clock | None = None
+    ) -> None:
+        self.settings = settings
+        self.service = service
+        self.buffer_client = LocalTransactionBufferClient(service)
+        self.registry = TransactionCoordinatorRegistry(
+            service.ledgers,
+            self.buffer_client,
+            coordinator_count=settings.coordinator_count,
+            clock=clock or SystemClock(),
+            config=CoordinatorConfig(
+                max_active_transactions=settings.max_active_transactions,
+                end_retry_interval_ms=settings.end_retry_interval_ms,
+            ),
+        )
+
+    def create_assign_topic(self) -> None:
+        """Record the coordinator-assign partitioned topic (idempotent)."""
+        name = TopicName.parse(TC_ASSIGN_TOPIC)
+        if self.service.partitions_of(name) == 0:
+            self.service.resources.partitioned_topics.create(
+                TC_ASSIGN_TOPIC, self.settings.coordinator_count
+            )
+
+    async def close(self) -> None:
+        await self.registry.close()
