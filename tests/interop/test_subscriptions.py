@@ -161,3 +161,21 @@ def test_unsubscribe_removes_subscription(client: Any, pulsar_mod: Any, topic: s
     c2 = client.subscribe(topic, "gone")
     _produce(client, topic, 1, prefix="after")
     assert c2.receive(10_000).data() == b"after-0"
+
+
+def test_regex_subscription_over_namespace_topics(client: Any, pulsar_mod: Any) -> None:
+    import re
+    import uuid
+
+    prefix = f"rx-{uuid.uuid4().hex[:8]}"
+    topics = [f"persistent://public/default/{prefix}-{i}" for i in range(3)]
+    for t in topics:
+        client.create_producer(t).send(b"create")  # the topics must exist first
+    other = client.create_producer(f"persistent://public/default/not-{prefix}")
+    c = client.subscribe(
+        re.compile(f"persistent://public/default/{prefix}-.*"), "rx",
+        initial_position=pulsar_mod.InitialPosition.Earliest,
+    )
+    other.send(b"not matched")
+    got = sorted(m.topic_name() for m in receive_all(c, 3))
+    assert got == topics
