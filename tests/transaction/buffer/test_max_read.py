@@ -1,0 +1,145 @@
+"""The max read position: held behind the oldest open transaction, advanced by plain
+publishes when none is open, waited for without spinning."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from quasar.errors import ServiceNotReady
+from quasar.storage import EARLIEST, Position
+from quasar.transaction import TxnId
+from quasar.transaction.buffer import TbState
+
+from .helpers import TbEnv, drain, entry
+
+T1 = TxnId(0, 1)
+T2 = TxnId(0, 2)
+T3 = TxnId(1, 7)
+
+
+async def test_no_snapshot_plain_publishes_move_it(env: TbEnv) -> None:
+    tb = await env.start()
+    assert tb.state is TbState.NO_SNAPSHOT
+    p = await env.send(b"a")
+    assert tb.max_read_position == p
+    assert await env.visible() == [b"a"]
+    assert env.store.writes == []  # no transactional producer yet: no snapshot
+
+
+async def test_open_txn_holds_later_plain_messages(env: TbEnv) -> None:
+    tb = await env.ready()
+    p0 = await env.send(b"plain-0")
+    t1a = await env.send(b"t1-a", T1)
+    assert tb.max_read_position == p0  # just before T1's first entry
+    await env.send(b"plain-1")
+    await env.send(b"t1-b", T1)
+    assert tb.max_read_position == p0
+    assert await env.visible() == [b"plain-0"]
+    await env.commit(T1)
+    assert await env.visible() == [b"plain-0", b"t1-a", b"plain-1", b"t1-b"]
+    assert tb.max_read_position > t1a
+    assert tb.max_read_position == env.ml.last_confirmed_entry  # the marker
+
+
+async def test_interleaved_txns_release_in_write_order(env: TbEnv) -> None:
+    tb = await env.ready()
+    await env.send(b"t1-0", T1)
+    await env.send(b"t2-0", T2)
+    await env.send(b"plain", None)
+    await env.send(b"t3-0", T3)
+    await env.send(b"t1-1", T1)
+    # T2 ends first but T1 is older: nothing moves.
+    await env.commit(T2)
+    assert await env.visible() == []
+    # T1 ends: everything up to T3's first entry becomes readable.
+    await env.commit(T1)
+    assert await env.visible() == [b"t1-0", b"t2-0", b"plain"]
+    await env.abort(T3)
+    assert await env.visible() == [b"t1-0", b"t2-0", b"plain", b"t1-1"]
+    assert tb.ongoing_count() == 0
+    assert tb.max_read_position == env.ml.last_confirmed_entry
+
+
+async def test_plain_after_all_ended_moves_it(env: TbEnv) -> None:
+    tb = await env.ready()
+    await env.send(b"t1", T1)
+    await env.commit(T1)
+    p = await env.send(b"plain")
+    assert tb.max_read_position == p
+
+
+async def test_listener_and_waiter(env: TbEnv) -> None:
+    tb = await env.ready()
+    seen: list[Position] = []
+    remove = tb.add_max_read_position_listener(seen.append)
+    p0 = await env.send(b"a")
+    assert seen == [p0]
+    await env.send(b"t1", T1)
+    await env.send(b"b")
+    assert seen == [p0]  # held: no notification
+    waiter = asyncio.ensure_future(tb.wait_for_max_read_position(p0))
+    await drain()
+    assert not waiter.done()  # parked, not spinning
+    await env.commit(T1)
+    assert seen[-1] == tb.max_read_position
+    assert await waiter == tb.max_read_position
+    remove()
+    await env.send(b"c")
+    assert seen[-1] != tb.max_read_position
+    # Already beyond: returns at once.
+    assert await tb.wait_for_max_read_position(p0) == tb.max_read_position
+
+
+async def test_waiter_fails_on_close(env: TbEnv) -> None:
+    tb = await env.ready()
+    waiter = asyncio.ensure_future(tb.wait_for_max_read_position(tb.max_read_position))
+    await drain()
+    await tb.close()
+    with pytest.raises(ServiceNotReady):
+        await waiter
+
+
+async def test_first_txn_append_writes_the_snapshot_first(env: TbEnv) -> None:
+    tb = await env.start()
+    assert tb.state is TbState.NO_SNAPSHOT
+    p0 = await env.send(b"plain")
+    # No check_if_recovered: the append itself waits for the first snapshot.
+    pos = await tb.append_transactional(T1, entry(b"t1", T1))
+    assert tb.state is TbState.READY
+    assert env.store.writes == [env.tb.topic]
+    assert pos > p0
+    assert tb.max_read_position == p0
+
+
+async def test_queued_appends_keep_their_order(env: TbEnv) -> None:
+    tb = await env.start()
+    env.store.hold()
+    futs = [tb.append_transactional(T1, entry(str(i).encode(), T1)) for i in range(5)]
+    await drain()
+    assert not any(f.done() for f in futs)
+    env.store.release()
+    positions = [await f for f in futs]
+    assert positions == sorted(positions)
+
+
+async def test_first_snapshot_failure_fails_queued_appends(env: TbEnv) -> None:
+    tb = await env.start()
+    env.store.fail_writes(1)
+    fut = tb.append_transactional(T1, entry(b"x", T1))
+    with pytest.raises(Exception, match="injected"):
+        await fut
+    assert tb.state is TbState.NO_SNAPSHOT
+    assert await tb.append_transactional(T1, entry(b"y", T1))  # retried: works
+    assert tb.state is TbState.READY
+
+
+async def test_earliest_until_recovered(env: TbEnv) -> None:
+    await env.ready()
+    await env.send(b"a")
+    await env.stop()
+    tb = await env.start(recover=False)
+    assert tb.max_read_position == EARLIEST
+    await tb.recover()
+    assert tb.max_read_position == env.ml.last_confirmed_entry
