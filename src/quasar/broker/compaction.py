@@ -123,7 +123,7 @@ class CompactionService:
         persistence_name: str,
         *,
         max_read_position: Callable[[], Position],
-        is_aborted: Callable[[EntryInfo], bool],
+        is_aborted: Callable[[EntryInfo, Position], bool],
         on_horizon_moved: Callable[[], None] = lambda: None,
         clock: Clock | None = None,
     ) -> None:

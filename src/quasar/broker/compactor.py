@@ -195,7 +195,7 @@ class TwoPhaseCompactor:
         self,
         topic_ledger: ManagedLedger,
         factory: ManagedLedgerFactory,
-        is_aborted: Callable[[EntryInfo], bool],
+        is_aborted: Callable[[EntryInfo, Position], bool],
     ) -> None:
         self._topic = topic_ledger
         self._factory = factory
@@ -228,7 +228,7 @@ class TwoPhaseCompactor:
                 except RemoteProtocolError:
                     log.warning("compaction: skipping unreadable entry %s", e.position)
                     continue
-                if info.marker_type is None and not self._is_aborted(info):
+                if info.marker_type is None and not self._is_aborted(info, e.position):
                     yield CompactedRecord(e.position, e.data, None)
             position = ml.next_position(entries[-1].position)
 

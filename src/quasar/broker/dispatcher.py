@@ -191,7 +191,7 @@ class Dispatcher:
             log.error("skipping unreadable entry %s on %s", e.position, self.sub.describe())
             self.sub.cursor.delete([e.position])
             return None
-        if info.marker_type is not None or self.sub.topic.is_aborted(info):
+        if info.marker_type is not None or self.sub.topic.is_aborted(info, e.position):
             # Markers and aborted transactional data are never delivered; they count as
             # acknowledged so they never hold back mark-delete.
             self.sub.cursor.delete([e.position])

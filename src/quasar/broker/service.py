@@ -21,6 +21,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from quasar.clock import Clock, SystemClock
 from quasar.errors import (
     NotAllowedError,
     QuasarError,
@@ -97,6 +98,7 @@ class BrokerService:
         self.closing = False
         # Set by the composition root when transactionCoordinatorEnabled.
         self.transactions: TransactionService | None = None
+        self.clock: Clock = SystemClock()
 
     # -- naming ------------------------------------------------------------------------
     def _next_generation(self) -> int:
@@ -291,10 +293,22 @@ class BrokerService:
                 raise NotAllowedError("Topic has active producers/subscriptions")
             await topic.close()
             self.topics.pop(name.full, None)
+        if self.transactions is not None and not self.is_system_topic(name):
+            await self.transactions.delete_buffer_snapshot(name)
         await self.ledgers.delete(name.persistence_name)
         self.store.delete(f"{TOPICS_ROOT}/{_topic_key(name)}")
         if not name.is_partition:
             self.schemas.delete(_topic_key(name))
+
+    def is_system_topic(self, name: TopicName) -> bool:
+        """Topics the broker itself writes: they never get a transaction buffer."""
+        local = name.local_name
+        return (
+            name.namespace_name == "pulsar/system"
+            or local.startswith("__transaction_buffer_snapshot")
+            or local.startswith("__transaction_log_")
+            or "__transaction_pending_ack" in local
+        )
 
     def schema_key(self, name: TopicName) -> str:
         """Schemas are shared by all partitions: key them by the base topic."""

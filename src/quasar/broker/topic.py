@@ -45,8 +45,11 @@ from .producer import (
     Producer,
 )
 from .subscription import SUB_KEY_SHARED, SUB_SHARED, Subscription
+from .system_table import TABLE_CURSOR
 
 if TYPE_CHECKING:
+    from quasar.transaction.buffer import TopicTransactionBuffer
+
     from .service import BrokerService
 
 log = logging.getLogger(__name__)
@@ -60,7 +63,7 @@ SYSTEM_CURSOR_PREFIX = "pulsar."
 
 def is_system_cursor(name: str) -> bool:
     """True for the broker's own cursors: dedup snapshots and the compaction state."""
-    return name.startswith(SYSTEM_CURSOR_PREFIX) or name == COMPACTION_CURSOR
+    return name.startswith(SYSTEM_CURSOR_PREFIX) or name in (COMPACTION_CURSOR, TABLE_CURSOR)
 
 
 TRIM_DELAY_S = 1.0  # consumed-ledger trimming runs at most this often per topic
@@ -92,6 +95,7 @@ class PersistentTopic:
         self.msg_in = 0
         self.bytes_in = 0
         self._trim_handle: asyncio.TimerHandle | None = None
+        self.txn_buffer: TopicTransactionBuffer | None = None
         # The lambdas look the hooks up at call time: the transaction buffer may
         # replace them after construction.
         self.compaction = CompactionService(
@@ -99,7 +103,7 @@ class PersistentTopic:
             service.ledgers,
             name.persistence_name,
             max_read_position=lambda: self.max_read_position,
-            is_aborted=lambda info: self.is_aborted(info),
+            is_aborted=lambda info, position: self.is_aborted(info, position),
             on_horizon_moved=self.on_subscription_acked,
         )
 
@@ -108,33 +112,62 @@ class PersistentTopic:
         subscriptions)."""
         if self.dedup is not None:
             await self.dedup.recover()
+        await self._load_transaction_buffer()
         await self.compaction.recover()
         for name, cursor in self.ledger.cursors().items():
             if is_system_cursor(name) or not cursor.durable:
                 continue
             self.subscriptions[name] = Subscription(self, name, cursor, durable=True)
 
-    # -- transactions hook (the transaction buffer plugs in here) -----------------------
+    # -- transactions (the topic's transaction buffer) ---------------------------------
     @property
     def max_read_position(self) -> Position:
-        """Dispatchers never read past this position."""
-        return self.ledger.last_confirmed_entry
+        """Dispatchers never read past this position (held behind open transactions)."""
+        tb = self.txn_buffer
+        return tb.max_read_position if tb is not None else self.ledger.last_confirmed_entry
 
-    def is_aborted(self, info: EntryInfo) -> bool:
-        """True if the entry belongs to an aborted transaction."""
-        return False
+    def is_aborted(self, info: EntryInfo, position: Position) -> bool:
+        """True if the entry at ``position`` belongs to an aborted transaction."""
+        tb = self.txn_buffer
+        if tb is None or info.txn is None:
+            return False
+        return tb.is_aborted(TxnId(*info.txn), position)
 
     def append_transactional(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]:
         """Append an entry of ``txn`` through the transaction buffer.
 
         Raises:
-            NotAllowedError: the topic has no transaction buffer.
+            NotAllowedError: the topic has no transaction buffer (transactions are off,
+                or it is a system topic).
         """
-        raise NotAllowedError("Transaction buffer is not available on this topic")
+        if self.txn_buffer is None:
+            raise NotAllowedError(f"Topic {self.name} does not accept transactional messages")
+        return self.txn_buffer.append_transactional(txn, data)
 
     async def end_txn(self, txn: TxnId, action: TxnAction, low_watermark: int) -> None:
-        """End ``txn`` on this partition (commit/abort marker)."""
-        raise NotAllowedError("Transaction buffer is not available on this topic")
+        """End ``txn`` on this partition: write its commit or abort marker (idempotent).
+
+        Raises:
+            NotAllowedError: the topic has no transaction buffer.
+            InvalidTxnStatus: the opposite end already happened here.
+        """
+        if self.txn_buffer is None:
+            raise NotAllowedError(f"Topic {self.name} does not accept transactional messages")
+        await self.txn_buffer.end_txn(txn, action, low_watermark)
+
+    async def check_transactions_recovered(self, txn_enabled: bool) -> None:
+        """Producers wait here until the transaction buffer finished recovering."""
+        if self.txn_buffer is not None:
+            await self.txn_buffer.check_if_recovered(txn_enabled)
+
+    async def _load_transaction_buffer(self) -> None:
+        txns = self.service.transactions
+        if txns is None or self.service.is_system_topic(self.topic_name):
+            return
+        tb = txns.new_transaction_buffer(self)
+        self.txn_buffer = tb
+        tb.add_max_read_position_listener(lambda _: self.notify_new_entries())
+        await tb.recover()
 
     # -- producers ---------------------------------------------------------------------
     async def add_producer(self, producer: Producer, key: tuple[int, int]) -> None:
@@ -233,6 +266,8 @@ class PersistentTopic:
                     dedup.producer_failed(name)
                 callback(None, e)
                 return
+        elif self.txn_buffer is not None:
+            fut = self.txn_buffer.append_non_transactional(data)
         else:
             fut = self.ledger.add_entry(data)
         size = len(data)
@@ -407,7 +442,7 @@ class PersistentTopic:
             e = await self.ledger.read_entry(pos)
             if e is not None:
                 info = entry_info(e.data)
-                if info.marker_type is None and not self.is_aborted(info):
+                if info.marker_type is None and not self.is_aborted(info, pos):
                     return pos, info
             prev = self.ledger.previous_position(pos)
             if prev >= pos:
@@ -468,6 +503,8 @@ class PersistentTopic:
                 await sub.cursor.flush()
         if self.dedup is not None:
             await self.dedup.close()
+        if self.txn_buffer is not None:
+            await self.txn_buffer.close()
         await self.compaction.close()
         await self.ledger.close()
 

@@ -14,23 +14,29 @@ topic methods, so both paths share one implementation.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from quasar.clock import Clock, SystemClock
 from quasar.errors import SubscriptionNotFound, TopicNotFound
 from quasar.protocol import TopicName
+from quasar.transaction.buffer import TopicTransactionBuffer, TransactionBufferConfig
 from quasar.transaction.coordinator.config import CoordinatorConfig
 from quasar.transaction.coordinator_registry import TransactionCoordinatorRegistry
+from quasar.transaction.scheduler import AsyncioScheduler
 from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
 
+from .system_table import SystemTopicTable
+
 if TYPE_CHECKING:
     from .service import BrokerService
+    from .topic import PersistentTopic
 
 log = logging.getLogger(__name__)
 
 TC_ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
+SNAPSHOT_TOPIC = "__transaction_buffer_snapshot"
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,7 @@ class TransactionSettings:
     coordinator_count: int = 16  # transactionCoordinatorCount
     max_active_transactions: int = 0  # maxActiveTransactionsPerCoordinator (0 = unlimited)
     end_retry_interval_ms: int = 1000  # transactionEndRetryIntervalMs
+    buffer: TransactionBufferConfig = field(default_factory=TransactionBufferConfig)
 
 
 class LocalTransactionBufferClient:
@@ -83,6 +90,8 @@ class TransactionService:
         self.settings = settings
         self.service = service
         self.buffer_client = LocalTransactionBufferClient(service)
+        self._snapshot_tables: dict[str, SystemTopicTable] = {}
+        self._scheduler = AsyncioScheduler()
         self.registry = TransactionCoordinatorRegistry(
             service.ledgers,
             self.buffer_client,
@@ -93,6 +102,31 @@ class TransactionService:
                 end_retry_interval_ms=settings.end_retry_interval_ms,
             ),
         )
+
+    def snapshot_table(self, namespace: str) -> SystemTopicTable:
+        """The namespace's ``__transaction_buffer_snapshot`` table (one per namespace)."""
+        table = self._snapshot_tables.get(namespace)
+        if table is None:
+            table = SystemTopicTable(
+                self.service, f"persistent://{namespace}/{SNAPSHOT_TOPIC}"
+            )
+            self._snapshot_tables[namespace] = table
+        return table
+
+    def new_transaction_buffer(self, topic: PersistentTopic) -> TopicTransactionBuffer:
+        return TopicTransactionBuffer(
+            topic.ledger,
+            topic.name,
+            self.snapshot_table(topic.topic_name.namespace_name),
+            self.service.clock,
+            self._scheduler,
+            self.settings.buffer,
+        )
+
+    async def delete_buffer_snapshot(self, name: TopicName) -> None:
+        """Remove a deleted topic's snapshot (index record and segments)."""
+        table = self.snapshot_table(name.namespace_name)
+        await table.delete(name.full)
 
     def create_assign_topic(self) -> None:
         """Record the coordinator-assign partitioned topic (idempotent)."""

@@ -85,6 +85,9 @@ class ProducerCommands:
             if producer.access_mode == ACCESS_WAIT_FOR_EXCLUSIVE and topic.producers:
                 # Tell the client it is queued; the real success follows later.
                 self._producer_success(request_id, producer, topic, ready=False)
+            # A producer starts only after the transaction buffer recovered, so its
+            # first message cannot overtake data the buffer is still replaying.
+            await topic.check_transactions_recovered(c.txn_enabled)
             await topic.add_producer(producer, (id(self), pid))
             if self.closed:
                 topic.remove_producer(producer)

@@ -14,9 +14,23 @@ from dataclasses import dataclass
 
 from quasar.storage.api import Position
 
-# Per-entry bookkeeping (dict slot, key tuple, bytes object header), counted against
+# Per-entry bookkeeping (dict slot, key, bytes object header), counted against
 # the bound so that many tiny entries cannot blow past it.
 _ENTRY_OVERHEAD_BYTES = 128
+
+# Entries are keyed by an int, not by Position: a NamedTuple stays tracked by the
+# cyclic garbage collector for its whole life, so tens of thousands of cached
+# positions made every full collection walk them (25-150 ms pauses at 10k msg/s).
+# Ints are never tracked.
+_ENTRY_BITS = 40
+
+
+def _key(position: Position) -> int:
+    return (position.ledger_id << _ENTRY_BITS) | position.entry_id
+
+
+def _ledger_of(key: int) -> int:
+    return key >> _ENTRY_BITS
 
 
 @dataclass
@@ -33,7 +47,7 @@ class EntryCache:
 
     def __init__(self, cache_size_bytes_max: int) -> None:
         self._max = cache_size_bytes_max
-        self._entries: OrderedDict[Position, bytes] = OrderedDict()
+        self._entries: OrderedDict[int, bytes] = OrderedDict()
         self._per_ledger: dict[int, int] = {}  # ledger id -> cached entries
         self._size = 0
         self.hits = 0
@@ -44,17 +58,20 @@ class EntryCache:
         cost = len(data) + _ENTRY_OVERHEAD_BYTES
         if cost > self._max:
             return
-        self._entries[position] = data
+        assert 0 <= position.entry_id < 1 << _ENTRY_BITS, position
+        self._entries[_key(position)] = data
         self._size += cost
         lid = position.ledger_id
         self._per_ledger[lid] = self._per_ledger.get(lid, 0) + 1
         while self._size > self._max:
-            old_pos, old = self._entries.popitem(last=False)
-            self._forget(old_pos, old)
+            old_key, old = self._entries.popitem(last=False)
+            self._forget(old_key, old)
             self.evictions += 1
 
     def get(self, position: Position) -> bytes | None:
-        data = self._entries.get(position)
+        if position.entry_id < 0:
+            return None
+        data = self._entries.get(_key(position))
         if data is None:
             self.misses += 1
         else:
@@ -65,13 +82,13 @@ class EntryCache:
         """Drop every entry of a ledger (it was deleted)."""
         if not self._per_ledger.get(ledger_id):
             return
-        doomed = [p for p in self._entries if p.ledger_id == ledger_id]
-        for pos in doomed:
-            self._forget(pos, self._entries.pop(pos))
+        doomed = [k for k in self._entries if _ledger_of(k) == ledger_id]
+        for key in doomed:
+            self._forget(key, self._entries.pop(key))
 
-    def _forget(self, position: Position, data: bytes) -> None:
+    def _forget(self, key: int, data: bytes) -> None:
         self._size -= len(data) + _ENTRY_OVERHEAD_BYTES
-        lid = position.ledger_id
+        lid = _ledger_of(key)
         left = self._per_ledger[lid] - 1
         if left:
             self._per_ledger[lid] = left

@@ -297,9 +297,11 @@ class GroupCommitWriter:
             self._queue.clear()
             dones = [a.done for a in group]
             dones += [i.done for i in rest if isinstance(i, _Append)]
-            self._post(dones, fatal)
+            # The fatal handler runs before any append learns of the failure: a broker
+            # stops before a client can see an error it might retry elsewhere.
             if self._on_fatal is not None:
                 self._post_call(self._on_fatal, fatal)
+            self._post(dones, fatal)
         for close in closes:
             _close_quietly(self._disk, close.target)
         for item in rest:

@@ -1,0 +1,142 @@
+"""A durable key → bytes table kept in a compacted system topic.
+
+Pulsar keeps several tables in topics: transaction-buffer snapshots in each
+namespace's ``__transaction_buffer_snapshot``, keyed by topic name (and, in the next
+milestone, terminated-transaction state keyed by client name). A table is a topic whose
+entries carry the key as ``partition_key`` and the value as payload; a tombstone is an
+entry with ``null_value``. Compaction keeps only the latest entry per key.
+
+The broker reads a table once, when first used: the compacted view up to the horizon,
+then the topic's entries after it. From then on the in-memory map is authoritative and
+every write goes to the topic (durable before ``write`` returns) and to the map.
+Compaction runs after ``compact_every_writes`` writes; a durable cursor ``__table``
+holds every entry after the last compaction horizon so nothing is trimmed before it is
+compacted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from quasar.errors import RemoteProtocolError
+from quasar.protocol import TopicName, make_entry, parse_entry, pb
+from quasar.storage.api import InitialPosition, Position
+
+if TYPE_CHECKING:
+    from .service import BrokerService
+    from .topic import PersistentTopic
+
+log = logging.getLogger(__name__)
+
+TABLE_CURSOR = "__table"
+TABLE_PRODUCER = "quasar.system-table"
+COMPACT_EVERY_WRITES = 200
+
+
+class SystemTopicTable:
+    def __init__(
+        self, service: BrokerService, topic: str, compact_every_writes: int = COMPACT_EVERY_WRITES
+    ) -> None:
+        self._service = service
+        self._name = TopicName.parse(topic)
+        self._compact_every = compact_every_writes
+        self._map: dict[str, bytes] = {}
+        self._topic: PersistentTopic | None = None
+        self._loading: asyncio.Task[PersistentTopic] | None = None
+        self._writes = 0
+        self._seq = 0
+
+    @property
+    def name(self) -> str:
+        return self._name.full
+
+    async def _ready(self) -> PersistentTopic:
+        if self._topic is not None and not self._topic.closed:
+            return self._topic
+        if self._loading is None or self._loading.done():
+            self._loading = asyncio.get_running_loop().create_task(self._load())
+        return await asyncio.shield(self._loading)
+
+    async def _load(self) -> PersistentTopic:
+        topic = await self._service.get_topic(self._name, create=True)
+        cursor = topic.ledger.open_cursor(TABLE_CURSOR, InitialPosition.EARLIEST)
+        table: dict[str, bytes] = {}
+        start = topic.ledger.first_position
+        horizon = topic.compaction.horizon
+        if horizon is not None:
+            position = Position(-1, -1)
+            while True:
+                records = await topic.compaction.read(position, 500)
+                if not records:
+                    break
+                for r in records:
+                    self._apply(table, r.data)
+                position = topic.ledger.next_position(records[-1].position)
+            start = max(start, topic.ledger.next_position(horizon))
+        start = max(start, topic.ledger.next_position(cursor.mark_delete_position))
+        while True:
+            entries = await topic.ledger.read_entries(start, 500)
+            if not entries:
+                break
+            for e in entries:
+                self._apply(table, e.data)
+            start = topic.ledger.next_position(entries[-1].position)
+        self._map = table
+        self._topic = topic
+        return topic
+
+    @staticmethod
+    def _apply(table: dict[str, bytes], data: bytes) -> None:
+        try:
+            parsed = parse_entry(data)
+        except RemoteProtocolError:
+            log.error("skipping unreadable system-table entry")
+            return
+        md = parsed.metadata
+        if not md.HasField("partition_key"):
+            return
+        if md.null_value:
+            table.pop(md.partition_key, None)
+        else:
+            table[md.partition_key] = bytes(data[parsed.payload_offset :])
+
+    async def read(self, key: str) -> bytes | None:
+        await self._ready()
+        return self._map.get(key)
+
+    async def write(self, key: str, value: bytes) -> None:
+        await self._append(key, value)
+        self._map[key] = value
+
+    async def delete(self, key: str) -> None:
+        if await self.read(key) is None:
+            return
+        await self._append(key, None)
+        self._map.pop(key, None)
+
+    async def _append(self, key: str, value: bytes | None) -> None:
+        topic = await self._ready()
+        self._seq += 1
+        md = pb.MessageMetadata(
+            producer_name=TABLE_PRODUCER,
+            sequence_id=self._seq,
+            publish_time=self._service.clock.wall_ms(),
+            partition_key=key,
+        )
+        if value is None:
+            md.null_value = True
+        await topic.ledger.add_entry(make_entry(md, value or b""))
+        self._writes += 1
+        if self._writes >= self._compact_every and not topic.compaction.running:
+            self._writes = 0
+            task = topic.compaction.trigger()
+            task.add_done_callback(lambda _: self._after_compaction(topic))
+
+    def _after_compaction(self, topic: PersistentTopic) -> None:
+        horizon = topic.compaction.horizon
+        cursor = topic.ledger.cursors().get(TABLE_CURSOR)
+        if horizon is not None and cursor is not None and horizon > cursor.mark_delete_position:
+            # Everything up to the horizon now lives in the compacted ledger.
+            cursor.mark_delete(horizon)

@@ -1,0 +1,174 @@
+"""Transactional publishing through a real broker: sends of a transaction become
+visible only when it commits, never when it aborts, and non-transactional messages
+published after an open transaction wait behind it (read-committed, in order).
+
+Transactions are driven over raw frames (the official Python client has no
+transaction API); consumption uses the official client."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pulsar
+import pytest
+
+from quasar.protocol import encode_message, pb
+from quasar.testing.process import BrokerProcess
+from quasar.testing.raw import Raw, close_all
+
+T = pb.BaseCommand
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("txnbuf") / "data").start()
+    yield proc
+    assert proc.stop() == 0, proc.read_log()
+
+
+@pytest.fixture(autouse=True)
+def _close() -> Iterator[None]:
+    yield
+    close_all()
+
+
+class TxnProducer:
+    """One raw connection acting as a transactional producer and a TC client."""
+
+    def __init__(self, broker: BrokerProcess, topic: str) -> None:
+        self.raw = Raw(broker.port)
+        self.raw.connect()
+        self.rid = 1000
+        self.seq = 0
+        cmd = T(type=T.TC_CLIENT_CONNECT_REQUEST)
+        cmd.tcClientConnectRequest.request_id = self._rid()
+        cmd.tcClientConnectRequest.tc_id = 0
+        assert not self.raw.request(cmd, T.TC_CLIENT_CONNECT_RESPONSE).tcClientConnectResponse.HasField("error")
+        answer = self.raw.producer(topic, producer_id=1, request_id=self._rid())
+        assert answer.type == T.PRODUCER_SUCCESS, answer
+        self.topic = topic
+
+    def _rid(self) -> int:
+        self.rid += 1
+        return self.rid
+
+    def new_txn(self) -> tuple[int, int]:
+        cmd = T(type=T.NEW_TXN)
+        cmd.newTxn.request_id, cmd.newTxn.tc_id, cmd.newTxn.txn_ttl_seconds = self._rid(), 0, 60_000
+        r = self.raw.request(cmd, T.NEW_TXN_RESPONSE).newTxnResponse
+        assert not r.HasField("error"), r.message
+        cmd = T(type=T.ADD_PARTITION_TO_TXN)
+        a = cmd.addPartitionToTxn
+        a.request_id, a.txnid_most_bits, a.txnid_least_bits = self._rid(), r.txnid_most_bits, r.txnid_least_bits
+        a.partitions.append(self.topic)
+        assert not self.raw.request(cmd, T.ADD_PARTITION_TO_TXN_RESPONSE).addPartitionToTxnResponse.HasField("error")
+        return r.txnid_most_bits, r.txnid_least_bits
+
+    def send(self, payload: bytes, txn: tuple[int, int] | None = None) -> pb.BaseCommand:
+        cmd = T(type=T.SEND)
+        cmd.send.producer_id = 1
+        cmd.send.sequence_id = self.seq
+        md = pb.MessageMetadata(producer_name="raw-txn", sequence_id=self.seq, publish_time=1)
+        if txn is not None:
+            cmd.send.txnid_most_bits, cmd.send.txnid_least_bits = txn
+            md.txnid_most_bits, md.txnid_least_bits = txn
+        self.seq += 1
+        self.raw.send_bytes(encode_message(cmd, md, payload))
+        while True:
+            answer = self.raw.recv()
+            if answer.type in (T.SEND_RECEIPT, T.SEND_ERROR):
+                return answer
+
+    def end(self, txn: tuple[int, int], action: int) -> pb.CommandEndTxnResponse:
+        cmd = T(type=T.END_TXN)
+        e = cmd.endTxn
+        e.request_id, e.txnid_most_bits, e.txnid_least_bits, e.txn_action = self._rid(), *txn, action
+        return self.raw.request(cmd, T.END_TXN_RESPONSE).endTxnResponse
+
+
+def _client(broker: BrokerProcess) -> pulsar.Client:
+    logger = logging.getLogger("pulsar-client")
+    logger.setLevel(logging.ERROR)
+    return pulsar.Client(broker.url, operation_timeout_seconds=10, logger=logger)
+
+
+def _consumer(client: pulsar.Client, topic: str) -> pulsar.Consumer:
+    return client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+
+
+def test_commit_makes_messages_visible_and_holds_later_ones_behind(broker: BrokerProcess) -> None:
+    topic = "persistent://public/default/txn-commit"
+    p = TxnProducer(broker, topic)
+    client = _client(broker)
+    consumer = _consumer(client, topic)
+    txn = p.new_txn()
+    assert p.send(b"t1", txn).type == T.SEND_RECEIPT
+    assert p.send(b"t2", txn).type == T.SEND_RECEIPT
+    assert p.send(b"plain-after").type == T.SEND_RECEIPT  # held behind the open txn
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(500)  # nothing is readable while the transaction is open
+    assert not p.end(txn, pb.COMMIT).HasField("error")
+    got = [consumer.receive(10_000).data() for _ in range(3)]
+    assert got == [b"t1", b"t2", b"plain-after"]
+    client.close()
+
+
+def test_aborted_messages_are_never_delivered(broker: BrokerProcess) -> None:
+    topic = "persistent://public/default/txn-abort"
+    p = TxnProducer(broker, topic)
+    client = _client(broker)
+    consumer = _consumer(client, topic)
+    txn = p.new_txn()
+    p.send(b"aborted-1", txn)
+    p.send(b"plain")
+    p.send(b"aborted-2", txn)
+    assert not p.end(txn, pb.ABORT).HasField("error")
+    p.send(b"sentinel")
+    got = [consumer.receive(10_000).data() for _ in range(2)]
+    assert got == [b"plain", b"sentinel"]
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    seen = []
+    while reader.has_message_available():
+        seen.append(reader.read_next(10_000).data())
+    assert seen == [b"plain", b"sentinel"]
+    client.close()
+
+
+def test_send_after_end_is_rejected(broker: BrokerProcess) -> None:
+    p = TxnProducer(broker, "persistent://public/default/txn-late")
+    txn = p.new_txn()
+    p.send(b"in-time", txn)
+    assert not p.end(txn, pb.COMMIT).HasField("error")
+    late = p.send(b"too-late", txn)
+    assert late.type == T.SEND_ERROR
+
+
+def test_transactions_survive_restart(tmp_path_factory: pytest.TempPathFactory) -> None:
+    proc = BrokerProcess(tmp_path_factory.mktemp("txnrestart") / "data").start()
+    try:
+        topic = "persistent://public/default/txn-restart"
+        p = TxnProducer(proc, topic)
+        committed = p.new_txn()
+        p.send(b"c1", committed)
+        assert not p.end(committed, pb.COMMIT).HasField("error")
+        aborted = p.new_txn()
+        p.send(b"a1", aborted)
+        assert not p.end(aborted, pb.ABORT).HasField("error")
+        still_open = p.new_txn()
+        p.send(b"o1", still_open)
+        close_all()
+        proc.kill()
+        proc.start()
+        # The open transaction can still be committed after the restart.
+        p2 = TxnProducer(proc, topic)
+        assert not p2.end(still_open, pb.COMMIT).HasField("error")
+        client = _client(proc)
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        seen = []
+        while reader.has_message_available():
+            seen.append(reader.read_next(10_000).data())
+        assert seen == [b"c1", b"o1"]
+        client.close()
+    finally:
+        proc.stop()
