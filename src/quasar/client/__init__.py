@@ -12,6 +12,14 @@ Code written for ``pulsar-client`` ports by changing the import::
     consumer.acknowledge(msg)
     client.close()
 
+Transactions, which `pulsar` (Python) lacks, follow Pulsar's Java client::
+
+    client = pulsar.Client("pulsar://127.0.0.1:6650", enable_transaction=True)
+    txn = client.new_transaction(timeout_ms=60000)
+    producer.send(b"result", txn=txn)
+    consumer.acknowledge(msg, txn=txn)
+    txn.commit()                       # or txn.abort()
+
 The asyncio API is :mod:`quasar.client.aio`. Differences from `pulsar`: no TLS,
 authentication, end-to-end encryption, chunking, dead-letter policy or table views.
 """
@@ -37,7 +45,8 @@ from quasar.client.exceptions import __all__ as _exception_names
 from quasar.client.message import Message
 from quasar.client.message_id import MessageId
 from quasar.client.schema import BytesSchema, JsonSchema, Schema, StringSchema
-from quasar.client.sync import Client, Consumer, Producer, Reader
+from quasar.client.sync import Client, Consumer, Producer, Reader, Transaction
+from quasar.client.txn_state import TransactionState, TxnID
 
 __all__ = [
     "BatchingType",
@@ -61,6 +70,9 @@ __all__ = [
     "Result",
     "Schema",
     "StringSchema",
+    "Transaction",
+    "TransactionState",
+    "TxnID",
     "aio",
     "schema",
     *_exception_names,

@@ -7,6 +7,13 @@ a running loop.
     client = Client("pulsar://127.0.0.1:6650")
     producer = await client.create_producer("my-topic")
     await producer.send(b"hello")
+
+Transactions (``Client(..., enable_transaction=True)``)::
+
+    txn = await client.new_transaction(timeout_ms=60_000)
+    await producer.send(b"out", txn=txn)
+    await consumer.acknowledge(msg, txn=txn)
+    await txn.commit()          # or: await txn.abort()
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from quasar.client.enums import (
     ProducerAccessMode,
     RegexSubscriptionMode,
 )
-from quasar.client.exceptions import InvalidConfiguration
+from quasar.client.exceptions import InvalidConfiguration, TransactionsNotEnabled
 from quasar.client.handles import Consumer, Producer, Reader
 from quasar.client.lookup import LookupService, retry_until
 from quasar.client.message import Message
@@ -42,12 +49,29 @@ from quasar.client.producer import ProducerConfig, ProducerImpl
 from quasar.client.reader import reader_subscription_name
 from quasar.client.receive_queue import ReceiveQueue
 from quasar.client.schema import BytesSchema, Schema
+from quasar.client.transaction import (
+    Transaction,
+    TransactionImpl,
+    TransactionRegistry,
+)
+from quasar.client.txn_coordinator import TransactionCoordinatorClient
+from quasar.client.txn_state import TransactionState, TxnID
 from quasar.errors import AlreadyClosed
 from quasar.protocol import TopicName
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Client", "Consumer", "Message", "MessageId", "Producer", "Reader"]
+__all__ = [
+    "Client",
+    "Consumer",
+    "Message",
+    "MessageId",
+    "Producer",
+    "Reader",
+    "Transaction",
+    "TransactionState",
+    "TxnID",
+]
 
 
 def _full_name(topic: str) -> str:
@@ -56,7 +80,12 @@ def _full_name(topic: str) -> str:
 
 
 class Client:
-    """Asyncio client: the factory for producers, consumers and readers.
+    """Asyncio client: the factory for producers, consumers, readers and transactions.
+
+    ``enable_transaction``: allow :meth:`new_transaction`. The coordinators are found
+    and connected on the first one. ``transaction_end_retry_timeout_ms`` bounds how
+    long a commit or abort keeps asking a coordinator that does not answer (None:
+    until it answers; see :class:`TransactionOutcomeUnknown`).
 
     Raises:
         InvalidUrl: ``service_url`` is not ``pulsar://host:port``.
@@ -69,6 +98,8 @@ class Client:
         connection_timeout_ms: int = 10_000,
         listener_name: str | None = None,
         keep_alive_interval_seconds: float = 30,
+        enable_transaction: bool = False,
+        transaction_end_retry_timeout_ms: float | None = None,
         **kwargs: Any,
     ) -> None:
         parse_service_url(service_url)
@@ -81,11 +112,18 @@ class Client:
             connection_timeout_ms=connection_timeout_ms,
             keep_alive_interval_seconds=keep_alive_interval_seconds,
             listener_name=listener_name or "",
+            transaction_end_retry_timeout_ms=transaction_end_retry_timeout_ms,
         )
         self.pool = ConnectionPool(self.config)
         self.lookup = LookupService(self.config, self.pool)
         self._handles: list[Any] = []
         self._closed = False
+        self.transaction_coordinator: TransactionCoordinatorClient | None = (
+            TransactionCoordinatorClient(self.config, self.pool, self.lookup)
+            if enable_transaction
+            else None
+        )
+        self._transactions = TransactionRegistry()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -160,6 +198,7 @@ class Client:
             batching_type=BatchingType(batching_type),
             properties=dict(properties or {}),
             access_mode=ProducerAccessMode(access_mode),
+            txn_enabled=self.transaction_coordinator is not None,
         )
         n = await self._partitions(full)
         impl: ProducerImpl | PartitionedProducerImpl
@@ -364,8 +403,49 @@ class Client:
         self._handles.append(impl)
         return Reader(impl, full)
 
+    async def new_transaction(self, timeout_ms: int = 60_000) -> Transaction:
+        """Open a transaction on the next coordinator (round-robin).
+
+        The first call discovers the coordinators and connects to each of them.
+        After ``timeout_ms`` without commit or abort the transaction is TIME_OUT on
+        the client and the coordinator aborts it.
+
+        Raises:
+            TransactionsNotEnabled: the client was created without
+                ``enable_transaction=True``.
+            InvalidConfiguration: ``timeout_ms`` is not a positive integer.
+            NotAllowedError: the broker has transactions disabled.
+            TransactionCoordinatorNotFound, ConnectError, Timeout: no coordinator
+                could be reached within the operation timeout.
+            AlreadyClosed: the client is closed.
+        """
+        self._check_open()
+        if self.transaction_coordinator is None:
+            raise TransactionsNotEnabled(
+                "transactions are not enabled on this client: create it with "
+                "Client(..., enable_transaction=True)"
+            )
+        if (
+            isinstance(timeout_ms, bool)
+            or not isinstance(timeout_ms, int)
+            or timeout_ms <= 0
+        ):
+            raise InvalidConfiguration(
+                f"timeout_ms must be a positive number of milliseconds, got {timeout_ms!r}"
+            )
+        txn_id = await self.transaction_coordinator.new_txn(timeout_ms)
+        impl = TransactionImpl(
+            txn_id, timeout_ms, self.transaction_coordinator, self.config
+        )
+        self._transactions.add(impl)
+        return Transaction(impl)
+
     async def close(self) -> None:
-        """Close every producer, consumer and reader, then the connections."""
+        """Close every producer, consumer and reader, then the connections.
+
+        Open transactions are left to time out on their coordinator; a commit or
+        abort still waiting for its answer fails with AlreadyClosed.
+        """
         if self._closed:
             return
         self._closed = True
@@ -373,9 +453,16 @@ class Client:
             *(h.close() for h in self._handles), return_exceptions=True
         )
         self._handles.clear()
+        self._stop_transactions()
         self.pool.close()
+
+    def _stop_transactions(self) -> None:
+        if self.transaction_coordinator is not None:
+            self.transaction_coordinator.close()
+        self._transactions.close()
 
     async def shutdown(self) -> None:
         """Drop connections without closing producers and consumers politely."""
         self._closed = True
+        self._stop_transactions()
         self.pool.close()

@@ -35,6 +35,9 @@ class ClientConfig:
     max_frame_bytes: int = 5 * 1024 * 1024 + 10 * 1024
     client_version: str = CLIENT_VERSION
     listener_name: str = ""
+    # Transactions: an END_TXN without a definite answer is asked again until it gets
+    # one; this bounds how long (None: no bound, as docs/ARCHITECTURE.md §6 wants).
+    transaction_end_retry_timeout_ms: float | None = None
     _ids: itertools.count[int] = field(default_factory=itertools.count, repr=False)
     _producer_ids: itertools.count[int] = field(
         default_factory=itertools.count, repr=False

@@ -47,7 +47,25 @@ _RESPONSES: dict[int, str] = {
     T.GET_SCHEMA_RESPONSE: "getSchemaResponse",
     T.CONSUMER_STATS_RESPONSE: "consumerStatsResponse",
     T.ACK_RESPONSE: "ackResponse",
+    T.TC_CLIENT_CONNECT_RESPONSE: "tcClientConnectResponse",
+    T.NEW_TXN_RESPONSE: "newTxnResponse",
+    T.ADD_PARTITION_TO_TXN_RESPONSE: "addPartitionToTxnResponse",
+    T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE: "addSubscriptionToTxnResponse",
+    T.END_TXN_RESPONSE: "endTxnResponse",
 }
+
+# Responses that report failure in their own ``error`` / ``message`` fields (instead of
+# an ERROR command): the request fails with the exception for that code.
+_ERROR_IN_RESPONSE = frozenset(
+    {
+        T.ACK_RESPONSE,
+        T.TC_CLIENT_CONNECT_RESPONSE,
+        T.NEW_TXN_RESPONSE,
+        T.ADD_PARTITION_TO_TXN_RESPONSE,
+        T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE,
+        T.END_TXN_RESPONSE,
+    }
+)
 
 
 class ProducerHandler(Protocol):
@@ -395,7 +413,7 @@ class ClientConnection(asyncio.Protocol):
         ):
             self._resolve(rid, error=error_for_code(sub.error_code, sub.error_message))
             return
-        if t == T.ACK_RESPONSE and sub.HasField("error"):
+        if t in _ERROR_IN_RESPONSE and sub.HasField("error"):
             self._resolve(rid, error=error_for_code(sub.error, sub.message))
             return
         self._resolve(rid, result=cmd)

@@ -7,6 +7,12 @@ receive queue. Taking a message from the queue returns a permit (see
 :mod:`quasar.client.permits`). On connection loss or CLOSE_CONSUMER the consumer
 resubscribes with the same consumer_id after a backoff, drops its queued messages (the
 broker redelivers everything unacked) and grants fresh permits.
+
+Acks in a transaction (:meth:`ConsumerImpl.acknowledge_txn`) are not grouped: the
+(topic, subscription) is registered with the transaction once, then each ack is sent
+at once with the transaction id and a request id, and its ACK_RESPONSE awaited (the
+broker may refuse it, e.g. with TransactionConflict). Until the transaction commits the
+broker holds them as *pending acks*; an abort makes the messages deliverable again.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from quasar.client.acks import (
     BatchAckTracker,
     EntryKey,
     RedeliveryTracker,
+    all_unacked,
     bits_to_words,
 )
 from quasar.client.backoff import Backoff
@@ -38,6 +45,7 @@ from quasar.client.message_id import MessageId
 from quasar.client.permits import PermitTracker
 from quasar.client.receive_queue import ReceiveQueue
 from quasar.client.schema import BytesSchema, Schema
+from quasar.client.transaction import TransactionImpl
 from quasar.clock import Clock, SystemClock
 from quasar.errors import (
     AlreadyClosed,
@@ -145,6 +153,8 @@ class ConsumerImpl:
         self._start_inclusive = conf.start_message_id_inclusive
         self._seeked = False
         self.is_active: bool | None = None
+        # Set while subscribed on a connection (transactional acks wait for it).
+        self._ready = asyncio.Event()
 
     # --- subscribe / reconnect -------------------------------------------------------
 
@@ -222,6 +232,7 @@ class ConsumerImpl:
         conn.consumers[self.consumer_id] = self
         self._conn = conn
         self.state = State.READY
+        self._ready.set()
         self._backoff.reset()
         self._send_flow(self.permits.initial())
         self._flush_acks()
@@ -241,6 +252,7 @@ class ConsumerImpl:
         if conn is not self._conn:
             return
         self._conn = None
+        self._ready.clear()
         if self.state != State.READY:
             return
         self.state = State.CONNECTING
@@ -396,6 +408,94 @@ class ConsumerImpl:
         else:
             self.ack_group.set_cumulative(key)
         self._arm_ack_timer()
+
+    async def acknowledge_txn(
+        self, mid: MessageId, txn: TransactionImpl, cumulative: bool = False
+    ) -> None:
+        """Ack ``mid`` (cumulative: and everything before it) in transaction ``txn``.
+
+        Registers (topic, subscription) with the transaction first (once per
+        transaction), then sends the ACK with the transaction id and waits for the
+        broker's ACK_RESPONSE. A batch member is acked by index: the ACK carries the
+        entry's ack set (a set bit = not acked by this ack) and the batch size.
+        Waits up to the operation timeout for a connection; once the ACK is sent it
+        is never sent again (a lost answer fails the ack, and so the commit).
+
+        Raises:
+            AlreadyClosed: the consumer is closed.
+            CumulativeAcknowledgementNotAllowedError: cumulative on Shared / Key_Shared.
+            InvalidTxnStatus: the transaction is not OPEN (nothing was sent).
+            TransactionConflict: the message is acked already or pending in another
+                transaction.
+            TransactionNotFound, TransactionCoordinatorNotFound, NotConnected,
+            ConnectError, Timeout, ...: the ack did not (certainly) take effect.
+        """
+        self._check_open()
+        if cumulative and self.conf.consumer_type in (
+            ConsumerType.Shared,
+            ConsumerType.KeyShared,
+        ):
+            raise CumulativeAcknowledgementNotAllowedError(
+                "cumulative acks are not allowed on Shared and Key_Shared subscriptions"
+            )
+        op = txn.begin_op()
+        # As for plain acks: the message is no longer due for redelivery. If the
+        # transaction aborts, the broker makes it deliverable again.
+        if cumulative:
+            self.nacks.remove_up_to(mid)
+            self.unacked.remove_up_to(mid)
+            txn.add_abort_listener(self)
+        else:
+            self.nacks.remove(mid)
+            self.unacked.remove(mid)
+        try:
+            await txn.register_subscription(self.topic, self.conf.subscription)
+            conn = await self._wait_connected()
+            rid = self.config.next_request_id()
+            cmd = make_command(
+                T.ACK,
+                "ack",
+                consumer_id=self.consumer_id,
+                ack_type=pb.CommandAck.Cumulative
+                if cumulative
+                else pb.CommandAck.Individual,
+                txnid_most_bits=txn.txn_id.most_bits,
+                txnid_least_bits=txn.txn_id.least_bits,
+                request_id=rid,
+            )
+            cmd.ack.message_id.append(_txn_ack_position(mid, cumulative))
+            await conn.request(cmd, rid)
+        except BaseException as exc:
+            op.finish(exc)
+            raise
+        op.finish(None)
+
+    async def _wait_connected(self) -> ClientConnection:
+        """The current connection, waiting up to the operation timeout for one.
+
+        Raises:
+            AlreadyClosed: the consumer closed meanwhile.
+            NotConnected: still reconnecting after the operation timeout.
+        """
+        try:
+            async with asyncio.timeout(self.config.operation_timeout_s):
+                while True:
+                    self._check_open()
+                    if self._conn is not None:
+                        return self._conn
+                    await self._ready.wait()
+        except TimeoutError:
+            raise NotConnected(f"consumer on {self.topic} is reconnecting") from None
+
+    def on_transaction_aborted(self) -> None:
+        """A transaction with a cumulative ack of this consumer was aborted.
+
+        The broker moves the subscription back to where it was before that ack:
+        drop the messages queued here (they come again) and ask for everything
+        unacknowledged, so that nothing after the old position is skipped.
+        """
+        if self.state == State.READY:
+            self.redeliver(None)
 
     def _queue_individual(self, key: EntryKey, ack_set: list[int] | None) -> None:
         if self.ack_group.add_individual(key, ack_set):
@@ -623,6 +723,7 @@ class ConsumerImpl:
 
     def _mark_closed(self) -> None:
         self.state = State.CLOSED
+        self._ready.set()  # wakes waiters of _wait_connected; they see CLOSED
         if (
             self._reconnect_task is not None
             and self._reconnect_task is not asyncio.current_task()
@@ -641,6 +742,22 @@ class ConsumerImpl:
     def _check_open(self) -> None:
         if self.state == State.CLOSED:
             raise AlreadyClosed(f"consumer on {self.topic} is closed")
+
+
+def _txn_ack_position(mid: MessageId, cumulative: bool) -> Any:
+    """The ``MessageIdData`` of a transactional ack of ``mid``.
+
+    For a batch member the broker needs the ack set: every member except the acked
+    one (individual) or except members ``0..index`` (cumulative) stays set, meaning
+    "not acknowledged by this ack". Without it, the ack would cover the whole entry.
+    """
+    data = MessageId(-1, mid.ledger_id(), mid.entry_id()).to_pb()
+    if mid.is_batch_member():
+        size, index = mid.batch_size(), mid.batch_index()
+        acked = (1 << (index + 1)) - 1 if cumulative else 1 << index
+        data.ack_set.extend(bits_to_words(all_unacked(size) & ~acked))
+        data.batch_size = size
+    return data
 
 
 def _random_name() -> str:

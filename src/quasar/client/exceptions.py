@@ -125,6 +125,48 @@ class Interrupted(ClientError):
     """A blocking call was interrupted."""
 
 
+# --- transactions --------------------------------------------------------------------
+# The broker's transaction errors are the quasar.errors classes re-exported above
+# (TransactionConflict, TransactionNotFound, InvalidTxnStatus(Error),
+# TransactionCoordinatorNotFound(Error), NotAllowedError). These are the client's own.
+
+
+class TransactionsNotEnabled(InvalidConfiguration):
+    """``new_transaction`` on a client created without ``enable_transaction=True``."""
+
+
+class TransactionHasOperationFailed(ClientError):
+    """``commit()`` refused: a send or ack of the transaction failed.
+
+    The client aborted the transaction instead (as Pulsar's client does), so none of
+    its messages or acks take effect. ``failures`` holds the errors of the failed
+    operations, in completion order.
+    """
+
+    def __init__(
+        self, message: str, failures: list[BaseException] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.failures: list[BaseException] = list(failures or [])
+
+
+class TransactionOutcomeUnknown(ClientError):
+    """``commit()`` / ``abort()`` could not learn whether the transaction ended.
+
+    Raised in two cases, both after an END_TXN whose answer was lost:
+
+    * the retry budget (``transaction_end_retry_timeout_ms``) ran out while the
+      coordinator was unreachable. ``txn.state()`` is still COMMITTING / ABORTING and
+      calling ``commit()`` / ``abort()`` again resumes asking;
+    * the retry was answered ``TransactionNotFound``: the coordinator no longer knows
+      the transaction, so the lost attempt may have ended it. Brokers that remember
+      ended transactions answer a repeated end with the same action as a success
+      instead. ``txn.state()`` is ERROR.
+
+    Never retried by re-sending the transaction's data: the caller decides.
+    """
+
+
 _RESULT_BY_CLASS: dict[type[BaseException], Result] = {
     Timeout: Result.Timeout,
     ConnectError: Result.ConnectError,

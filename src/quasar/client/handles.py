@@ -25,6 +25,7 @@ from quasar.client.producer import ProducerImpl
 from quasar.client.reader import child_has_message_available
 from quasar.client.receipts import SendCallback
 from quasar.client.schema import Schema
+from quasar.client.transaction import Transaction, transaction_impl
 from quasar.errors import AlreadyClosed
 
 log = logging.getLogger(__name__)
@@ -50,12 +51,16 @@ def build_outgoing(
     event_timestamp: int | None = None,
     deliver_at: int | None = None,
     deliver_after: timedelta | None = None,
+    txn: Any = None,
 ) -> OutgoingMessage:
     """Validate ``send`` arguments and encode the content with the schema.
+
+    ``txn`` is a transaction handle (asyncio or blocking) or None.
 
     Raises:
         TypeError / ValueError: content or arguments of the wrong type.
     """
+    impl = None if txn is None else transaction_impl(txn)
     null_value = content is None
     payload = b"" if null_value else schema.encode(content)
     for k, v in (properties or {}).items():
@@ -80,6 +85,7 @@ def build_outgoing(
         event_time=event_timestamp,
         deliver_at_ms=deliver_at,
         null_value=null_value,
+        txn=impl,
     )
 
 
@@ -110,10 +116,12 @@ class Producer:
 
         Keyword arguments are those of ``pulsar.Producer.send`` (properties,
         partition_key, ordering_key, sequence_id, replication_clusters,
-        disable_replication, event_timestamp, deliver_at, deliver_after).
+        disable_replication, event_timestamp, deliver_at, deliver_after), plus
+        ``txn``: publish in that transaction (visible to consumers once it commits).
 
         Raises:
             AlreadyClosed, ProducerQueueIsFull, MessageTooBig, Timeout, BrokerError.
+            InvalidTxnStatus: ``txn`` is no longer OPEN (timed out, ending, ended).
         """
         return await self._impl.send(build_outgoing(self._schema, content, **kwargs))
 
@@ -122,8 +130,14 @@ class Producer:
     ) -> None:
         """Queue a message; ``callback(error_or_None, message_id)`` runs on the loop.
 
+        With ``txn=``, the message is an operation of that transaction from this call
+        until its callback: ``txn.commit()`` waits for it and fails if it failed.
+
         Raises:
             AlreadyClosed, ProducerQueueIsFull, MessageTooBig: not queued.
+            InvalidTxnStatus: ``txn`` is no longer OPEN.
+            TransactionNotFound, TransactionCoordinatorNotFound, ...: the partition
+                could not be registered with ``txn``.
         """
         await self._impl.send_async(
             build_outgoing(self._schema, content, **kwargs), callback
@@ -204,21 +218,41 @@ class Consumer:
             None if timeout_millis is None else timeout_millis / 1000.0
         )
 
-    async def acknowledge(self, message: Message | MessageId) -> None:
+    async def acknowledge(
+        self, message: Message | MessageId, txn: Transaction | None = None
+    ) -> None:
         """Acknowledge one message (sent in a group within ~100 ms).
+
+        With ``txn``: acknowledge it in that transaction. The ack is sent at once
+        and awaited; it takes effect when the transaction commits.
 
         Raises:
             AlreadyClosed: the consumer is closed.
+            With ``txn``: InvalidTxnStatus (not OPEN), TransactionConflict (acked
+            already, or pending in another transaction), TransactionNotFound,
+            Timeout, ConnectError, ... (the ack failed, so the commit will).
         """
-        self._impl.acknowledge(_message_id_of(message))
+        mid = _message_id_of(message)
+        if txn is None:
+            self._impl.acknowledge(mid)
+        else:
+            await self._impl.acknowledge_txn(mid, transaction_impl(txn), False)
 
-    async def acknowledge_cumulative(self, message: Message | MessageId) -> None:
-        """Acknowledge a message and all before it.
+    async def acknowledge_cumulative(
+        self, message: Message | MessageId, txn: Transaction | None = None
+    ) -> None:
+        """Acknowledge a message and all before it (with ``txn``: in that transaction;
+        if it aborts, the subscription goes back and the messages come again).
 
         Raises:
             CumulativeAcknowledgementNotAllowedError: Shared / Key_Shared subscription.
+            With ``txn``: as :meth:`acknowledge`.
         """
-        self._impl.acknowledge_cumulative(_message_id_of(message))
+        mid = _message_id_of(message)
+        if txn is None:
+            self._impl.acknowledge_cumulative(mid)
+        else:
+            await self._impl.acknowledge_txn(mid, transaction_impl(txn), True)
 
     async def negative_acknowledge(self, message: Message | MessageId) -> None:
         """Have the message redelivered after ``negative_ack_redelivery_delay_ms``."""

@@ -21,6 +21,7 @@ from quasar.client.lookup import LookupService
 from quasar.client.message import Message
 from quasar.client.message_id import MessageId
 from quasar.client.receive_queue import ReceiveQueue
+from quasar.client.transaction import TransactionImpl
 from quasar.errors import AlreadyClosed, QuasarError
 from quasar.protocol import TopicName
 
@@ -154,6 +155,18 @@ class MultiTopicsConsumer:
     def negative_acknowledge(self, mid: MessageId) -> None:
         self._check_open()
         self.child_for(mid).negative_acknowledge(mid)
+
+    async def acknowledge_txn(
+        self, mid: MessageId, txn: TransactionImpl, cumulative: bool = False
+    ) -> None:
+        """Ack in a transaction through the child that received ``mid``: the
+        subscription is registered with the transaction per partition, as Pulsar does.
+
+        Raises:
+            See :meth:`ConsumerImpl.acknowledge_txn`.
+        """
+        self._check_open()
+        await self.child_for(mid).acknowledge_txn(mid, txn, cumulative)
 
     def redeliver_unacknowledged_messages(self) -> None:
         self._check_open()

@@ -5,15 +5,23 @@ properties and keys. Batched messages become ``SingleMessageMetadata`` records i
 one entry (protocol §4.1); the outer metadata then copies the first message's keys and
 replication settings, and carries ``num_messages_in_batch`` (its presence is what makes
 the consumer treat the entry as a batch).
+
+A message sent in a transaction carries the transaction (``txn``); its entry's
+``MessageMetadata`` and its SEND then carry ``txnid_most_bits`` / ``txnid_least_bits``.
+A batch holds messages of one transaction only, or of none.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quasar.protocol import pb
 from quasar.protocol.batch import build_batch
+
+if TYPE_CHECKING:
+    from quasar.client.transaction import TransactionImpl
+    from quasar.client.txn_state import TxnID
 
 
 @dataclass
@@ -29,6 +37,11 @@ class OutgoingMessage:
     event_time: int | None = None
     deliver_at_ms: int | None = None
     null_value: bool = False
+    txn: TransactionImpl | None = None
+
+    @property
+    def txn_id(self) -> TxnID | None:
+        return None if self.txn is None else self.txn.txn_id
 
     @property
     def routing_key(self) -> str | bytes | None:

@@ -6,6 +6,12 @@ written at once while connected and kept in :class:`PendingSends` until their re
 When the connection drops or the broker sends CLOSE_PRODUCER, the producer looks the
 topic up again with backoff, re-sends PRODUCER with the same producer_id, epoch + 1 and
 its previous name, and then writes every un-receipted SEND again, in order.
+
+Transactions: before the first message of a transaction goes to this partition, the
+partition is registered with the transaction's coordinator (ADD_PARTITION_TO_TXN, once
+per transaction; see :mod:`quasar.client.transaction`). Each transactional send counts
+as an operation of the transaction until its receipt or failure, so ``commit()`` waits
+for it and fails if it failed.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from quasar.client.outgoing import (
 )
 from quasar.client.receipts import OpSend, PendingSends, ReceiptOutcome, SendCallback
 from quasar.client.schema import BytesSchema, Schema
+from quasar.client.txn_state import TxnID
 from quasar.clock import Clock, SystemClock
 from quasar.errors import (
     AlreadyClosed,
@@ -84,6 +91,8 @@ class ProducerConfig:
     batching_type: BatchingType = BatchingType.Default
     properties: dict[str, str] = field(default_factory=dict)
     access_mode: ProducerAccessMode = ProducerAccessMode.Shared
+    # Set when the client has transactions enabled (CommandProducer.txn_enabled).
+    txn_enabled: bool = False
 
 
 class State(enum.Enum):
@@ -130,6 +139,8 @@ class ProducerImpl:
         self._slots_used = 0
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
         self._batches: dict[Any, BatchContainer] = {}
+        # The transaction of the messages in the open batches (None: no transaction).
+        self._batch_txn: TxnID | None = None
         self._batch_timer: asyncio.TimerHandle | None = None
         self._send_timer: asyncio.TimerHandle | None = None
         self._backoff = Backoff(
@@ -172,6 +183,8 @@ class ProducerImpl:
             user_provided_producer_name=self._user_named,
             producer_access_mode=int(self.conf.access_mode),
             topic_epoch=self._topic_epoch,
+            # Tells the broker to prepare the topic's transaction buffer.
+            txn_enabled=True if self.conf.txn_enabled else None,
         )
         for k, v in self.conf.properties.items():
             cmd.producer.metadata.add(key=k, value=v)
@@ -278,16 +291,32 @@ class ProducerImpl:
     async def send_async(self, msg: OutgoingMessage, callback: SendCallback) -> None:
         """Queue a message; ``callback(error, message_id)`` runs on completion.
 
-        Waits for queue space when ``block_if_queue_full``.
+        Waits for queue space when ``block_if_queue_full``. A message of a transaction
+        first waits until this partition is registered with the transaction.
 
         Raises:
             AlreadyClosed, ProducerQueueIsFull, MessageTooBig: the message was not queued.
+            InvalidTxnStatus: the transaction is no longer OPEN (nothing was sent).
+            TransactionNotFound, TransactionCoordinatorNotFound, Timeout, ...: the
+                partition could not be registered with the transaction.
         """
-        await self._acquire_slot()
+        txn = msg.txn
+        op = txn.begin_op() if txn is not None else None
         try:
-            self._enqueue(msg, callback)
-        except BaseException:
-            self._release_slots(1)
+            if op is not None:
+                assert txn is not None
+                await txn.register_partition(self.topic)
+                callback = op.wrap(callback)
+            await self._acquire_slot()
+            try:
+                self._enqueue(msg, callback)
+            except BaseException:
+                self._release_slots(1)
+                raise
+        except BaseException as exc:
+            # Not queued: the transaction must not commit without this message.
+            if op is not None:
+                op.finish(exc)
             raise
 
     async def _acquire_slot(self) -> None:
@@ -330,7 +359,7 @@ class ProducerImpl:
         if self.conf.batching_enabled and msg.deliver_at_ms is None:
             self._add_to_batch(BatchItem(msg, seq, callback))
             return
-        md = self._new_metadata(seq)
+        md = self._new_metadata(seq, msg.txn_id)
         msg.fill_metadata(md)
         self._send_entry(md, msg.payload, seq, 1, [callback])
 
@@ -339,7 +368,7 @@ class ProducerImpl:
             return self._conn.max_message_size
         return 5 * 1024 * 1024 - 10 * 1024
 
-    def _new_metadata(self, seq: int) -> Any:
+    def _new_metadata(self, seq: int, txn_id: TxnID | None = None) -> Any:
         md = pb.MessageMetadata(
             producer_name=self.producer_name or "",
             sequence_id=seq,
@@ -347,6 +376,11 @@ class ProducerImpl:
         )
         if self._schema_version:
             md.schema_version = self._schema_version
+        if txn_id is not None:
+            # In the metadata too (not only in SEND), as Pulsar's client does: the
+            # broker's transaction buffer and dispatchers read it from the entry.
+            md.txnid_most_bits = txn_id.most_bits
+            md.txnid_least_bits = txn_id.least_bits
         return md
 
     def _send_entry(
@@ -367,6 +401,10 @@ class ProducerImpl:
         )
         if md.HasField("num_messages_in_batch"):
             cmd.send.num_messages = count
+        if md.HasField("txnid_most_bits"):
+            # Both ids in SEND is what makes the broker treat it as transactional.
+            cmd.send.txnid_most_bits = md.txnid_most_bits
+            cmd.send.txnid_least_bits = md.txnid_least_bits
         if md.ByteSize() + len(payload) > self._max_message_size():
             raise MessageTooBig(
                 f"entry of {len(payload)} bytes exceeds the broker's limit"
@@ -393,6 +431,12 @@ class ProducerImpl:
         return None
 
     def _add_to_batch(self, item: BatchItem) -> None:
+        txn_id = item.message.txn_id
+        if txn_id != self._batch_txn:
+            # A batch entry belongs to one transaction (or none): its metadata has one
+            # txn id. Sending the open batches first also keeps the producer's order.
+            self.flush_batches()
+            self._batch_txn = txn_id
         key = self._batch_key(item.message)
         container = self._batches.get(key)
         if container is None:
@@ -428,7 +472,7 @@ class ProducerImpl:
         items = container.take()
         if not items:
             return
-        md = self._new_metadata(items[0].sequence_id)
+        md = self._new_metadata(items[0].sequence_id, items[0].message.txn_id)
         fill_batch_metadata(md, items)
         try:
             self._send_entry(
@@ -481,14 +525,25 @@ class ProducerImpl:
 
     def on_send_error(self, error: Any) -> None:
         head = self._pending.head()
+        # ChecksumError and NotAllowedError fail the SEND they answer (as Pulsar's Java
+        # client does): resending the same bytes cannot succeed. NotAllowedError is
+        # what a broker answers e.g. to a transactional send it cannot take (the
+        # transaction ended, or the topic has no transaction buffer); failing it
+        # promptly lets the transaction's commit fail and abort instead of waiting
+        # for the send timeout.
+        fail_head = {
+            ServerError.ChecksumError: ChecksumError,
+            ServerError.NotAllowedError: NotAllowedError,
+        }.get(error.error)
         if (
-            error.error == ServerError.ChecksumError
+            fail_head is not None
             and head is not None
             and head.sequence_id == error.sequence_id
         ):
             op = self._pending.pop_head()
             self._release_slots(op.num_messages)
-            op.complete(ChecksumError(error.message), None)
+            op.complete(fail_head(error.message), None)
+            self._arm_send_timer()
             return
         # Any other error: the C++ client drops the connection, then resends.
         if self._conn is not None:

@@ -5,6 +5,13 @@ submits a coroutine of the asyncio core (:mod:`quasar.client.aio`) to it and wai
 the result. Message listeners and ``send_async`` callbacks run on a separate worker
 thread (``message_listener_threads``), never on the loop thread, so they may call
 blocking methods such as ``consumer.acknowledge``.
+
+Transactions (``Client(url, enable_transaction=True)``)::
+
+    txn = client.new_transaction(timeout_ms=60000)
+    producer.send(b"out", txn=txn)
+    consumer.acknowledge(msg, txn=txn)
+    txn.commit()                  # blocks; or txn.commit_async() -> Future
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ from quasar.client.message_id import MessageId
 from quasar.client.partitioned_producer import PartitionedProducerImpl
 from quasar.client.schema import BytesSchema, Schema
 from quasar.client.send_pipe import CallbackRunner, SendPipe
+from quasar.client.transaction import TransactionImpl, transaction_impl
+from quasar.client.txn_state import TransactionState, TxnID
 from quasar.errors import AlreadyClosed
 
 R = TypeVar("R")
@@ -51,6 +60,7 @@ _SEND_KWARGS = (
     "event_timestamp",
     "deliver_at",
     "deliver_after",
+    "txn",
 )
 
 
@@ -104,6 +114,13 @@ class _LoopThread:
             fut.cancel()
             raise
 
+    def submit(self, coro: Coroutine[Any, Any, R]) -> concurrent.futures.Future[R]:
+        """Start ``coro`` on the loop without waiting for it."""
+        if not self._thread.is_alive():
+            coro.close()
+            raise AlreadyClosed("client is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
     def stop(self) -> None:
         if self._thread.is_alive():
             self.loop.call_soon_threadsafe(self.loop.stop)
@@ -151,11 +168,18 @@ class Producer:
         event_timestamp: int | None = None,
         deliver_at: int | None = None,
         deliver_after: Any = None,
+        txn: Transaction | None = None,
     ) -> MessageId:
         """Publish and block until the broker stored the message; returns its id.
 
+        ``txn``: publish in that transaction; consumers see the message once it
+        commits, never if it aborts.
+
         Raises:
             AlreadyClosed, ProducerQueueIsFull, MessageTooBig, Timeout, BrokerError.
+            InvalidTxnStatus: ``txn`` is no longer OPEN (timed out, ending, ended).
+            TransactionNotFound, TransactionCoordinatorNotFound, ...: the partition
+                could not be registered with ``txn``.
         """
         values = locals()
         kwargs = {k: values[k] for k in _SEND_KWARGS}
@@ -174,17 +198,23 @@ class Producer:
         event_timestamp: int | None = None,
         deliver_at: int | None = None,
         deliver_after: Any = None,
+        txn: Transaction | None = None,
     ) -> None:
         """Queue a message; ``callback(result, message_id)`` runs on the listener thread.
 
         Blocks only while the queue is full and ``block_if_queue_full`` is set. A
-        message that cannot be queued is reported through the callback too.
+        message that cannot be queued is reported through the callback too. With
+        ``txn``, ``txn.commit()`` waits for this message and fails if it failed
+        (the callback then gets the error, e.g. ``InvalidTxnStatusError`` when the
+        transaction was no longer open).
         """
         values = locals()
         kwargs = {k: values[k] for k in _SEND_KWARGS}
         # Built here so bad content raises TypeError/ValueError to the caller, as in
         # `pulsar`; everything after is asynchronous.
         message = build_outgoing(self._impl._schema, content, **kwargs)
+        if isinstance(txn, Transaction):
+            txn._track_pipe(self._pipe)
         self._pipe.submit(message, callback)
 
     def flush(self) -> None:
@@ -236,12 +266,31 @@ class Consumer:
         """
         return self._client._run(self._impl.receive(timeout_millis))
 
-    def acknowledge(self, message: Message | MessageId) -> None:
-        self._client._run(self._impl.acknowledge(message))
+    def acknowledge(
+        self, message: Message | MessageId, txn: Transaction | None = None
+    ) -> None:
+        """Acknowledge a message; with ``txn``, in that transaction.
 
-    def acknowledge_cumulative(self, message: Message | MessageId) -> None:
-        """Raises CumulativeAcknowledgementNotAllowedError on Shared / Key_Shared."""
-        self._client._run(self._impl.acknowledge_cumulative(message))
+        A transactional ack blocks until the broker answered it.
+
+        Raises:
+            AlreadyClosed: the consumer is closed.
+            With ``txn``: InvalidTxnStatus (not OPEN), TransactionConflict (acked
+            already or pending in another transaction), TransactionNotFound,
+            Timeout, ConnectError, ... (the ack failed, so the commit will).
+        """
+        self._client._run(self._impl.acknowledge(message, txn))
+
+    def acknowledge_cumulative(
+        self, message: Message | MessageId, txn: Transaction | None = None
+    ) -> None:
+        """Acknowledge a message and all before it; with ``txn``, in that transaction.
+
+        Raises:
+            CumulativeAcknowledgementNotAllowedError: on Shared / Key_Shared.
+            With ``txn``: as :meth:`acknowledge`.
+        """
+        self._client._run(self._impl.acknowledge_cumulative(message, txn))
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         self._client._run(self._impl.negative_acknowledge(message))
@@ -290,8 +339,95 @@ class Reader:
         self._client._run(self._impl.close())
 
 
+class Transaction:
+    """Blocking handle of a transaction (``client.new_transaction()``).
+
+    ``txn.id`` (or ``txn.id()``) is the :class:`TxnID` ``(most_bits, least_bits)``;
+    ``txn.state()`` the :class:`TransactionState`. Pass it as ``txn=`` to
+    ``producer.send`` / ``send_async`` and ``consumer.acknowledge`` /
+    ``acknowledge_cumulative``; finish with ``commit()`` or ``abort()`` (blocking)
+    or ``commit_async()`` / ``abort_async()`` (a ``concurrent.futures.Future``).
+    """
+
+    def __init__(self, client: Client, impl: TransactionImpl) -> None:
+        self._client = client
+        self._impl = impl
+        # Send pipes that took messages of this transaction: commit and abort first
+        # wait until those messages reached their producers, so that a send_async
+        # made before commit() is an operation the commit waits for.
+        self._pipes: set[SendPipe] = set()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return repr(self._impl)
+
+    @property
+    def id(self) -> TxnID:
+        """The transaction id; also callable: ``txn.id()``."""
+        return self._impl.txn_id
+
+    def state(self) -> TransactionState:
+        return self._impl.state
+
+    def timeout_ms(self) -> int:
+        return self._impl.timeout_ms
+
+    def _track_pipe(self, pipe: SendPipe) -> None:
+        with self._lock:
+            self._pipes.add(pipe)
+
+    async def _drained(self) -> None:
+        with self._lock:
+            pipes = list(self._pipes)
+        for pipe in pipes:
+            await pipe.drained()
+
+    async def _commit(self) -> None:
+        await self._drained()
+        await self._impl.commit()
+
+    async def _abort(self) -> None:
+        await self._drained()
+        await self._impl.abort()
+
+    def commit(self) -> None:
+        """Block until committed: waits for every send and ack of the transaction,
+        then asks the coordinator until it answers.
+
+        Raises:
+            InvalidTxnStatus: not committable (aborting, aborted, timed out, ERROR),
+                or the coordinator refused (state ERROR).
+            TransactionNotFound: the coordinator does not know it (state ERROR).
+            TransactionHasOperationFailed: a send or ack failed; it was aborted.
+            TransactionOutcomeUnknown: the outcome could not be learned.
+            AlreadyClosed: the client is closed.
+        """
+        self._client._run(self._commit())
+
+    def abort(self) -> None:
+        """Block until aborted (returns at once if already aborted or timed out).
+
+        Raises:
+            InvalidTxnStatus: committing, committed or ERROR, or refused.
+            TransactionNotFound, TransactionOutcomeUnknown, AlreadyClosed.
+        """
+        self._client._run(self._abort())
+
+    def commit_async(self) -> concurrent.futures.Future[None]:
+        """Start the commit; the future completes with None or the commit's error."""
+        return self._client._loop.submit(self._commit())
+
+    def abort_async(self) -> concurrent.futures.Future[None]:
+        """Start the abort; the future completes with None or the abort's error."""
+        return self._client._loop.submit(self._abort())
+
+
 class Client:
     """Blocking client (see ``pulsar.Client``); only ``pulsar://`` URLs, no auth/TLS.
+
+    ``enable_transaction=True`` allows :meth:`new_transaction`;
+    ``transaction_end_retry_timeout_ms`` bounds how long a commit or abort keeps
+    asking a coordinator that does not answer (None: until it answers).
 
     Raises:
         InvalidUrl: the service URL is not ``pulsar://host:port``.
@@ -316,12 +452,16 @@ class Client:
         listener_name: str | None = None,
         tls_private_key_file_path: str | None = None,
         tls_certificate_file_path: str | None = None,
+        enable_transaction: bool = False,
+        transaction_end_retry_timeout_ms: float | None = None,
     ) -> None:
         self._aio = aio.Client(
             service_url,
             operation_timeout_seconds=operation_timeout_seconds,
             connection_timeout_ms=connection_timeout_ms,
             listener_name=listener_name,
+            enable_transaction=enable_transaction,
+            transaction_end_retry_timeout_ms=transaction_end_retry_timeout_ms,
         )
         self._loop = _LoopThread("quasar-client-io")
         self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -467,6 +607,20 @@ class Client:
     def get_topic_partitions(self, topic: str) -> list[str]:
         return self._run(self._aio.get_topic_partitions(topic))
 
+    def new_transaction(self, timeout_ms: int = 60000) -> Transaction:
+        """Open a transaction (the first call finds and connects the coordinators).
+
+        Raises:
+            TransactionsNotEnabled: the client was made without
+                ``enable_transaction=True``.
+            InvalidConfiguration: ``timeout_ms`` is not a positive integer.
+            NotAllowedError: the broker has transactions disabled.
+            TransactionCoordinatorNotFound, ConnectError, Timeout: no coordinator
+                reachable within the operation timeout.
+        """
+        handle = self._run(self._aio.new_transaction(timeout_ms))
+        return Transaction(self, transaction_impl(handle))
+
     def close(self) -> None:
         """Close everything the client created, then stop its thread. Idempotent."""
         try:
@@ -498,4 +652,7 @@ __all__ = [
     "Producer",
     "Reader",
     "RegexSubscriptionMode",
+    "Transaction",
+    "TransactionState",
+    "TxnID",
 ]

@@ -1,0 +1,533 @@
+"""A client transaction (asyncio core) and its asyncio handle.
+
+:class:`TransactionImpl` holds what the client knows about one transaction:
+
+* its state (see :mod:`quasar.client.txn_state`) and a timer that moves an OPEN
+  transaction to TIME_OUT after ``timeout_ms``. Sends and acks are then refused
+  locally; the coordinator aborts the transaction on its own timer;
+* the partitions and subscriptions registered with the coordinator. Each is registered
+  once; concurrent sends to the same partition wait for the same registration;
+* the operations (sends, acks) in flight and the ones that failed. ``commit()`` first
+  waits for every operation; if one failed, it aborts instead (as Pulsar's client
+  does) and raises :class:`TransactionHasOperationFailed`;
+* the END_TXN exchange. An END_TXN whose answer was lost (connection closed, request
+  timed out) or refused with a retryable error is sent again until the coordinator
+  gives a definite answer, optionally bounded by ``transaction_end_retry_timeout_ms``.
+  The data of the transaction is never re-sent.
+
+Ending twice: the same action again succeeds once it is done (and joins it while in
+progress); the opposite action raises ``InvalidTxnStatus``.
+
+About repeated END_TXN: a coordinator that forgets ended transactions (Pulsar today)
+answers a retried END_TXN whose first attempt succeeded with TransactionNotFound. The
+client cannot tell that apart from a real failure and raises
+:class:`TransactionOutcomeUnknown`. A broker that remembers ended transactions (quasar's
+next milestone, Pulsar issue #19744) answers success instead, and the client reports
+the definite outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from quasar.client.backoff import Backoff
+from quasar.client.config import ClientConfig
+from quasar.client.exceptions import (
+    InvalidConfiguration,
+    TransactionHasOperationFailed,
+    TransactionOutcomeUnknown,
+)
+from quasar.client.receipts import SendCallback
+from quasar.client.txn_coordinator import TransactionCoordinatorClient
+from quasar.client.txn_state import TransactionState, TxnID, check_transition
+from quasar.errors import (
+    AlreadyClosed,
+    BrokerError,
+    InvalidTxnStatus,
+    QuasarError,
+    TransactionNotFound,
+)
+from quasar.protocol import pb
+
+log = logging.getLogger(__name__)
+S = TransactionState
+
+
+class AbortListener(Protocol):
+    """A consumer that acked cumulatively in a transaction; told when it aborts."""
+
+    def on_transaction_aborted(self) -> None: ...
+
+
+class TxnOp:
+    """One send or ack counted as in flight in a transaction until ``finish``."""
+
+    __slots__ = ("_txn", "_done")
+
+    def __init__(self, txn: TransactionImpl) -> None:
+        self._txn = txn
+        self._done = False
+
+    def finish(self, error: BaseException | None) -> None:
+        """Mark the operation settled (``error`` None: it succeeded). Idempotent."""
+        if self._done:
+            return
+        self._done = True
+        self._txn._op_finished(error)
+
+    def wrap(self, callback: SendCallback) -> SendCallback:
+        """A send callback that settles this operation, then calls ``callback``."""
+
+        def done(error: BaseException | None, message_id: Any) -> None:
+            self.finish(error)
+            callback(error, message_id)
+
+        return done
+
+
+class TransactionImpl:
+    """The client's state of one transaction. Lives on the client's event loop."""
+
+    def __init__(
+        self,
+        txn_id: TxnID,
+        timeout_ms: int,
+        coordinator: TransactionCoordinatorClient,
+        config: ClientConfig,
+    ) -> None:
+        self.txn_id = txn_id
+        self.timeout_ms = timeout_ms
+        self._coordinator = coordinator
+        self._config = config
+        self._loop = asyncio.get_running_loop()
+        self._state = S.OPEN
+        self._partitions: dict[str, asyncio.Task[None]] = {}
+        self._subscriptions: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._failures: list[BaseException] = []
+        self._abort_listeners: list[AbortListener] = []
+        # The commit or abort driving the transaction to its end, and which one it is.
+        self._end_task: asyncio.Task[None] | None = None
+        self._end_kind = ""
+        # An END_TXN went out and its answer was lost: the coordinator may have acted.
+        self._end_ambiguous = False
+        self._closed = False
+        self._timer: asyncio.TimerHandle | None = self._loop.call_later(
+            timeout_ms / 1000.0, self._on_timeout
+        )
+
+    def __repr__(self) -> str:
+        return f"<Transaction {self.txn_id} {self._state.value}>"
+
+    # --- state ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> TransactionState:
+        return self._state
+
+    def _move(self, new: TransactionState) -> None:
+        check_transition(self.txn_id, self._state, new)
+        log.debug("transaction %s: %s -> %s", self.txn_id, self._state.value, new.value)
+        self._state = new
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _on_timeout(self) -> None:
+        self._timer = None
+        if self._state is S.OPEN:
+            log.info(
+                "transaction %s timed out after %d ms", self.txn_id, self.timeout_ms
+            )
+            self._move(S.TIME_OUT)
+
+    def check_open(self) -> None:
+        """Raise unless the transaction still takes sends and acks.
+
+        Raises:
+            InvalidTxnStatus: it timed out, or a commit or abort has begun.
+        """
+        if self._state is S.OPEN:
+            return
+        if self._state is S.TIME_OUT:
+            raise InvalidTxnStatus(
+                f"transaction {self.txn_id} timed out after {self.timeout_ms} ms"
+            )
+        raise InvalidTxnStatus(
+            f"transaction {self.txn_id} is {self._state.value}: only an OPEN "
+            "transaction takes sends and acks"
+        )
+
+    # --- operations ----------------------------------------------------------------------
+
+    def begin_op(self) -> TxnOp:
+        """Count a send or ack as in flight; ``commit()`` waits for it.
+
+        Raises:
+            InvalidTxnStatus: the transaction is not OPEN.
+            InvalidConfiguration: the transaction belongs to another client.
+        """
+        if asyncio.get_running_loop() is not self._loop:
+            # Its state lives on its own client's loop (thread, in the blocking API).
+            raise InvalidConfiguration(
+                f"transaction {self.txn_id} belongs to another client"
+            )
+        self.check_open()
+        self._in_flight += 1
+        self._idle.clear()
+        return TxnOp(self)
+
+    def _op_finished(self, error: BaseException | None) -> None:
+        if error is not None:
+            log.debug("operation of transaction %s failed: %s", self.txn_id, error)
+            self._failures.append(error)
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self._idle.set()
+
+    @property
+    def ops_in_flight(self) -> int:
+        return self._in_flight
+
+    async def register_partition(self, partition: str) -> None:
+        """ADD_PARTITION_TO_TXN once per partition; later callers share the first.
+
+        A failed registration stays failed: every send to that partition in this
+        transaction fails with the same error (the transaction cannot commit anyway).
+
+        Raises:
+            TransactionNotFound, InvalidTxnStatus, TransactionCoordinatorNotFound,
+            ConnectError, Timeout, ...: the coordinator did not record the partition.
+        """
+        task = self._partitions.get(partition)
+        if task is None:
+            task = self._background(
+                self._coordinator.add_partition(self.txn_id, partition)
+            )
+            self._partitions[partition] = task
+        await asyncio.shield(task)
+
+    async def register_subscription(self, topic: str, subscription: str) -> None:
+        """ADD_SUBSCRIPTION_TO_TXN once per (topic partition, subscription).
+
+        Raises:
+            As :meth:`register_partition`.
+        """
+        key = (topic, subscription)
+        task = self._subscriptions.get(key)
+        if task is None:
+            task = self._background(
+                self._coordinator.add_subscription(self.txn_id, topic, subscription)
+            )
+            self._subscriptions[key] = task
+        await asyncio.shield(task)
+
+    @property
+    def registered_partitions(self) -> list[str]:
+        return list(self._partitions)
+
+    @property
+    def registered_subscriptions(self) -> list[tuple[str, str]]:
+        return list(self._subscriptions)
+
+    def _background(self, coro: Any) -> asyncio.Task[None]:
+        # A task, so that one waiter being cancelled does not cancel the registration
+        # the others wait for.
+        task: asyncio.Task[None] = self._loop.create_task(coro)
+        task.add_done_callback(_retrieve)
+        return task
+
+    def add_abort_listener(self, listener: AbortListener) -> None:
+        """Tell ``listener`` when this transaction is aborted (cumulative acks: the
+        broker rewinds the subscription, so the consumer's queued messages are stale)."""
+        if all(existing is not listener for existing in self._abort_listeners):
+            self._abort_listeners.append(listener)
+
+    # --- commit / abort ------------------------------------------------------------------
+
+    def _running(self, kind: str) -> asyncio.Task[None] | None:
+        task = self._end_task
+        if task is not None and not task.done() and self._end_kind == kind:
+            return task
+        return None
+
+    def _start_end(self, kind: str, run: Callable[[], Any]) -> asyncio.Task[None]:
+        self._cancel_timer()
+        task: asyncio.Task[None] = self._loop.create_task(run())
+        task.add_done_callback(_retrieve)
+        self._end_task, self._end_kind = task, kind
+        return task
+
+    async def commit(self) -> None:
+        """Commit: wait for every send and ack, then END_TXN(COMMIT) until answered.
+
+        Raises:
+            InvalidTxnStatus: the transaction is aborting, aborted, timed out or in
+                ERROR (refused locally, state unchanged), or the coordinator refused
+                (it is being aborted; state ERROR).
+            TransactionNotFound: the coordinator does not know it (timed out and
+                removed); state ERROR.
+            TransactionHasOperationFailed: a send or ack failed; the transaction was
+                aborted instead (state ABORTED).
+            TransactionOutcomeUnknown: see its docstring.
+            AlreadyClosed: the client closed before the outcome was known.
+        """
+        task = self._running("commit")
+        if task is None:
+            if self._state is S.COMMITTED:
+                return
+            if self._state is S.OPEN:
+                self._move(S.COMMITTING)
+            elif not (self._state is S.COMMITTING and self._end_task_done()):
+                raise self._cannot("commit")
+            task = self._start_end("commit", self._run_commit)
+        await self._join(task)
+
+    async def abort(self) -> None:
+        """Abort: wait for every send and ack, then END_TXN(ABORT) until answered.
+
+        Returns at once when already aborted, or when the transaction timed out on
+        the client (the coordinator aborts it on its own timer).
+
+        Raises:
+            InvalidTxnStatus: the transaction is committing, committed or in ERROR
+                (refused locally, state unchanged), or the coordinator refused
+                (state ERROR).
+            TransactionNotFound: the coordinator does not know it; state ERROR.
+            TransactionOutcomeUnknown: see its docstring.
+            AlreadyClosed: the client closed before the outcome was known.
+        """
+        task = self._running("abort")
+        if task is None and self._state is S.ABORTING and self._running("commit"):
+            # The commit found a failed operation and is aborting: that abort is ours.
+            await asyncio.wait([self._end_task])  # type: ignore[list-item]
+            if self._state is S.ABORTED:
+                return
+            raise self._cannot("abort")
+        if task is None:
+            if self._state in (S.ABORTED, S.TIME_OUT):
+                return
+            if self._state is S.OPEN:
+                self._move(S.ABORTING)
+            elif not (self._state is S.ABORTING and self._end_task_done()):
+                raise self._cannot("abort")
+            task = self._start_end("abort", self._run_abort)
+        await self._join(task)
+
+    async def _join(self, task: asyncio.Task[None]) -> None:
+        # shield: a caller that gives up (cancels) does not stop the end; a later
+        # commit()/abort() joins it, and state() shows the outcome once known.
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.cancelled() and self._closed:
+                raise AlreadyClosed(
+                    f"client closed before transaction {self.txn_id} ended "
+                    f"(state {self._state.value})"
+                ) from None
+            raise
+
+    def _end_task_done(self) -> bool:
+        return self._end_task is None or self._end_task.done()
+
+    def _cannot(self, what: str) -> InvalidTxnStatus:
+        return InvalidTxnStatus(
+            f"cannot {what} transaction {self.txn_id}: it is {self._state.value}"
+        )
+
+    async def _run_commit(self) -> None:
+        await self._idle.wait()
+        if self._failures:
+            failures = list(self._failures)
+            # Part of the transaction did not happen: committing the rest would publish
+            # a partial result, so abort it (Pulsar's client does the same).
+            self._move(S.ABORTING)
+            try:
+                await self._end(pb.ABORT)
+            except QuasarError as exc:
+                raise TransactionHasOperationFailed(
+                    f"transaction {self.txn_id}: {len(failures)} operation(s) failed "
+                    f"(first: {failures[0]!r}) and the abort failed too: {exc}",
+                    failures,
+                ) from exc
+            raise TransactionHasOperationFailed(
+                f"transaction {self.txn_id} was aborted: {len(failures)} operation(s) "
+                f"failed (first: {failures[0]!r})",
+                failures,
+            )
+        await self._end(pb.COMMIT)
+
+    async def _run_abort(self) -> None:
+        # Sends still in flight must reach their partition before the abort marker,
+        # or they would land in the topic after the transaction ended.
+        await self._idle.wait()
+        await self._end(pb.ABORT)
+
+    async def _end(self, action: int) -> None:
+        """END_TXN until the coordinator answers definitely (or the budget runs out)."""
+        name = "commit" if action == pb.COMMIT else "abort"
+        bound_ms = self._config.transaction_end_retry_timeout_ms
+        deadline = None if bound_ms is None else self._loop.time() + bound_ms / 1000.0
+        backoff = Backoff(self._config.initial_backoff_ms, self._config.max_backoff_ms)
+        while True:
+            sent = _Flag()
+            try:
+                await self._coordinator.end_txn_once(
+                    self.txn_id, action, on_sent=sent.set
+                )
+            except TransactionNotFound as exc:
+                self._move(S.ERROR)
+                if self._end_ambiguous:
+                    raise TransactionOutcomeUnknown(
+                        f"{name} of transaction {self.txn_id}: an earlier attempt's "
+                        "answer was lost and the coordinator no longer knows the "
+                        f"transaction, so it may or may not have ended ({exc})"
+                    ) from exc
+                raise
+            except AlreadyClosed:
+                raise
+            except QuasarError as exc:
+                if not exc.retryable:
+                    if isinstance(exc, BrokerError):
+                        self._move(S.ERROR)  # the coordinator's definite refusal
+                    raise
+                if sent.value:
+                    # Sent, but no definite answer (lost connection, timeout, or a
+                    # coordinator that closed while ending): it may have acted.
+                    self._end_ambiguous = True
+                delay = backoff.next_delay_ms() / 1000.0
+                if deadline is not None and self._loop.time() + delay >= deadline:
+                    raise TransactionOutcomeUnknown(
+                        f"{name} of transaction {self.txn_id}: no definite answer "
+                        f"within {bound_ms} ms (last: {exc}); call {name}() again "
+                        "to keep asking"
+                    ) from exc
+                log.info(
+                    "%s of transaction %s: %s; asking again in %.3fs",
+                    name,
+                    self.txn_id,
+                    exc,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+            else:
+                if action == pb.COMMIT:
+                    self._move(S.COMMITTED)
+                else:
+                    self._move(S.ABORTED)
+                    self._notify_aborted()
+                return
+
+    def _notify_aborted(self) -> None:
+        listeners, self._abort_listeners = self._abort_listeners, []
+        for listener in listeners:
+            try:
+                listener.on_transaction_aborted()
+            except Exception:  # one consumer's failure must not hide the abort
+                log.exception("abort listener of transaction %s failed", self.txn_id)
+
+    def close(self) -> None:
+        """The client is closing: stop the timer and any end still being retried."""
+        self._closed = True
+        self._cancel_timer()
+        if self._end_task is not None and not self._end_task.done():
+            self._end_task.cancel()
+
+
+class _Flag:
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = False
+
+    def set(self) -> None:
+        self.value = True
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    # Every waiter sees the error through shield(); this keeps asyncio from logging
+    # "exception was never retrieved" when nobody waits any more.
+    if not task.cancelled():
+        task.exception()
+
+
+class Transaction:
+    """Asyncio handle of a transaction (``await client.new_transaction()``).
+
+    ``txn.id`` (or ``txn.id()``) is the :class:`TxnID` ``(most_bits, least_bits)``;
+    ``txn.state()`` the :class:`TransactionState`. Pass the handle as ``txn=`` to
+    ``producer.send`` / ``send_async`` and ``consumer.acknowledge`` /
+    ``acknowledge_cumulative``, then ``await txn.commit()`` or ``await txn.abort()``.
+    """
+
+    def __init__(self, impl: TransactionImpl) -> None:
+        self._impl = impl
+
+    def __repr__(self) -> str:
+        return repr(self._impl)
+
+    @property
+    def id(self) -> TxnID:
+        """The transaction id; also callable: ``txn.id()``."""
+        return self._impl.txn_id
+
+    def state(self) -> TransactionState:
+        return self._impl.state
+
+    def timeout_ms(self) -> int:
+        return self._impl.timeout_ms
+
+    async def commit(self) -> None:
+        """See :meth:`TransactionImpl.commit` (raises the same errors)."""
+        await self._impl.commit()
+
+    async def abort(self) -> None:
+        """See :meth:`TransactionImpl.abort` (raises the same errors)."""
+        await self._impl.abort()
+
+
+def transaction_impl(txn: Any) -> TransactionImpl:
+    """The core of a transaction handle (asyncio or blocking) passed as ``txn=``.
+
+    Raises:
+        TypeError: ``txn`` is not a transaction of quasar's client.
+    """
+    impl = getattr(txn, "_impl", txn)
+    if not isinstance(impl, TransactionImpl):
+        raise TypeError(f"txn must be a Transaction, got {type(txn).__name__}")
+    return impl
+
+
+class TransactionRegistry:
+    """The client's live transactions, so that closing the client stops their timers
+    and END_TXN retries (held weakly: a forgotten transaction is not kept alive)."""
+
+    def __init__(self) -> None:
+        self._live: weakref.WeakSet[TransactionImpl] = weakref.WeakSet()
+
+    def add(self, txn: TransactionImpl) -> None:
+        self._live.add(txn)
+
+    def close(self) -> None:
+        for txn in list(self._live):
+            txn.close()
+        self._live.clear()
+
+
+__all__ = [
+    "Transaction",
+    "TransactionImpl",
+    "TransactionRegistry",
+    "TransactionState",
+    "TxnID",
+    "TxnOp",
+    "transaction_impl",
+]

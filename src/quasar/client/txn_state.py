@@ -1,0 +1,92 @@
+"""Client-side transaction identity and states, with one table of allowed transitions.
+
+States follow Pulsar's public ``Transaction.State`` (PR #17423)::
+
+    OPEN ──commit()──▶ COMMITTING ──END_TXN ok──▶ COMMITTED
+      │                    │  └──a send/ack failed──▶ ABORTING
+      │                    └──TransactionNotFound / InvalidTxnStatus──▶ ERROR
+      ├──abort()───▶ ABORTING ──END_TXN ok──▶ ABORTED
+      │                    └──TransactionNotFound / InvalidTxnStatus──▶ ERROR
+      └──timeout_ms elapsed──▶ TIME_OUT   (the coordinator aborts it on its own)
+
+COMMITTED, ABORTED, ERROR and TIME_OUT are final. The coordinator has no TIME_OUT or
+ERROR status: they exist only in the client (a timeout is an abort that the coordinator
+starts; ERROR means the coordinator rejected the end and the client cannot say more).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+from quasar.errors import InvalidTxnStatus
+
+
+class TxnID(NamedTuple):
+    """A transaction id: ``(most_bits, least_bits)`` = (coordinator id, sequence).
+
+    It is a plain tuple (``most, least = txn.id``) that is also callable and returns
+    itself, so both ``txn.id`` and ``txn.id()`` read naturally and mean the same thing.
+    ``str()`` gives Pulsar's ``(most,least)`` form.
+    """
+
+    most_bits: int
+    least_bits: int
+
+    def __call__(self) -> TxnID:
+        return self
+
+    def __str__(self) -> str:
+        return f"({self.most_bits},{self.least_bits})"
+
+
+class TransactionState(enum.Enum):
+    """Where a transaction is, as this client knows it."""
+
+    OPEN = "OPEN"
+    COMMITTING = "COMMITTING"
+    ABORTING = "ABORTING"
+    COMMITTED = "COMMITTED"
+    ABORTED = "ABORTED"
+    ERROR = "ERROR"
+    TIME_OUT = "TIME_OUT"
+
+    @property
+    def is_final(self) -> bool:
+        return not _TRANSITIONS[self]
+
+
+S = TransactionState
+
+# state -> states it may move to. Staying put is not a transition (a commit() retried
+# after an unknown outcome stays COMMITTING).
+_TRANSITIONS: dict[TransactionState, frozenset[TransactionState]] = {
+    S.OPEN: frozenset({S.COMMITTING, S.ABORTING, S.TIME_OUT}),
+    # ABORTING: commit found a failed operation and aborts instead.
+    S.COMMITTING: frozenset({S.COMMITTED, S.ABORTING, S.ERROR}),
+    S.ABORTING: frozenset({S.ABORTED, S.ERROR}),
+    S.COMMITTED: frozenset(),
+    S.ABORTED: frozenset(),
+    S.ERROR: frozenset(),
+    S.TIME_OUT: frozenset(),
+}
+
+
+def can_transition(current: TransactionState, new: TransactionState) -> bool:
+    """Whether ``current → new`` is an edge of the table above."""
+    return new in _TRANSITIONS[current]
+
+
+def check_transition(
+    txn_id: TxnID, current: TransactionState, new: TransactionState
+) -> None:
+    """Raise unless ``current → new`` is allowed.
+
+    Raises:
+        InvalidTxnStatus: the transition is not in the table (local misuse, e.g.
+            commit after abort).
+    """
+    if not can_transition(current, new):
+        raise InvalidTxnStatus(
+            f"transaction {txn_id} is {current.value}, cannot become {new.value}"
+        )
