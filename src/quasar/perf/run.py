@@ -1,0 +1,207 @@
+"""One ``produce`` or ``consume`` run in this process: set up, drive, summarise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from quasar.perf.context import RunContext
+from quasar.perf.options import ConsumeOptions, ProduceOptions
+from quasar.perf.recorder import Recorder, RunControl
+from quasar.perf.reporter import Reporter
+from quasar.perf.summary import build_summary
+
+__all__ = ["create_partitioned_topics", "run_consume", "run_produce"]
+
+
+def _driver(client: str) -> Any:
+    if client == "pulsar":
+        from quasar.perf import pulsar_driver
+
+        return pulsar_driver
+    from quasar.perf import quasar_driver
+
+    return quasar_driver
+
+
+def create_partitioned_topics(
+    admin_url: str, topics: list[str], partitions: int
+) -> None:
+    """``PUT .../partitions`` for each topic; one that already exists is kept.
+
+    Raises:
+        AdminRequestError, AdminConnectionError: the admin API refused or is down.
+    """
+    from quasar.cli.admin_client import AdminClient, AdminRequestError
+
+    admin = AdminClient(admin_url)
+    for topic in topics:
+        try:
+            admin.create_partitioned_topic(topic, partitions)
+        except AdminRequestError as exc:
+            if exc.status != 409:
+                raise
+            print(f"topic {topic} already exists: kept as it is", file=sys.stderr)
+
+
+def _run(
+    mode: str,
+    latency_kind: str,
+    opts: ProduceOptions | ConsumeOptions,
+    driver_fn: Callable[[Any, RunContext], None],
+    *,
+    label: str,
+    control: RunControl | None,
+    external_begin: bool,
+    on_ready: Callable[[], None] | None,
+    on_context: Callable[[RunContext], None] | None,
+    stream: TextIO | None,
+    info: dict[str, Any],
+) -> dict[str, Any]:
+    recorder = Recorder()
+    if control is None:
+        control = RunControl(opts.num_messages or None)
+    holder: list[RunContext] = []
+
+    def pending() -> int:
+        fn = holder[0].pending if holder else None
+        return fn() if fn is not None else 0
+
+    reporter = Reporter(
+        label,
+        recorder,
+        control,
+        warmup_s=opts.warmup_s,
+        time_s=opts.time_s,
+        interval_s=opts.interval_s,
+        pending=pending if mode == "produce" else None,
+        stream=stream,
+    )
+    ctx = RunContext(
+        recorder, control, reporter, external_begin=external_begin, on_ready=on_ready
+    )
+    holder.append(ctx)
+    if on_context is not None:
+        on_context(ctx)
+    cpu0 = time.process_time()
+    t0 = time.monotonic()
+    reporter.start()
+    try:
+        driver_fn(opts, ctx)
+    finally:
+        try:
+            control.stop(control.reason or "finished")
+        finally:
+            reporter.finish()
+    cpu_end = ctx.cpu_end if ctx.cpu_end is not None else time.process_time()
+    recorder.fold()
+    started = reporter.started_at or t0
+    end = recorder.last_time if recorder.last_time is not None else time.monotonic()
+    return build_summary(
+        mode=mode,
+        latency_kind=latency_kind,
+        recorder=recorder,
+        run_seconds=max(0.0, end - started),
+        cpu_seconds=cpu_end - cpu0,
+        window_cpu_end=cpu_end,
+        info={**info, **ctx.info},
+        stopped_by=control.reason,
+    )
+
+
+def run_produce(
+    opts: ProduceOptions,
+    *,
+    control: RunControl | None = None,
+    on_ready: Callable[[], None] | None = None,
+    on_context: Callable[[RunContext], None] | None = None,
+    stream: TextIO | None = None,
+    create_topics: bool = True,
+) -> dict[str, Any]:
+    """Publish as ``opts`` says and return the summary.
+
+    With ``opts.partitions`` the topics are created partitioned first, unless
+    ``create_topics`` is False (the caller did it).
+
+    Raises:
+        AdminRequestError, AdminConnectionError: creating partitioned topics failed.
+        QuasarError / pulsar exceptions: the client could not create producers.
+    """
+    if opts.partitions > 0 and create_topics:
+        create_partitioned_topics(opts.admin_url, opts.topics, opts.partitions)
+    info = {
+        "client": opts.client,
+        "topics": opts.topics,
+        "warmup_s": opts.warmup_s,
+        "config": {
+            "rate": opts.rate,
+            "size": opts.size,
+            "producers_per_topic": opts.num_producers,
+            "partitions": opts.partitions,
+            "batching": opts.batching,
+            "batch_max_messages": opts.batch_max_messages,
+            "batch_max_delay_ms": opts.batch_max_delay_ms,
+            "batch_max_bytes": opts.batch_max_bytes,
+            "max_pending": opts.max_pending,
+            "num_messages": opts.num_messages,
+            "time_s": opts.time_s,
+        },
+    }
+    return _run(
+        "produce",
+        "publish",
+        opts,
+        _driver(opts.client).run_produce,
+        label="produce",
+        control=control,
+        external_begin=False,
+        on_ready=on_ready,
+        on_context=on_context,
+        stream=stream,
+        info=info,
+    )
+
+
+def run_consume(
+    opts: ConsumeOptions,
+    *,
+    control: RunControl | None = None,
+    external_begin: bool = False,
+    on_ready: Callable[[], None] | None = None,
+    on_context: Callable[[RunContext], None] | None = None,
+    stream: TextIO | None = None,
+) -> dict[str, Any]:
+    """Receive as ``opts`` says and return the summary.
+
+    Raises:
+        QuasarError / pulsar exceptions: the client could not subscribe.
+    """
+    info = {
+        "client": opts.client,
+        "topics": opts.topics,
+        "warmup_s": opts.warmup_s,
+        "config": {
+            "subscription": opts.subscription,
+            "subscription_type": opts.subscription_type,
+            "subscription_position": opts.subscription_position,
+            "consumers_per_topic": opts.num_consumers,
+            "receiver_queue_size": opts.receiver_queue_size,
+            "num_messages": opts.num_messages,
+            "time_s": opts.time_s,
+        },
+    }
+    return _run(
+        "consume",
+        "end-to-end",
+        opts,
+        _driver(opts.client).run_consume,
+        label="consume",
+        control=control,
+        external_begin=external_begin,
+        on_ready=on_ready,
+        on_context=on_context,
+        stream=stream,
+        info=info,
+    )

@@ -1,0 +1,198 @@
+"""``quasar perf``: the load generator against a real broker, with both clients.
+
+Functional only: the summaries must report the right counts and well-formed
+percentiles. Speed is never asserted here (see ``benchmarks/run_all.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quasar.perf.histogram import Histogram
+from quasar.perf.main import main as perf_main
+from quasar.perf.schedule import RateSchedule
+from quasar.testing.process import BrokerProcess
+
+CLIENTS = ["quasar", "pulsar"]
+PERCENTILE_KEYS = ["min", "p50", "p95", "p99", "p99.9", "max"]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("perf") / "data")
+    proc.start()
+    yield proc
+    assert proc.stop() == 0, proc.read_log()
+
+
+def perf(tmp_path: Path, *args: str, timeout: float = 120) -> dict[str, Any]:
+    """Run ``quasar perf ARGS --json FILE`` as a user would; return the JSON summary."""
+    out = tmp_path / f"summary-{uuid.uuid4().hex[:8]}.json"
+    cmd = [sys.executable, "-m", "quasar.cli.main", "perf", *args, "--json", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, (
+        f"{cmd}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    )
+    assert "summary" in done.stdout  # the text summary goes to stdout
+    return json.loads(out.read_text())
+
+
+def assert_latency_well_formed(block: dict[str, Any], count: int) -> None:
+    assert block["count"] == count
+    values = [block[k] for k in PERCENTILE_KEYS]
+    assert all(isinstance(v, (int, float)) and v >= 0 for v in values), block
+    assert values == sorted(values), block  # min <= p50 <= ... <= max
+    assert block["min"] <= block["mean"] <= block["max"]
+
+
+def assert_run(summary: dict[str, Any], messages: int) -> None:
+    assert summary["messages"] == messages
+    assert summary["bytes"] == messages * 1024
+    assert summary["errors"] == 0
+    window = summary["window"]
+    assert window["messages"] == messages  # no warm-up: the window is the whole run
+    assert not window["ended_in_warmup"]
+    assert summary["throughput"]["msg_s"] > 0
+    assert summary["cpu"]["seconds"] > 0
+    assert_latency_well_formed(summary["latency_ms"], messages)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_produce_then_consume(
+    broker: BrokerProcess, tmp_path: Path, client: str
+) -> None:
+    topic = f"perf-{client}-{uuid.uuid4().hex[:8]}"
+    url = ["-u", broker.url]
+    produced = perf(tmp_path, "produce", *url, "--client", client, "-m", "2000", topic)
+    assert produced["mode"] == "produce" and produced["client"] == client
+    assert produced["latency_kind"] == "publish"
+    assert produced["stopped_by"] == "message limit reached"
+    assert produced["sent"] == 2000
+    assert_run(produced, 2000)
+
+    consumed = perf(
+        tmp_path,
+        "consume",
+        *url,
+        "--client",
+        client,
+        "-m",
+        "2000",
+        "-sp",
+        "Earliest",
+        "-ss",
+        "perf-test",
+        topic,
+    )
+    assert consumed["mode"] == "consume" and consumed["latency_kind"] == "end-to-end"
+    assert consumed["stopped_by"] == "message limit reached"
+    assert_run(consumed, 2000)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_pubsub_reports_both_sides(
+    broker: BrokerProcess, tmp_path: Path, client: str
+) -> None:
+    # A fixed rate, so the run is short and light whatever the machine.
+    result = perf(
+        tmp_path,
+        "pubsub",
+        "-u",
+        broker.url,
+        "--client",
+        client,
+        "--no-batching",
+        "-r",
+        "500",
+        "-t",
+        "2",
+        "-i",
+        "1",
+    )
+    assert result["mode"] == "pubsub"
+    produce, consume = result["produce"], result["consume"]
+    assert produce["stopped_by"] == "time limit reached"
+    n = produce["messages"]
+    assert n > 0 and produce["errors"] == 0
+    # The consumer stops once it has everything the broker confirmed.
+    assert consume["messages"] == n
+    assert consume["stopped_by"] == "message limit reached"
+    assert_latency_well_formed(produce["latency_ms"], produce["window"]["messages"])
+    assert_latency_well_formed(consume["latency_ms"], consume["window"]["messages"])
+    # Fixed rate: how late sends left their schedule is reported too.
+    assert_latency_well_formed(produce["send_lag_ms"], produce["sent"])
+
+
+def test_partitioned_topic_is_created(broker: BrokerProcess, tmp_path: Path) -> None:
+    topic = f"perf-part-{uuid.uuid4().hex[:8]}"
+    produced = perf(
+        tmp_path,
+        "produce",
+        "-u",
+        broker.url,
+        "--admin-url",
+        broker.admin_url,
+        "-p",
+        "3",
+        "-m",
+        "300",
+        topic,
+    )
+    assert_run(produced, 300)
+    from quasar.cli.admin_client import AdminClient
+
+    meta = AdminClient(broker.admin_url).request(
+        "GET", f"/admin/v2/persistent/public/default/{topic}/partitions"
+    )
+    assert meta["partitions"] == 3
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert perf_main(["produce"]) == 2  # a topic is required
+    assert perf_main(["produce", "-r", "-5", "t"]) == 2
+    assert perf_main(["--help"]) == 0
+    assert "produce" in capsys.readouterr().out
+
+
+def test_unreachable_broker_fails_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
+    from quasar.testing.process import free_port
+
+    url = f"pulsar://127.0.0.1:{free_port()}"
+    code = perf_main(["produce", "-u", url, "--operation-timeout", "2", "-m", "1", "t"])
+    assert code == 1
+    assert "error" in capsys.readouterr().err
+
+
+def test_histogram_percentiles_match_sorted_samples() -> None:
+    rng = random.Random(7)
+    samples = [int(rng.lognormvariate(8, 1.5)) for _ in range(20_000)]
+    hist = Histogram()
+    for v in samples:
+        hist.record(v)
+    ordered = sorted(samples)
+    for q in (50.0, 95.0, 99.0, 99.9, 100.0):
+        exact = ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+        got = hist.percentile(q)
+        # Never below the exact value, at most one bucket (< 1/128) above it.
+        assert exact <= got <= exact + exact / 128 + 1, (q, exact, got)
+    assert hist.max == ordered[-1] and hist.min == ordered[0]
+    assert Histogram.from_json(
+        json.loads(json.dumps(hist.to_json()))
+    ).percentiles() == (hist.percentiles())
+
+
+def test_rate_schedule_is_fixed_and_phased() -> None:
+    a = RateSchedule(1000.0, start=10.0)
+    b = RateSchedule(1000.0, start=10.0, phase=0.5)
+    assert [a.next_due() for _ in range(3)] == pytest.approx([10.0, 10.001, 10.002])
+    assert b.next_due() == pytest.approx(10.0005)
