@@ -6,13 +6,10 @@ acks in a transaction take effect at commit and are undone by an abort, a messag
 pending in one transaction cannot be acked in another, and a consume-transform-produce
 step is all-or-nothing.
 
-The coordinator-only tests need the coordinators (wired). The others also need the
-broker's transaction buffer and pending acks; see ``needs_txn_data`` below.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 
@@ -27,15 +24,6 @@ RECEIVE_MS = 5000
 QUIET_MS = 500
 COORDINATORS = 4
 
-# Produce/ack in a transaction needs the broker's transaction buffer and pending-ack
-# store. Until they are wired the broker answers NotAllowedError; these tests are then
-# reported as skipped with this reason (never silently), and run with
-# QUASAR_TXN_DATA_TESTS=1 or once this gate is removed.
-needs_txn_data = pytest.mark.skipif(
-    os.environ.get("QUASAR_TXN_DATA_TESTS") != "1",
-    reason="needs the broker's transaction buffer and pending acks "
-    "(set QUASAR_TXN_DATA_TESTS=1 to run)",
-)
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +122,6 @@ def test_ending_a_committed_transaction_the_other_way_fails(
 # --- produce and consume in transactions ------------------------------------------------
 
 
-@needs_txn_data
 def test_commit_is_atomic_across_partitions(
     client: pulsar.Client, txn_broker: BrokerProcess, topic: str
 ) -> None:
@@ -155,7 +142,6 @@ def test_commit_is_atomic_across_partitions(
         consumer.acknowledge(m)
 
 
-@needs_txn_data
 @pytest.mark.parametrize("batching", [False, True])
 def test_interleaved_transactions_commit(
     client: pulsar.Client, topic: str, batching: bool
@@ -180,7 +166,6 @@ def test_interleaved_transactions_commit(
     assert drain(consumer) == []
 
 
-@needs_txn_data
 def test_aborted_messages_are_never_delivered(client: pulsar.Client, topic: str) -> None:
     consumer = client.subscribe(topic, "sub")
     producer = client.create_producer(topic)
@@ -199,7 +184,6 @@ def test_aborted_messages_are_never_delivered(client: pulsar.Client, topic: str)
     assert data(drain(again, 1000)) == [b"after"]
 
 
-@needs_txn_data
 def test_open_transaction_holds_back_later_messages(
     client: pulsar.Client, topic: str
 ) -> None:
@@ -214,7 +198,6 @@ def test_open_transaction_holds_back_later_messages(
     assert data(receive_n(consumer, 2)) == [b"in-txn", b"plain"]
 
 
-@needs_txn_data
 def test_transaction_timeout_aborts(client: pulsar.Client, topic: str) -> None:
     consumer = client.subscribe(topic, "sub")
     producer = client.create_producer(topic)
@@ -234,7 +217,6 @@ def test_transaction_timeout_aborts(client: pulsar.Client, topic: str) -> None:
 # --- acks in transactions --------------------------------------------------------------
 
 
-@needs_txn_data
 def test_acks_take_effect_at_commit(client: pulsar.Client, topic: str) -> None:
     consumer = client.subscribe(topic, "sub")
     producer = client.create_producer(topic)
@@ -250,7 +232,6 @@ def test_acks_take_effect_at_commit(client: pulsar.Client, topic: str) -> None:
     assert drain(again, 1000) == []
 
 
-@needs_txn_data
 def test_abort_makes_acked_messages_deliverable_again(
     client: pulsar.Client, topic: str
 ) -> None:
@@ -280,7 +261,6 @@ def test_abort_makes_acked_messages_deliverable_again(
     assert drain(again, 1000) == []
 
 
-@needs_txn_data
 def test_cumulative_ack_in_transaction_abort_redelivers(
     client: pulsar.Client, topic: str
 ) -> None:
@@ -301,7 +281,6 @@ def test_cumulative_ack_in_transaction_abort_redelivers(
     assert drain(client.subscribe(topic, "sub"), 1000) == []
 
 
-@needs_txn_data
 def test_ack_pending_in_another_transaction_conflicts(
     client: pulsar.Client, topic: str
 ) -> None:
@@ -320,7 +299,6 @@ def test_ack_pending_in_another_transaction_conflicts(
     assert t2.state() is pulsar.TransactionState.ABORTED
 
 
-@needs_txn_data
 async def test_consume_transform_produce_is_all_or_nothing(
     txn_broker: BrokerProcess, topic: str
 ) -> None:

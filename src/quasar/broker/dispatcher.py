@@ -74,7 +74,11 @@ class Dispatcher:
     # -- replay set --------------------------------------------------------------------
     def add_replay(self, positions: Iterable[Position], count_redelivery: bool) -> None:
         for p in positions:
-            if p in self._replay_set or self.sub.cursor.is_acknowledged(p):
+            if (
+                p in self._replay_set
+                or self.sub.cursor.is_acknowledged(p)
+                or self.sub.txns.is_pending(p)
+            ):
                 continue
             self._replay_set.add(p)
             bisect.insort(self._replay, p)
@@ -185,6 +189,8 @@ class Dispatcher:
         return out
 
     def _filter(self, e: Entry) -> EntryInfo | None:
+        if self.sub.txns.is_pending(e.position):
+            return None  # acknowledged inside an open transaction: not delivered again
         try:
             info = entry_info(e.data)
         except RemoteProtocolError:
@@ -205,6 +211,11 @@ class Dispatcher:
         ack_set = self.sub.cursor.batch_ack_set(e.position) if info.is_batch else None
         if retained is not None:
             ack_set = and_(retained, ack_set) if ack_set is not None else retained
+        if info.is_batch:
+            pending = self.sub.txns.pending_ack_set(e.position)
+            if pending is not None:
+                # Members acknowledged in an open transaction are not delivered again.
+                ack_set = and_(pending, ack_set) if ack_set is not None else pending
         return Delivery(e, info, self.sub.redelivery_count(e.position), ack_set)
 
     async def read_compacted(

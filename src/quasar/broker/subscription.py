@@ -30,6 +30,7 @@ from .dispatcher import (
     SharedDispatcher,
     SingleActiveConsumerDispatcher,
 )
+from .pending_acks import SubscriptionTransactions
 
 if TYPE_CHECKING:
     from .topic import PersistentTopic
@@ -61,6 +62,7 @@ class Subscription:
         self.sub_type: int | None = None
         self.dispatcher: Dispatcher | None = None
         self._redelivery: dict[Position, int] = {}
+        self.txns = SubscriptionTransactions(self)
         # Where read_compacted consumers of this subscription read next.
         self.compacted_read = CompactedReadState()
 
@@ -143,7 +145,15 @@ class Subscription:
     ) -> None:
         """Acknowledge entries (or batch members, given a remaining-unacked ack_set)."""
         whole: list[Position] = []
+        handle = self.txns.handle
         for pos, ack_set in acks:
+            if handle is not None:
+                # Members pending in a transaction stay unacked on the cursor so that an
+                # abort can still hand them back (Pulsar ignores such acks).
+                normal = handle.filter_normal_ack(pos, ack_set)
+                if not normal.apply:
+                    continue
+                ack_set = normal.ack_set
             if ack_set:
                 merged = self._merge_ack_set(pos, ack_set)
                 if not ack_sets.is_all_acked(merged):
@@ -204,17 +214,43 @@ class Subscription:
         """Record acks of ``txn`` as pending until it ends.
 
         Raises:
-            TransactionConflict, NotAllowedError.
+            TransactionConflict, NotAllowedError, TooManyRequests, ServiceNotReady.
         """
-        raise NotAllowedError("Pending acks are not available on this subscription")
+        await self.txns.individual_ack(txn, acks)
+        d = self.dispatcher
+        for pos, ack_set in acks:
+            if ack_set:
+                continue  # a batch member: the entry stays in flight for the others
+            self._redelivery.pop(pos, None)
+            if d is not None:
+                d.discard_replay(pos)
+            consumer.acked(pos)
 
     async def ack_cumulative_in_txn(
         self, consumer: Consumer, txn: TxnId, position: Position
     ) -> None:
-        raise NotAllowedError("Pending acks are not available on this subscription")
+        """Raises: NotAllowedError (Shared/Key_Shared), TransactionConflict, ..."""
+        if self.sub_type in (SUB_SHARED, SUB_KEY_SHARED):
+            raise NotAllowedError("Cumulative ack is not supported for Shared subscriptions")
+        await self.txns.cumulative_ack(txn, position)
+        consumer.acked_up_to(position)
 
     async def end_txn(self, txn: TxnId, action: TxnAction, low_watermark: int) -> None:
-        raise NotAllowedError("Pending acks are not available on this subscription")
+        """Commit or abort ``txn``'s pending acks here (idempotent)."""
+        await self.txns.end_txn(txn, action, low_watermark)
+
+    def redeliver_released(self, positions: list[Position]) -> None:
+        """Entries an aborted transaction had acknowledged are delivered again."""
+        d = self.dispatcher
+        if d is None or not positions:
+            return
+        if isinstance(d, SingleActiveConsumerDispatcher):
+            for p in positions:
+                self.count_redelivery(p)
+            d.rewind()  # one consumer, in order: restart at the first unacked entry
+        else:
+            d.add_replay(positions, count_redelivery=True)
+            d.schedule()
 
     # -- seek --------------------------------------------------------------------------
     def reset_cursor(self, position: Position) -> None:

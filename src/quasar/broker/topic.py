@@ -117,7 +117,10 @@ class PersistentTopic:
         for name, cursor in self.ledger.cursors().items():
             if is_system_cursor(name) or not cursor.durable:
                 continue
-            self.subscriptions[name] = Subscription(self, name, cursor, durable=True)
+            sub = Subscription(self, name, cursor, durable=True)
+            self.subscriptions[name] = sub
+            if self.service.transactions is not None:
+                await sub.txns.load_if_exists()
 
     # -- transactions (the topic's transaction buffer) ---------------------------------
     @property
@@ -396,6 +399,9 @@ class PersistentTopic:
             c.connection.close_consumer(c.consumer_id)
             sub.remove_consumer(c)
         self.ledger.delete_cursor(name)
+        # The pending-ack log goes with its subscription.
+        task = asyncio.get_running_loop().create_task(sub.txns.delete())
+        task.add_done_callback(_log_task_error)
         self.on_subscription_acked()
 
     # -- last message id ---------------------------------------------------------------
@@ -499,6 +505,7 @@ class PersistentTopic:
             for c in sub.consumers:
                 c.connection.close_consumer(c.consumer_id)
                 sub.remove_consumer(c)
+            await sub.txns.close()
             if sub.durable:
                 await sub.cursor.flush()
         if self.dedup is not None:

@@ -91,7 +91,7 @@ class TransactionService:
         self.service = service
         self.buffer_client = LocalTransactionBufferClient(service)
         self._snapshot_tables: dict[str, SystemTopicTable] = {}
-        self._scheduler = AsyncioScheduler()
+        self.scheduler = AsyncioScheduler()
         self.registry = TransactionCoordinatorRegistry(
             service.ledgers,
             self.buffer_client,
@@ -119,7 +119,7 @@ class TransactionService:
             topic.name,
             self.snapshot_table(topic.topic_name.namespace_name),
             self.service.clock,
-            self._scheduler,
+            self.scheduler,
             self.settings.buffer,
         )
 

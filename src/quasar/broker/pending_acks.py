@@ -1,0 +1,156 @@
+"""The pending-ack side of a subscription: acks made inside transactions.
+
+A subscription gets a ``PendingAckHandle`` (``quasar.transaction.pending_ack``) the
+first time a transaction acknowledges on it, or at load when its pending-ack log
+``{topic}-{sub}__transaction_pending_ack`` already exists (so acks pending before a
+restart stay pending and are not redelivered). Subscriptions never used in a
+transaction have no handle and pay nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from quasar.errors import NotAllowedError
+from quasar.storage.api import Position
+from quasar.transaction.pending_ack import (
+    PendingAckConfig,
+    PendingAckHandle,
+    pending_ack_ledger_name,
+)
+from quasar.transaction.pending_ack.results import AbortResult
+from quasar.transaction.txn_id import TxnId
+from quasar.transaction.txn_status import TxnAction
+
+from .entry_info import entry_info
+
+if TYPE_CHECKING:
+    from .subscription import Subscription
+
+log = logging.getLogger(__name__)
+
+
+class SubscriptionTransactions:
+    def __init__(self, sub: Subscription) -> None:
+        self.sub = sub
+        self.handle: PendingAckHandle | None = None
+        self._ledger: Any = None
+        self._loading: asyncio.Task[PendingAckHandle] | None = None
+
+    @property
+    def ledger_name(self) -> str:
+        return pending_ack_ledger_name(self.sub.topic.name, self.sub.name)
+
+    async def load_if_exists(self) -> None:
+        """At topic load: recover a pending-ack log that is already there."""
+        if self.sub.topic.service.ledgers.exists(self.ledger_name):
+            await self.ensure()
+
+    async def ensure(self) -> PendingAckHandle:
+        """The handle, opening and recovering it on first use.
+
+        Raises:
+            NotAllowedError: transactions are disabled on this broker.
+        """
+        if self.handle is not None:
+            return self.handle
+        if self._loading is None or self._loading.done():
+            self._loading = asyncio.get_running_loop().create_task(self._open())
+        return await asyncio.shield(self._loading)
+
+    async def _open(self) -> PendingAckHandle:
+        topic = self.sub.topic
+        txns = topic.service.transactions
+        if txns is None:
+            raise NotAllowedError("Transactions are not enabled on this broker")
+        ledger = await topic.service.ledgers.open(self.ledger_name)
+        handle = PendingAckHandle(
+            self.sub.cursor,
+            ledger,
+            topic.name,
+            self.sub.name,
+            topic.service.clock,
+            txns.scheduler,
+            PendingAckConfig(),
+            on_low_watermark_abort=self._on_low_watermark_abort,
+            on_fenced=self._on_fenced,
+        )
+        try:
+            await handle.recover()
+        except BaseException:
+            await ledger.close()
+            raise
+        self.handle, self._ledger = handle, ledger
+        return handle
+
+    # -- acks inside a transaction ------------------------------------------------------
+    async def individual_ack(
+        self, txn: TxnId, acks: Sequence[tuple[Position, Sequence[int] | None]]
+    ) -> None:
+        """Raises: TransactionConflict, NotAllowedError, TooManyRequests, ServiceNotReady."""
+        handle = await self.ensure()
+        ledger = self.sub.topic.ledger
+        last = ledger.last_confirmed_entry
+        items: list[tuple[Position, int | None, Sequence[int] | None]] = []
+        for pos, ack_set in acks:
+            if pos > last or pos.entry_id < 0:
+                raise NotAllowedError(f"Cannot acknowledge {pos}: no such entry")
+            batch_size = None
+            if ack_set:
+                entry = await ledger.read_entry(pos)
+                if entry is None:
+                    raise NotAllowedError(f"Cannot acknowledge {pos}: entry is gone")
+                info = entry_info(entry.data)
+                batch_size = info.num_messages if info.is_batch else None
+            items.append((pos, batch_size, ack_set))
+        await handle.individual_ack(txn, items)
+
+    async def cumulative_ack(self, txn: TxnId, position: Position) -> None:
+        handle = await self.ensure()
+        await handle.cumulative_ack(txn, position)
+
+    async def end_txn(self, txn: TxnId, action: TxnAction, low_watermark: int) -> None:
+        if self.handle is None and not self.sub.topic.service.ledgers.exists(self.ledger_name):
+            return  # nothing of this transaction was ever acknowledged here
+        handle = await self.ensure()
+        result = await handle.end_txn(txn, action, low_watermark)
+        if isinstance(result, AbortResult):
+            self.sub.redeliver_released(list(result.positions))
+        else:
+            self.sub.topic.on_subscription_acked()
+            if self.sub.dispatcher is not None:
+                self.sub.dispatcher.schedule()
+
+    def _on_low_watermark_abort(self, txn: TxnId, result: AbortResult) -> None:
+        self.sub.redeliver_released(list(result.positions))
+
+    def _on_fenced(self, handle: PendingAckHandle) -> None:
+        log.error("pending acks of %s fenced; reloading on next use", self.sub.describe())
+        if self.handle is handle:
+            self.handle = None
+            ledger, self._ledger = self._ledger, None
+            if ledger is not None:
+                asyncio.get_running_loop().create_task(ledger.close())
+
+    # -- dispatch filters ---------------------------------------------------------------
+    def is_pending(self, position: Position) -> bool:
+        return self.handle is not None and self.handle.is_pending(position)
+
+    def pending_ack_set(self, position: Position) -> list[int] | None:
+        return self.handle.pending_ack_set(position) if self.handle is not None else None
+
+    async def close(self) -> None:
+        if self.handle is not None:
+            await self.handle.close()
+            self.handle = None
+        if self._ledger is not None:
+            await self._ledger.close()
+            self._ledger = None
+
+    async def delete(self) -> None:
+        await self.close()
+        if self.sub.topic.service.ledgers.exists(self.ledger_name):
+            await self.sub.topic.service.ledgers.delete(self.ledger_name)
