@@ -12,7 +12,14 @@ Points placed so far (the harness can enumerate ``KNOWN_POINTS``):
 * ``tc.after_some_ends``: the first participant acknowledged its end, others may not
   have;
 * ``tc.after_all_ends_before_terminal``: every participant acknowledged, the
-  COMMITTED/ABORTED record is not written yet.
+  COMMITTED/ABORTED record is not written yet;
+* ``tb.after_marker_before_state``: a commit/abort marker is durable on a partition,
+  the buffer's in-memory state has not changed yet;
+* ``tb.during_snapshot``: a transaction-buffer snapshot is partly written;
+* ``pa.after_ack_before_commit``: a transactional ACK record is durable, the end has
+  not reached the subscription;
+* ``pa.after_commit_record_before_cursor``: the COMMIT record is durable, the acks are
+  not yet applied to the cursor.
 """
 
 from __future__ import annotations
@@ -26,6 +33,10 @@ KNOWN_POINTS = (
     "tc.after_ending_written",
     "tc.after_some_ends",
     "tc.after_all_ends_before_terminal",
+    "tb.after_marker_before_state",
+    "tb.during_snapshot",
+    "pa.after_ack_before_commit",
+    "pa.after_commit_record_before_cursor",
 )
 
 _armed: str | None = os.environ.get(ENV_VAR) or None
