@@ -191,12 +191,16 @@ class Dispatcher:
     def _filter(self, e: Entry) -> EntryInfo | None:
         if self.sub.txns.is_pending(e.position):
             return None  # acknowledged inside an open transaction: not delivered again
-        try:
-            info = entry_info(e.data)
-        except RemoteProtocolError:
-            log.error("skipping unreadable entry %s on %s", e.position, self.sub.describe())
-            self.sub.cursor.delete([e.position])
-            return None
+        info = self.sub.topic.recent_infos.get(e.position)
+        if info is None:
+            try:
+                info = entry_info(e.data)
+            except RemoteProtocolError:
+                log.error(
+                    "skipping unreadable entry %s on %s", e.position, self.sub.describe()
+                )
+                self.sub.cursor.delete([e.position])
+                return None
         if info.marker_type is not None or self.sub.topic.is_aborted(info, e.position):
             # Markers and aborted transactional data are never delivered; they count as
             # acknowledged so they never hold back mark-delete.

@@ -10,9 +10,13 @@ microseconds with the upb backend, so it is done when needed rather than stored.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from quasar.protocol.entry import parse_entry
+from quasar.storage.api import Position
+
+RECENT_INFOS_MAX = 4096  # entries whose parsed metadata a topic keeps for dispatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,3 +61,30 @@ def entry_info(data: bytes) -> EntryInfo:
         producer_name=md.producer_name,
         sequence_id=md.sequence_id,
     )
+
+
+class EntryInfoCache:
+    """The parsed metadata of the most recently published entries of one topic.
+
+    Tailing consumers get entries right after they are published; keeping their
+    ``EntryInfo`` saves parsing the same metadata again at dispatch. Keys are ints
+    (never tracked by the garbage collector, unlike ``Position``).
+    """
+
+    def __init__(self, max_entries: int = RECENT_INFOS_MAX) -> None:
+        self._max = max_entries
+        self._infos: OrderedDict[int, EntryInfo] = OrderedDict()
+
+    @staticmethod
+    def _key(position: Position) -> int:
+        return (position.ledger_id << 40) | position.entry_id
+
+    def put(self, position: Position, info: EntryInfo) -> None:
+        self._infos[self._key(position)] = info
+        if len(self._infos) > self._max:
+            self._infos.popitem(last=False)
+
+    def get(self, position: Position) -> EntryInfo | None:
+        if position.entry_id < 0:
+            return None
+        return self._infos.get(self._key(position))

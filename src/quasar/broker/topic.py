@@ -19,6 +19,7 @@ from quasar.errors import (
     NotAllowedError,
     ProducerBusy,
     QuasarError,
+    RemoteProtocolError,
     ServiceNotReady,
     SubscriptionNotFound,
 )
@@ -36,7 +37,7 @@ from quasar.transaction.txn_status import TxnAction
 from .compaction import COMPACTION_CURSOR, CompactionService
 from .consumer import Consumer
 from .dedup import DEDUP_CURSOR, DupStatus, MessageDeduplication
-from .entry_info import EntryInfo, entry_info
+from .entry_info import EntryInfo, EntryInfoCache, entry_info
 from .producer import (
     ACCESS_EXCLUSIVE,
     ACCESS_EXCLUSIVE_WITH_FENCING,
@@ -96,6 +97,7 @@ class PersistentTopic:
         self.bytes_in = 0
         self._trim_handle: asyncio.TimerHandle | None = None
         self.txn_buffer: TopicTransactionBuffer | None = None
+        self.recent_infos = EntryInfoCache()
         # The lambdas look the hooks up at call time: the transaction buffer may
         # replace them after construction.
         self.compaction = CompactionService(
@@ -251,6 +253,22 @@ class PersistentTopic:
         A duplicate (deduplication on) gets ``callback(Position(-1, -1), None)`` and
         stores nothing; an in-flight duplicate gets an error so the client resends.
         """
+        # The metadata is parsed once here: it is checked (recovery trusts stored
+        # metadata, so a client may not forge markers or transaction ids) and the
+        # result is kept for the dispatchers, which would otherwise parse it again.
+        try:
+            info = entry_info(data)
+        except RemoteProtocolError as e:
+            callback(None, NotAllowedError(f"Unreadable message metadata: {e}"))
+            return
+        if info.marker_type is not None:
+            callback(None, NotAllowedError("Clients may not publish marker entries"))
+            return
+        if info.txn != (None if txn is None else (txn.most, txn.least)):
+            callback(None, NotAllowedError(
+                "Transaction ids in the message metadata do not match the send"
+            ))
+            return
         dedup = self.dedup
         name = producer.producer_name
         if dedup is not None:
@@ -290,6 +308,7 @@ class PersistentTopic:
             producer.bytes_in += size
             if dedup is not None:
                 dedup.persisted_at(name, top, pos)
+            self.recent_infos.put(pos, info)
             callback(pos, None)
             self.notify_new_entries()
 

@@ -128,6 +128,9 @@ class Standalone:
                 buffer=TransactionBufferConfig(
                     snapshot_max_transaction_count=txn.transaction_buffer_snapshot_max_transaction_count,
                     snapshot_min_time_ms=txn.transaction_buffer_snapshot_min_time_in_millis,
+                    # The topic checks each published entry's metadata once itself
+                    # (PersistentTopic.publish), so the buffer need not parse it again.
+                    verify_client_entries=False,
                 ),
             ),
         )
