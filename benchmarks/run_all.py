@@ -40,6 +40,28 @@ Broker CPU is read from /proc for the broker process over each run; "other" is C
 used on the machine by processes outside the run (other work on a shared machine
 makes the figures noisy; it is reported so a reader can tell).
 
+Transactions (``--transactions``: this set runs instead of the scenarios above)::
+
+    python benchmarks/run_all.py --transactions [--seconds 20] [--warmup 5] [--repeat N]
+                                 [--txn-concurrency 16] [--out FILE.json]
+
+Each run gets a fresh broker (default configuration) so that what the broker wrote can
+be counted per run. ``quasar perf transaction`` runs each shape with transactions and
+with ``--txn-disable`` (the same loop with plain sends and acks):
+
+* ``produce-50``: ``-nmc 0 -nmp 50 -c <--txn-concurrency>``, 1 KB. Floor: transactional
+  msg/s >= 70 % of ``--txn-disable``.
+* ``consume-produce-64``: ``-nmc 1 -nmp 1 -c 64`` (prefilled input), 1 KB. Floor:
+  >= 1,000 txn/s with commit p99 <= 50 ms.
+
+Per transaction it reports the broker's CPU and the entries written to the
+transaction log (``__transaction_log_N``, all coordinators), to the pending-ack stores
+and to the output topic (data + markers). The admin REST API is asked first for the
+transaction log's internal stats; when it has none (system ledgers are not topics) the
+counts come from the broker's ledger metadata, read after the broker stopped. Entries
+per transaction = entries / transactions opened (ended + failed + abandoned + the one
+set-up transaction).
+
 Numbers are for this machine and this commit; nothing here asserts speed.
 """
 
@@ -473,6 +495,400 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+# --- transactions ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TxnScenario:
+    name: str
+    title: str
+    args: tuple[str, ...]
+    floor_text: str
+    # Messages published (by ``quasar perf produce``, before the measured run and its
+    # CPU accounting) to the input topic; 0: produce-only.
+    prefill: int = 0
+
+
+def txn_scenarios(concurrency: int, seconds: float) -> list[TxnScenario]:
+    # Enough input for the plain loop (which runs at well over 10,000/s) to last the
+    # run; a run that drains it still reports rates over the time it had input.
+    prefill = int(min(600_000, max(50_000, 25_000 * seconds)))
+    return [
+        TxnScenario(
+            "produce-50",
+            f"produce only, 50 msgs/txn, {concurrency} in flight",
+            ("-nmc", "0", "-nmp", "50", "-c", str(concurrency)),
+            "txn msg/s >= 70 % of --txn-disable",
+        ),
+        TxnScenario(
+            "consume-produce-64",
+            "1 consumed + 1 produced per txn, 64 in flight",
+            ("-nmc", "1", "-nmp", "1", "-c", "64"),
+            ">= 1,000 txn/s and commit p99 <= 50 ms",
+            prefill=prefill,
+        ),
+    ]
+
+
+TXN_LOG_PREFIX = "pulsar/system/persistent/__transaction_log_"
+PENDING_ACK_SUFFIX = "__transaction_pending_ack"
+
+
+def ledger_entries_offline(data_dir: Path) -> dict[str, int]:
+    """Entries per managed ledger, from a *stopped* broker's ledger metadata.
+
+    Read-only; the format is the broker's own (``/managed-ledgers/<name>`` keys whose
+    value lists the ledgers with their entry counts). Empty if it cannot be read.
+    """
+    import sqlite3
+    from urllib.parse import unquote
+
+    db = data_dir / "metadata.db"
+    out: dict[str, int] = {}
+    if not db.exists():
+        return out
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            rows = conn.execute(
+                "SELECT path, value FROM kv WHERE path LIKE '/managed-ledgers/%'"
+            ).fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return out
+    for path, value in rows:
+        rest = path[len("/managed-ledgers/") :]
+        if "/" in rest:
+            continue  # a cursor of that ledger
+        try:
+            meta = json.loads(value)
+            out[unquote(rest)] = sum(int(li["entries"]) for li in meta["ledgers"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def admin_get(admin_url: str, path: str) -> Any:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(admin_url + path, timeout=10) as r:
+            return json.loads(r.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def txn_log_entries_live(admin_url: str, count: int = 16) -> int | None:
+    """Entries of every ``__transaction_log_N`` from the admin REST API (None: not
+    exposed)."""
+    total, seen = 0, False
+    for n in range(count):
+        stats = admin_get(
+            admin_url,
+            f"/admin/v2/persistent/pulsar/system/__transaction_log_{n}/internalStats",
+        )
+        if isinstance(stats, dict) and "numberOfEntries" in stats:
+            total += int(stats["numberOfEntries"])
+            seen = True
+    return total if seen else None
+
+
+@dataclass
+class TxnRun:
+    scenario: TxnScenario
+    txn: bool
+    summary: dict[str, Any] = field(default_factory=dict)
+    wall_s: float = 0.0
+    broker_cpu_s: float = 0.0
+    machine_busy_s: float = 0.0
+    other_before: float = 0.0
+    entries: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.summary) and "error" not in self.summary
+
+    def figure(self, *path: str) -> float | None:
+        node: Any = self.summary
+        for key in path:
+            if not isinstance(node, dict) or key not in node:
+                return None
+            node = node[key]
+        return None if node is None else float(node)
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.summary
+        window = self.figure("window", "seconds") or 0.0
+        opened = (
+            s.get("transactions", 0)
+            + s.get("errors", 0)
+            + s.get("abandoned_transactions", 0)
+            + s.get("setup_transactions", 0)
+        )
+        per_txn = {
+            k: round(v / opened, 3)
+            for k, v in self.entries.items()
+            if isinstance(v, int) and opened
+        }
+        gen = s.get("cpu", {}).get("seconds", 0.0)
+        return {
+            "scenario": self.scenario.name,
+            "title": self.scenario.title,
+            "transactions": self.txn,
+            "wall_s": round(self.wall_s, 3),
+            "broker_cpu_s": round(self.broker_cpu_s, 3),
+            "broker_cores": round(self.broker_cpu_s / self.wall_s, 3)
+            if self.wall_s
+            else None,
+            "broker_cpu_us_per_txn": round(
+                self.broker_cpu_s * 1e6 / s["transactions"], 1
+            )
+            if s.get("transactions")
+            else None,
+            "generator_cpu_s": gen,
+            "other_cpu_s": round(
+                max(0.0, self.machine_busy_s - self.broker_cpu_s - gen), 3
+            ),
+            "other_cores_before": round(self.other_before, 3),
+            "window_s": window,
+            "transactions_opened": opened,
+            "entries": self.entries,
+            "entries_per_txn": per_txn,
+            "summary": s,
+        }
+
+
+def run_txn_one(
+    scenario: TxnScenario,
+    txn: bool,
+    seconds: float,
+    warmup: float,
+    workdir: Path,
+    quiet_wait: float,
+) -> TxnRun:
+    tag = f"txn-{scenario.name}-{'txn' if txn else 'plain'}-{time.time_ns()}"
+    target = start_broker(tag, workdir, {})
+    assert target._broker is not None
+    data_dir = target._broker.data_dir
+    run = TxnRun(scenario, txn)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    try:
+        extra: list[str] = []
+        if scenario.prefill:
+            topic = f"perf-txn-in-{time.time_ns()}"
+            subprocess.run(
+                [
+                    sys.executable, "-m", "quasar.perf", "produce", "-u", target.url,
+                    "-s", "1024", "-m", str(scenario.prefill), "-i", "60", topic,
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                timeout=600,
+                check=True,
+            )
+            extra = ["--input", topic, "-ss", "perf-txn", "--prefill", "0"]
+        run.other_before = wait_for_quiet(target, quiet_wait)
+        print(
+            f"running {scenario.name} {'with' if txn else 'without'} transactions"
+            f" (other load {run.other_before:.2f} cores)",
+            file=sys.stderr,
+            flush=True,
+        )
+        out = workdir / f"{tag}.json"
+        cmd = [
+            sys.executable, "-m", "quasar.perf", "transaction",
+            "-u", target.url, "-s", "1024", "-t", str(seconds),
+            "--warmup", str(warmup), "-i", "5", "--json", str(out),
+            *scenario.args,
+            *extra,
+        ]
+        if not txn:
+            cmd.append("--txn-disable")
+        cpu0, busy0, t0 = process_cpu_s(target.pid), machine_busy_s(), time.monotonic()
+        with open(workdir / f"{tag}.log", "wb") as f:
+            proc = subprocess.run(
+                cmd,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                env=env,
+                timeout=seconds + 300,
+            )
+        run.wall_s = time.monotonic() - t0
+        run.broker_cpu_s = process_cpu_s(target.pid) - cpu0
+        run.machine_busy_s = machine_busy_s() - busy0
+        if out.exists():
+            run.summary = json.loads(out.read_text())
+        else:
+            run.summary = {"error": f"exit {proc.returncode}; see {workdir / tag}.log"}
+        live = txn_log_entries_live(target.admin_url)
+        if live is not None:
+            run.entries["transaction_log"] = live
+            run.entries["source"] = "admin internalStats"
+        for topic in run.summary.get("output_topics", []):
+            stats = admin_get(
+                target.admin_url,
+                f"/admin/v2/persistent/public/default/{topic}/internalStats",
+            )
+            if isinstance(stats, dict) and "numberOfEntries" in stats:
+                run.entries["output_topic"] = run.entries.get(
+                    "output_topic", 0
+                ) + int(stats["numberOfEntries"])
+    finally:
+        target.stop()
+    offline = ledger_entries_offline(data_dir)
+    if offline and "transaction_log" not in run.entries:
+        run.entries["transaction_log"] = sum(
+            v for k, v in offline.items() if k.startswith(TXN_LOG_PREFIX)
+        )
+        run.entries["source"] = "ledger metadata after stop"
+    if offline:
+        run.entries["pending_ack_log"] = sum(
+            v for k, v in offline.items() if k.endswith(PENDING_ACK_SUFFIX)
+        )
+    return run
+
+
+def txn_table(runs: list[TxnRun]) -> str:
+    header = (
+        f"{'scenario':<19} {'txn':<4} {'txn/s':>8} {'prod msg/s':>10} {'cons msg/s':>10}"
+        f" {'commit p50':>10} {'commit p99':>10} {'txn p50':>8} {'txn p99':>8}"
+        f" {'err':>5} {'gen cpu':>7} {'brk cpu':>7} {'brk us/txn':>10}"
+        f" {'log/txn':>7} {'ack/txn':>7} {'out/txn':>7} {'other':>6}"
+    )
+    lines = [header, "-" * len(header)]
+    for r in runs:
+        j = r.to_json()
+        e = j["entries_per_txn"]
+        wall = r.wall_s or 1.0
+        lines.append(
+            f"{r.scenario.name:<19} {'yes' if r.txn else 'no':<4}"
+            f" {_fmt(r.figure('throughput', 'txn_s')):>8}"
+            f" {_fmt(r.figure('throughput', 'produced_msg_s')):>10}"
+            f" {_fmt(r.figure('throughput', 'consumed_msg_s')):>10}"
+            f" {_fmt(r.figure('latency_ms', 'commit', 'p50'), '.2f'):>10}"
+            f" {_fmt(r.figure('latency_ms', 'commit', 'p99'), '.2f'):>10}"
+            f" {_fmt(r.figure('latency_ms', 'transaction', 'p50'), '.2f'):>8}"
+            f" {_fmt(r.figure('latency_ms', 'transaction', 'p99'), '.2f'):>8}"
+            f" {_fmt(r.figure('errors')):>5}"
+            f" {j['generator_cpu_s'] / wall:>7.2f}"
+            f" {(j['broker_cores'] or 0.0):>7.2f}"
+            f" {_fmt(j['broker_cpu_us_per_txn'], ',.0f'):>10}"
+            f" {_fmt(e.get('transaction_log') if r.txn else None, '.2f'):>7}"
+            f" {_fmt(e.get('pending_ack_log') if r.txn else None, '.2f'):>7}"
+            f" {_fmt(e.get('output_topic'), '.2f'):>7}"
+            f" {j['other_cpu_s'] / wall:>6.2f}"
+        )
+    return "\n".join(lines)
+
+
+def txn_verdicts(runs: list[TxnRun]) -> list[dict[str, Any]]:
+    out = []
+    for r in runs:
+        if not r.txn:
+            continue
+        base = next(
+            (b for b in runs if b.scenario is r.scenario and not b.txn), None
+        )
+        item: dict[str, Any] = {"scenario": r.scenario.name, "floor": r.scenario.floor_text}
+        if not r.ok:
+            item["verdict"] = "FAILED"
+        elif r.scenario.name == "produce-50":
+            x = r.figure("throughput", "produced_msg_s")
+            y = base.figure("throughput", "produced_msg_s") if base else None
+            ratio = x / y if x is not None and y else None
+            item["ratio_vs_txn_disable"] = None if ratio is None else round(ratio, 3)
+            item["verdict"] = (
+                "-" if ratio is None else ("PASS" if ratio >= 0.70 else "BELOW")
+            )
+        else:
+            rate = r.figure("throughput", "txn_s") or 0.0
+            p99 = r.figure("latency_ms", "commit", "p99")
+            item["txn_s"], item["commit_p99_ms"] = rate, p99
+            ok = rate >= 1000 and p99 is not None and p99 <= 50.0
+            item["verdict"] = "PASS" if ok else "BELOW"
+            if base is not None and base.figure("throughput", "txn_s"):
+                item["ratio_vs_txn_disable"] = round(
+                    rate / (base.figure("throughput", "txn_s") or 1.0), 3
+                )
+        out.append(item)
+    return out
+
+
+def run_transactions(args: argparse.Namespace) -> int:
+    info = machine_info()
+    scenarios = txn_scenarios(args.txn_concurrency, args.seconds)
+    if args.keep_data:
+        workdir = Path(args.keep_data)
+        workdir.mkdir(parents=True, exist_ok=True)
+        tmp = None
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="quasar-bench-txn-")
+        workdir = Path(tmp.name)
+    runs: list[TxnRun] = []
+    all_runs: list[TxnRun] = []
+    try:
+        for scenario in scenarios:
+            for txn in (True, False):
+                tries = [
+                    run_txn_one(
+                        scenario, txn, args.seconds, args.warmup, workdir, args.quiet_wait
+                    )
+                    for _ in range(max(1, args.repeat))
+                ]
+                tries.sort(key=lambda r: r.figure("throughput", "txn_s") or -1.0)
+                all_runs.extend(tries)
+                runs.append(tries[(len(tries) - 1) // 2])
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    print(
+        f"\nquasar transaction benchmarks: {info['cpus']} CPUs ({info['cpu_model']}), "
+        f"Python {info['python']}, commit {info['commit'][:10]}, "
+        f"{args.seconds:g} s runs with {args.warmup:g} s warm-up, a fresh broker per run\n"
+    )
+    print(txn_table(runs))
+    print(
+        "\ncpu columns are cores; log/ack/out per txn = entries written to the transaction"
+        " log, the pending-ack stores and the output topic per transaction opened"
+    )
+    verdicts = txn_verdicts(runs)
+    print("\nfloors:")
+    for v in verdicts:
+        extra = (
+            f" (ratio {v['ratio_vs_txn_disable']:.2f})"
+            if v.get("ratio_vs_txn_disable") is not None
+            else ""
+        )
+        print(f"  {v['scenario']:<19} {v['floor']:<40} {v['verdict']}{extra}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        json.dumps(
+            {
+                "machine": info,
+                "settings": {
+                    "seconds": args.seconds,
+                    "warmup": args.warmup,
+                    "repeat": args.repeat,
+                    "txn_concurrency": args.txn_concurrency,
+                    "quiet_wait_s": args.quiet_wait,
+                    "broker_config": "defaults (journalSyncData=true, journalMaxGroupWaitMSec=1)",
+                },
+                "runs": [r.to_json() for r in runs],
+                "all_runs": [r.to_json() for r in all_runs] if args.repeat > 1 else [],
+                "floors": verdicts,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"\nwrote {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -511,7 +927,21 @@ def main(argv: list[str] | None = None) -> int:
         help="before each run, wait up to this many seconds for other processes to "
         "leave the CPUs idle (default 20; 0 = start at once)",
     )
+    parser.add_argument(
+        "--transactions",
+        action="store_true",
+        help="run the transaction set (quasar perf transaction) instead of the "
+        "scenarios above",
+    )
+    parser.add_argument(
+        "--txn-concurrency",
+        type=int,
+        default=16,
+        help="transactions in flight in the produce-50 transaction scenario (default 16)",
+    )
     args = parser.parse_args(argv)
+    if args.transactions:
+        return run_transactions(args)
 
     clients = [c for c in args.clients.split(",") if c]
     wanted = set(args.scenarios.split(","))

@@ -7,6 +7,10 @@
     quasar perf consume [-ss SUB] [-st TYPE] [-sp POSITION] [-n CONSUMERS] [-q SIZE]
                         [-m N] [-t SECONDS] [--client ...] [--json FILE] TOPIC ...
     quasar perf pubsub  (produce options, plus -ss/-st/-q/-nc) [TOPIC ...]
+    quasar perf transaction [-nmp N] [-nmc N] [-ntxn N] [-c IN_FLIGHT] [-tto MS]
+                        [--abort-ratio R] [--seed S] [--txn-disable] [--prefill N]
+                        [--input TOPIC]... [--output TOPIC]... [-s SIZE] [-t SECONDS]
+                        [--warmup SECONDS] [--json FILE]   (see quasar.perf.transaction)
     quasar perf sink    [--host H] [--port P]   a null broker, for baselines
 
 Progress lines go to stderr every ``--interval`` seconds; the summary goes to stdout
@@ -75,6 +79,11 @@ def _run(ns: argparse.Namespace) -> int:
         produce.json_path = None
         popts = PubSubOptions(produce, consume, ns.drain_timeout_s, ns.json_path)
         return _report(run_pubsub(popts), ns.json_path)
+    if ns.command == "transaction":
+        from quasar.perf.transaction import main_transaction
+        from quasar.perf.txn_options import transaction_options
+
+        return main_transaction(transaction_options(ns))
     if ns.command == "sink":
         from quasar.perf.sink import serve
 

@@ -319,6 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="client of the consumer process (default: --client)",
     )
+    from quasar.perf.txn_options import add_transaction_parser
+
+    add_transaction_parser(sub)
     sink = sub.add_parser(
         "sink",
         help="run a null broker (no storage) to measure the load generator's ceiling",
