@@ -47,6 +47,7 @@ from .producer import (
 )
 from .subscription import SUB_KEY_SHARED, SUB_SHARED, Subscription
 from .system_table import TABLE_CURSOR
+from .txn_sends import TransactionalSends
 
 if TYPE_CHECKING:
     from quasar.transaction.buffer import TopicTransactionBuffer
@@ -98,6 +99,7 @@ class PersistentTopic:
         self._trim_handle: asyncio.TimerHandle | None = None
         self.txn_buffer: TopicTransactionBuffer | None = None
         self.recent_infos = EntryInfoCache()
+        self.txn_sends = TransactionalSends()
         # The lambdas look the hooks up at call time: the transaction buffer may
         # replace them after construction.
         self.compaction = CompactionService(
@@ -159,6 +161,7 @@ class PersistentTopic:
         if self.txn_buffer is None:
             raise NotAllowedError(f"Topic {self.name} does not accept transactional messages")
         await self.txn_buffer.end_txn(txn, action, low_watermark)
+        self.txn_sends.ended(txn, set(self.txn_buffer.ongoing_transactions()))
 
     async def check_transactions_recovered(self, txn_enabled: bool) -> None:
         """Producers wait here until the transaction buffer finished recovering."""
@@ -173,6 +176,7 @@ class PersistentTopic:
         self.txn_buffer = tb
         tb.add_max_read_position_listener(lambda _: self.notify_new_entries())
         await tb.recover()
+        await self.txn_sends.rebuild(self.ledger, tb.ongoing_transactions())
 
     # -- producers ---------------------------------------------------------------------
     async def add_producer(self, producer: Producer, key: tuple[int, int]) -> None:
@@ -280,6 +284,11 @@ class PersistentTopic:
                 callback(None, ServiceNotReady("duplicate send still in flight"))
                 return
         if txn is not None:
+            if self.txn_sends.is_duplicate(txn, name, sequence_id):
+                # A re-send of a message this transaction already holds (its receipt
+                # was lost): answer it, store nothing.
+                callback(Position(-1, -1), None)
+                return
             try:
                 fut = self.append_transactional(txn, data)
             except QuasarError as e:
@@ -287,6 +296,9 @@ class PersistentTopic:
                     dedup.producer_failed(name)
                 callback(None, e)
                 return
+            previous_mark = self.txn_sends.record(
+                txn, name, max(sequence_id + num_messages - 1, highest_sequence_id)
+            )
         elif self.txn_buffer is not None:
             fut = self.txn_buffer.append_non_transactional(data)
         else:
@@ -299,6 +311,8 @@ class PersistentTopic:
             if exc is not None:
                 if dedup is not None:
                     dedup.producer_failed(name)
+                if txn is not None:
+                    self.txn_sends.restore(txn, name, previous_mark)
                 callback(None, exc)
                 return
             pos = f.result()

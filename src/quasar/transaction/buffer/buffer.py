@@ -186,6 +186,10 @@ class TopicTransactionBuffer:
     def ongoing_count(self) -> int:
         return len(self._buf.ongoing)
 
+    def ongoing_transactions(self) -> dict[TxnId, Position]:
+        """Open transactions on this partition and the position of their first entry."""
+        return dict(self._buf.ongoing)
+
     def aborted_txn_count(self) -> int:
         """Aborted ids currently kept (they leave with their marker's ledger)."""
         return len(self._buf.aborted)
