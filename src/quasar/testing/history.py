@@ -1,0 +1,553 @@
+"""A history checker for end-to-end transaction tests (lost, duplicate, aborted reads).
+
+A test records what it did and what it saw, in the order it happened:
+
+* ``add_input(id)``: a message of an input topic (something to be processed);
+* ``begin(txn)``, ``write(txn, value, ...)``, ``ack(txn, input_id)`` and
+  ``end(txn, outcome)``: a transaction, its output messages (``source`` names the
+  input a message was derived from) and its acks of input messages; ``txn=None`` is a
+  plain write outside any transaction (always committed);
+* ``read(value, ...)``: an output message a read-committed reader received;
+* ``delivered(input_id)``: an input message the input subscription handed out after
+  the run (the "what is still unacknowledged" drain at the end);
+  ``delivered(input_id, final=False)``: one it handed to the processing consumer
+  during the run (only its timing against commits is checked).
+
+The outcome of a transaction is what the writer *knows*: ``COMMITTED`` and
+``ABORTED`` are definite answers; ``UNKNOWN`` (a lost answer, a killed writer) and a
+transaction never ended are judged by what was read, but must still be all or
+nothing.
+
+:meth:`History.check` compares the reads with the writes, in the spirit of Jepsen's
+queue checker (failure-scenarios.md A4), and returns every anomaly it finds:
+
+==========================  =================================================  =========
+kind                        meaning                                            invariant
+==========================  =================================================  =========
+``phantom-read``            a value that no one wrote                          INV-G1A
+``duplicate-read``          one value read twice by the same reader            INV-EO
+``aborted-read``            a value of a transaction known to be aborted       INV-G1A
+``lost-write``              a committed value never read                       INV-DUR
+``torn``                    part of a transaction visible, part not            INV-ATOM
+``misplaced``               read on another partition than it was written to   INV-ORD
+``nonmonotonic-read``       a reader's positions on a partition went backwards INV-ORD
+``reorder``                 one producer's values read out of send order       INV-ORD
+``duplicate-processing``    one input reflected by more than one output        INV-EO
+``lost-input``              an input neither reflected nor still deliverable   INV-EO
+``unprocessed-input``       an input still deliverable when all had to be done INV-EO
+``ack-not-applied``         an input acked by a committed transaction is       INV-ATOM
+                            still deliverable (or reflected and deliverable)
+``double-ack``              an input acked by two committed transactions       INV-EO
+``redelivered-after-commit``  delivered after the commit of its ack returned,   INV-EO
+                            not explained by a reconnect before the ack
+                            was answered
+``duplicate-delivery``      the final drain got one input twice                INV-EO
+==========================  =================================================  =========
+
+The checker is pure (no I/O) so that it can be unit-tested on crafted histories; the
+history can be saved as JSON lines (``to_jsonl``) next to a failing test's logs.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import json
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+TxnKey = Hashable
+DEFAULT_READER = "final"
+DEFAULT_SUBSCRIPTION = "sub"
+
+
+class Outcome(enum.Enum):
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class _Write:
+    index: int  # event number
+    txn: TxnKey | None
+    value: str
+    partition: str | None
+    source: str | None
+    producer: str | None
+    seq: int | None
+
+
+@dataclass(frozen=True)
+class _Read:
+    index: int
+    value: str
+    partition: str | None
+    position: Any
+    reader: str
+
+
+@dataclass
+class _Txn:
+    key: TxnKey
+    begun_at: int
+    outcome: Outcome | None = None
+    ended_at: int | None = None
+    writes: list[str] = field(default_factory=list)
+    acks: list[tuple[str, str]] = field(default_factory=list)  # (subscription, input)
+    # (subscription, input) -> event numbers of the ack's intent and of its answer.
+    ack_events: dict[tuple[str, str], tuple[int, int | None]] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    anomalies: list[Anomaly]
+    # How each transaction ended, as far as the reads tell (known outcomes as given).
+    resolved: dict[TxnKey, Outcome]
+    counts: dict[str, int]
+
+    @property
+    def ok(self) -> bool:
+        return not self.anomalies
+
+    def kinds(self) -> set[str]:
+        return {a.kind for a in self.anomalies}
+
+    def summary(self, limit: int = 30) -> str:
+        lines = [f"{len(self.anomalies)} anomalies; counts {self.counts}"]
+        by_kind = Counter(a.kind for a in self.anomalies)
+        lines.append("by kind: " + ", ".join(f"{k}={n}" for k, n in sorted(by_kind.items())))
+        lines.extend(f"  {a}" for a in self.anomalies[:limit])
+        if len(self.anomalies) > limit:
+            lines.append(f"  ... {len(self.anomalies) - limit} more")
+        return "\n".join(lines)
+
+    def assert_ok(self) -> None:
+        """Raises ``AssertionError`` listing the anomalies, if any."""
+        if self.anomalies:
+            raise AssertionError("history check failed:\n" + self.summary())
+
+
+class History:
+    """An append-only record of one test run (single-threaded use, or one lock)."""
+
+    def __init__(self) -> None:
+        self._events: list[dict[str, Any]] = []
+        self._inputs: dict[str, str | None] = {}  # id -> subscription it is read on
+        self._txns: dict[TxnKey, _Txn] = {}
+        self._writes: dict[str, _Write] = {}
+        self._reads: list[_Read] = []
+        self._delivered: list[tuple[int, str, str]] = []  # (index, subscription, id)
+        self._received: list[tuple[int, str, str]] = []  # during the run, same form
+        self._disruptions: list[int] = []  # event numbers
+
+    # ------------------------------------------------------------------ recording
+
+    def _event(self, **fields: Any) -> int:
+        index = len(self._events)
+        self._events.append({"i": index, **fields})
+        return index
+
+    def add_input(self, input_id: str, subscription: str = DEFAULT_SUBSCRIPTION) -> None:
+        """An input message to be processed (consumed on ``subscription``).
+
+        Raises:
+            ValueError: the id was added before.
+        """
+        if input_id in self._inputs:
+            raise ValueError(f"input {input_id!r} added twice")
+        self._inputs[input_id] = subscription
+        self._event(op="input", id=input_id, sub=subscription)
+
+    def begin(self, txn: TxnKey) -> None:
+        """Start recording transaction ``txn`` (keys are unique per run).
+
+        Raises:
+            ValueError: ``txn`` was begun before.
+        """
+        if txn in self._txns:
+            raise ValueError(f"transaction {txn!r} begun twice")
+        index = self._event(op="begin", txn=_jsonable(txn))
+        self._txns[txn] = _Txn(txn, index)
+
+    def write(
+        self,
+        txn: TxnKey | None,
+        value: str,
+        *,
+        partition: str | None = None,
+        source: str | None = None,
+        producer: str | None = None,
+        seq: int | None = None,
+    ) -> None:
+        """An output message sent (or about to be sent) in ``txn``.
+
+        Record it *before* sending: a writer killed after sending must still be
+        able to explain the value. ``producer``/``seq``: values of one producer
+        with increasing ``seq`` must be read in that order on their partition.
+
+        Raises:
+            ValueError: the value was written before (values must be unique), or
+                ``txn`` was not begun.
+        """
+        if value in self._writes:
+            raise ValueError(f"value {value!r} written twice; values must be unique")
+        if txn is not None:
+            if txn not in self._txns:
+                raise ValueError(f"write in transaction {txn!r} that was not begun")
+            self._txns[txn].writes.append(value)
+        index = self._event(
+            op="write", txn=_jsonable(txn), value=value, partition=partition,
+            source=source, producer=producer, seq=seq,
+        )
+        self._writes[value] = _Write(index, txn, value, partition, source, producer, seq)
+
+    def ack(
+        self, txn: TxnKey, input_id: str, subscription: str | None = None
+    ) -> None:
+        """Input ``input_id`` acknowledged inside ``txn`` (record before acking).
+
+        Raises:
+            ValueError: ``txn`` was not begun.
+        """
+        if txn not in self._txns:
+            raise ValueError(f"ack in transaction {txn!r} that was not begun")
+        sub = subscription or self._inputs.get(input_id) or DEFAULT_SUBSCRIPTION
+        t = self._txns[txn]
+        t.acks.append((sub, input_id))
+        index = self._event(op="ack", txn=_jsonable(txn), id=input_id, sub=sub)
+        t.ack_events.setdefault((sub, input_id), (index, None))
+
+    def ack_done(self, txn: TxnKey, input_id: str, subscription: str | None = None) -> None:
+        """The broker answered the ack recorded by :meth:`ack` (it is pending in
+        ``txn`` from here on; see ``redelivered-after-commit``).
+
+        Raises:
+            ValueError: no such ack was recorded.
+        """
+        sub = subscription or self._inputs.get(input_id) or DEFAULT_SUBSCRIPTION
+        t = self._txns.get(txn)
+        if t is None or (sub, input_id) not in t.ack_events:
+            raise ValueError(f"answer to an ack of {input_id!r} in {txn!r} never recorded")
+        index = self._event(op="ack_done", txn=_jsonable(txn), id=input_id, sub=sub)
+        intent, done = t.ack_events[(sub, input_id)]
+        if done is None:
+            t.ack_events[(sub, input_id)] = (intent, index)
+
+    def disruption(self, what: str) -> None:
+        """Consumers may have reconnected here (broker restart, consumer killed or
+        asked for redelivery): the broker may dispatch again what was not yet
+        acknowledged, and such a copy may reach the application later."""
+        self._disruptions.append(self._event(op="disruption", what=what))
+
+    def end(self, txn: TxnKey, outcome: Outcome) -> None:
+        """What the writer learned about how ``txn`` ended.
+
+        A later definite outcome replaces ``UNKNOWN`` (a retried commit that got an
+        answer) and a later ``UNKNOWN`` changes nothing; two different definite
+        outcomes are a bug of the caller.
+
+        Raises:
+            ValueError: ``txn`` was not begun, or it already has another definite
+                outcome.
+        """
+        t = self._txns.get(txn)
+        if t is None:
+            raise ValueError(f"end of transaction {txn!r} that was not begun")
+        if t.outcome not in (None, Outcome.UNKNOWN) and outcome not in (
+            t.outcome, Outcome.UNKNOWN
+        ):
+            raise ValueError(f"transaction {txn!r} {t.outcome.value}, then {outcome.value}")
+        if t.outcome is None or t.outcome is Outcome.UNKNOWN:
+            t.outcome = outcome
+            t.ended_at = self._event(op="end", txn=_jsonable(txn), outcome=outcome.value)
+
+    def read(
+        self,
+        value: str,
+        *,
+        partition: str | None = None,
+        position: Any = None,
+        reader: str = DEFAULT_READER,
+    ) -> None:
+        """``reader`` received output ``value`` (at ``position`` of ``partition``).
+
+        Positions must be comparable (tuples such as ``(ledger, entry, batch)``).
+        """
+        index = self._event(
+            op="read", value=value, partition=partition,
+            position=_jsonable(position), reader=reader,
+        )
+        self._reads.append(_Read(index, value, partition, position, reader))
+
+    def delivered(
+        self, input_id: str, subscription: str | None = None, *, final: bool = True
+    ) -> None:
+        """The input subscription delivered ``input_id``.
+
+        ``final``: by the drain at the end of the run (what is still unacknowledged);
+        otherwise a delivery to the processing consumer during the run, which only
+        counts for ``redelivered-after-commit``.
+        """
+        sub = subscription or self._inputs.get(input_id) or DEFAULT_SUBSCRIPTION
+        index = self._event(op="delivered", id=input_id, sub=sub, final=final)
+        if final:
+            self._delivered.append((index, sub, input_id))
+        else:
+            self._received.append((index, sub, input_id))
+
+    # ------------------------------------------------------------------ queries
+
+    def outcome(self, txn: TxnKey) -> Outcome | None:
+        t = self._txns.get(txn)
+        return None if t is None else t.outcome
+
+    def values_of(self, txn: TxnKey) -> list[str]:
+        return list(self._txns[txn].writes)
+
+    def to_jsonl(self) -> str:
+        return "".join(json.dumps(e, sort_keys=True) + "\n" for e in self._events)
+
+    # ------------------------------------------------------------------ checking
+
+    def check(
+        self,
+        *,
+        reader: str = DEFAULT_READER,
+        require_all_inputs: bool = False,
+        deliveries_recorded: bool = False,
+    ) -> Report:
+        """Check ``reader``'s reads (a complete read of the output) against the writes.
+
+        Args:
+            reader: the reader whose reads are taken as the final, complete view.
+            require_all_inputs: every input must be reflected in the output exactly
+                once (a run that processed everything).
+            deliveries_recorded: the input subscription was drained at the end and
+                every delivery recorded; an input is then either reflected in the
+                output or delivered, exactly once, never both and never neither.
+        """
+        anomalies: list[Anomaly] = []
+        reads = [r for r in self._reads if r.reader == reader]
+        read_count = Counter(r.value for r in reads)
+
+        # Reads against writes.
+        for value, n in sorted(read_count.items()):
+            if value not in self._writes:
+                anomalies.append(Anomaly("phantom-read", f"{value!r} was never written"))
+            if n > 1:
+                anomalies.append(Anomaly("duplicate-read", f"{value!r} read {n} times"))
+        for r in reads:
+            w = self._writes.get(r.value)
+            if w is not None and w.partition is not None and r.partition is not None \
+                    and w.partition != r.partition:
+                anomalies.append(Anomaly(
+                    "misplaced", f"{r.value!r} written to {w.partition}, read on {r.partition}"
+                ))
+
+        # Transactions: known outcomes against reads; unknown ones all-or-nothing.
+        resolved: dict[TxnKey, Outcome] = {}
+        for t in self._txns.values():
+            seen = [v for v in t.writes if read_count[v]]
+            missing = [v for v in t.writes if not read_count[v]]
+            if t.outcome is Outcome.ABORTED:
+                resolved[t.key] = Outcome.ABORTED
+                for v in seen:
+                    anomalies.append(Anomaly(
+                        "aborted-read", f"{v!r} of aborted transaction {t.key!r}"
+                    ))
+            elif t.outcome is Outcome.COMMITTED:
+                resolved[t.key] = Outcome.COMMITTED
+                for v in missing:
+                    anomalies.append(Anomaly(
+                        "lost-write", f"{v!r} of committed transaction {t.key!r} never read"
+                    ))
+            else:
+                if seen and missing:
+                    anomalies.append(Anomaly(
+                        "torn",
+                        f"transaction {t.key!r} ({(t.outcome or Outcome.UNKNOWN).value}): "
+                        f"read {seen}, missing {missing}",
+                    ))
+                if not t.writes:
+                    resolved[t.key] = Outcome.UNKNOWN
+                else:
+                    resolved[t.key] = Outcome.COMMITTED if seen else Outcome.ABORTED
+        for w in self._writes.values():
+            if w.txn is None and not read_count[w.value]:
+                anomalies.append(Anomaly(
+                    "lost-write", f"{w.value!r} (written outside a transaction) never read"
+                ))
+
+        anomalies.extend(_order_anomalies(reads, self._writes))
+        anomalies.extend(self._input_anomalies(
+            reads, resolved, require_all_inputs, deliveries_recorded
+        ))
+        counts = {
+            "inputs": len(self._inputs),
+            "transactions": len(self._txns),
+            "writes": len(self._writes),
+            "reads": len(reads),
+            "delivered": len(self._delivered),
+            "committed": sum(1 for o in resolved.values() if o is Outcome.COMMITTED),
+            "aborted": sum(1 for o in resolved.values() if o is Outcome.ABORTED),
+        }
+        return Report(anomalies, resolved, counts)
+
+    def _late_deliveries(self, t: _Txn, sub: str, input_id: str) -> list[Anomaly]:
+        """Deliveries of ``input_id`` after committed ``t`` acked it.
+
+        A delivery to the final drain (a consumer created after everything) is
+        always wrong. One to the live consumer can be a copy the broker sent before
+        it had the ack, when consumers reconnected after the application received
+        the message and before the broker answered the ack: each disruption in
+        that window excuses one late copy, and nothing else does.
+        """
+        assert t.ended_at is not None
+        intent, done = t.ack_events.get((sub, input_id), (t.begun_at, None))
+        window_end = done if done is not None else t.ended_at
+        before = [i for i, s, d in self._received if s == sub and d == input_id and i < intent]
+        window_start = before[-1] if before else -1
+        excused = _count_between(self._disruptions, window_start, window_end)
+        late_live = [
+            i for i, s, d in self._received if s == sub and d == input_id and i > t.ended_at
+        ]
+        late_final = [
+            i for i, s, d in self._delivered if s == sub and d == input_id and i > t.ended_at
+        ]
+        unexplained = max(0, len(late_live) - excused) + len(late_final)
+        if not unexplained:
+            return []
+        return [Anomaly(
+            "redelivered-after-commit",
+            f"{input_id!r} on {sub!r} delivered {len(late_live) + len(late_final)} "
+            f"time(s) after transaction {t.key!r} that acked it committed "
+            f"({excused} excused by reconnects before the ack was answered)",
+        )]
+
+    def _input_anomalies(
+        self,
+        reads: list[_Read],
+        resolved: dict[TxnKey, Outcome],
+        require_all_inputs: bool,
+        deliveries_recorded: bool,
+    ) -> list[Anomaly]:
+        out: list[Anomaly] = []
+        reflected: dict[str, list[str]] = defaultdict(list)
+        for r in reads:
+            w = self._writes.get(r.value)
+            if w is not None and w.source is not None:
+                reflected[w.source].append(r.value)
+        delivered_count = Counter((sub, i) for _, sub, i in self._delivered)
+        committed_acks: dict[tuple[str, str], list[_Txn]] = defaultdict(list)
+        for t in self._txns.values():
+            if resolved.get(t.key) is Outcome.COMMITTED:
+                for key in dict.fromkeys(t.acks):
+                    committed_acks[key].append(t)
+
+        for (sub, input_id), txns in sorted(committed_acks.items(), key=lambda kv: kv[0]):
+            if len(txns) > 1:
+                out.append(Anomaly(
+                    "double-ack",
+                    f"{input_id!r} on {sub!r} acked by committed transactions "
+                    f"{[t.key for t in txns]}",
+                ))
+            # Only a commit the writer was told about has a time; the ack must hold
+            # from then on.
+            for t in txns:
+                if t.outcome is Outcome.COMMITTED and t.ended_at is not None:
+                    out.extend(self._late_deliveries(t, sub, input_id))
+            if deliveries_recorded and delivered_count[(sub, input_id)]:
+                out.append(Anomaly(
+                    "ack-not-applied",
+                    f"{input_id!r} acked by committed {[t.key for t in txns]} is still "
+                    f"delivered on {sub!r}",
+                ))
+
+        for input_id, sub in self._inputs.items():
+            sub = sub or DEFAULT_SUBSCRIPTION
+            n_out = len(reflected.get(input_id, ()))
+            n_del = delivered_count[(sub, input_id)]
+            if n_out > 1:
+                out.append(Anomaly(
+                    "duplicate-processing",
+                    f"{input_id!r} reflected {n_out} times: {reflected[input_id]}",
+                ))
+            if deliveries_recorded and n_del > 1:
+                out.append(Anomaly(
+                    "duplicate-delivery", f"{input_id!r} delivered {n_del} times on {sub!r}"
+                ))
+            if deliveries_recorded and n_out and n_del and (sub, input_id) not in committed_acks:
+                out.append(Anomaly(
+                    "ack-not-applied",
+                    f"{input_id!r} is reflected in the output and still delivered on {sub!r}",
+                ))
+            if require_all_inputs:
+                if n_out == 0:
+                    kind = "unprocessed-input" if n_del else "lost-input"
+                    out.append(Anomaly(kind, f"{input_id!r} not reflected in the output"))
+                elif n_del:
+                    out.append(Anomaly(
+                        "unprocessed-input",
+                        f"{input_id!r} reflected but still delivered on {sub!r}",
+                    ))
+            elif deliveries_recorded and n_out == 0 and n_del == 0:
+                out.append(Anomaly(
+                    "lost-input",
+                    f"{input_id!r} neither reflected in the output nor delivered on {sub!r}",
+                ))
+        return out
+
+
+def _count_between(indexes: list[int], low: int, high: int) -> int:
+    return bisect.bisect_left(indexes, high) - bisect.bisect_right(indexes, low)
+
+
+def _order_anomalies(reads: list[_Read], writes: dict[str, _Write]) -> list[Anomaly]:
+    out: list[Anomaly] = []
+    last_pos: dict[str | None, Any] = {}
+    last_seq: dict[tuple[str | None, str], tuple[int, str]] = {}
+    for r in reads:
+        if r.position is not None:
+            prev = last_pos.get(r.partition)
+            if prev is not None and not prev < r.position:
+                out.append(Anomaly(
+                    "nonmonotonic-read",
+                    f"{r.value!r} at {r.position} after {prev} on {r.partition}",
+                ))
+            last_pos[r.partition] = r.position
+        w = writes.get(r.value)
+        if w is None or w.producer is None or w.seq is None:
+            continue
+        key = (r.partition, w.producer)
+        prev_seq = last_seq.get(key)
+        if prev_seq is not None and prev_seq[1] != r.value and prev_seq[0] >= w.seq:
+            out.append(Anomaly(
+                "reorder",
+                f"{r.value!r} (seq {w.seq}) read after {prev_seq[1]!r} (seq {prev_seq[0]}) "
+                f"of producer {w.producer!r} on {r.partition}",
+            ))
+        last_seq[key] = (w.seq, r.value)
+    return out
+
+
+def _jsonable(x: Any) -> Any:
+    if x is None or isinstance(x, str | int | float | bool):
+        return x
+    if isinstance(x, Iterable):
+        return [_jsonable(v) for v in x]
+    return repr(x)
+
+
+__all__ = ["Anomaly", "History", "Outcome", "Report"]
