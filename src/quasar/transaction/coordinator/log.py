@@ -38,6 +38,7 @@ from quasar.errors import CorruptRecordError
 from quasar.protocol import txnlog_pb
 from quasar.protocol.ack_set import clear_index, full_ack_set, is_acked
 from quasar.storage.api import InitialPosition, ManagedCursor, ManagedLedger, Position
+from quasar.transaction.log_trimming import LogTrimmer
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ class TransactionLog:
         self._ledger = ledger
         self._read_entries = read_entries
         self._cursor: ManagedCursor | None = None
-        self._trim_task: asyncio.Task[None] | None = None
+        self._trimmer = LogTrimmer(self._ledger, lambda: self.cursor, "transaction log")
 
     @property
     def ledger(self) -> ManagedLedger:
@@ -243,30 +244,11 @@ class TransactionLog:
         self._maybe_trim()
 
     def _maybe_trim(self) -> None:
-        # Trimming pays off only once the cursor has left the first ledger behind.
-        ledgers = self._ledger.ledgers()
-        if not ledgers or self._trim_task is not None:
-            return
-        next_unacked = self._ledger.next_position(self.cursor.mark_delete_position)
-        if next_unacked.ledger_id <= ledgers[0].ledger_id:
-            return
-        self._trim_task = asyncio.get_running_loop().create_task(self._trim())
-
-    async def _trim(self) -> None:
-        try:
-            # Persist the cursor (deletions and the counter) before any ledger goes.
-            await self.cursor.flush()
-            await self._ledger.trim_consumed_ledgers()
-        except Exception:
-            log.warning("%s: trimming the transaction log failed", self._ledger.name,
-                        exc_info=True)
-        finally:
-            self._trim_task = None
+        self._trimmer.maybe_trim()
 
     async def wait_for_trim(self) -> None:
         """Wait for a trim in progress, if any (tests, shutdown)."""
-        if self._trim_task is not None:
-            await asyncio.gather(self._trim_task, return_exceptions=True)
+        await self._trimmer.wait()
 
     async def close(self) -> None:
         """Persist the cursor (pending deletions and the counter) and stop trimming."""

@@ -32,6 +32,7 @@ from urllib.parse import quote
 
 from quasar.protocol import TopicName
 from quasar.storage.api import InitialPosition, ManagedCursor, ManagedLedger, Position
+from quasar.transaction.log_trimming import LogTrimmer
 
 from .records import PendingAckRecord, decode_entry, encode_record
 
@@ -101,7 +102,7 @@ class PendingAckLog:
         self._read_entries = read_entries
         self._writer = writer if writer is not None else SingleRecordWriter(ledger)
         self._cursor: ManagedCursor | None = None
-        self._trim_task: asyncio.Task[None] | None = None
+        self._trimmer = LogTrimmer(self._ledger, lambda: self.cursor, "pending-ack log")
 
     @property
     def ledger(self) -> ManagedLedger:
@@ -169,30 +170,11 @@ class PendingAckLog:
         self._maybe_trim()
 
     def _maybe_trim(self) -> None:
-        # Trimming pays off only once the cursor has left the first ledger behind.
-        ledgers = self._ledger.ledgers()
-        if not ledgers or self._trim_task is not None:
-            return
-        next_unacked = self._ledger.next_position(self.cursor.mark_delete_position)
-        if next_unacked.ledger_id <= ledgers[0].ledger_id:
-            return
-        self._trim_task = asyncio.get_running_loop().create_task(self._trim())
-
-    async def _trim(self) -> None:
-        try:
-            # Persist the cursor before any ledger goes, so replay never starts in one.
-            await self.cursor.flush()
-            await self._ledger.trim_consumed_ledgers()
-        except Exception:
-            log.warning("%s: trimming the pending-ack log failed", self._ledger.name,
-                        exc_info=True)
-        finally:
-            self._trim_task = None
+        self._trimmer.maybe_trim()
 
     async def wait_for_trim(self) -> None:
         """Wait for a trim in progress, if any (tests, shutdown)."""
-        if self._trim_task is not None:
-            await asyncio.gather(self._trim_task, return_exceptions=True)
+        await self._trimmer.wait()
 
     async def close(self) -> None:
         """Persist the log cursor and stop trimming.
