@@ -29,11 +29,37 @@ def mermaid(name: str, table: Mapping[Enum, frozenset[Enum]], initial: Enum) -> 
     return "\n".join(lines)
 
 
+def mermaid_events(
+    name: str, table: Mapping[tuple[Enum, Enum], Enum], initial: Enum
+) -> str:
+    """A diagram from an event table: (state, event) -> next state, edges labelled."""
+    lines = ["```mermaid", "stateDiagram-v2", f"    %% {name}", f"    [*] --> {initial.name}"]
+    for (state, event), target in sorted(
+        table.items(), key=lambda kv: (kv[0][0].name, kv[0][1].name)
+    ):
+        if target is not state:
+            lines.append(f"    {state.name} --> {target.name}: {event.name}")
+    lines.append("```")
+    return "\n".join(lines)
+
+
 def diagrams() -> dict[str, str]:
     sys.path.insert(0, str(ROOT / "src"))
+    from quasar.transaction.buffer import state as tb_state
+    from quasar.transaction.pending_ack import handle_state as pa_state
     from quasar.transaction.txn_status import TRANSITIONS, TxnStatus
 
-    return {"coordinator-status": mermaid("coordinator TxnStatus", TRANSITIONS, TxnStatus.OPEN)}
+    return {
+        "coordinator-status": mermaid("coordinator TxnStatus", TRANSITIONS, TxnStatus.OPEN),
+        "buffer-state": mermaid(
+            "transaction buffer TbState", tb_state.TRANSITIONS, next(iter(tb_state.TbState))
+        ),
+        "pending-ack-state": mermaid_events(
+            "pending-ack handle",
+            pa_state.TRANSITIONS,
+            pa_state.PendingAckHandleState.NONE,
+        ),
+    }
 
 
 def render(text: str) -> str:
