@@ -1,0 +1,111 @@
+"""The coordinator's participant calls over the wire (RemoteTransactionBufferClient)
+against a real broker process: ending a transaction on a partition and on a
+subscription through END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION, and the error
+classes the coordinator's retry logic depends on."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+
+import pulsar
+import pytest
+
+from quasar.errors import SubscriptionNotFound, TopicNotFound
+from quasar.protocol import pb
+from quasar.server.remote_buffer_client import RemoteTransactionBufferClient
+from quasar.testing.process import BrokerProcess
+from quasar.testing.raw import close_all
+from quasar.transaction.buffer_client import EndFailure, classify_end_failure
+from quasar.transaction.txn_id import TxnId
+from quasar.transaction.txn_status import TxnAction
+
+from .test_txn_buffer_wire import TxnProducer
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("remote-tb") / "data").start()
+    yield proc
+    assert proc.stop() == 0, proc.read_log()
+
+
+@pytest.fixture(autouse=True)
+def _close() -> Iterator[None]:
+    yield
+    close_all()
+
+
+def _read_all(broker: BrokerProcess, topic: str) -> list[bytes]:
+    logger = logging.getLogger("pulsar-client")
+    logger.setLevel(logging.ERROR)
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=logger)
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    out = []
+    while reader.has_message_available():
+        out.append(reader.read_next(10_000).data())
+    client.close()
+    return out
+
+
+def test_end_on_partition_over_the_wire(broker: BrokerProcess) -> None:
+    topic = "persistent://public/default/remote-end"
+    p = TxnProducer(broker, topic)
+    txn = p.new_txn()
+    p.send(b"via-remote", txn)
+    p.send(b"plain")
+
+    async def end() -> None:
+        client = RemoteTransactionBufferClient(lambda _t: broker.url)
+        try:
+            await client.end_txn_on_partition(topic, TxnId(*txn), TxnAction.COMMIT, -1)
+            # Participants are idempotent: a repeated end succeeds.
+            await client.end_txn_on_partition(topic, TxnId(*txn), TxnAction.COMMIT, -1)
+        finally:
+            await client.close()
+
+    asyncio.run(end())
+    assert _read_all(broker, topic) == [b"via-remote", b"plain"]
+    # The coordinator learns the outcome the same way later; finishing it is harmless.
+    assert not p.end(txn, pb.COMMIT).HasField("error")
+
+
+def test_errors_carry_the_classes_the_coordinator_retries_on(broker: BrokerProcess) -> None:
+    async def run() -> tuple[BaseException, BaseException]:
+        client = RemoteTransactionBufferClient(lambda _t: broker.url)
+        try:
+            with pytest.raises(TopicNotFound) as gone_topic:
+                await client.end_txn_on_partition(
+                    "persistent://public/default/never-existed", TxnId(0, 1),
+                    TxnAction.ABORT, -1,
+                )
+            TxnProducer(broker, "persistent://public/default/remote-sub-topic")
+            with pytest.raises((SubscriptionNotFound, TopicNotFound)) as gone_sub:
+                await client.end_txn_on_subscription(
+                    "persistent://public/default/remote-sub-topic", "no-such-sub",
+                    TxnId(0, 1), TxnAction.ABORT, -1,
+                )
+            return gone_topic.value, gone_sub.value
+        finally:
+            await client.close()
+
+    gone_topic, gone_sub = asyncio.run(run())
+    assert classify_end_failure(gone_topic) is EndFailure.GONE
+    assert classify_end_failure(gone_sub) is EndFailure.GONE
+
+
+def test_unreachable_broker_is_retryable() -> None:
+    from quasar.testing.process import free_port
+
+    async def run() -> BaseException:
+        client = RemoteTransactionBufferClient(lambda _t: f"pulsar://127.0.0.1:{free_port()}")
+        try:
+            await client.end_txn_on_partition("persistent://a/b/c", TxnId(0, 1),
+                                              TxnAction.COMMIT, -1)
+        except Exception as exc:  # noqa: BLE001 - the class is what is checked
+            return exc
+        raise AssertionError("an unreachable broker must fail the call")
+
+    exc = asyncio.run(run())
+    assert classify_end_failure(exc) is EndFailure.RETRY
