@@ -132,8 +132,6 @@ def test_admin_compaction_errors(admin: Admin, topic: str) -> None:
 
 
 def test_table_view(client: Any, pulsar_mod: Any, admin: Admin, topic: str) -> None:
-    if not hasattr(client, "create_table_view"):
-        pytest.skip("quasar.client has no TableView")
     produce(client, topic, TABLE, batching=True)
     compact(admin, topic)
     tv = client.create_table_view(topic)

@@ -21,7 +21,7 @@ Transactions, which `pulsar` (Python) lacks, follow Pulsar's Java client::
     txn.commit()                       # or txn.abort()
 
 The asyncio API is :mod:`quasar.client.aio`. Differences from `pulsar`: no TLS,
-authentication, end-to-end encryption, chunking, dead-letter policy or table views.
+authentication, end-to-end encryption, chunking or dead-letter policy.
 """
 
 from __future__ import annotations

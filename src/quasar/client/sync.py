@@ -41,6 +41,7 @@ from quasar.client.message_id import MessageId
 from quasar.client.partitioned_producer import PartitionedProducerImpl
 from quasar.client.schema import BytesSchema, Schema
 from quasar.client.send_pipe import CallbackRunner, SendPipe
+from quasar.client.table_view import TableView, open_table_view
 from quasar.client.transaction import TransactionImpl, transaction_impl
 from quasar.client.txn_state import TransactionState, TxnID
 from quasar.errors import AlreadyClosed
@@ -603,6 +604,23 @@ class Client:
         kwargs = dict(locals())
         del kwargs["self"]
         return Reader(self, self._run(self._aio.create_reader(**kwargs)))
+
+    def create_table_view(
+        self,
+        topic: str,
+        subscription_name: str | None = None,
+        schema: Schema = _BYTES_SCHEMA,
+    ) -> TableView:
+        """A view of the latest value per key of ``topic`` (see ``pulsar``'s TableView).
+
+        ``subscription_name`` is accepted for compatibility; the view reads through a
+        non-durable reader.
+
+        Raises:
+            InvalidTopicName, TopicNotFound, Timeout.
+        """
+        del subscription_name
+        return self._run(open_table_view(self, self._aio, topic, schema))
 
     def get_topic_partitions(self, topic: str) -> list[str]:
         return self._run(self._aio.get_topic_partitions(topic))
