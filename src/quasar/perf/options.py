@@ -123,43 +123,7 @@ def _add_common(p: argparse.ArgumentParser, default_topic: bool) -> None:
         default=0,
         help="stop after this many messages in total (0: no limit)",
     )
-    p.add_argument(
-        "-t",
-        "--time",
-        dest="time_s",
-        metavar="SECONDS",
-        type=_non_negative_float,
-        default=0.0,
-        help="stop after this many seconds, warm-up included (0: no limit)",
-    )
-    p.add_argument(
-        "--warmup",
-        dest="warmup_s",
-        metavar="SECONDS",
-        type=_non_negative_float,
-        default=0.0,
-        help="seconds at the start excluded from the final figures (default 0)",
-    )
-    p.add_argument(
-        "-i",
-        "--interval",
-        dest="interval_s",
-        metavar="SECONDS",
-        type=float,
-        default=2.0,
-        help="seconds between progress lines on stderr (default 2)",
-    )
-    p.add_argument(
-        "--operation-timeout",
-        dest="operation_timeout_s",
-        metavar="SECONDS",
-        type=float,
-        default=30.0,
-        help="seconds to keep trying to connect, create producers or subscribe (default 30)",
-    )
-    p.add_argument(
-        "--json", dest="json_path", metavar="FILE", help="write the summary as JSON"
-    )
+    add_run_options(p)
 
 
 def _add_produce(p: argparse.ArgumentParser) -> None:
@@ -372,4 +336,45 @@ def consume_options(
         subscription_position=ns.subscription_position,
         num_consumers=ns.num_consumers,
         receiver_queue_size=ns.receiver_queue_size,
+    )
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """How long a run lasts and how it reports (shared by every perf mode)."""
+    p.add_argument(
+        "-t",
+        "--time",
+        dest="time_s",
+        metavar="SECONDS",
+        type=_non_negative_float,
+        default=0.0,
+        help="stop after this many seconds, warm-up included (0: no limit)",
+    )
+    p.add_argument(
+        "--warmup",
+        dest="warmup_s",
+        metavar="SECONDS",
+        type=_non_negative_float,
+        default=0.0,
+        help="seconds at the start excluded from the final figures (default 0)",
+    )
+    p.add_argument(
+        "-i",
+        "--interval",
+        dest="interval_s",
+        metavar="SECONDS",
+        type=float,
+        default=2.0,
+        help="seconds between progress lines on stderr (default 2)",
+    )
+    p.add_argument(
+        "--operation-timeout",
+        dest="operation_timeout_s",
+        metavar="SECONDS",
+        type=float,
+        default=30.0,
+        help="seconds to keep trying to connect, create producers or subscribe (default 30)",
+    )
+    p.add_argument(
+        "--json", dest="json_path", metavar="FILE", help="write the summary as JSON"
     )

@@ -21,6 +21,7 @@ from quasar.perf.options import (
     _non_negative_float,
     _non_negative_int,
     _positive_int,
+    add_run_options,
 )
 
 __all__ = [
@@ -213,43 +214,7 @@ def add_transaction_parser(sub: argparse._SubParsersAction) -> None:  # type: ig
     p.add_argument(
         "-s", "--size", type=_non_negative_int, default=1024, help="payload bytes (default 1024)"
     )
-    p.add_argument(
-        "-t",
-        "--time",
-        dest="time_s",
-        metavar="SECONDS",
-        type=_non_negative_float,
-        default=0.0,
-        help="stop after this many seconds, warm-up included (0: no limit)",
-    )
-    p.add_argument(
-        "--warmup",
-        dest="warmup_s",
-        metavar="SECONDS",
-        type=_non_negative_float,
-        default=0.0,
-        help="seconds at the start excluded from the final figures (default 0)",
-    )
-    p.add_argument(
-        "-i",
-        "--interval",
-        dest="interval_s",
-        metavar="SECONDS",
-        type=float,
-        default=2.0,
-        help="seconds between progress lines on stderr (default 2)",
-    )
-    p.add_argument(
-        "--operation-timeout",
-        dest="operation_timeout_s",
-        metavar="SECONDS",
-        type=float,
-        default=30.0,
-        help="seconds to keep trying to connect, create producers or subscribe (default 30)",
-    )
-    p.add_argument(
-        "--json", dest="json_path", metavar="FILE", help="write the summary as JSON"
-    )
+    add_run_options(p)
     p.add_argument(
         "--prefill",
         metavar="N",
