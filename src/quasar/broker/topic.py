@@ -84,15 +84,13 @@ class PersistentTopic:
         self.name = name.full
         self.ledger = ledger
         self.partition_index = name.partition_index
-        self.producers: dict[int, Producer] = {}  # by id() of (connection, producer_id)
-        self._producer_keys: dict[tuple[int, int], Producer] = {}
+        self.producers: dict[int, Producer] = {}  # by id(producer)
         self.subscriptions: dict[str, Subscription] = {}
         self.topic_epoch = 0
         self._waiting_exclusive: list[tuple[Producer, asyncio.Future[None]]] = []
         self.dedup: MessageDeduplication | None = (
             MessageDeduplication(ledger) if dedup_enabled else None
         )
-        self.fenced = False
         self.closed = False
         self.msg_in = 0
         self.bytes_in = 0
@@ -179,13 +177,12 @@ class PersistentTopic:
         await self.txn_sends.rebuild(self.ledger, tb.ongoing_transactions())
 
     # -- producers ---------------------------------------------------------------------
-    async def add_producer(self, producer: Producer, key: tuple[int, int]) -> None:
+    async def add_producer(self, producer: Producer) -> None:
         """Attach a producer, honouring access modes.
 
         Raises:
             ProducerBusy: another producer holds exclusive access (or exists when
                 Exclusive is requested), or the name is already connected.
-            ProducerFenced: a fencing producer took over this topic.
         """
         if self.closed:
             raise ServiceNotReady(f"Topic {self.name} is closing")
@@ -219,22 +216,16 @@ class PersistentTopic:
                 await fut
             self.topic_epoch += 1
         self.producers[id(producer)] = producer
-        self._producer_keys[key] = producer
 
     def remove_producer(self, producer: Producer) -> None:
         producer.closed = True
         self.producers.pop(id(producer), None)
-        for k, p in list(self._producer_keys.items()):
-            if p is producer:
-                del self._producer_keys[k]
         if not self.producers:
             while self._waiting_exclusive:
                 _, fut = self._waiting_exclusive.pop(0)
                 if not fut.done():
                     fut.set_result(None)
                     break
-        if self.fenced and producer.exclusive:
-            self.fenced = False
 
     def last_sequence_id(self, producer_name: str) -> int:
         return self.dedup.last_sequence_id(producer_name) if self.dedup else -1
@@ -324,7 +315,10 @@ class PersistentTopic:
                 dedup.persisted_at(name, top, pos)
             self.recent_infos.put(pos, info)
             callback(pos, None)
-            self.notify_new_entries()
+            if self.txn_buffer is None:
+                # With a transaction buffer, its max-read-position listener wakes the
+                # dispatchers exactly when something became readable.
+                self.notify_new_entries()
 
         fut.add_done_callback(done)
 

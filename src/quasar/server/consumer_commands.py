@@ -111,9 +111,6 @@ class ConsumerCommands:
             log.exception("subscribe failed")
             self.send_error(request_id, e)
 
-    def _consumer(self: ServerConnection, cid: int) -> tuple[Consumer, Any] | None:  # type: ignore[misc]
-        return self.consumers.get(cid)
-
     def _on_flow(self: ServerConnection, c: pb.CommandFlow) -> None:  # type: ignore[misc]
         entry = self.consumers.get(c.consumer_id)
         if entry is None:

@@ -88,7 +88,7 @@ class ProducerCommands:
             # A producer starts only after the transaction buffer recovered, so its
             # first message cannot overtake data the buffer is still replaying.
             await topic.check_transactions_recovered(c.txn_enabled)
-            await topic.add_producer(producer, (id(self), pid))
+            await topic.add_producer(producer)
             if self.closed:
                 topic.remove_producer(producer)
                 return
