@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
     "CLIENTS",
@@ -53,6 +54,23 @@ class ProduceOptions(CommonOptions):
     batch_max_bytes: int = 128 * 1024
     max_pending: int = 1000
     send_timeout_ms: int = 30_000
+
+
+def producer_settings(opts: ProduceOptions | Any) -> dict[str, Any]:
+    """``create_producer`` keyword arguments for a load-generating producer.
+
+    Takes any options object with the producer fields (``ProduceOptions`` or the
+    transaction mode's options); both clients accept the same names.
+    """
+    return {
+        "block_if_queue_full": True,
+        "max_pending_messages": opts.max_pending,
+        "send_timeout_millis": opts.send_timeout_ms,
+        "batching_enabled": opts.batching,
+        "batching_max_messages": opts.batch_max_messages,
+        "batching_max_allowed_size_in_bytes": opts.batch_max_bytes,
+        "batching_max_publish_delay_ms": opts.batch_max_delay_ms,
+    }
 
 
 @dataclass

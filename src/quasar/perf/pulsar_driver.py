@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from quasar.perf.context import RunContext, make_payload
-from quasar.perf.options import ConsumeOptions, ProduceOptions
+from quasar.perf.options import ConsumeOptions, ProduceOptions, producer_settings
 from quasar.perf.schedule import RateSchedule, split_rate
 
 __all__ = ["run_consume", "run_produce"]
@@ -62,13 +62,7 @@ def run_produce(opts: ProduceOptions, ctx: RunContext) -> None:
                 producers.append(
                     client.create_producer(
                         topic,
-                        block_if_queue_full=True,
-                        max_pending_messages=opts.max_pending,
-                        send_timeout_millis=opts.send_timeout_ms,
-                        batching_enabled=opts.batching,
-                        batching_max_messages=opts.batch_max_messages,
-                        batching_max_allowed_size_in_bytes=opts.batch_max_bytes,
-                        batching_max_publish_delay_ms=opts.batch_max_delay_ms,
+                        **producer_settings(opts),
                     )
                 )
         ctx.ready()

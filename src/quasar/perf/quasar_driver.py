@@ -18,7 +18,7 @@ from quasar.client import aio
 from quasar.client.enums import ConsumerType, InitialPosition
 from quasar.errors import AlreadyClosed, QuasarError, Timeout
 from quasar.perf.context import RunContext, make_payload
-from quasar.perf.options import ConsumeOptions, ProduceOptions
+from quasar.perf.options import ConsumeOptions, ProduceOptions, producer_settings
 from quasar.perf.schedule import RateSchedule, split_rate
 
 __all__ = ["run_consume", "run_produce"]
@@ -98,13 +98,7 @@ async def _produce(opts: ProduceOptions, ctx: RunContext) -> None:
                 producers.append(
                     await client.create_producer(
                         topic,
-                        block_if_queue_full=True,
-                        max_pending_messages=opts.max_pending,
-                        send_timeout_millis=opts.send_timeout_ms,
-                        batching_enabled=opts.batching,
-                        batching_max_messages=opts.batch_max_messages,
-                        batching_max_allowed_size_in_bytes=opts.batch_max_bytes,
-                        batching_max_publish_delay_ms=opts.batch_max_delay_ms,
+                        **producer_settings(opts),
                     )
                 )
         ctx.ready()

@@ -50,6 +50,7 @@ from quasar.client.enums import ConsumerType, InitialPosition
 from quasar.client.txn_state import TransactionState
 from quasar.errors import AlreadyClosed, QuasarError, Timeout
 from quasar.perf.context import make_payload
+from quasar.perf.options import producer_settings
 from quasar.perf.quasar_driver import _close, _run
 from quasar.perf.recorder import RunControl
 from quasar.perf.summary import write_json
@@ -357,13 +358,7 @@ async def _drive(
         producers = [
             await client.create_producer(
                 topic,
-                block_if_queue_full=True,
-                max_pending_messages=opts.max_pending,
-                send_timeout_millis=opts.send_timeout_ms,
-                batching_enabled=opts.batching,
-                batching_max_messages=opts.batch_max_messages,
-                batching_max_allowed_size_in_bytes=opts.batch_max_bytes,
-                batching_max_publish_delay_ms=opts.batch_max_delay_ms,
+                **producer_settings(opts),
             )
             for topic in outputs
         ]
