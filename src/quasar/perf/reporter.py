@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
 
 from quasar.perf.recorder import IntervalSnapshot, Recorder, RunControl
 
@@ -97,6 +97,13 @@ class Reporter(threading.Thread):
         self._done.set()
         self.join()
 
+    def progress(self, elapsed: float, interval: float, snap: Any) -> str:
+        """One progress line (subclasses report other figures)."""
+        pending = self.pending() if self.pending is not None else None
+        return progress_line(
+            self.label, elapsed, interval, snap, self.recorder.messages, pending
+        )
+
     def run(self) -> None:
         created = time.monotonic()
         last_tick = created
@@ -124,15 +131,7 @@ class Reporter(threading.Thread):
             elif now >= next_tick:
                 snap = self.recorder.fold()
                 elapsed = now - (self._start if self._begun.is_set() else created)
-                pending = self.pending() if self.pending is not None else None
-                line = progress_line(
-                    self.label,
-                    elapsed,
-                    now - last_tick,
-                    snap,
-                    self.recorder.messages,
-                    pending,
-                )
+                line = self.progress(elapsed, now - last_tick, snap)
                 print(line, file=self.stream, flush=True)
                 last_tick = now
                 next_tick = max(next_tick + self.interval_s, now + 0.1)

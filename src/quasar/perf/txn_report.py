@@ -10,7 +10,6 @@ seconds of user + system time of the load generator's process.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from quasar.perf.histogram import PERCENTILES, percentile_key
@@ -54,42 +53,8 @@ class TxnReporter(Reporter):
 
     recorder: TxnRecorder  # type: ignore[assignment]
 
-    def run(self) -> None:
-        created = time.monotonic()
-        last_tick = created
-        next_tick = created + self.interval_s
-        while True:
-            now = time.monotonic()
-            events = [next_tick]
-            begun = self._begun.is_set()
-            if begun and not self.recorder.measuring:
-                events.append(self._start + self.warmup_s)
-            if begun and self.time_s > 0 and not self.control.stopped:
-                events.append(self._start + self.time_s)
-            if not begun:
-                events.append(now + 0.05)
-            if self._done.wait(max(0.0, min(events) - now)):
-                return
-            now = time.monotonic()
-            if self._begun.is_set():
-                if not self.recorder.measuring and now >= self._start + self.warmup_s:
-                    self.recorder.start_measuring(now)
-                if self.time_s > 0 and now >= self._start + self.time_s:
-                    self.control.stop("time limit reached")
-            if now >= next_tick and not self._begun.is_set():
-                next_tick = now + self.interval_s
-            elif now >= next_tick:
-                snap = self.recorder.fold()
-                line = txn_progress_line(
-                    self.label,
-                    now - self._start,
-                    now - last_tick,
-                    snap,
-                    self.recorder.messages,
-                )
-                print(line, file=self.stream, flush=True)
-                last_tick = now
-                next_tick = max(next_tick + self.interval_s, now + 0.1)
+    def progress(self, elapsed: float, interval: float, snap: Any) -> str:
+        return txn_progress_line(self.label, elapsed, interval, snap, self.recorder.messages)
 
 
 def build_txn_summary(
