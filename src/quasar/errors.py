@@ -46,6 +46,7 @@ class ServerError(IntEnum):
     TransactionConflict = 23
     TransactionNotFound = 24
     ProducerFenced = 25
+    TransactionPreserverClosed = 26
 
 
 class QuasarError(Exception):
@@ -165,6 +166,11 @@ NotAllowedError = _define("NotAllowedError", ServerError.NotAllowedError, 405)
 TransactionConflict = _define("TransactionConflict", ServerError.TransactionConflict, 409)
 TransactionNotFound = _define("TransactionNotFound", ServerError.TransactionNotFound, 404)
 ProducerFenced = _define("ProducerFenced", ServerError.ProducerFenced, 409)
+# Retryable: the outcome was not preserved yet; the same END_TXN later (after the
+# coordinator reloads, or once the preserver's topic is back) gets a definite answer.
+TransactionPreserverClosed = _define(
+    "TransactionPreserverClosed", ServerError.TransactionPreserverClosed, 503, True
+)
 
 
 def error_for_code(code: int, message: str = "") -> BrokerError:

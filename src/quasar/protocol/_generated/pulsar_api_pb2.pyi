@@ -55,6 +55,7 @@ class ServerError(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TransactionConflict: _ClassVar[ServerError]
     TransactionNotFound: _ClassVar[ServerError]
     ProducerFenced: _ClassVar[ServerError]
+    TransactionPreserverClosed: _ClassVar[ServerError]
 
 class AuthMethod(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -127,6 +128,7 @@ NotAllowedError: ServerError
 TransactionConflict: ServerError
 TransactionNotFound: ServerError
 ProducerFenced: ServerError
+TransactionPreserverClosed: ServerError
 AuthMethodNone: AuthMethod
 AuthMethodYcaV1: AuthMethod
 AuthMethodAthens: AuthMethod
@@ -1075,14 +1077,16 @@ class CommandTcClientConnectResponse(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., error: _Optional[_Union[ServerError, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class CommandNewTxn(_message.Message):
-    __slots__ = ("request_id", "txn_ttl_seconds", "tc_id")
+    __slots__ = ("request_id", "txn_ttl_seconds", "tc_id", "client_name")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TXN_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TC_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     txn_ttl_seconds: int
     tc_id: int
-    def __init__(self, request_id: _Optional[int] = ..., txn_ttl_seconds: _Optional[int] = ..., tc_id: _Optional[int] = ...) -> None: ...
+    client_name: str
+    def __init__(self, request_id: _Optional[int] = ..., txn_ttl_seconds: _Optional[int] = ..., tc_id: _Optional[int] = ..., client_name: _Optional[str] = ...) -> None: ...
 
 class CommandNewTxnResponse(_message.Message):
     __slots__ = ("request_id", "txnid_least_bits", "txnid_most_bits", "error", "message")
@@ -1151,16 +1155,18 @@ class CommandAddSubscriptionToTxnResponse(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., error: _Optional[_Union[ServerError, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class CommandEndTxn(_message.Message):
-    __slots__ = ("request_id", "txnid_least_bits", "txnid_most_bits", "txn_action")
+    __slots__ = ("request_id", "txnid_least_bits", "txnid_most_bits", "txn_action", "client_name")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TXNID_LEAST_BITS_FIELD_NUMBER: _ClassVar[int]
     TXNID_MOST_BITS_FIELD_NUMBER: _ClassVar[int]
     TXN_ACTION_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     txnid_least_bits: int
     txnid_most_bits: int
     txn_action: TxnAction
-    def __init__(self, request_id: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., txn_action: _Optional[_Union[TxnAction, str]] = ...) -> None: ...
+    client_name: str
+    def __init__(self, request_id: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., txn_action: _Optional[_Union[TxnAction, str]] = ..., client_name: _Optional[str] = ...) -> None: ...
 
 class CommandEndTxnResponse(_message.Message):
     __slots__ = ("request_id", "txnid_least_bits", "txnid_most_bits", "error", "message")

@@ -25,19 +25,19 @@ _sym_db = _symbol_database.Default()
 from . import pulsar_api_pb2 as pulsar__api__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15transaction_log.proto\x12\x12quasar.wire.txnlog\x1a\x10pulsar_api.proto\"\xa5\x04\n\x18TransactionMetadataEntry\x12W\n\x0bmetadata_op\x18\x01 \x01(\x0e\x32\x42.quasar.wire.txnlog.TransactionMetadataEntry.TransactionMetadataOp\x12\x1b\n\x10txnid_least_bits\x18\x02 \x01(\x04:\x01\x30\x12\x1a\n\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x01\x30\x12\x36\n\x0f\x65xpected_status\x18\x04 \x01(\x0e\x32\x1d.quasar.wire.txnlog.TxnStatus\x12\x31\n\nnew_status\x18\x05 \x01(\x0e\x32\x1d.quasar.wire.txnlog.TxnStatus\x12\x12\n\npartitions\x18\x06 \x03(\t\x12\x30\n\rsubscriptions\x18\x07 \x03(\x0b\x32\x19.quasar.wire.Subscription\x12\x12\n\ntimeout_ms\x18\x08 \x01(\x04\x12\x12\n\nstart_time\x18\t \x01(\x04\x12\x1e\n\x16last_modification_time\x18\n \x01(\x04\x12\x18\n\x10max_local_txn_id\x18\x0b \x01(\x04\x12\r\n\x05owner\x18\x0c \x01(\t\"U\n\x15TransactionMetadataOp\x12\x07\n\x03NEW\x10\x00\x12\x11\n\rADD_PARTITION\x10\x01\x12\x14\n\x10\x41\x44\x44_SUBSCRIPTION\x10\x02\x12\n\n\x06UPDATE\x10\x03\"i\n\x1f\x42\x61tchedTransactionMetadataEntry\x12\x46\n\x10transaction_logs\x18\x01 \x03(\x0b\x32,.quasar.wire.txnlog.TransactionMetadataEntry*O\n\tTxnStatus\x12\x08\n\x04OPEN\x10\x00\x12\x0e\n\nCOMMITTING\x10\x01\x12\r\n\tCOMMITTED\x10\x02\x12\x0c\n\x08\x41\x42ORTING\x10\x03\x12\x0b\n\x07\x41\x42ORTED\x10\x04')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15transaction_log.proto\x12\x12quasar.wire.txnlog\x1a\x10pulsar_api.proto\"\xb9\x04\n\x18TransactionMetadataEntry\x12W\n\x0bmetadata_op\x18\x01 \x01(\x0e\x32\x42.quasar.wire.txnlog.TransactionMetadataEntry.TransactionMetadataOp\x12\x1b\n\x10txnid_least_bits\x18\x02 \x01(\x04:\x01\x30\x12\x1a\n\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x01\x30\x12\x36\n\x0f\x65xpected_status\x18\x04 \x01(\x0e\x32\x1d.quasar.wire.txnlog.TxnStatus\x12\x31\n\nnew_status\x18\x05 \x01(\x0e\x32\x1d.quasar.wire.txnlog.TxnStatus\x12\x12\n\npartitions\x18\x06 \x03(\t\x12\x30\n\rsubscriptions\x18\x07 \x03(\x0b\x32\x19.quasar.wire.Subscription\x12\x12\n\ntimeout_ms\x18\x08 \x01(\x04\x12\x12\n\nstart_time\x18\t \x01(\x04\x12\x1e\n\x16last_modification_time\x18\n \x01(\x04\x12\x18\n\x10max_local_txn_id\x18\x0b \x01(\x04\x12\r\n\x05owner\x18\x0c \x01(\t\x12\x12\n\nclientName\x18\r \x01(\t\"U\n\x15TransactionMetadataOp\x12\x07\n\x03NEW\x10\x00\x12\x11\n\rADD_PARTITION\x10\x01\x12\x14\n\x10\x41\x44\x44_SUBSCRIPTION\x10\x02\x12\n\n\x06UPDATE\x10\x03\"i\n\x1f\x42\x61tchedTransactionMetadataEntry\x12\x46\n\x10transaction_logs\x18\x01 \x03(\x0b\x32,.quasar.wire.txnlog.TransactionMetadataEntry*O\n\tTxnStatus\x12\x08\n\x04OPEN\x10\x00\x12\x0e\n\nCOMMITTING\x10\x01\x12\r\n\tCOMMITTED\x10\x02\x12\x0c\n\x08\x41\x42ORTING\x10\x03\x12\x0b\n\x07\x41\x42ORTED\x10\x04')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'transaction_log_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TXNSTATUS']._serialized_start=722
-  _globals['_TXNSTATUS']._serialized_end=801
+  _globals['_TXNSTATUS']._serialized_start=742
+  _globals['_TXNSTATUS']._serialized_end=821
   _globals['_TRANSACTIONMETADATAENTRY']._serialized_start=64
-  _globals['_TRANSACTIONMETADATAENTRY']._serialized_end=613
-  _globals['_TRANSACTIONMETADATAENTRY_TRANSACTIONMETADATAOP']._serialized_start=528
-  _globals['_TRANSACTIONMETADATAENTRY_TRANSACTIONMETADATAOP']._serialized_end=613
-  _globals['_BATCHEDTRANSACTIONMETADATAENTRY']._serialized_start=615
-  _globals['_BATCHEDTRANSACTIONMETADATAENTRY']._serialized_end=720
+  _globals['_TRANSACTIONMETADATAENTRY']._serialized_end=633
+  _globals['_TRANSACTIONMETADATAENTRY_TRANSACTIONMETADATAOP']._serialized_start=548
+  _globals['_TRANSACTIONMETADATAENTRY_TRANSACTIONMETADATAOP']._serialized_end=633
+  _globals['_BATCHEDTRANSACTIONMETADATAENTRY']._serialized_start=635
+  _globals['_BATCHEDTRANSACTIONMETADATAENTRY']._serialized_end=740
 # @@protoc_insertion_point(module_scope)
