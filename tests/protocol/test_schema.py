@@ -181,7 +181,17 @@ def test_transaction_log_record_shape() -> None:
         "last_modification_time": 10,
         "max_local_txn_id": 11,
         "owner": 12,
+        "clientName": 13,
     }
+
+
+def test_pip255_client_name_fields() -> None:
+    """PIP-255's additions keep the numbers the proposal gives them."""
+    assert pb.CommandNewTxn.DESCRIPTOR.fields_by_name["client_name"].number == 4
+    assert pb.CommandEndTxn.DESCRIPTOR.fields_by_name["client_name"].number == 5
+    assert pb.ServerError.Value("TransactionPreserverClosed") == 26
+    end = pb.CommandEndTxn(request_id=1, txnid_most_bits=2, client_name="app-1")
+    assert pb.CommandEndTxn.FromString(end.SerializeToString()).client_name == "app-1"
 
 
 def test_pending_ack_record_shape() -> None:
