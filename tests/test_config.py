@@ -58,8 +58,9 @@ EXPECTED_DEFAULTS = {
     "transactionBufferSnapshotMinTimeInMillis": 5000,
     "maxActiveTransactionsPerCoordinator": 0,
     "transactionEndRetryIntervalMs": 1000,
-    "transactionMetaPersistCount": 10,  # quasar (PIP-255: 0)
+    "transactionMetaPersistCount": 64,  # quasar (PIP-255: 0)
     "transactionMetaPersistTimeInHour": 72,
+    "transactionMetaExpireCheckIntervalInSecond": 300,
     "transactionLogBatchedWriteEnabled": False,
     "transactionLogBatchedWriteMaxRecords": 512,
     "transactionLogBatchedWriteMaxSize": 4194304,

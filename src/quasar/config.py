@@ -331,14 +331,18 @@ class TransactionConfig(_Section):
         1000, "transactionEndRetryIntervalMs", _at_least(1)
     )
     # PIP-255 (issue #19744) proposes 0 (feature off). quasar turns it on because its
-    # Spark sink relies on idempotent commit; 10 terminated transactions per client
-    # name covers the few attempts in flight per task while bounding memory. 0 = off.
+    # Spark sink relies on idempotent commit; issue 4 sets 64 terminated transactions
+    # per client name (a few hundred bytes each in memory). 0 = off.
     transaction_meta_persist_count: int = _setting(
-        10, "transactionMetaPersistCount", _at_least(0)
+        64, "transactionMetaPersistCount", _at_least(0)
     )
     # PIP-255 (issue #19744) default: terminated-transaction metadata kept 72 hours.
     transaction_meta_persist_time_in_hour: int = _setting(
         72, "transactionMetaPersistTimeInHour", _at_least(1)
+    )
+    # PIP-255 (issue #19744) default: how often expired entries are dropped.
+    transaction_meta_expire_check_interval_in_second: int = _setting(
+        300, "transactionMetaExpireCheckIntervalInSecond", _at_least(1)
     )
     transaction_log_batched_write: BatchedWriteConfig = _section(
         BatchedWriteConfig, "transactionLogBatchedWrite"

@@ -45,6 +45,9 @@ class TransactionSettings:
     coordinator_count: int = 16  # transactionCoordinatorCount
     max_active_transactions: int = 0  # maxActiveTransactionsPerCoordinator (0 = unlimited)
     end_retry_interval_ms: int = 1000  # transactionEndRetryIntervalMs
+    meta_persist_count: int = 64  # transactionMetaPersistCount (0 = no preserver)
+    meta_persist_time_hours: int = 72  # transactionMetaPersistTimeInHour
+    meta_expire_check_interval_s: int = 300  # transactionMetaExpireCheckIntervalInSecond
     buffer: TransactionBufferConfig = field(default_factory=TransactionBufferConfig)
 
 

@@ -125,6 +125,9 @@ class Standalone:
                 coordinator_count=txn.transaction_coordinator_count,
                 max_active_transactions=txn.max_active_transactions_per_coordinator,
                 end_retry_interval_ms=txn.transaction_end_retry_interval_ms,
+                meta_persist_count=txn.transaction_meta_persist_count,
+                meta_persist_time_hours=txn.transaction_meta_persist_time_in_hour,
+                meta_expire_check_interval_s=txn.transaction_meta_expire_check_interval_in_second,
                 buffer=TransactionBufferConfig(
                     snapshot_max_transaction_count=txn.transaction_buffer_snapshot_max_transaction_count,
                     snapshot_min_time_ms=txn.transaction_buffer_snapshot_min_time_in_millis,
