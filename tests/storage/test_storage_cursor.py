@@ -237,6 +237,62 @@ async def test_flush_is_durable_across_crash(file_env: StorageEnv) -> None:
     assert c.mark_delete_position == p[2]
 
 
+async def test_concurrent_flushes_share_one_write(
+    file_env: StorageEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Flushes requested in one loop iteration cost one metadata write, and every
+    caller's change is in it (commits of many transactions on one subscription)."""
+    ml = await file_env.open(cursor_persist_interval_ms=3_600_000)
+    p = await fill(ml, 6)
+    c = ml.open_cursor("sub", InitialPosition.EARLIEST)
+    await c.flush()
+    writes: list[str] = []
+    put = ml.put_cursor
+
+    def counting_put(name: str, data: bytes, version: int | None) -> int:
+        writes.append(name)
+        return put(name, data, version)
+
+    monkeypatch.setattr(ml, "put_cursor", counting_put)
+
+    async def ack_and_flush(i: int) -> None:
+        c.delete([p[i]])
+        await c.flush()
+
+    await asyncio.gather(*(ack_and_flush(i) for i in (0, 2, 4)))
+    assert writes == ["sub"]
+    await c.flush()  # nothing changed since: no write
+    assert writes == ["sub"]
+    await file_env.crash()
+    ml = await file_env.open()
+    c = ml.cursors()["sub"]
+    assert c.mark_delete_position == p[0]
+    assert c.individually_deleted_ranges() == [(p[2], p[2]), (p[4], p[4])]
+
+
+async def test_flush_failure_reaches_every_waiter(
+    file_env: StorageEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ml = await file_env.open(cursor_persist_interval_ms=3_600_000)
+    p = await fill(ml, 3)
+    c = ml.open_cursor("sub", InitialPosition.EARLIEST)
+    await c.flush()
+
+    def failing_put(name: str, data: bytes, version: int | None) -> int:
+        raise OSError("metadata store down")
+
+    monkeypatch.setattr(ml, "put_cursor", failing_put)
+    c.delete([p[0]])
+    c.delete([p[1]])
+    results = await asyncio.gather(c.flush(), c.flush(), return_exceptions=True)
+    assert [type(r) for r in results] == [OSError, OSError]
+    monkeypatch.undo()
+    await c.flush()  # still dirty after the failure: written now
+    await file_env.crash()
+    ml = await file_env.open()
+    assert ml.cursors()["sub"].mark_delete_position == p[1]
+
+
 async def test_throttled_persist_happens_on_the_loop(file_env: StorageEnv) -> None:
     ml = await file_env.open(cursor_persist_interval_ms=0)
     p = await fill(ml, 3)

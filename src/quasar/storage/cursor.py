@@ -74,6 +74,7 @@ class ManagedCursorImpl:
         self._version = metadata_version  # None: never written to the metadata store
         self._dirty = False
         self._timer: asyncio.TimerHandle | asyncio.Handle | None = None
+        self._flush_waiters: list[asyncio.Future[None]] | None = None
         self._closed = False
 
     # ------------------------------------------------------------------ properties
@@ -341,8 +342,39 @@ class ManagedCursorImpl:
         if not self._durable:
             return
         self._cancel_timer()
-        if self._dirty or self._version is None:
-            self.persist()
+        if not (self._dirty or self._version is None):
+            return
+        # Callers that flush in the same loop iteration (every transaction committing
+        # on this subscription at once) share one metadata write: each of them made
+        # its change before asking, so the one write that runs next covers them all.
+        # The write is a synchronous fsync on the loop thread; one per iteration
+        # instead of one per caller.
+        waiter = self._ml.loop.create_future()
+        if self._flush_waiters is None:
+            self._flush_waiters = []
+            self._ml.loop.call_soon(self._flush_for_waiters)
+        self._flush_waiters.append(waiter)
+        await waiter
+
+    def _flush_for_waiters(self) -> None:
+        waiters, self._flush_waiters = self._flush_waiters or [], None
+        failure: BaseException | None = None
+        if not self._closed and (self._dirty or self._version is None):
+            try:
+                self.persist()
+            except BaseException as exc:  # handed to every waiter
+                failure = exc
+        elif self._closed and self._dirty:
+            failure = ManagedLedgerClosed(
+                f"cursor {self._name} of {self._ml.name} closed before it was flushed"
+            )
+        for waiter in waiters:
+            if waiter.done():
+                continue
+            if failure is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(failure)
 
     def close(self) -> None:
         """Persist pending changes (durable cursors) and stop the timer."""
