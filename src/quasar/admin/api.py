@@ -184,3 +184,12 @@ class AdminBroker(Protocol):
             TopicNotFound: no such topic.
         """
         ...
+
+    async def client_transactions(self, client_name: str) -> dict[str, Any]:
+        """A client name's open and preserved terminated transactions, over every
+        coordinator (idempotent commit/abort; JSON shape in ``docs/admin.md``).
+
+        Raises:
+            ServiceNotReady: transactions are disabled on this broker (503).
+        """
+        ...

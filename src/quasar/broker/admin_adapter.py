@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from quasar.errors import NotAllowedError, SubscriptionNotFound, TopicNotFound
+from quasar.errors import (
+    NotAllowedError,
+    ServiceNotReady,
+    SubscriptionNotFound,
+    TopicNotFound,
+)
 from quasar.protocol import TopicName
 from quasar.storage.api import EARLIEST, LATEST, InitialPosition, Position
 
@@ -151,3 +156,9 @@ class AdminAdapter:
 
     async def compaction_status(self, topic: str) -> dict[str, str]:
         return (await self._topic(topic)).compaction.status_json()
+
+    async def client_transactions(self, client_name: str) -> dict[str, Any]:
+        transactions = self.service.transactions
+        if transactions is None:
+            raise ServiceNotReady("Transactions are not enabled on this broker")
+        return await transactions.client_transactions(client_name)
