@@ -5,12 +5,13 @@ CONNECT, PARTITIONED_METADATA, LOOKUP (always Connect to itself), PRODUCER, SEND
 (stores the entry, answers SEND_RECEIPT), SUBSCRIBE, FLOW (dispatches stored entries
 in order, counting permits in messages), ACK (individual and cumulative), REDELIVER,
 GET_LAST_MESSAGE_ID, CLOSE_*, PING. Tests reach in to drop connections, send
-CLOSE_PRODUCER, hold back receipts or inspect what arrived.
+CLOSE_PRODUCER, hold back receipts (or coordinator answers) or inspect what arrived.
 
 It also plays transaction coordinator (:class:`FakeCoordinator`): TC_CLIENT_CONNECT,
 NEW_TXN, ADD_PARTITION_TO_TXN, ADD_SUBSCRIPTION_TO_TXN and END_TXN with Pulsar's
 answers (TransactionNotFound for unknown transactions, InvalidTxnStatus for the
-opposite end), ACK_RESPONSE for acks with a request id, and fault injection: queued
+opposite end; with ``preserve``, PIP-255 answers from the ended transactions kept per
+client name), ACK_RESPONSE for acks with a request id, and fault injection: queued
 error answers per command type, connections dropped on a command (before or after
 applying it), receipts held back, coordinators not hosted here.
 """
@@ -61,6 +62,7 @@ TXN_REQUESTS: dict[int, tuple[int, str, str]] = {
 class FakeTxn:
     status: str = "OPEN"  # OPEN, COMMITTED, ABORTED
     ttl_ms: int = 0
+    client_name: str = ""  # PIP-255 client_name of NEW_TXN ("" when absent)
     partitions: list[str] = field(default_factory=list)
     subscriptions: list[tuple[str, str]] = field(default_factory=list)
     acks: list[Any] = field(default_factory=list)  # CommandAck received in the txn
@@ -81,6 +83,11 @@ class FakeCoordinator:
         self.forget_ended = False
         # request type -> ServerError codes to answer the next requests with, in order.
         self.errors: dict[int, list[int]] = {}
+        # PIP-255 preserver: with forget_ended, an ended transaction's outcome is kept
+        # here (txn key -> (client name, status)) when preserve is on, and a repeated
+        # END_TXN carrying the same client name is answered from it.
+        self.preserve = False
+        self.preserved: dict[tuple[int, int], tuple[str, str]] = {}
 
     def handle(self, cmd: Any) -> tuple[int | None, str, dict[str, Any]]:
         """(error code or None, error message, response fields) for a request."""
@@ -101,12 +108,20 @@ class FakeCoordinator:
                 return pb.TransactionCoordinatorNotFound, "not here", {}
             seq = self.next_seq.get(tc, 0)
             self.next_seq[tc] = seq + 1
-            self.txns[(tc, seq)] = FakeTxn(ttl_ms=req.txn_ttl_seconds)
+            self.txns[(tc, seq)] = FakeTxn(
+                ttl_ms=req.txn_ttl_seconds, client_name=req.client_name
+            )
             return None, "", {"txnid_most_bits": tc, "txnid_least_bits": seq}
         key = (req.txnid_most_bits, req.txnid_least_bits)
         ids = {"txnid_most_bits": key[0], "txnid_least_bits": key[1]}
         txn = self.txns.get(key)
         if txn is None:
+            kept = self.preserved.get(key)
+            if t == T.END_TXN and kept is not None and req.client_name == kept[0]:
+                target = "COMMITTED" if req.txn_action == pb.COMMIT else "ABORTED"
+                if kept[1] == target:
+                    return None, "", ids
+                return pb.InvalidTxnStatus, f"{key} is {kept[1]}", ids
             return pb.TransactionNotFound, f"transaction {key} not found", ids
         if t == T.END_TXN:
             target = "COMMITTED" if req.txn_action == pb.COMMIT else "ABORTED"
@@ -114,6 +129,8 @@ class FakeCoordinator:
                 txn.status = target
                 if self.forget_ended:
                     del self.txns[key]
+                    if self.preserve and txn.client_name:
+                        self.preserved[key] = (txn.client_name, target)
                 return None, "", ids
             if txn.status == target:
                 return None, "", ids
@@ -191,7 +208,10 @@ class FakeConnection(asyncio.Protocol):
         if error is not None:
             resp.error = error
             resp.message = message
-        self.send(out)
+        if cmd.type in self.broker.hold_txn_answers:
+            self.broker.held.append(lambda: self.send(out))
+        else:
+            self.send(out)
 
     def handle(self, cmd: Any, payload: bytes | None) -> None:
         b = self.broker
@@ -399,6 +419,8 @@ class FakeBroker:
         self.apply_before_drop = False
         self.hold_receipts = False  # keep SEND_RECEIPTs in `held` until released
         self.hold_ack_responses = False
+        # Coordinator request types whose answers (applied already) wait in `held`.
+        self.hold_txn_answers: set[int] = set()
         self.held: list[Callable[[], None]] = []
         self.ack_errors: list[int] = []  # ServerError codes for the next ACK_RESPONSEs
         self.send_errors: list[int] = []  # answer the next SENDs with SEND_ERROR(code)

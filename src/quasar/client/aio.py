@@ -14,18 +14,31 @@ Transactions (``Client(..., enable_transaction=True)``)::
     await producer.send(b"out", txn=txn)
     await consumer.acknowledge(msg, txn=txn)
     await txn.commit()          # or: await txn.abort()
+
+Idempotent commit (PIP-255): ``commit()`` / ``abort()`` ask until the coordinator
+answers definitely, within ``transaction_end_timeout_ms``; otherwise they raise
+``TransactionOutcomeUnknown(txn_id=...)`` and ``client.resume_transaction(txn_id)``
+gives a handle to ask again (see :mod:`quasar.client.transaction`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 from collections.abc import Callable
 from typing import Any
 
+from quasar.client.admin_http import ClientTransactions, fetch_client_transactions
 from quasar.client.backoff import Backoff
-from quasar.client.config import ClientConfig, parse_service_url
+from quasar.client.config import (
+    DEFAULT_TRANSACTION_END_TIMEOUT_MS,
+    ClientConfig,
+    admin_url_for,
+    new_client_name,
+    parse_service_url,
+)
 from quasar.client.connection import ConnectionPool
 from quasar.client.consumer import ConsumerConfig, ConsumerImpl
 from quasar.client.enums import (
@@ -55,6 +68,7 @@ from quasar.client.transaction import (
     TransactionRegistry,
 )
 from quasar.client.txn_coordinator import TransactionCoordinatorClient
+from quasar.client.txn_journal import JournalEntry, TransactionJournal
 from quasar.client.txn_state import TransactionState, TxnID
 from quasar.errors import AlreadyClosed
 from quasar.protocol import TopicName
@@ -63,7 +77,9 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "Client",
+    "ClientTransactions",
     "Consumer",
+    "JournalEntry",
     "Message",
     "MessageId",
     "Producer",
@@ -72,6 +88,19 @@ __all__ = [
     "TransactionState",
     "TxnID",
 ]
+
+
+def _txn_id(value: Any) -> TxnID:
+    """``value`` as a TxnID; raises InvalidConfiguration unless two ints >= 0."""
+    try:
+        most, least = value
+        if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+            return TxnID(most, least)
+    except (TypeError, ValueError):
+        pass
+    raise InvalidConfiguration(
+        f"txn_id must be a TxnID or a (most_bits, least_bits) tuple, got {value!r}"
+    )
 
 
 def _full_name(topic: str) -> str:
@@ -83,12 +112,27 @@ class Client:
     """Asyncio client: the factory for producers, consumers, readers and transactions.
 
     ``enable_transaction``: allow :meth:`new_transaction`. The coordinators are found
-    and connected on the first one. ``transaction_end_retry_timeout_ms`` bounds how
-    long a commit or abort keeps asking a coordinator that does not answer (None:
-    until it answers; see :class:`TransactionOutcomeUnknown`).
+    and connected on the first one.
+
+    ``client_name``: sent on every NEW_TXN and END_TXN so that the coordinator
+    preserves the outcomes of this client's transactions (PIP-255); default a random
+    ``quasar-<32 hex digits>`` per client instance. Name a client when another process
+    must resume its transactions after a restart.
+
+    ``transaction_end_timeout_ms``: how long one ``commit()`` / ``abort()`` keeps asking
+    for a definite answer before it raises ``TransactionOutcomeUnknown`` (None: no
+    bound). ``transaction_end_retry_timeout_ms`` is its deprecated former name; when
+    given, it wins.
+
+    ``transaction_journal_dir``: record each transaction there before END_TXN until
+    its outcome is definite (see :mod:`quasar.client.txn_journal`).
+
+    ``admin_url``: the broker's admin REST API for :meth:`get_client_transactions`;
+    default ``http://<first host of service_url>:8080`` (Pulsar standalone's).
 
     Raises:
         InvalidUrl: ``service_url`` is not ``pulsar://host:port``.
+        InvalidConfiguration: ``client_name`` is empty or not a string.
     """
 
     def __init__(
@@ -100,19 +144,36 @@ class Client:
         keep_alive_interval_seconds: float = 30,
         enable_transaction: bool = False,
         transaction_end_retry_timeout_ms: float | None = None,
+        client_name: str | None = None,
+        transaction_end_timeout_ms: float | None = DEFAULT_TRANSACTION_END_TIMEOUT_MS,
+        transaction_journal_dir: str | os.PathLike[str] | None = None,
+        admin_url: str | None = None,
         **kwargs: Any,
     ) -> None:
         parse_service_url(service_url)
+        if client_name is not None and (
+            not isinstance(client_name, str) or not client_name
+        ):
+            raise InvalidConfiguration(
+                f"client_name must be a non-empty string, got {client_name!r}"
+            )
         # Options of pulsar.Client this client does not use (TLS, auth, threads,
         # logging) are accepted so that code written for pulsar keeps working.
         self._ignored = kwargs
+        journal_dir = (
+            None if transaction_journal_dir is None else os.fspath(transaction_journal_dir)
+        )
         self.config = ClientConfig(
             service_url=service_url,
             operation_timeout_seconds=operation_timeout_seconds,
             connection_timeout_ms=connection_timeout_ms,
             keep_alive_interval_seconds=keep_alive_interval_seconds,
             listener_name=listener_name or "",
+            transaction_end_timeout_ms=transaction_end_timeout_ms,
             transaction_end_retry_timeout_ms=transaction_end_retry_timeout_ms,
+            client_name=client_name or new_client_name(),
+            transaction_journal_dir=journal_dir,
+            admin_url=admin_url or admin_url_for(service_url),
         )
         self.pool = ConnectionPool(self.config)
         self.lookup = LookupService(self.config, self.pool)
@@ -124,6 +185,18 @@ class Client:
             else None
         )
         self._transactions = TransactionRegistry()
+        self._journal = None if journal_dir is None else TransactionJournal(journal_dir)
+
+    @property
+    def client_name(self) -> str:
+        """The name NEW_TXN and END_TXN carry (given, or random per instance)."""
+        return self.config.client_name
+
+    @property
+    def admin_url(self) -> str:
+        """The admin REST API base URL :meth:`get_client_transactions` uses."""
+        assert self.config.admin_url is not None
+        return self.config.admin_url
 
     def _check_open(self) -> None:
         if self._closed:
@@ -433,12 +506,127 @@ class Client:
             raise InvalidConfiguration(
                 f"timeout_ms must be a positive number of milliseconds, got {timeout_ms!r}"
             )
-        txn_id = await self.transaction_coordinator.new_txn(timeout_ms)
+        txn_id = await self.transaction_coordinator.new_txn(
+            timeout_ms, self.config.client_name
+        )
         impl = TransactionImpl(
-            txn_id, timeout_ms, self.transaction_coordinator, self.config
+            txn_id,
+            timeout_ms,
+            self.transaction_coordinator,
+            self.config,
+            journal=self._journal,
         )
         self._transactions.add(impl)
         return Transaction(impl)
+
+    def _coordinator_client(self) -> TransactionCoordinatorClient:
+        self._check_open()
+        if self.transaction_coordinator is None:
+            raise TransactionsNotEnabled(
+                "transactions are not enabled on this client: create it with "
+                "Client(..., enable_transaction=True)"
+            )
+        return self.transaction_coordinator
+
+    def resume_transaction(
+        self, txn_id: TxnID | tuple[int, int], client_name: str | None = None
+    ) -> Transaction:
+        """A handle to end a transaction again: ``await handle.commit()`` / ``abort()``.
+
+        For a transaction whose outcome a ``commit()`` / ``abort()`` could not learn
+        (``TransactionOutcomeUnknown.txn_id``), or one a crashed process left in the
+        journal (:meth:`unfinished_transactions`). The handle takes no sends or acks
+        and has no client-side timer; its END_TXN carries ``client_name``: the
+        argument, else the name recorded in this client's journal for ``txn_id``,
+        else this client's name. A same-action answer of success means the
+        transaction did end that way; see :mod:`quasar.client.transaction`.
+
+        Must be called on the client's event loop (no I/O happens until commit or
+        abort).
+
+        Raises:
+            TransactionsNotEnabled: the client was made without
+                ``enable_transaction=True``.
+            InvalidConfiguration: ``txn_id`` is not two non-negative integers, or
+                ``client_name`` is empty.
+            AlreadyClosed: the client is closed.
+        """
+        coordinator = self._coordinator_client()
+        tid = _txn_id(txn_id)
+        if client_name is not None and (
+            not isinstance(client_name, str) or not client_name
+        ):
+            raise InvalidConfiguration(
+                f"client_name must be a non-empty string, got {client_name!r}"
+            )
+        if client_name is None and self._journal is not None:
+            entry = self._journal.get(tid)
+            if entry is not None:
+                client_name = entry.client_name
+        impl = TransactionImpl(
+            tid,
+            0,
+            coordinator,
+            self.config,
+            client_name=client_name or self.config.client_name,
+            journal=self._journal,
+            resumed=True,
+        )
+        self._transactions.add(impl)
+        return Transaction(impl)
+
+    def unfinished_transactions(self) -> list[JournalEntry]:
+        """The journal's records: transactions asked to end (by this or an earlier
+        process using the same ``transaction_journal_dir``) whose outcome was never
+        learned, oldest first. Each has ``txn_id``, ``action`` ("commit" or
+        "abort"), ``client_name`` and ``recorded_at_ms``. Finish one with
+        ``resume_transaction(e.txn_id, e.client_name)`` then ``commit()`` or
+        ``abort()`` as ``e.action`` says; a definite answer removes the record.
+
+        Raises:
+            InvalidConfiguration: the client has no ``transaction_journal_dir``.
+        """
+        return self._require_journal().entries()
+
+    def forget_unfinished_transaction(self, txn_id: TxnID | tuple[int, int]) -> None:
+        """Remove ``txn_id``'s journal record (after the application settled its
+        outcome some other way, e.g. a TransactionOutcomeUnknown it gave up on).
+
+        Raises:
+            InvalidConfiguration: no ``transaction_journal_dir``, or a bad ``txn_id``.
+        """
+        self._require_journal().remove(_txn_id(txn_id))
+
+    def _require_journal(self) -> TransactionJournal:
+        if self._journal is None:
+            raise InvalidConfiguration(
+                "the client has no transaction journal: create it with "
+                "Client(..., transaction_journal_dir=DIR)"
+            )
+        return self._journal
+
+    async def get_client_transactions(
+        self, client_name: str | None = None
+    ) -> ClientTransactions:
+        """What the broker knows of ``client_name``'s transactions (default: this
+        client's): the open ones and the preserved terminated ones with their
+        status, from ``GET {admin_url}/admin/v3/transactions/clientTransactions/{name}``.
+
+        Raises:
+            ConnectError: the admin API could not be reached (check ``admin_url``).
+            Timeout: no answer within the operation timeout.
+            AdminApiError: an HTTP error (``exc.status``) or a malformed answer.
+            AlreadyClosed: the client is closed.
+        """
+        self._check_open()
+        name = self.config.client_name if client_name is None else client_name
+        return await asyncio.get_running_loop().run_in_executor(
+            None,
+            fetch_client_transactions,
+            self.admin_url,
+            name,
+            self.config.operation_timeout_s,
+        )
 
     async def close(self) -> None:
         """Close every producer, consumer and reader, then the connections.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import uuid
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -14,6 +15,17 @@ try:  # The distribution may not be installed (running from a source tree).
     CLIENT_VERSION = f"quasar-{_dist_version('quasar-broker')}"
 except Exception:  # pragma: no cover - depends on the environment
     CLIENT_VERSION = "quasar-0.1.0"
+
+
+# Long enough to ride out a broker restart, short enough that an application is told.
+DEFAULT_TRANSACTION_END_TIMEOUT_MS = 60_000.0
+# Pulsar standalone's admin port: the admin URL when none is given.
+DEFAULT_ADMIN_PORT = 8080
+
+
+def new_client_name() -> str:
+    """A random client name (one per client instance unless the application names it)."""
+    return f"quasar-{uuid.uuid4().hex}"
 
 
 @dataclass
@@ -36,8 +48,20 @@ class ClientConfig:
     client_version: str = CLIENT_VERSION
     listener_name: str = ""
     # Transactions: an END_TXN without a definite answer is asked again until it gets
-    # one; this bounds how long (None: no bound, as docs/ARCHITECTURE.md §6 wants).
+    # one, for at most this long per commit()/abort() call (None: no bound); then
+    # TransactionOutcomeUnknown. See quasar.client.transaction.
+    transaction_end_timeout_ms: float | None = DEFAULT_TRANSACTION_END_TIMEOUT_MS
+    # Deprecated alias of transaction_end_timeout_ms (the name before PIP-255); when
+    # set it wins, so configurations written for it keep their meaning.
     transaction_end_retry_timeout_ms: float | None = None
+    # Sent on NEW_TXN and END_TXN (PIP-255): the coordinator preserves the outcomes of
+    # this name's recent transactions, so a repeated END_TXN learns what happened.
+    client_name: str = field(default_factory=lambda: new_client_name())
+    # Where commit()/abort() record a transaction before END_TXN (None: no journal).
+    transaction_journal_dir: str | None = None
+    # The broker's admin REST API (get_client_transactions); None: derived from
+    # service_url (see admin_url_for).
+    admin_url: str | None = None
     _ids: itertools.count[int] = field(default_factory=itertools.count, repr=False)
     _producer_ids: itertools.count[int] = field(
         default_factory=itertools.count, repr=False
@@ -49,6 +73,13 @@ class ClientConfig:
     @property
     def operation_timeout_s(self) -> float:
         return float(self.operation_timeout_seconds)
+
+    @property
+    def end_timeout_ms(self) -> float | None:
+        """The bound of one commit()/abort() call (the deprecated alias wins if set)."""
+        if self.transaction_end_retry_timeout_ms is not None:
+            return self.transaction_end_retry_timeout_ms
+        return self.transaction_end_timeout_ms
 
     def next_request_id(self) -> int:
         """Client-wide request id (lookups and requests share one counter)."""
@@ -83,3 +114,15 @@ def parse_service_url(url: str) -> list[tuple[str, int]]:
         except ValueError as exc:
             raise InvalidUrl(f"bad port in service URL {url!r}") from exc
     return hosts
+
+
+def admin_url_for(service_url: str) -> str:
+    """``http://<first host of service_url>:8080``: Pulsar standalone's admin address.
+
+    Raises:
+        InvalidUrl: ``service_url`` is not a ``pulsar://`` URL.
+    """
+    host, _ = parse_service_url(service_url)[0]
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    return f"http://{host}:{DEFAULT_ADMIN_PORT}"

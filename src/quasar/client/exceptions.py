@@ -34,6 +34,7 @@ from quasar.errors import (
     TopicNotFound,
     TransactionConflict,
     TransactionNotFound,
+    TransactionPreserverClosed,
     UnknownError,
     UnsupportedVersionError,
 )
@@ -128,7 +129,8 @@ class Interrupted(ClientError):
 # --- transactions --------------------------------------------------------------------
 # The broker's transaction errors are the quasar.errors classes re-exported above
 # (TransactionConflict, TransactionNotFound, InvalidTxnStatus(Error),
-# TransactionCoordinatorNotFound(Error), NotAllowedError). These are the client's own.
+# TransactionCoordinatorNotFound(Error), TransactionPreserverClosed, NotAllowedError).
+# These are the client's own.
 
 
 class TransactionsNotEnabled(InvalidConfiguration):
@@ -153,18 +155,44 @@ class TransactionHasOperationFailed(ClientError):
 class TransactionOutcomeUnknown(ClientError):
     """``commit()`` / ``abort()`` could not learn whether the transaction ended.
 
+    ``txn_id`` is the transaction's :class:`~quasar.client.TxnID`: keep it, and ask
+    again later with ``client.resume_transaction(txn_id).commit()`` (or ``abort()``).
     Raised in two cases, both after an END_TXN whose answer was lost:
 
-    * the retry budget (``transaction_end_retry_timeout_ms``) ran out while the
-      coordinator was unreachable. ``txn.state()`` is still COMMITTING / ABORTING and
-      calling ``commit()`` / ``abort()`` again resumes asking;
+    * no definite answer within ``transaction_end_timeout_ms`` (the coordinator was
+      unreachable, its answers lost, or it answered TransactionCoordinatorNotFound /
+      TransactionPreserverClosed throughout). ``txn.state()`` is still COMMITTING /
+      ABORTING and calling ``commit()`` / ``abort()`` again resumes asking;
     * the retry was answered ``TransactionNotFound``: the coordinator no longer knows
-      the transaction, so the lost attempt may have ended it. Brokers that remember
-      ended transactions answer a repeated end with the same action as a success
-      instead. ``txn.state()`` is ERROR.
+      the transaction and its preserver does not remember it (preservation disabled,
+      the entry trimmed or expired, a broker that does not implement PIP-255, or
+      another client name), so the lost attempt may or may not have ended it.
+      ``txn.state()`` is ERROR.
 
-    Never retried by re-sending the transaction's data: the caller decides.
+    Never resolved by re-sending the transaction's data: the caller decides.
     """
+
+    def __init__(self, message: str, txn_id: tuple[int, int] | None = None) -> None:
+        super().__init__(message)
+        self.txn_id = txn_id
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.txn_id))
+
+
+class AdminApiError(ClientError):
+    """An admin REST call of the client answered an HTTP error (``status``).
+
+    Retryable when the status is 5xx (the broker may be starting or busy).
+    """
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = status >= 500  # type: ignore[misc]
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.status, str(self)))
 
 
 _RESULT_BY_CLASS: dict[type[BaseException], Result] = {
@@ -196,6 +224,8 @@ _RESULT_BY_CLASS: dict[type[BaseException], Result] = {
     NotAllowedError: Result.NotAllowedError,
     TransactionConflict: Result.TransactionConflict,
     TransactionNotFound: Result.TransactionNotFound,
+    # pulsar's Result has no code for it (PIP-255 is not in the C++ client).
+    TransactionPreserverClosed: Result.UnknownError,
     ProducerFenced: Result.ProducerFenced,
     InvalidConfiguration: Result.InvalidConfiguration,
     LookupError: Result.LookupError,

@@ -12,18 +12,25 @@ Transactions (``Client(url, enable_transaction=True)``)::
     producer.send(b"out", txn=txn)
     consumer.acknowledge(msg, txn=txn)
     txn.commit()                  # blocks; or txn.commit_async() -> Future
+
+Idempotent commit (PIP-255): a commit or abort whose outcome could not be learned
+raises ``TransactionOutcomeUnknown`` with ``txn_id``; ``client.resume_transaction(
+txn_id).commit()`` asks again (see :mod:`quasar.client.transaction`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import re
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from quasar.client import aio
+from quasar.client.admin_http import ClientTransactions
+from quasar.client.config import DEFAULT_TRANSACTION_END_TIMEOUT_MS
 from quasar.client.enums import (
     BatchingType,
     CompressionType,
@@ -43,6 +50,7 @@ from quasar.client.schema import BytesSchema, Schema
 from quasar.client.send_pipe import CallbackRunner, SendPipe
 from quasar.client.table_view import TableView, open_table_view
 from quasar.client.transaction import TransactionImpl, transaction_impl
+from quasar.client.txn_journal import JournalEntry
 from quasar.client.txn_state import TransactionState, TxnID
 from quasar.errors import AlreadyClosed
 
@@ -373,6 +381,11 @@ class Transaction:
     def timeout_ms(self) -> int:
         return self._impl.timeout_ms
 
+    @property
+    def client_name(self) -> str:
+        """The client name its END_TXN carries (PIP-255)."""
+        return self._impl.client_name
+
     def _track_pipe(self, pipe: SendPipe) -> None:
         with self._lock:
             self._pipes.add(pipe)
@@ -400,8 +413,11 @@ class Transaction:
                 or the coordinator refused (state ERROR).
             TransactionNotFound: the coordinator does not know it (state ERROR).
             TransactionHasOperationFailed: a send or ack failed; it was aborted.
-            TransactionOutcomeUnknown: the outcome could not be learned.
+            TransactionOutcomeUnknown: no definite answer within
+                ``transaction_end_timeout_ms``, or a retry answered
+                TransactionNotFound; ``exc.txn_id`` is the id to resume.
             AlreadyClosed: the client is closed.
+            OSError: the transaction journal could not record it.
         """
         self._client._run(self._commit())
 
@@ -426,9 +442,10 @@ class Transaction:
 class Client:
     """Blocking client (see ``pulsar.Client``); only ``pulsar://`` URLs, no auth/TLS.
 
-    ``enable_transaction=True`` allows :meth:`new_transaction`;
-    ``transaction_end_retry_timeout_ms`` bounds how long a commit or abort keeps
-    asking a coordinator that does not answer (None: until it answers).
+    ``enable_transaction=True`` allows :meth:`new_transaction`. The transaction
+    options (``client_name``, ``transaction_end_timeout_ms`` and its deprecated alias
+    ``transaction_end_retry_timeout_ms``, ``transaction_journal_dir``, ``admin_url``)
+    are described on :class:`quasar.client.aio.Client`.
 
     Raises:
         InvalidUrl: the service URL is not ``pulsar://host:port``.
@@ -455,6 +472,10 @@ class Client:
         tls_certificate_file_path: str | None = None,
         enable_transaction: bool = False,
         transaction_end_retry_timeout_ms: float | None = None,
+        client_name: str | None = None,
+        transaction_end_timeout_ms: float | None = DEFAULT_TRANSACTION_END_TIMEOUT_MS,
+        transaction_journal_dir: str | os.PathLike[str] | None = None,
+        admin_url: str | None = None,
     ) -> None:
         self._aio = aio.Client(
             service_url,
@@ -463,6 +484,10 @@ class Client:
             listener_name=listener_name,
             enable_transaction=enable_transaction,
             transaction_end_retry_timeout_ms=transaction_end_retry_timeout_ms,
+            client_name=client_name,
+            transaction_end_timeout_ms=transaction_end_timeout_ms,
+            transaction_journal_dir=transaction_journal_dir,
+            admin_url=admin_url,
         )
         self._loop = _LoopThread("quasar-client-io")
         self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -638,6 +663,68 @@ class Client:
         """
         handle = self._run(self._aio.new_transaction(timeout_ms))
         return Transaction(self, transaction_impl(handle))
+
+    @property
+    def client_name(self) -> str:
+        """The name NEW_TXN and END_TXN carry (given, or random per instance)."""
+        return self._aio.client_name
+
+    @property
+    def admin_url(self) -> str:
+        """The admin REST API base URL :meth:`get_client_transactions` uses."""
+        return self._aio.admin_url
+
+    def resume_transaction(
+        self, txn_id: TxnID | tuple[int, int], client_name: str | None = None
+    ) -> Transaction:
+        """A handle to commit or abort a transaction again (see
+        :meth:`quasar.client.aio.Client.resume_transaction`)::
+
+            try:
+                txn.commit()
+            except TransactionOutcomeUnknown as exc:
+                client.resume_transaction(exc.txn_id).commit()   # later, or elsewhere
+
+        Raises:
+            TransactionsNotEnabled, InvalidConfiguration, AlreadyClosed.
+        """
+
+        async def resume() -> aio.Transaction:
+            return self._aio.resume_transaction(txn_id, client_name)
+
+        return Transaction(self, transaction_impl(self._run(resume())))
+
+    def unfinished_transactions(self) -> list[JournalEntry]:
+        """Journal records a crashed process left (see
+        :meth:`quasar.client.aio.Client.unfinished_transactions`)::
+
+            for e in client.unfinished_transactions():
+                txn = client.resume_transaction(e.txn_id, e.client_name)
+                txn.commit() if e.action == "commit" else txn.abort()
+
+        Raises:
+            InvalidConfiguration: no ``transaction_journal_dir``.
+        """
+        return self._aio.unfinished_transactions()
+
+    def forget_unfinished_transaction(self, txn_id: TxnID | tuple[int, int]) -> None:
+        """Remove a journal record without asking the coordinator.
+
+        Raises:
+            InvalidConfiguration: no ``transaction_journal_dir``, or a bad ``txn_id``.
+        """
+        self._aio.forget_unfinished_transaction(txn_id)
+
+    def get_client_transactions(
+        self, client_name: str | None = None
+    ) -> ClientTransactions:
+        """The broker's open and preserved terminated transactions of ``client_name``
+        (default: this client's), from the admin REST API (``admin_url``).
+
+        Raises:
+            ConnectError, Timeout, AdminApiError, AlreadyClosed.
+        """
+        return self._run(self._aio.get_client_transactions(client_name))
 
     def close(self) -> None:
         """Close everything the client created, then stop its thread. Idempotent."""

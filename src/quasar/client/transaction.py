@@ -10,20 +10,50 @@
 * the operations (sends, acks) in flight and the ones that failed. ``commit()`` first
   waits for every operation; if one failed, it aborts instead (as Pulsar's client
   does) and raises :class:`TransactionHasOperationFailed`;
-* the END_TXN exchange. An END_TXN whose answer was lost (connection closed, request
-  timed out) or refused with a retryable error is sent again until the coordinator
-  gives a definite answer, optionally bounded by ``transaction_end_retry_timeout_ms``.
-  The data of the transaction is never re-sent.
+* the END_TXN exchange, described below. The data of the transaction is never re-sent.
 
-Ending twice: the same action again succeeds once it is done (and joins it while in
-progress); the opposite action raises ``InvalidTxnStatus``.
+Idempotent commit and abort (PIP-255). Every NEW_TXN and END_TXN carries the client's
+name (``Client(client_name=...)``, by default a random ``quasar-<hex>`` per client
+instance). The coordinator keeps the outcome of each name's recent transactions after
+they end (its *preserver*), so a repeated END_TXN is answered with the real outcome:
 
-About repeated END_TXN: a coordinator that forgets ended transactions (Pulsar today)
-answers a retried END_TXN whose first attempt succeeded with TransactionNotFound. The
-client cannot tell that apart from a real failure and raises
-:class:`TransactionOutcomeUnknown`. A broker that remembers ended transactions (quasar's
-next milestone, Pulsar issue #19744) answers success instead, and the client reports
-the definite outcome.
+* the same action again (commit after commit, abort after abort, also after the
+  coordinator moved or restarted) -> success;
+* the opposite action -> ``InvalidTxnStatus`` naming the real status.
+
+``commit()`` / ``abort()`` therefore ask until they get a definite answer: an END_TXN
+whose answer was lost (connection closed, request timed out) or that was refused with
+a retryable error (``TransactionCoordinatorNotFound``: the coordinator is moving or
+loading; ``TransactionPreserverClosed``: the coordinator is closing) is sent again,
+with backoff, for at most ``transaction_end_timeout_ms`` per call (default 60 s; None:
+no bound; ``transaction_end_retry_timeout_ms`` is its deprecated alias). A retried
+END_TXN answered with success *is* success. Without a definite answer in time the call
+raises :class:`TransactionOutcomeUnknown` carrying ``txn_id``; ``state()`` stays
+COMMITTING/ABORTING and calling the same method again keeps asking.
+
+One answer stays ambiguous: TransactionNotFound to a *retry* (or to a resumed
+transaction). The coordinator forgot the transaction and its preserver does not have
+it (preservation off, trimmed by count or expired, a broker without PIP-255, another
+client name); the lost attempt may have ended it either way, so that is
+:class:`TransactionOutcomeUnknown` too (state ERROR). TransactionNotFound to a first
+attempt is definite (the transaction timed out and was removed).
+
+Ending twice on one handle: the same action again succeeds once it is done (and joins
+it while in progress); the opposite action raises ``InvalidTxnStatus`` locally.
+
+Resuming (``client.resume_transaction(txn_id)``): a handle for a transaction this
+handle did not open (another process, or an earlier life of this one; the seed's
+"reconstruct the transaction to commit again"). It has no sends or acks of its own,
+refuses new ones, and has no client-side timer; ``commit()`` / ``abort()`` send
+END_TXN with the given client name and report the coordinator's answer as above. Its
+state is OPEN until one of them is called.
+
+Journal (``Client(transaction_journal_dir=...)``): before the first END_TXN of a
+``commit()`` / ``abort()`` call the transaction is recorded durably in that
+directory, and the record is removed once the answer is definite (success or a
+definite refusal); an unknown outcome keeps it. The format is drawn in
+:mod:`quasar.client.txn_journal`. ``client.unfinished_transactions()`` lists the
+records a crashed process left.
 """
 
 from __future__ import annotations
@@ -43,12 +73,14 @@ from quasar.client.exceptions import (
 )
 from quasar.client.receipts import SendCallback
 from quasar.client.txn_coordinator import TransactionCoordinatorClient
+from quasar.client.txn_journal import TransactionJournal
 from quasar.client.txn_state import TransactionState, TxnID, check_transition
 from quasar.errors import (
     AlreadyClosed,
     BrokerError,
     InvalidTxnStatus,
     QuasarError,
+    Timeout,
     TransactionNotFound,
 )
 from quasar.protocol import pb
@@ -98,11 +130,17 @@ class TransactionImpl:
         timeout_ms: int,
         coordinator: TransactionCoordinatorClient,
         config: ClientConfig,
+        client_name: str | None = None,
+        journal: TransactionJournal | None = None,
+        resumed: bool = False,
     ) -> None:
         self.txn_id = txn_id
         self.timeout_ms = timeout_ms
+        self.client_name = config.client_name if client_name is None else client_name
+        self.resumed = resumed
         self._coordinator = coordinator
         self._config = config
+        self._journal = journal
         self._loop = asyncio.get_running_loop()
         self._state = S.OPEN
         self._partitions: dict[str, asyncio.Task[None]] = {}
@@ -116,10 +154,14 @@ class TransactionImpl:
         self._end_task: asyncio.Task[None] | None = None
         self._end_kind = ""
         # An END_TXN went out and its answer was lost: the coordinator may have acted.
-        self._end_ambiguous = False
+        # A resumed transaction starts so: someone else may have asked before.
+        self._end_ambiguous = resumed
         self._closed = False
-        self._timer: asyncio.TimerHandle | None = self._loop.call_later(
-            timeout_ms / 1000.0, self._on_timeout
+        # A resumed transaction's timeout runs on its coordinator only.
+        self._timer: asyncio.TimerHandle | None = (
+            None
+            if resumed
+            else self._loop.call_later(timeout_ms / 1000.0, self._on_timeout)
         )
 
     def __repr__(self) -> str:
@@ -153,9 +195,15 @@ class TransactionImpl:
         """Raise unless the transaction still takes sends and acks.
 
         Raises:
-            InvalidTxnStatus: it timed out, or a commit or abort has begun.
+            InvalidTxnStatus: it timed out, a commit or abort has begun, or it is a
+                resumed handle (it can only commit or abort).
         """
         if self._state is S.OPEN:
+            if self.resumed:
+                raise InvalidTxnStatus(
+                    f"transaction {self.txn_id} was resumed: the handle can only "
+                    "commit or abort it, not send or acknowledge in it"
+                )
             return
         if self._state is S.TIME_OUT:
             raise InvalidTxnStatus(
@@ -274,11 +322,13 @@ class TransactionImpl:
                 ERROR (refused locally, state unchanged), or the coordinator refused
                 (it is being aborted; state ERROR).
             TransactionNotFound: the coordinator does not know it (timed out and
-                removed); state ERROR.
+                removed) and no earlier END_TXN may have ended it; state ERROR.
             TransactionHasOperationFailed: a send or ack failed; the transaction was
                 aborted instead (state ABORTED).
-            TransactionOutcomeUnknown: see its docstring.
+            TransactionOutcomeUnknown: no definite answer (see the module docstring);
+                ``exc.txn_id`` says which transaction to resume.
             AlreadyClosed: the client closed before the outcome was known.
+            OSError: the journal could not record it (END_TXN was not sent).
         """
         task = self._running("commit")
         if task is None:
@@ -302,8 +352,10 @@ class TransactionImpl:
                 (refused locally, state unchanged), or the coordinator refused
                 (state ERROR).
             TransactionNotFound: the coordinator does not know it; state ERROR.
-            TransactionOutcomeUnknown: see its docstring.
+            TransactionOutcomeUnknown: no definite answer (see the module docstring);
+                ``exc.txn_id`` says which transaction to resume.
             AlreadyClosed: the client closed before the outcome was known.
+            OSError: the journal could not record it (END_TXN was not sent).
         """
         task = self._running("abort")
         if task is None and self._state is S.ABORTING and self._running("commit"):
@@ -372,25 +424,36 @@ class TransactionImpl:
         await self._end(pb.ABORT)
 
     async def _end(self, action: int) -> None:
-        """END_TXN until the coordinator answers definitely (or the budget runs out)."""
+        """END_TXN until the coordinator answers definitely (or the budget runs out).
+
+        The journal record (if any) is written before the first END_TXN and removed
+        after a definite answer.
+        """
         name = "commit" if action == pb.COMMIT else "abort"
-        bound_ms = self._config.transaction_end_retry_timeout_ms
+        bound_ms = self._config.end_timeout_ms
         deadline = None if bound_ms is None else self._loop.time() + bound_ms / 1000.0
         backoff = Backoff(self._config.initial_backoff_ms, self._config.max_backoff_ms)
+        await self._journal_call("record", name)
         while True:
             sent = _Flag()
             try:
-                await self._coordinator.end_txn_once(
-                    self.txn_id, action, on_sent=sent.set
-                )
+                await self._end_once(action, sent, deadline, bound_ms)
             except TransactionNotFound as exc:
                 self._move(S.ERROR)
                 if self._end_ambiguous:
                     raise TransactionOutcomeUnknown(
-                        f"{name} of transaction {self.txn_id}: an earlier attempt's "
-                        "answer was lost and the coordinator no longer knows the "
-                        f"transaction, so it may or may not have ended ({exc})"
+                        f"{name} of transaction {self.txn_id}: "
+                        + (
+                            "it was resumed"
+                            if self.resumed
+                            else "an earlier attempt's answer was lost"
+                        )
+                        + " and the coordinator neither knows the transaction nor "
+                        f"preserved its outcome for client {self.client_name!r}, so "
+                        f"it may or may not have ended ({exc})",
+                        self.txn_id,
                     ) from exc
+                await self._journal_call("remove")
                 raise
             except AlreadyClosed:
                 raise
@@ -398,6 +461,7 @@ class TransactionImpl:
                 if not exc.retryable:
                     if isinstance(exc, BrokerError):
                         self._move(S.ERROR)  # the coordinator's definite refusal
+                        await self._journal_call("remove")
                     raise
                 if sent.value:
                     # Sent, but no definite answer (lost connection, timeout, or a
@@ -407,8 +471,10 @@ class TransactionImpl:
                 if deadline is not None and self._loop.time() + delay >= deadline:
                     raise TransactionOutcomeUnknown(
                         f"{name} of transaction {self.txn_id}: no definite answer "
-                        f"within {bound_ms} ms (last: {exc}); call {name}() again "
-                        "to keep asking"
+                        f"within {bound_ms:.0f} ms (last: {type(exc).__name__}: {exc}); call {name}() "
+                        "again, or client.resume_transaction(txn_id)."
+                        f"{name}() later, to keep asking",
+                        self.txn_id,
                     ) from exc
                 log.info(
                     "%s of transaction %s: %s; asking again in %.3fs",
@@ -424,7 +490,46 @@ class TransactionImpl:
                 else:
                     self._move(S.ABORTED)
                     self._notify_aborted()
+                await self._journal_call("remove")
                 return
+
+    async def _end_once(
+        self, action: int, sent: _Flag, deadline: float | None, bound_ms: float | None
+    ) -> None:
+        """One END_TXN, cut short when the call's budget runs out.
+
+        Raises:
+            Timeout: the budget ran out first (retryable, like a lost answer).
+            Whatever :meth:`TransactionCoordinatorClient.end_txn_once` raises.
+        """
+        attempt = self._coordinator.end_txn_once(
+            self.txn_id, action, on_sent=sent.set, client_name=self.client_name
+        )
+        if deadline is None:
+            await attempt
+            return
+        try:
+            async with asyncio.timeout_at(deadline):
+                await attempt
+        except TimeoutError:
+            raise Timeout(
+                f"END_TXN of transaction {self.txn_id} unanswered after {bound_ms:.0f} ms"
+            ) from None
+
+    async def _journal_call(self, what: str, action: str = "") -> None:
+        journal = self._journal
+        if journal is None:
+            return
+        if what == "record":
+            # Before END_TXN: a failure to record means not asking (raise OSError).
+            await self._loop.run_in_executor(
+                None, journal.record, self.txn_id, action, self.client_name
+            )
+            return
+        try:
+            await self._loop.run_in_executor(None, journal.remove, self.txn_id)
+        except OSError as exc:  # a stale record costs only one more END_TXN later
+            log.warning("transaction %s: journal remove failed: %s", self.txn_id, exc)
 
     def _notify_aborted(self) -> None:
         listeners, self._abort_listeners = self._abort_listeners, []
@@ -484,6 +589,11 @@ class Transaction:
 
     def timeout_ms(self) -> int:
         return self._impl.timeout_ms
+
+    @property
+    def client_name(self) -> str:
+        """The client name its END_TXN carries (PIP-255)."""
+        return self._impl.client_name
 
     async def commit(self) -> None:
         """See :meth:`TransactionImpl.commit` (raises the same errors)."""

@@ -21,6 +21,10 @@ error within the operation timeout: registrations are set-adds on the coordinato
 a NEW_TXN whose answer was lost only leaves an empty transaction that the coordinator
 aborts at its timeout. END_TXN is sent once per call of :meth:`end_txn_once`; whether
 and how long to retry it is the transaction's decision (see ``transaction.py``).
+
+NEW_TXN and END_TXN carry the client's name (PIP-255 ``client_name``): the coordinator
+remembers the outcomes of that name's recent transactions, so a repeated END_TXN of a
+transaction that already ended is answered from them instead of TransactionNotFound.
 """
 
 from __future__ import annotations
@@ -272,8 +276,8 @@ class TransactionCoordinatorClient:
 
     # --- requests ------------------------------------------------------------------------
 
-    async def new_txn(self, timeout_ms: int) -> TxnID:
-        """Open a transaction on the next coordinator in turn.
+    async def new_txn(self, timeout_ms: int, client_name: str | None = None) -> TxnID:
+        """Open a transaction on the next coordinator in turn (for ``client_name``).
 
         Raises:
             See :meth:`start`; plus the coordinator's error (e.g. NotAllowedError).
@@ -291,6 +295,7 @@ class TransactionCoordinatorClient:
                 request_id=rid,
                 txn_ttl_seconds=timeout_ms,
                 tc_id=handler.tc_id,
+                **({"client_name": client_name} if client_name else {}),
             )
 
         resp = await self._retry(
@@ -350,11 +355,17 @@ class TransactionCoordinatorClient:
         )
 
     async def end_txn_once(
-        self, txn_id: TxnID, action: int, on_sent: Callable[[], None] | None = None
+        self,
+        txn_id: TxnID,
+        action: int,
+        on_sent: Callable[[], None] | None = None,
+        client_name: str | None = None,
     ) -> None:
         """Send one END_TXN (``pb.COMMIT`` / ``pb.ABORT``) and await the answer.
 
-        ``on_sent``: see :meth:`CoordinatorHandler.request`.
+        ``on_sent``: see :meth:`CoordinatorHandler.request`. ``client_name``: the
+        name the transaction was opened with (PIP-255). Discovers the coordinators
+        first if this client has not yet (a resumed transaction).
 
         Raises:
             AlreadyClosed: the client is closed.
@@ -364,6 +375,8 @@ class TransactionCoordinatorClient:
             TransactionNotFound, InvalidTxnStatus, ...: the coordinator's answer.
         """
         self._check_open()
+        if not self._handlers:
+            await self.start()
         handler = self.handler_for(txn_id)
 
         def build(rid: int) -> Any:
@@ -374,6 +387,7 @@ class TransactionCoordinatorClient:
                 txnid_most_bits=txn_id.most_bits,
                 txnid_least_bits=txn_id.least_bits,
                 txn_action=action,
+                **({"client_name": client_name} if client_name else {}),
             )
 
         await handler.request(build, on_sent)

@@ -1,0 +1,178 @@
+"""The few admin REST calls the client makes (standard library HTTP, in an executor).
+
+Today one: ``GET /admin/v3/transactions/clientTransactions/{clientName}`` (PIP-255
+discoverability), behind ``client.get_client_transactions(client_name)``. It answers,
+for one client name, the transactions its coordinators hold open and the terminated
+ones their preservers remember::
+
+    {"clientName": "...",
+     "open":       [{"txnId": "(most,least)", "status": "OPEN", ...}, ...],
+     "terminated": [{"txnId": "(most,least)", "status": "COMMITTED", "endTime": ms}, ...]}
+
+The result is returned as :class:`ClientTransactions` (plain dataclasses); every field
+the broker sent is kept in ``ClientTransaction.details``.
+
+The admin URL is ``Client(admin_url=...)``; when not given it is
+``http://<first host of service_url>:8080``, where Pulsar standalone (and ``quasar
+standalone``) serve the admin API by default.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from quasar.client.exceptions import AdminApiError
+from quasar.client.txn_state import TxnID
+from quasar.errors import ConnectError, Timeout
+
+CLIENT_TRANSACTIONS_PATH = "/admin/v3/transactions/clientTransactions/"
+_TXN_ID = re.compile(r"^\(?\s*(\d+)\s*,\s*(\d+)\s*\)?$")
+
+
+@dataclass(frozen=True)
+class ClientTransaction:
+    """One transaction of a client name, as the broker reported it.
+
+    ``status``: the coordinator's status name (``OPEN``, ``COMMITTING``,
+    ``ABORTING``, ``COMMITTED``, ``ABORTED``, ...). ``end_time_ms``: when it ended
+    (terminated transactions), else None. ``details``: the broker's JSON object.
+    """
+
+    txn_id: TxnID
+    status: str
+    end_time_ms: int | None = None
+    details: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class ClientTransactions:
+    """What the broker knows of one client name's transactions."""
+
+    client_name: str
+    open: list[ClientTransaction]
+    terminated: list[ClientTransaction]
+
+    def find(self, txn_id: TxnID | tuple[int, int]) -> ClientTransaction | None:
+        """The entry of ``txn_id`` (open or terminated), or None."""
+        wanted = (int(txn_id[0]), int(txn_id[1]))
+        for txn in (*self.open, *self.terminated):
+            if tuple(txn.txn_id) == wanted:
+                return txn
+        return None
+
+
+def parse_txn_id(value: Any) -> TxnID:
+    """``"(most,least)"``, ``[most, least]`` or ``{"mostSigBits":..,"leastSigBits":..}``.
+
+    Raises:
+        ValueError: none of those shapes.
+    """
+    if isinstance(value, str):
+        m = _TXN_ID.match(value.strip())
+        if m:
+            return TxnID(int(m.group(1)), int(m.group(2)))
+    elif isinstance(value, (list, tuple)) and len(value) == 2:
+        return TxnID(int(value[0]), int(value[1]))
+    elif isinstance(value, dict):
+        for most, least in (
+            ("mostSigBits", "leastSigBits"),
+            ("most_bits", "least_bits"),
+            ("txnidMostBits", "txnidLeastBits"),
+        ):
+            if most in value and least in value:
+                return TxnID(int(value[most]), int(value[least]))
+    raise ValueError(f"not a transaction id: {value!r}")
+
+
+def _entry(obj: dict[str, Any]) -> ClientTransaction:
+    raw_id = obj.get("txnId", obj.get("txn_id"))
+    end = obj.get("endTime", obj.get("end_time"))
+    return ClientTransaction(
+        txn_id=parse_txn_id(raw_id),
+        status=str(obj.get("status", "")),
+        end_time_ms=None if end in (None, "", -1) else int(end),
+        details=dict(obj),
+    )
+
+
+def parse_client_transactions(body: Any, client_name: str) -> ClientTransactions:
+    """The endpoint's JSON as :class:`ClientTransactions`.
+
+    Raises:
+        AdminApiError: the body does not have the documented shape.
+    """
+    try:
+        return ClientTransactions(
+            client_name=str(body.get("clientName", client_name)),
+            open=[_entry(o) for o in body.get("open", [])],
+            terminated=[_entry(o) for o in body.get("terminated", [])],
+        )
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise AdminApiError(200, f"unexpected clientTransactions answer: {exc}") from exc
+
+
+def get_json(url: str, timeout_s: float) -> Any:
+    """GET ``url`` and decode its JSON body (blocking; run it in an executor).
+
+    Raises:
+        ConnectError: the admin server could not be reached.
+        Timeout: no answer within ``timeout_s``.
+        AdminApiError: an HTTP error status, or a body that is not JSON.
+    """
+    req = urllib.request.Request(url, headers={"Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            raw = resp.read()
+    except urllib.error.HTTPError as exc:
+        reason = exc.reason
+        try:
+            reason = json.loads(exc.read()).get("reason", reason)
+        except (ValueError, AttributeError, OSError):
+            pass
+        raise AdminApiError(exc.code, f"GET {url}: {exc.code} {reason}") from None
+    except TimeoutError as exc:
+        raise Timeout(f"GET {url}: no answer within {timeout_s}s") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError):
+            raise Timeout(f"GET {url}: no answer within {timeout_s}s") from exc
+        raise ConnectError(f"GET {url}: {reason}") from exc
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise AdminApiError(200, f"GET {url}: body is not JSON: {exc}") from exc
+
+
+def client_transactions_url(admin_url: str, client_name: str) -> str:
+    return (
+        admin_url.rstrip("/")
+        + CLIENT_TRANSACTIONS_PATH
+        + urllib.parse.quote(client_name, safe="")
+    )
+
+
+def fetch_client_transactions(
+    admin_url: str, client_name: str, timeout_s: float
+) -> ClientTransactions:
+    """``GET .../clientTransactions/{client_name}`` (blocking).
+
+    Raises:
+        As :func:`get_json` and :func:`parse_client_transactions`.
+    """
+    body = get_json(client_transactions_url(admin_url, client_name), timeout_s)
+    return parse_client_transactions(body, client_name)
+
+
+__all__ = [
+    "ClientTransaction",
+    "ClientTransactions",
+    "fetch_client_transactions",
+    "parse_client_transactions",
+    "parse_txn_id",
+]
