@@ -1,5 +1,70 @@
-"""PySpark data source ``quasar`` (batch/streaming source and exactly-once sink).
+"""PySpark data source ``quasar``: batch and streaming reads, an exactly-once sink.
 
-Placeholder: the connector is built on quasar's transactions in a later step. It will
-use only ``quasar.client`` and ``quasar.protocol`` (enforced by tests/test_layering.py).
+Spark finds it without a registration call: its Python worker registers every
+top-level module named ``pyspark_*`` that has a ``DefaultSource``::
+
+    spark.read.format("quasar").option("service.url", "pulsar://127.0.0.1:6650")
+        .option("topic", "in").load()
+
+    (df.writeStream.format("quasar").option("service.url", ...)
+        .option("topic", "out").option("checkpointLocation", "/ckpt").start())
+
+Options, schema, guarantees and failure behaviour: ``docs/spark.md``. The connector
+uses only ``quasar.client`` (enforced by ``tests/test_layering.py``). Nothing here
+connects to anything until Spark asks for data: ``DataSource`` objects are built many
+times, in many processes.
 """
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from pyspark_quasar.options import SinkOptions, SourceOptions
+from pyspark_quasar.schema import SOURCE_SCHEMA_DDL
+
+__all__ = ["DefaultSource", "QuasarDataSource"]
+
+
+class QuasarDataSource(DataSource):
+    """The ``quasar`` format (see the module docstring)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "quasar"
+
+    def schema(self) -> str:
+        return SOURCE_SCHEMA_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from pyspark_quasar.source import QuasarBatchReader
+
+        return QuasarBatchReader(SourceOptions.parse(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from pyspark_quasar.source import QuasarStreamReader
+
+        return QuasarStreamReader(SourceOptions.parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from pyspark_quasar.sink import QuasarBatchWriter
+
+        return QuasarBatchWriter(SinkOptions.parse(self.options), self._fail_points())
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from pyspark_quasar.sink import QuasarStreamWriter
+
+        return QuasarStreamWriter(SinkOptions.parse(self.options), self._fail_points())
+
+    def _fail_points(self) -> str | None:
+        value = self.options.get("test.failpoints")
+        return None if value is None else str(value)
+
+
+DefaultSource = QuasarDataSource
