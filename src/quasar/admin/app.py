@@ -13,11 +13,12 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from quasar.admin import namespaces, tenants, topics
+from quasar.admin import namespaces, tenants, topics, txn_batch_log
 from quasar.admin.api import AdminBroker
 from quasar.admin.errors import error_body
 from quasar.admin.http import BROKER_KEY
 from quasar.errors import QuasarError
+from quasar.metrics import http as metrics_http
 
 __all__ = ["create_admin_app"]
 
@@ -69,4 +70,6 @@ def create_admin_app(broker: AdminBroker) -> web.Application:
     app.add_routes(tenants.routes)
     app.add_routes(namespaces.routes)
     app.add_routes(topics.routes)
+    app.add_routes(txn_batch_log.routes)
+    app.add_routes(metrics_http.routes)
     return app

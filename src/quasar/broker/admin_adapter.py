@@ -37,6 +37,12 @@ class AdminAdapter:
     def cluster_name(self) -> str:
         return self.service.settings.cluster_name
 
+    @property
+    def transaction_batched_logs(self) -> Any:
+        """PIP-160 switches (``quasar.admin.txn_batch_log``); None: no transactions."""
+        txns = self.service.transactions
+        return None if txns is None else txns.batched_logs
+
     async def _topic(self, topic: str) -> PersistentTopic:
         name = TopicName.parse(topic)
         if not self.service.topic_exists(name):

@@ -21,6 +21,7 @@ from quasar.transaction.pending_ack import (
     PendingAckHandle,
     pending_ack_ledger_name,
 )
+from quasar.transaction.pending_ack.log import pending_ack_writer
 from quasar.transaction.pending_ack.results import AbortResult
 from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
@@ -77,6 +78,8 @@ class SubscriptionTransactions:
             PendingAckConfig(),
             on_low_watermark_abort=self._on_low_watermark_abort,
             on_fenced=self._on_fenced,
+            writer=pending_ack_writer(txns.batched_logs.pending_ack, ledger, topic.name,
+                                      self.sub.name, txns.scheduler, topic.service.clock),
         )
         try:
             await handle.recover()

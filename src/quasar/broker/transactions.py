@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING
 
 from quasar.clock import Clock, SystemClock
 from quasar.errors import SubscriptionNotFound, TopicNotFound
+from quasar.metrics import REGISTRY
 from quasar.protocol import TopicName
+from quasar.transaction.batched_log import BatchedLogs, BatchedWriteSettings
 from quasar.transaction.buffer import TopicTransactionBuffer, TransactionBufferConfig
 from quasar.transaction.coordinator.config import CoordinatorConfig
 from quasar.transaction.coordinator_registry import TransactionCoordinatorRegistry
@@ -49,6 +51,11 @@ class TransactionSettings:
     meta_persist_time_hours: int = 72  # transactionMetaPersistTimeInHour
     meta_expire_check_interval_s: int = 300  # transactionMetaExpireCheckIntervalInSecond
     buffer: TransactionBufferConfig = field(default_factory=TransactionBufferConfig)
+    # PIP-160: transactionLogBatchedWrite* / transactionPendingAckBatchedWrite*
+    log_batched_write: BatchedWriteSettings = field(default_factory=BatchedWriteSettings)
+    pending_ack_batched_write: BatchedWriteSettings = field(
+        default_factory=BatchedWriteSettings
+    )
 
 
 class LocalTransactionBufferClient:
@@ -95,6 +102,10 @@ class TransactionService:
         self.buffer_client = LocalTransactionBufferClient(service)
         self._snapshot_tables: dict[str, SystemTopicTable] = {}
         self.scheduler = AsyncioScheduler()
+        self.batched_logs = BatchedLogs(
+            settings.log_batched_write, settings.pending_ack_batched_write,
+            cluster=service.settings.cluster_name, registry=REGISTRY,
+        )
         self.registry = TransactionCoordinatorRegistry(
             service.ledgers,
             self.buffer_client,
@@ -103,6 +114,7 @@ class TransactionService:
             config=CoordinatorConfig(
                 max_active_transactions=settings.max_active_transactions,
                 end_retry_interval_ms=settings.end_retry_interval_ms,
+                batched_log=self.batched_logs.coordinator,
             ),
         )
 
@@ -141,3 +153,4 @@ class TransactionService:
 
     async def close(self) -> None:
         await self.registry.close()
+        self.batched_logs.close()

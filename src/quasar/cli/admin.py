@@ -23,6 +23,7 @@ from quasar.cli.admin_client import (
     AdminConnectionError,
     AdminRequestError,
 )
+from quasar.cli.admin_transactions import add_transactions_group
 from quasar.errors import QuasarError
 
 Command = Callable[[AdminClient, argparse.Namespace], Any]
@@ -46,6 +47,7 @@ def add_admin_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) ->
     _add_tenants(groups)
     _add_namespaces(groups)
     _add_topics(groups)
+    add_transactions_group(groups)
 
 
 def _command(

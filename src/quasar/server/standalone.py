@@ -22,7 +22,8 @@ from typing import Any
 
 from quasar.broker.service import BrokerService, BrokerSettings
 from quasar.broker.transactions import TransactionService, TransactionSettings
-from quasar.config import ServiceConfiguration
+from quasar.config import BatchedWriteConfig, ServiceConfiguration
+from quasar.transaction.batched_log import BatchedWriteSettings
 from quasar.transaction.buffer import TransactionBufferConfig
 
 from .connection import ServerConnection
@@ -47,6 +48,16 @@ def settings_from_config(config: ServiceConfiguration) -> BrokerSettings:
         broker_deduplication_enabled=p.broker_deduplication_enabled,
         max_unacked_messages_per_consumer=config.dispatch.max_unacked_messages_per_consumer,
         ledger=config.managed_ledger_config(),
+    )
+
+
+def batched_write_settings(c: BatchedWriteConfig) -> BatchedWriteSettings:
+    """PIP-160 thresholds from one ``...BatchedWrite*`` config section."""
+    return BatchedWriteSettings(
+        enabled=c.enabled,
+        max_records=c.max_records,
+        max_size_bytes=c.max_size,
+        max_delay_ms=c.max_delay_in_millis,
     )
 
 
@@ -134,6 +145,10 @@ class Standalone:
                     # The topic checks each published entry's metadata once itself
                     # (PersistentTopic.publish), so the buffer need not parse it again.
                     verify_client_entries=False,
+                ),
+                log_batched_write=batched_write_settings(txn.transaction_log_batched_write),
+                pending_ack_batched_write=batched_write_settings(
+                    txn.transaction_pending_ack_batched_write
                 ),
             ),
         )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from quasar.transaction.batched_log import BatchedLogControl
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,9 @@ class CoordinatorConfig:
     max_active_transactions: int = 0
     end_retry_interval_ms: int = 1000
     replay_read_entries: int = 100
+    # PIP-160 batched log writes (the broker's switch, thresholds and metrics for
+    # coordinator logs); None: one record per entry.
+    batched_log: BatchedLogControl | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_active_transactions < 0:

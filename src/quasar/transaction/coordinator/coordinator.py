@@ -117,7 +117,10 @@ class TransactionCoordinator:
         on_fenced: Callable[[TransactionCoordinator], None] | None = None,
     ) -> None:
         self._tc_id = tc_id
-        self._log = TransactionLog(log, read_entries=config.replay_read_entries)
+        self._log = TransactionLog(
+            log, read_entries=config.replay_read_entries, batched_log=config.batched_log,
+            name=str(tc_id), scheduler=scheduler, clock=clock,
+        )
         self._clock = clock
         self._config = config
         self._client = buffer_client

@@ -5,15 +5,20 @@ Entry layout (one managed-ledger entry)::
     single record   [TransactionMetadataEntry protobuf]
     batch (PIP-160) [u16 magic 0x0E01][u16 version 1][BatchedTransactionMetadataEntry]
 
-A single record starts with the tag of a protobuf field, never 0x0E (field 1 with the
-invalid wire type 6), so the first two bytes tell the two apart. This module writes
-single records only; it reads both, so batched writing can be switched on later
-without a format change. A record's place is a ``LogPosition``: the entry position,
-plus its index and the batch size when the entry is a batch.
+(drawn in full in ``quasar.transaction.batched_log.entry_format``). A single record
+starts with the tag of a protobuf field, never 0x0E (field 1 with the invalid wire
+type 6), so the first two bytes tell the two apart, and a log may hold both: batching
+can be switched on and off at any time and a broker with it off still reads batches.
+Records are written through a ``TxnLogBufferedWriter`` (batching per
+``transactionLogBatchedWrite*``). A record's place is a ``LogPosition``: the entry
+position, plus its index and the batch size when the entry is a batch.
 
 The log is read and cleaned through one durable cursor, ``transaction.subscription``
 (Pulsar's name), opened at the earliest entry. When a transaction ends, all its
-records are acknowledged on that cursor; ledgers the cursor has passed are trimmed.
+records are deleted on that cursor: a single-record entry is acknowledged, a record
+of a batch has its bit cleared in the entry's batch ack set, and the entry is
+acknowledged when its last record is deleted (``batched_log.deletion``). Replay skips
+deleted records. Ledgers the cursor has passed are trimmed.
 
 Sequence high-water mark. Every record carries ``max_local_txn_id``, but ended
 transactions' records are deleted, so the log alone cannot say which ids were used.
@@ -28,41 +33,36 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from collections.abc import AsyncIterator, Iterable
-from typing import NamedTuple
 
 from google.protobuf.message import DecodeError
 
+from quasar.clock import Clock
 from quasar.errors import CorruptRecordError
 from quasar.protocol import txnlog_pb
-from quasar.protocol.ack_set import clear_index, full_ack_set, is_acked
-from quasar.storage.api import InitialPosition, ManagedCursor, ManagedLedger, Position
+from quasar.storage.api import InitialPosition, ManagedCursor, ManagedLedger
+from quasar.transaction.batched_log import (
+    BATCHED_ENTRY_MAGIC,
+    BatchedLogControl,
+    BatchedWriteSettings,
+    LogPosition,
+    TxnLogBufferedWriter,
+    batched_payload,
+    encode_batched_entry,
+    is_batched_entry,
+)
+from quasar.transaction.batched_log.deletion import delete_records, live_records
 from quasar.transaction.log_trimming import LogTrimmer
+from quasar.transaction.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
 Record = txnlog_pb.TransactionMetadataEntry
 
-BATCH_MAGIC = 0x0E01
-BATCH_VERSION = 1
-_BATCH_HEADER = struct.Struct(">HH")
+BATCH_MAGIC = BATCHED_ENTRY_MAGIC
 
 CURSOR_NAME = "transaction.subscription"
 MAX_LOCAL_TXN_ID = "max_local_txn_id"
-
-
-class LogPosition(NamedTuple):
-    """Where one record is: its entry, and its index in a batch (``-1``: not a batch)."""
-
-    position: Position
-    batch_index: int = -1
-    batch_size: int = 0
-
-    def __str__(self) -> str:
-        if self.batch_index < 0:
-            return str(self.position)
-        return f"{self.position}[{self.batch_index}/{self.batch_size}]"
 
 
 def encode_record(record: Record) -> bytes:
@@ -72,8 +72,7 @@ def encode_record(record: Record) -> bytes:
 
 def encode_batch(records: Iterable[Record]) -> bytes:
     """Several records as one batched entry (PIP-160 layout)."""
-    batch = txnlog_pb.BatchedTransactionMetadataEntry(transaction_logs=list(records))
-    return _BATCH_HEADER.pack(BATCH_MAGIC, BATCH_VERSION) + batch.SerializeToString()
+    return encode_batched_entry([r.SerializeToString() for r in records])
 
 
 def decode_entry(data: bytes) -> list[Record]:
@@ -83,12 +82,9 @@ def decode_entry(data: bytes) -> list[Record]:
         CorruptRecordError: the bytes are not a record or a batch of this version.
     """
     try:
-        if len(data) >= 4 and _BATCH_HEADER.unpack_from(data)[0] == BATCH_MAGIC:
-            _, version = _BATCH_HEADER.unpack_from(data)
-            if version != BATCH_VERSION:
-                raise CorruptRecordError(f"unknown batched log entry version {version}")
+        if is_batched_entry(data):
             batch = txnlog_pb.BatchedTransactionMetadataEntry()
-            batch.ParseFromString(data[_BATCH_HEADER.size :])
+            batch.ParseFromString(batched_payload(data))
             return list(batch.transaction_logs)
         record = Record()
         record.ParseFromString(data)
@@ -112,10 +108,31 @@ class TransactionLog:
     Does not own the managed ledger (whoever opened it closes it).
     """
 
-    def __init__(self, ledger: ManagedLedger, *, read_entries: int = 100) -> None:
+    def __init__(
+        self,
+        ledger: ManagedLedger,
+        *,
+        read_entries: int = 100,
+        batched_log: BatchedLogControl | None = None,
+        name: str = "",
+        scheduler: Scheduler | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        """``batched_log``: the broker's switch and thresholds for coordinator logs
+        (``None``: one record per entry); ``name`` labels this log's writer (the
+        coordinator id)."""
         self._ledger = ledger
         self._read_entries = read_entries
         self._cursor: ManagedCursor | None = None
+        self._writer: TxnLogBufferedWriter[Record]
+        if batched_log is not None:
+            self._writer = batched_log.new_writer(
+                ledger, name, _serialize, scheduler=scheduler, clock=clock
+            )
+        else:
+            self._writer = TxnLogBufferedWriter(
+                ledger, _serialize, BatchedWriteSettings(enabled=False), name=name
+            )
         self._trimmer = LogTrimmer(self._ledger, lambda: self.cursor, "transaction log")
 
     @property
@@ -126,6 +143,10 @@ class TransactionLog:
     def cursor(self) -> ManagedCursor:
         assert self._cursor is not None, "open() first"
         return self._cursor
+
+    @property
+    def writer(self) -> TxnLogBufferedWriter[Record]:
+        return self._writer
 
     def open(self) -> None:
         """Open (or recover) the log cursor.
@@ -140,29 +161,14 @@ class TransactionLog:
     def append(self, record: Record) -> asyncio.Future[LogPosition]:
         """Append one record; the future resolves once it is durable.
 
-        Futures resolve in append order (the managed ledger's guarantee), so callbacks
-        attached to them run in log order. This is the seam for batched writes: a
-        batching writer would resolve several futures with one entry's positions.
+        Futures resolve in append order, also when several records share a batched
+        entry, so callbacks attached to them run in log order.
 
-        Raises:
-            ManagedLedgerClosed: at once, if the ledger is closed. I/O failures fail
-                the future (``PersistenceError``/``FatalStorageError``).
+        Raises (through the future): ``ManagedLedgerClosed`` if the ledger or the
+        writer is closed; ``PersistenceError``/``FatalStorageError`` on I/O failure
+        (every record of the failed entry gets it).
         """
-        appended = self._ledger.add_entry(encode_record(record))
-        out: asyncio.Future[LogPosition] = asyncio.get_running_loop().create_future()
-
-        def done(f: asyncio.Future[Position]) -> None:
-            if out.done():
-                return
-            if f.cancelled():
-                out.cancel()
-            elif (exc := f.exception()) is not None:
-                out.set_exception(exc)
-            else:
-                out.set_result(LogPosition(f.result()))
-
-        appended.add_done_callback(done)
-        return out
+        return self._writer.append(record)
 
     # ------------------------------------------------------------------ reading
 
@@ -196,14 +202,9 @@ class TransactionLog:
                 return
             for entry in entries:
                 records = decode_entry(entry.data)
-                if len(records) == 1 and not _is_batch(entry.data):
-                    yield LogPosition(entry.position), records[0]
-                    continue
-                acks = cursor.batch_ack_set(entry.position)
-                for index, record in enumerate(records):
-                    if acks is not None and is_acked(acks, index):
-                        continue  # deleted by batch index earlier
-                    yield LogPosition(entry.position, index, len(records)), record
+                batched = is_batched_entry(entry.data)
+                for position, record in live_records(cursor, entry.position, records, batched):
+                    yield position, record
 
     # ------------------------------------------------------------------ deleting
 
@@ -224,23 +225,7 @@ class TransactionLog:
             # it is how the cursor API attaches properties, and they are persisted in
             # the same cursor write as the deletions below.
             cursor.mark_delete(cursor.mark_delete_position, props)
-        plain: list[Position] = []
-        batched: dict[Position, tuple[int, list[int]]] = {}
-        for lp in positions:
-            if lp.batch_index < 0:
-                plain.append(lp.position)
-            else:
-                size, indexes = batched.setdefault(lp.position, (lp.batch_size, []))
-                indexes.append(lp.batch_index)
-        if plain:
-            cursor.delete(plain)
-        for pos, (size, indexes) in batched.items():
-            if cursor.is_acknowledged(pos):
-                continue
-            bits = cursor.batch_ack_set(pos) or full_ack_set(size)
-            for index in indexes:
-                bits = clear_index(bits, index)
-            cursor.set_batch_ack(pos, bits)  # all clear: the entry is deleted
+        delete_records(cursor, positions)
         self._maybe_trim()
 
     def _maybe_trim(self) -> None:
@@ -251,11 +236,13 @@ class TransactionLog:
         await self._trimmer.wait()
 
     async def close(self) -> None:
-        """Persist the cursor (pending deletions and the counter) and stop trimming."""
+        """Write what the writer buffers, refuse further appends, persist the cursor
+        (pending deletions and the counter) and stop trimming."""
+        await self._writer.close()
         await self.wait_for_trim()
         if self._cursor is not None:
             await self._cursor.flush()
 
 
-def _is_batch(data: bytes) -> bool:
-    return len(data) >= 4 and _BATCH_HEADER.unpack_from(data)[0] == BATCH_MAGIC
+def _serialize(record: Record) -> bytes:
+    return record.SerializeToString()

@@ -1,20 +1,25 @@
 """The pending-ack log: a subscription's ``{topic}-{sub}__transaction_pending_ack``
 managed ledger, read and cleaned through one durable cursor, ``__pending_ack_state``.
 
-Writing goes through ``PendingAckLogWriter``, the seam for batched writes (PIP-160):
-today ``SingleRecordWriter`` appends one record per entry; a batching writer would
-resolve several appends with the same entry position, which everything above already
-handles, because cleanup works on entry positions (below).
+Writing goes through a ``PendingAckLogWriter``; the broker gives each log a
+``TxnLogBufferedWriter`` (``pending_ack_writer``), which puts several records in one
+entry when PIP-160 batching is on (``transactionPendingAckBatchedWrite*``) and one
+record per entry when it is off. Records are placed by ``LogPosition``: the entry,
+and the record's index in it when the entry is a batch. Both layouts may be mixed in
+one log (batching can be switched at run time), and replay reads both.
 
 Cleanup (the idea of PIP-153's log index, reshaped). Pulsar samples
 ``max acked topic position -> log position`` every ``transactionPendingAckLogIndexMinLag``
 records and mark-deletes the log once the subscription's mark-delete passes a sample.
 quasar instead knows exactly which records are still needed: those of transactions
 still pending here, and of committed ones whose acks are not yet durably on the
-subscription cursor. It keeps each such transaction's *first* log position in log
-order, so "the oldest needed record" is the first item of an ordered map and cleanup
-is one mark-delete of the log cursor just before it (``release_before``). Memory is one
-position per live transaction, not one per record. A single mark-delete also means
+subscription cursor. The store keeps each such transaction's *first* record position
+in log order, so "the oldest needed record" is the first one of an ordered map, and
+cleanup is one cursor update that deletes every record before it
+(``release_before``): a mark-delete just before its entry, plus, when that entry is
+a batch, the batch-index bits of the records before it in the entry, so replay skips
+them. An entry is acknowledged only when all its records are released. Memory is one
+position per live transaction, not one per record. Releasing only a prefix also means
 cleanup state is persisted atomically: there are no partly persisted individual
 deletions that could bring back an ACK without its ABORT after a crash.
 
@@ -27,14 +32,23 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import quote
 
+from quasar.clock import Clock
 from quasar.protocol import TopicName
 from quasar.storage.api import InitialPosition, ManagedCursor, ManagedLedger, Position
+from quasar.transaction.batched_log import (
+    BatchedLogControl,
+    BatchedWriteSettings,
+    LogPosition,
+    TxnLogBufferedWriter,
+)
+from quasar.transaction.batched_log.deletion import live_records, release_before
 from quasar.transaction.log_trimming import LogTrimmer
+from quasar.transaction.scheduler import Scheduler
 
-from .records import PendingAckRecord, decode_entry, encode_record
+from .records import PendingAckRecord, decode_entry, encode_record, is_batch
 
 log = logging.getLogger(__name__)
 
@@ -63,29 +77,47 @@ def pending_ack_ledger_name(topic: str, subscription: str) -> str:
 
 
 class PendingAckLogWriter(Protocol):
-    """Appends records; the seam for PIP-160 batched writes."""
+    """Appends records (``TxnLogBufferedWriter`` is the broker's implementation)."""
 
-    def append(self, record: PendingAckRecord) -> asyncio.Future[Position]:
-        """Append ``record``; the future resolves with its entry once durable.
+    def append(self, record: PendingAckRecord) -> asyncio.Future[Any]:
+        """Append ``record``; the future resolves once it is durable with its
+        ``LogPosition`` (or a plain entry ``Position``: the record's whole entry).
 
         Futures must resolve in call order (records are applied in log order from
         their callbacks).
 
         Raises:
-            ManagedLedgerClosed: at once, if the ledger is closed; I/O failures fail
-                the future.
+            ManagedLedgerClosed: at once or through the future, if the ledger is
+                closed; I/O failures fail the future.
         """
         ...
 
 
-class SingleRecordWriter:
+def SingleRecordWriter(ledger: ManagedLedger) -> TxnLogBufferedWriter[PendingAckRecord]:  # noqa: N802
     """One record per entry (PIP-160 batching off, Pulsar's default)."""
+    return TxnLogBufferedWriter(ledger, encode_record, BatchedWriteSettings(enabled=False))
 
-    def __init__(self, ledger: ManagedLedger) -> None:
-        self._ledger = ledger
 
-    def append(self, record: PendingAckRecord) -> asyncio.Future[Position]:
-        return self._ledger.add_entry(encode_record(record))
+def pending_ack_writer(
+    control: BatchedLogControl,
+    ledger: ManagedLedger,
+    topic: str,
+    subscription: str,
+    scheduler: Scheduler | None = None,
+    clock: Clock | None = None,
+) -> TxnLogBufferedWriter[PendingAckRecord]:
+    """The writer of one subscription's pending-ack log, following ``control``'s
+    switch; it is listed in the status as ``{topic}-{subscription}``."""
+    return control.new_writer(
+        ledger, f"{topic}-{subscription}", encode_record, scheduler=scheduler, clock=clock
+    )
+
+
+def as_log_position(position: Position | LogPosition) -> LogPosition:
+    """A writer's answer as a ``LogPosition`` (a plain ``Position`` is a whole entry)."""
+    if isinstance(position, LogPosition):
+        return position
+    return LogPosition(position)
 
 
 class PendingAckLog:
@@ -125,14 +157,19 @@ class PendingAckLog:
         """
         self._cursor = self._ledger.open_cursor(CURSOR_NAME, InitialPosition.EARLIEST)
 
-    def append(self, record: PendingAckRecord) -> asyncio.Future[Position]:
+    @property
+    def writer(self) -> PendingAckLogWriter:
+        return self._writer
+
+    def append(self, record: PendingAckRecord) -> asyncio.Future[Any]:
         """Append through the writer (see ``PendingAckLogWriter.append``)."""
         return self._writer.append(record)
 
-    async def replay(self) -> AsyncGenerator[tuple[Position, PendingAckRecord]]:
-        """Every record after the log cursor's mark-delete, in log order.
+    async def replay(self) -> AsyncGenerator[tuple[LogPosition, PendingAckRecord]]:
+        """Every record not yet released, in log order.
 
-        Records of one batched entry share its position.
+        Records of one batched entry share its position and differ by batch index;
+        records released by batch index are skipped.
 
         Raises:
             CorruptRecordError: an entry cannot be decoded; recovery must stop there
@@ -146,28 +183,25 @@ class PendingAckLog:
             if not entries:
                 return
             for entry in entries:
-                for record in decode_entry(entry.data):
-                    yield entry.position, record
+                records = decode_entry(entry.data)
+                batched = is_batch(entry.data)
+                for position, record in live_records(cursor, entry.position, records, batched):
+                    yield position, record
 
-    def release_before(self, first_needed: Position | None, last_applied: Position) -> None:
+    def release_before(
+        self, first_needed: LogPosition | None, last_applied: LogPosition
+    ) -> None:
         """Let every record before ``first_needed`` go (all up to ``last_applied``
-        when nothing is needed): mark-delete the log cursor there, then trim.
+        when nothing is needed), then trim (see the module docstring).
 
-        Never moves the cursor back, and never past ``last_applied``, so a record
-        appended but not yet applied is never released.
+        Never brings a record back, and never releases one after ``last_applied``,
+        so a record appended but not yet applied is never released.
 
         Raises:
             ManagedLedgerClosed: the cursor is closed.
         """
-        cursor = self.cursor
-        if first_needed is None:
-            target = last_applied
-        else:
-            target = min(self._ledger.previous_position(first_needed), last_applied)
-        if target <= cursor.mark_delete_position:
-            return
-        cursor.mark_delete(target)
-        self._maybe_trim()
+        if release_before(self.cursor, self._ledger, first_needed, last_applied):
+            self._maybe_trim()
 
     def _maybe_trim(self) -> None:
         self._trimmer.maybe_trim()
@@ -177,11 +211,15 @@ class PendingAckLog:
         await self._trimmer.wait()
 
     async def close(self) -> None:
-        """Persist the log cursor and stop trimming.
+        """Write what the writer buffers, refuse further appends, persist the log
+        cursor and stop trimming.
 
         Raises:
             MetadataError, BadVersion: persisting the cursor failed.
         """
+        close = getattr(self._writer, "close", None)
+        if close is not None:
+            await close()
         await self.wait_for_trim()
         if self._cursor is not None:
             await self._cursor.flush()

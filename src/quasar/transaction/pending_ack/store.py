@@ -7,7 +7,9 @@ transaction needs any more go (``PendingAckLog.release_before``).
 
 A record is needed while its transaction is pending here, and for a committed
 transaction until the cursor flush that made its acks durable: until then a crash
-must find the COMMIT record again so recovery can re-apply it.
+must find the COMMIT record again so recovery can re-apply it. Each transaction's
+first record is kept as a ``LogPosition`` (entry and batch index) in log order, so
+with PIP-160 batching the log is released record by record, not entry by entry.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import contextlib
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from quasar.errors import (
     BadVersion,
@@ -25,6 +28,7 @@ from quasar.errors import (
     TransactionConflict,
 )
 from quasar.storage.api import ManagedCursor, Position
+from quasar.transaction.batched_log import LogPosition
 
 from ..crash_points import crash_point
 from ..scheduler import Scheduler, TimerHandle
@@ -32,7 +36,7 @@ from ..txn_id import TxnId
 from ..txn_status import TxnAction
 from .config import PendingAckConfig
 from .lifecycle import HandleLifecycle
-from .log import PendingAckLog
+from .log import PendingAckLog, as_log_position
 from .records import PendingAckOp, PendingAckRecord
 from .results import AbortResult, CommitResult
 from .state import ApplyResult, CursorUpdate, PendingAckState
@@ -46,7 +50,7 @@ _FENCING_CURSOR_ERRORS = (BadVersion, ManagedLedgerClosed, FatalStorageError)
 
 @dataclass
 class _Unflushed:
-    first_log: Position
+    first_log: LogPosition
     result: CommitResult
 
 
@@ -76,7 +80,10 @@ class PendingAckStore:
         self._inflight: dict[TxnId, int] = {}  # records appended, not yet applied
         self._ended: OrderedDict[TxnId, TxnAction] = OrderedDict()
         self._unflushed: dict[TxnId, _Unflushed] = {}
-        self._last_applied = Position(-1, -1)
+        # First record of each transaction that may still be needed, in log order;
+        # entries of transactions no longer needed are dropped from the front.
+        self._first: dict[TxnId, LogPosition] = {}
+        self._last_applied = LogPosition(Position(-1, -1))
         self._replaying = False
         self._flush_timer: TimerHandle | None = None
 
@@ -115,7 +122,7 @@ class PendingAckStore:
         self._replaying = True
         try:
             self._log.open()
-            self._last_applied = self._log.cursor.mark_delete_position
+            self._last_applied = LogPosition(self._log.cursor.mark_delete_position)
             async with contextlib.aclosing(self._log.replay()) as records:
                 async for position, record in records:
                     if self._life.stopped:
@@ -150,7 +157,7 @@ class PendingAckStore:
         self._inflight[txn_id] = self._inflight.get(txn_id, 0) + 1
         result: asyncio.Future[ApplyResult] = asyncio.get_running_loop().create_future()
 
-        def on_durable(f: asyncio.Future[Position]) -> None:
+        def on_durable(f: asyncio.Future[Any]) -> None:
             left = self._inflight.pop(txn_id) - 1
             if left:
                 self._inflight[txn_id] = left
@@ -171,7 +178,7 @@ class PendingAckStore:
                 _resolve(result, error=self._life.not_ready("apply the pending-ack log"))
                 return
             try:
-                applied = self.apply(record, f.result())
+                applied = self.apply(record, as_log_position(f.result()))
             except TransactionConflict as exc:
                 self._counters.conflicts += 1
                 _resolve(result, error=exc)
@@ -185,7 +192,7 @@ class PendingAckStore:
         appended.add_done_callback(on_durable)
         return result
 
-    def apply(self, record: PendingAckRecord, position: Position) -> ApplyResult:
+    def apply(self, record: PendingAckRecord, position: LogPosition) -> ApplyResult:
         """The only mutator, shared by live requests and replay.
 
         Raises:
@@ -195,14 +202,17 @@ class PendingAckStore:
         if position > self._last_applied:
             self._last_applied = position
         before = self._state.get(record.txn_id)
-        applied = self._state.apply(record, position, self._cursor)
+        applied = self._state.apply(record, position.position, self._cursor)
         if record.op is PendingAckOp.ACK:
+            if record.txn_id not in self._first:
+                self._first[record.txn_id] = position
             return applied
         self.remember_ended(record.txn_id, TxnAction.COMMIT
                              if record.op is PendingAckOp.COMMIT else TxnAction.ABORT)
         if applied.cursor_update is not None and before is not None:
             self._update_cursor(applied.cursor_update)
-            self._unflushed[record.txn_id] = _Unflushed(before.first_log, commit_result(applied))
+            first = self._first.get(record.txn_id, LogPosition(before.first_log))
+            self._unflushed[record.txn_id] = _Unflushed(first, commit_result(applied))
         if not self._replaying:
             self.release_log()
         return applied
@@ -256,10 +266,24 @@ class PendingAckStore:
         if self._life.stopped:
             return  # only a fresh handle's replay may decide what is needed now
         needed = [u.first_log for u in self._unflushed.values()]
-        first = self._state.first_log()
+        first = self._first_pending()
         if first is not None:
             needed.append(first)
         self._log.release_before(min(needed) if needed else None, self._last_applied)
+
+    def _first_pending(self) -> LogPosition | None:
+        """The first record of the oldest transaction pending in the state."""
+        oldest = self._state.first_log()
+        if oldest is None:
+            self._first.clear()
+            return None
+        while self._first:
+            txn_id, first = next(iter(self._first.items()))
+            if self._state.get(txn_id) is not None or txn_id in self._unflushed:
+                # The state's own order is authoritative: never release past it.
+                return first if first.position <= oldest else LogPosition(oldest)
+            del self._first[txn_id]
+        return LogPosition(oldest)
 
     def stop(self) -> None:
         """Cancel the flush retry (the handle is closing)."""
