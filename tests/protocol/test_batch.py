@@ -94,3 +94,107 @@ def test_garbage_only_raises_remote_protocol_error(data: bytes, count: int) -> N
     except RemoteProtocolError:
         return
     assert len(result) == count
+
+
+# --- fast paths: hand-written plain records must equal protobuf's ---------------------
+
+from quasar.protocol.batch import encode_plain_batch, split_batch  # noqa: E402
+
+_seq = st.integers(min_value=0, max_value=(1 << 64) - 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_seq, st.binary(max_size=300)), max_size=8))
+def test_encode_plain_batch_equals_build_batch(pairs: list[tuple[int, bytes]]) -> None:
+    expected = build_batch(
+        [
+            (pb.SingleMessageMetadata(payload_size=len(body), sequence_id=seq), body)
+            for seq, body in pairs
+        ]
+    )
+    assert encode_plain_batch(pairs) == expected
+
+
+def test_encode_plain_batch_rejects_bad_sequence_ids() -> None:
+    with pytest.raises(LocalProtocolError):
+        encode_plain_batch([(-1, b"x")])
+    with pytest.raises(LocalProtocolError):
+        encode_plain_batch([(1 << 64, b"x")])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), _seq),
+            st.binary(max_size=300),
+            st.sampled_from(["plain", "key", "event", "null"]),
+        ),
+        max_size=8,
+    )
+)
+def test_split_batch_matches_parse_batch(
+    records: list[tuple[int | None, bytes, str]],
+) -> None:
+    batch = []
+    for seq, body, kind in records:
+        meta = pb.SingleMessageMetadata(payload_size=len(body))
+        if seq is not None:
+            meta.sequence_id = seq
+        if kind == "key":
+            meta.partition_key = "k"
+        elif kind == "event":
+            meta.event_time = 7
+        elif kind == "null":
+            meta.null_value = True
+        batch.append((meta, body))
+    raw = build_batch(batch)
+    split = split_batch(raw, len(batch))
+    assert [body for _, body in split] == [body for _, body in parse_batch(raw, len(batch))]
+    for (meta, _), (orig, _) in zip(split, batch, strict=True):
+        plain = orig.ListFields() and {f.name for f, _ in orig.ListFields()} <= {
+            "payload_size",
+            "sequence_id",
+        }
+        if plain:
+            assert meta is None
+        else:
+            assert meta == orig
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        b"\x18\x03\x40",  # sequence id cut short
+        b"\x18\x03\x40\x80",  # unterminated varint
+        b"\x18\x03\x40\x01\x01",  # trailing byte
+        b"\x18\xff\xff\xff\xff\x0f",  # payload_size beyond int32 (negative)
+        b"\x18",
+        b"",
+    ],
+)
+def test_split_batch_falls_back_or_rejects_like_parse_batch(meta: bytes) -> None:
+    raw = struct.pack(">I", len(meta)) + meta + b"abc"
+    try:
+        expected = parse_batch(raw, 1)
+    except RemoteProtocolError:
+        with pytest.raises(RemoteProtocolError):
+            split_batch(raw, 1)
+        return
+    [(parsed, body)] = split_batch(raw, 1)
+    assert (parsed, body) == expected[0] or (parsed is None and body == expected[0][1])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64), st.integers(min_value=0, max_value=4))
+def test_split_batch_agrees_with_parse_batch_on_garbage(raw: bytes, count: int) -> None:
+    try:
+        expected = parse_batch(raw, count)
+    except RemoteProtocolError:
+        with pytest.raises(RemoteProtocolError):
+            split_batch(raw, count)
+        return
+    got = split_batch(raw, count)
+    assert [b for _, b in got] == [b for _, b in expected]
+    for (meta, _), (orig, _) in zip(got, expected, strict=True):
+        assert meta is None or meta == orig

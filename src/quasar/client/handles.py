@@ -139,9 +139,12 @@ class Producer:
             TransactionNotFound, TransactionCoordinatorNotFound, ...: the partition
                 could not be registered with ``txn``.
         """
-        await self._impl.send_async(
-            build_outgoing(self._schema, content, **kwargs), callback
-        )
+        if kwargs or content is None:
+            msg = build_outgoing(self._schema, content, **kwargs)
+        else:
+            # No options: what build_outgoing would produce, without its checks.
+            msg = OutgoingMessage(self._schema.encode(content))
+        await self._impl.send_async(msg, callback)
 
     async def flush(self) -> None:
         """Send any open batch and wait for every outstanding receipt."""

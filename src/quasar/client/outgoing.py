@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from quasar.protocol import pb
-from quasar.protocol.batch import build_batch
+from quasar.protocol.batch import build_batch, encode_plain_batch
 
 if TYPE_CHECKING:
     from quasar.client.transaction import TransactionImpl
@@ -47,6 +47,17 @@ class OutgoingMessage:
     def routing_key(self) -> str | bytes | None:
         """Key used to choose a partition: the partition key, else the ordering key."""
         return self.partition_key or self.ordering_key or None
+
+    @property
+    def is_plain(self) -> bool:
+        """True when its SingleMessageMetadata holds only payload_size and sequence_id."""
+        return (
+            not self.properties
+            and self.partition_key is None
+            and self.ordering_key is None
+            and not self.event_time
+            and not self.null_value
+        )
 
     def fill_metadata(self, md: Any) -> None:
         """Per-message fields of an unbatched entry's ``MessageMetadata``."""
@@ -128,6 +139,9 @@ class BatchContainer:
 
 def batch_payload(items: list[BatchItem]) -> bytes:
     """The uncompressed batch payload: ``[size][SingleMessageMetadata][payload]`` × N."""
+    if all(it.message.is_plain for it in items):
+        # The common case, written without a protobuf object per message.
+        return encode_plain_batch([(it.sequence_id, it.message.payload) for it in items])
     return build_batch(
         [
             (it.message.single_metadata(it.sequence_id), it.message.payload)

@@ -301,6 +301,20 @@ class ProducerImpl:
                 partition could not be registered with the transaction.
         """
         txn = msg.txn
+        if (
+            txn is None
+            and self._slots_used < self._max_pending
+            and self.state is not State.CLOSING
+            and self.state is not State.CLOSED
+        ):
+            # The common case without a coroutine per message: a slot is free.
+            self._slots_used += 1
+            try:
+                self._enqueue(msg, callback)
+            except BaseException:
+                self._release_slots(1)
+                raise
+            return
         op = txn.begin_op() if txn is not None else None
         try:
             if op is not None:
@@ -340,6 +354,8 @@ class ProducerImpl:
 
     def _release_slots(self, n: int) -> None:
         self._slots_used -= n
+        if not self._slot_waiters:
+            return
         for _ in range(n):
             while self._slot_waiters:
                 waiter = self._slot_waiters.popleft()

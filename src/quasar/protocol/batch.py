@@ -11,6 +11,13 @@ An entry whose ``MessageMetadata`` has ``num_messages_in_batch = N`` (the field'
 The outer metadata holds what applies to the whole entry (sequence id of the first
 message, compression, the first message's key); each SingleMessageMetadata holds the
 per-message properties, key, event time and sequence id.
+
+Fast paths. Most batches carry messages with nothing but a payload and a sequence id;
+their ``SingleMessageMetadata`` is exactly ``18 <payload_size> 40 <sequence_id>``
+(tags of fields 3 and 8, varints). ``encode_plain_batch`` writes such batches without
+building protobuf objects, and ``split_batch`` recognises such records by hand and
+returns ``None`` for their metadata (every other field has its default); any other
+record is parsed by protobuf as before. Tests compare both with protobuf byte for byte.
 """
 
 from __future__ import annotations
@@ -24,7 +31,11 @@ from quasar.errors import LocalProtocolError, RemoteProtocolError
 from ._generated import pulsar_api_pb2 as pb
 from ._wire import U32, BytesLike, parse_message
 
-__all__ = ["build_batch", "parse_batch"]
+__all__ = ["build_batch", "encode_plain_batch", "parse_batch", "split_batch"]
+
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+_INT32_MAX = (1 << 31) - 1
+_U64_LIMIT = 1 << 64
 
 
 def parse_batch(
@@ -104,3 +115,122 @@ def build_batch(items: Iterable[tuple[pb.SingleMessageMetadata, BytesLike]]) -> 
         parts.append(encoded)
         parts.append(body)
     return b"".join(parts)
+
+
+def _varint(value: int) -> bytes:
+    if value < 0x80:
+        return _ONE_BYTE[value]
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_plain_batch(items: Iterable[tuple[int, bytes]]) -> bytes:
+    """Serialize ``(sequence_id, payload)`` pairs into a batch payload.
+
+    Equal to ``build_batch`` of ``SingleMessageMetadata(payload_size=len(payload),
+    sequence_id=sequence_id)`` for each pair: the metadata is written by hand.
+    Raises ``LocalProtocolError`` if a sequence id is outside 0..2^64-1.
+    """
+    parts: list[bytes] = []
+    append = parts.append
+    pack = U32.pack
+    varint = _varint
+    for seq, body in items:
+        if not 0 <= seq < _U64_LIMIT:
+            raise LocalProtocolError(f"sequence id {seq} out of range")
+        meta = b"\x18" + varint(len(body)) + b"\x40" + varint(seq)
+        append(pack(len(meta)))
+        append(meta)
+        append(body)
+    return b"".join(parts)
+
+
+def _plain_payload_size(meta: bytes) -> int:
+    """``payload_size`` if ``meta`` is exactly ``18 <varint> [40 <varint>]``, else -1."""
+    n = len(meta)
+    if n < 2 or meta[0] != 0x18:
+        return -1
+    size = 0
+    shift = 0
+    i = 1
+    while True:
+        if i >= n or shift > 28:
+            return -1
+        b = meta[i]
+        i += 1
+        size |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+    if size > _INT32_MAX:
+        return -1
+    if i == n:
+        return size
+    if meta[i] != 0x40:
+        return -1
+    i += 1
+    # The sequence id: a well-formed varint of at most ten bytes ending the record.
+    end = min(n, i + 10)
+    while i < end:
+        b = meta[i]
+        i += 1
+        if b < 0x80:
+            return size if i == n else -1
+    return -1
+
+
+def split_batch(
+    payload: bytes, count: int
+) -> list[tuple[pb.SingleMessageMetadata | None, bytes]]:
+    """Like ``parse_batch``, but a record whose metadata holds only ``payload_size``
+    and ``sequence_id`` comes back with ``None`` instead of a parsed message.
+
+    Raises the same ``RemoteProtocolError`` cases as ``parse_batch``.
+    """
+    if count < 0:
+        raise RemoteProtocolError(f"negative batch size {count}")
+    data = bytes(payload)
+    size = len(data)
+    pos = 0
+    out: list[tuple[pb.SingleMessageMetadata | None, bytes]] = []
+    append = out.append
+    unpack = U32.unpack_from
+    for index in range(count):
+        if size - pos < 4:
+            raise RemoteProtocolError(
+                f"batch truncated before message {index} of {count}"
+            )
+        meta_start = pos + 4
+        meta_end = meta_start + unpack(data, pos)[0]
+        if meta_end > size:
+            raise RemoteProtocolError(
+                f"batch message {index}: metadata overruns the payload"
+            )
+        raw = data[meta_start:meta_end]
+        body_size = _plain_payload_size(raw)
+        meta: pb.SingleMessageMetadata | None = None
+        if body_size < 0:
+            meta = parse_message(
+                pb.SingleMessageMetadata, raw, f"batch message {index} metadata"
+            )
+            body_size = meta.payload_size
+            if body_size < 0:
+                raise RemoteProtocolError(
+                    f"batch message {index}: negative payload_size"
+                )
+        body_end = meta_end + body_size
+        if body_end > size:
+            raise RemoteProtocolError(
+                f"batch message {index}: payload overruns the batch"
+            )
+        append((meta, data[meta_end:body_end]))
+        pos = body_end
+    if pos != size:
+        raise RemoteProtocolError(
+            f"{size - pos} stray bytes after {count} batch messages"
+        )
+    return out
