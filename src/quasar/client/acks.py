@@ -198,7 +198,9 @@ class RedeliveryTracker:
         self._due.setdefault(message_id, due_ms)
 
     def remove(self, message_id: object) -> None:
-        self._due.pop(message_id, None)
+        # Usually empty: skip hashing the id (a Python-level __hash__) then.
+        if self._due:
+            self._due.pop(message_id, None)
 
     def remove_up_to(self, limit: Any) -> None:
         """Forget every id ``<= limit`` (a cumulative ack covers them)."""

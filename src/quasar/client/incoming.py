@@ -18,7 +18,7 @@ from quasar.client.message_id import MessageId
 from quasar.client.schema import Schema
 from quasar.errors import RemoteProtocolError
 from quasar.protocol import pb
-from quasar.protocol.batch import parse_batch
+from quasar.protocol.batch import split_batch
 from quasar.protocol.compression import decompress
 from quasar.protocol.entry import parse_entry
 
@@ -107,20 +107,46 @@ def decode_entry(
         )
         return out
     try:
-        members = parse_batch(body, out.count)
+        members = split_batch(body, out.count)
     except RemoteProtocolError:
         out.validation_error = pb.CommandAck.BatchDeSerializeError
         return out
-    out.batch_size = out.count
+    n = out.count
+    out.batch_size = n
     unacked = words_to_bits(cmd.ack_set) if len(cmd.ack_set) else None
     out.unacked_bits = unacked
+    messages = out.messages
+    append = messages.append
+    plain = Message.plain
+    publish_time = md.publish_time
+    redelivery_count = cmd.redelivery_count
+    schema_version = md.schema_version
+    producer_name = md.producer_name
     for i, (smm, data) in enumerate(members):
-        msg_id = MessageId(partition, ledger, entry, i, out.count, topic)
-        acked_before = unacked is not None and not unacked >> i & 1
-        if acked_before or smm.compacted_out or skip(msg_id):
+        msg_id = MessageId(partition, ledger, entry, i, n, topic)
+        if (unacked is not None and not unacked >> i & 1) or skip(msg_id):
             out.skipped += 1
             continue
-        out.messages.append(
+        if smm is None:
+            # Only payload_size and sequence_id: every other field has its default.
+            append(
+                plain(
+                    data,
+                    msg_id,
+                    publish_time,
+                    topic,
+                    redelivery_count,
+                    schema,
+                    schema_version,
+                    producer_name,
+                    consumer,
+                )
+            )
+            continue
+        if smm.compacted_out:
+            out.skipped += 1
+            continue
+        append(
             Message(
                 data,
                 msg_id,

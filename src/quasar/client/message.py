@@ -64,6 +64,38 @@ class Message:
         # The (child) consumer that received it: acks are routed back through it.
         self._consumer = consumer
 
+    @classmethod
+    def plain(
+        cls,
+        data: bytes,
+        message_id: MessageId,
+        publish_time: int,
+        topic: str,
+        redelivery_count: int,
+        schema: Schema | None,
+        schema_version: bytes,
+        producer_name: str,
+        consumer: Any,
+    ) -> Message:
+        """A message without properties, keys or event time (the common batch member):
+        the same object ``Message(...)`` builds, without keyword-argument handling."""
+        m = cls.__new__(cls)
+        m._data = data
+        m._message_id = message_id
+        m._properties = {}
+        m._partition_key = ""
+        m._ordering_key = b""
+        m._publish_time = publish_time
+        m._event_time = 0
+        m._topic = topic
+        m._redelivery_count = redelivery_count
+        m._schema = schema
+        m._schema_version = schema_version
+        m._producer_name = producer_name
+        m._null_value = False
+        m._consumer = consumer
+        return m
+
     def data(self) -> bytes:
         """The raw payload."""
         return self._data

@@ -46,6 +46,16 @@ class ReceiveQueue:
             Timeout: nothing arrived in time.
             AlreadyClosed: the consumer closed while waiting.
         """
+        items = self._items
+        if items:
+            # A message is waiting (the common case under load): no deadline needed.
+            msg = items.popleft()
+            if items and self._waiters:
+                self._wake_one()
+            owner: Any = msg._consumer
+            if owner is not None:
+                owner.on_dequeued(msg)
+            return msg
         loop = asyncio.get_running_loop()
         deadline = None if timeout_s is None else loop.time() + timeout_s
         while not self._items:
@@ -68,7 +78,7 @@ class ReceiveQueue:
             # Another waiter may be parked while messages remain (e.g. put() raced a
             # cancelled waiter): pass the baton on.
             self._wake_one()
-        owner: Any = msg._consumer
+        owner = msg._consumer
         if owner is not None:
             owner.on_dequeued(msg)
         return msg
