@@ -13,6 +13,11 @@ taking whatever arrived meanwhile, and then makes the group durable with one
 Completions for the whole group are posted with ONE ``loop.call_soon_threadsafe``
 carrying the list, and run in append order.
 
+The hand-off is batched the same way in the other direction: ``append`` only stages
+the record on the loop; the records staged during one loop iteration go to the writer
+under one lock acquisition with at most one wake-up (``_handoff``, scheduled with
+``call_soon``), instead of a lock round trip and a notify per entry.
+
 Ordering across ledgers: appends of one managed ledger (one ``owner``) must never be
 durable out of order. When a group holds appends of one owner to two files (a
 rollover inside the group), the first file is written and synced before the second
@@ -121,6 +126,9 @@ class GroupCommitWriter:
         self._failed: FatalStorageError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        # Loop side only: items staged since the last hand-off, in append order.
+        self._staged: list[_Item] = []
+        self._handoff_scheduled = False
         self.stats = GroupCommitStats()
 
     @property
@@ -151,31 +159,55 @@ class GroupCommitWriter:
         """
         loop = self._loop
         assert loop is not None, "writer not started"
-        with self._cond:
-            if self._failed is not None:
-                # Under the lock: the failure's own completions were posted before
-                # this, so callbacks still run in append order.
-                loop.call_soon(done, self._failed)
-                return
-            assert not self._stopping, "append after the writer was stopped"
-            self._queue.append(_Append(target, offset, payload, owner, done))
-            if self._idle:
-                self._idle = False
-                self._cond.notify()
+        assert not self._stopping, "append after the writer was stopped"
+        self._stage(_Append(target, offset, payload, owner, done))
 
     def close_file(self, target: WriteTarget) -> None:
         """Close ``target``'s descriptor once every write queued before now is done."""
+        if self._thread is None or self._stopping or self._failed is not None:
+            self._handoff()  # what is staged for it fails or is written first
+            _close_quietly(self._disk, target)
+            return
+        self._stage(_Close(target))
+
+    def _stage(self, item: _Item) -> None:
+        self._staged.append(item)
+        if not self._handoff_scheduled:
+            self._handoff_scheduled = True
+            assert self._loop is not None
+            self._loop.call_soon(self._handoff)
+
+    def _handoff(self) -> None:
+        """Loop side: give everything staged to the writer thread (one lock, one wake)."""
+        self._handoff_scheduled = False
+        staged = self._staged
+        if not staged:
+            return
+        self._staged = []
         with self._cond:
-            if self._thread is None or self._stopping or self._failed is not None:
-                _close_quietly(self._disk, target)
+            failed = self._failed
+            if failed is None:
+                self._queue.extend(staged)
+                if self._idle:
+                    self._idle = False
+                    self._cond.notify()
                 return
-            self._queue.append(_Close(target))
-            if self._idle:
-                self._idle = False
-                self._cond.notify()
+        # Outside the lock but after seeing the failure: the failure's own completions
+        # were posted before it was set, so callbacks still run in append order.
+        assert self._loop is not None
+        dones = [i.done for i in staged if isinstance(i, _Append)]
+        if dones:
+            self._loop.call_soon(_complete, dones, failed)
+        for item in staged:
+            if isinstance(item, _Close):
+                _close_quietly(self._disk, item.target)
 
     def stop(self) -> None:
-        """Finish what is queued (completions are still posted), then end the thread."""
+        """Finish what is queued (completions are still posted), then end the thread.
+
+        Called on the loop thread (records staged on it are handed over first).
+        """
+        self._handoff()
         with self._cond:
             self._stopping = True
             self._cond.notify()
