@@ -60,6 +60,36 @@ async def test_append_assigns_positions_in_call_order(env: StorageEnv) -> None:
     assert [e.data for e in await ml.read_entries(positions[5], 3)] == data[5:8]
 
 
+async def test_append_entry_callbacks_match_add_entry(env: StorageEnv) -> None:
+    """The callback form assigns the same positions, in call order, once durable."""
+    ml = await env.open()
+    data = payloads(30)
+    got: list[tuple[Position | None, BaseException | None]] = []
+    done = asyncio.get_running_loop().create_future()
+
+    def callback(pos: Position | None, exc: BaseException | None) -> None:
+        got.append((pos, exc))
+        if len(got) == 15:
+            done.set_result(None)
+
+    futures = []
+    for i, d in enumerate(data):
+        if i % 2:
+            futures.append(ml.add_entry(d))
+        else:
+            ml.append_entry(d, callback)
+    await done
+    positions = await asyncio.gather(*futures)
+    ledger = positions[0].ledger_id
+    assert [p for p, _ in got] == [Position(ledger, i) for i in range(0, 30, 2)]
+    assert all(exc is None for _, exc in got)
+    assert positions == [Position(ledger, i) for i in range(1, 30, 2)]
+    assert [e.data for e in await ml.read_entries(EARLIEST, 100)] == data
+    await ml.close()
+    with pytest.raises(ManagedLedgerClosed):
+        ml.append_entry(b"x", callback)
+
+
 async def test_entries_are_copied_and_may_be_empty(env: StorageEnv) -> None:
     ml = await env.open()
     buf = bytearray(b"mutable")

@@ -274,31 +274,12 @@ class PersistentTopic:
             if status is DupStatus.UNKNOWN:
                 callback(None, ServiceNotReady("duplicate send still in flight"))
                 return
-        if txn is not None:
-            if self.txn_sends.is_duplicate(txn, name, sequence_id):
-                # A re-send of a message this transaction already holds (its receipt
-                # was lost): answer it, store nothing.
-                callback(Position(-1, -1), None)
-                return
-            try:
-                fut = self.append_transactional(txn, data)
-            except QuasarError as e:
-                if dedup is not None:
-                    dedup.producer_failed(name)
-                callback(None, e)
-                return
-            previous_mark = self.txn_sends.record(
-                txn, name, max(sequence_id + num_messages - 1, highest_sequence_id)
-            )
-        elif self.txn_buffer is not None:
-            fut = self.txn_buffer.append_non_transactional(data)
-        else:
-            fut = self.ledger.add_entry(data)
         size = len(data)
         top = max(sequence_id, highest_sequence_id)
+        tb = self.txn_buffer
+        previous_mark = -1
 
-        def done(f: asyncio.Future[Position]) -> None:
-            exc = f.exception()
+        def done(pos: Position | None, exc: BaseException | None) -> None:
             if exc is not None:
                 if dedup is not None:
                     dedup.producer_failed(name)
@@ -306,7 +287,7 @@ class PersistentTopic:
                     self.txn_sends.restore(txn, name, previous_mark)
                 callback(None, exc)
                 return
-            pos = f.result()
+            assert pos is not None
             self.msg_in += num_messages
             self.bytes_in += size
             producer.msg_in += num_messages
@@ -315,12 +296,39 @@ class PersistentTopic:
                 dedup.persisted_at(name, top, pos)
             self.recent_infos.put(pos, info)
             callback(pos, None)
-            if self.txn_buffer is None:
+            if tb is None:
                 # With a transaction buffer, its max-read-position listener wakes the
                 # dispatchers exactly when something became readable.
                 self.notify_new_entries()
 
-        fut.add_done_callback(done)
+        if txn is None:
+            # The hot path: callbacks all the way down, no future per entry.
+            if tb is not None:
+                tb.append_non_transactional_cb(data, done)
+            else:
+                self.ledger.append_entry(data, done)
+            return
+        if self.txn_sends.is_duplicate(txn, name, sequence_id):
+            # A re-send of a message this transaction already holds (its receipt
+            # was lost): answer it, store nothing.
+            callback(Position(-1, -1), None)
+            return
+        try:
+            fut = self.append_transactional(txn, data)
+        except QuasarError as e:
+            if dedup is not None:
+                dedup.producer_failed(name)
+            callback(None, e)
+            return
+        previous_mark = self.txn_sends.record(
+            txn, name, max(sequence_id + num_messages - 1, highest_sequence_id)
+        )
+
+        def txn_done(f: asyncio.Future[Position]) -> None:
+            exc = f.exception()
+            done(None if exc is not None else f.result(), exc)
+
+        fut.add_done_callback(txn_done)
 
     def notify_new_entries(self) -> None:
         for sub in self.subscriptions.values():

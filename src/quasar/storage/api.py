@@ -210,6 +210,20 @@ class ManagedLedger(Protocol):
         """
         ...
 
+    def append_entry(
+        self,
+        data: bytes,
+        callback: Callable[[Position | None, BaseException | None], None],
+    ) -> None:
+        """``add_entry`` without a future, for the publish hot path.
+
+        ``callback(position, None)`` runs on the loop once the entry is durable, or
+        ``callback(None, error)`` on failure; callbacks run in append order (a
+        failure found at once, such as an earlier storage failure, may run before
+        this returns). Raises like ``add_entry``.
+        """
+        ...
+
     async def read_entry(self, position: Position) -> Entry | None:
         """Read one entry, or ``None`` if it does not exist (deleted or never written)."""
         ...

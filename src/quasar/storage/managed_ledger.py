@@ -182,54 +182,64 @@ class ManagedLedgerImpl:
             ManagedLedgerClosed: the managed ledger is closed.
             ValueError: the entry is larger than the storage accepts.
         """
-        self.check_open()
         fut: asyncio.Future[Position] = self.loop.create_future()
+        self.append_entry(data, partial(_resolve, fut))
+        return fut
+
+    def append_entry(self, data: bytes, callback: AppendCallback) -> None:
+        """``add_entry`` with ``callback(position, error)`` instead of a future.
+
+        Raises:
+            ManagedLedgerClosed: the managed ledger is closed.
+            ValueError: the entry is larger than the storage accepts.
+        """
+        self.check_open()
         if self._failure is not None:
-            fut.set_exception(self._failure)
-            return fut
+            callback(None, self._failure)
+            return
         payload = data if type(data) is bytes else bytes(data)
         if self._should_rollover():
             try:
                 self._rollover()
             except QuasarError as exc:
-                fut.set_exception(exc)
-                return fut
+                callback(None, exc)
+                return
             except OSError as exc:
-                fut.set_exception(PersistenceError(f"cannot create ledger: {exc}"))
-                return fut
+                callback(None, PersistenceError(f"cannot create ledger: {exc}"))
+                return
         current = self._ledgers.last
         entry_id = current.assigned
-        position = Position(current.ledger_id, entry_id)
-        done = partial(self._add_done, current, position, len(payload), fut)
+        size = len(payload)
+        done = partial(self._add_done, current, entry_id, size, callback)
         # Storage first: if it refuses the entry (too large), nothing was assigned.
         self._storage.append(current.ledger_id, entry_id, payload, self, done)
-        current.assigned += 1
-        current.assigned_size += len(payload)
+        current.assigned = entry_id + 1
+        current.assigned_size += size
         self._pending_adds += 1
-        return fut
 
     def _add_done(
         self,
         state: LedgerState,
-        position: Position,
+        entry_id: int,
         size: int,
-        fut: asyncio.Future[Position],
+        callback: AppendCallback,
         exc: BaseException | None,
     ) -> None:
         self._pending_adds -= 1
         if exc is not None:
             if self._failure is None:
                 self._failure = exc
-            if not fut.done():
-                fut.set_exception(exc)
+            callback(None, exc)
         else:
             assert self._failure is None, (
                 "an append succeeded after an earlier one failed"
             )
             self._ledgers.confirm(state, size)
-            self._lac = position
-            if not fut.done():
-                fut.set_result(position)
+            position = self._lac = Position(state.ledger_id, entry_id)
+            try:
+                callback(position, None)
+            except Exception:
+                log.exception("%s: append callback failed", self._name)
             if state.complete and state is not self._ledgers.last:
                 self._ledger_completed(state)
         if self._pending_adds == 0 and self._idle is not None and not self._idle.done():
@@ -484,3 +494,17 @@ class ManagedLedgerImpl:
 
     def __repr__(self) -> str:
         return f"ManagedLedgerImpl({self._name}, lac={self._lac}, ledgers={len(self._ledgers)})"
+
+
+AppendCallback = Callable[[Position | None, BaseException | None], None]
+
+
+def _resolve(
+    fut: asyncio.Future[Position], position: Position | None, exc: BaseException | None
+) -> None:
+    if fut.done():
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(position)  # type: ignore[arg-type]

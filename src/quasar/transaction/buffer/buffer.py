@@ -327,6 +327,35 @@ class TopicTransactionBuffer:
         fut.add_done_callback(self._plain_added)
         return fut
 
+    def append_non_transactional_cb(
+        self,
+        data: bytes,
+        callback: Callable[[Position | None, BaseException | None], None],
+    ) -> None:
+        """``append_non_transactional`` with ``callback(position, error)`` instead of a
+        future (the broker's publish hot path); the same checks and failures."""
+        if action_for(self._state, TbOp.APPEND_PLAIN) is TbAction.REJECT_CLOSED:
+            callback(None, ServiceNotReady(f"transaction buffer of {self.topic} is closed"))
+            return
+        if self.config.verify_client_entries:
+            try:
+                check_client_entry(data, None)
+            except (BrokerError, RemoteProtocolError) as exc:
+                callback(None, exc)
+                return
+        apply = self._apply
+
+        def added(position: Position | None, exc: BaseException | None) -> None:
+            if exc is None:
+                assert position is not None
+                apply(PLAIN, position)
+            callback(position, exc)
+
+        try:
+            self._ledger.append_entry(data, added)
+        except ManagedLedgerClosed as exc:
+            callback(None, exc)
+
     def _check_txn_append(self, txn: TxnId, data: bytes) -> None:
         if self.config.verify_client_entries:
             check_client_entry(data, txn)
