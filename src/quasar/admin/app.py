@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from quasar.admin import namespaces, tenants, topics, txn_batch_log
+from quasar.admin import namespaces, tenants, topics, transactions, txn_batch_log
 from quasar.admin.api import AdminBroker
 from quasar.admin.errors import error_body
 from quasar.admin.http import BROKER_KEY
@@ -71,5 +71,6 @@ def create_admin_app(broker: AdminBroker) -> web.Application:
     app.add_routes(namespaces.routes)
     app.add_routes(topics.routes)
     app.add_routes(txn_batch_log.routes)
+    app.add_routes(transactions.routes)
     app.add_routes(metrics_http.routes)
     return app

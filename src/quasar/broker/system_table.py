@@ -1,8 +1,9 @@
 """A durable key → bytes table kept in a compacted system topic.
 
 Pulsar keeps several tables in topics: transaction-buffer snapshots in each
-namespace's ``__transaction_buffer_snapshot``, keyed by topic name (and, in the next
-milestone, terminated-transaction state keyed by client name). A table is a topic whose
+namespace's ``__transaction_buffer_snapshot``, keyed by topic name, and each
+coordinator's terminated transactions in ``pulsar/system/__terminated_txn_state_<n>``,
+keyed by client name (PIP-255). A table is a topic whose
 entries carry the key as ``partition_key`` and the value as payload; a tombstone is an
 entry with ``null_value``. Compaction keeps only the latest entry per key.
 
@@ -105,6 +106,11 @@ class SystemTopicTable:
     async def read(self, key: str) -> bytes | None:
         await self._ready()
         return self._map.get(key)
+
+    async def items(self) -> dict[str, bytes]:
+        """Every key with its latest value (a copy)."""
+        await self._ready()
+        return dict(self._map)
 
     async def write(self, key: str, value: bytes) -> None:
         await self._append(key, value)

@@ -9,13 +9,18 @@ subscription through ``TransactionBufferClient``; in one process that is
 arrive over the wire as END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION (a future
 multi-broker mode sends them between brokers), and the server routes those to the same
 topic methods, so both paths share one implementation.
+
+Each coordinator's terminated-transaction preserver (PIP-255 idempotent commit/abort)
+keeps its outcomes in a ``SystemTopicTable`` over the compacted topic
+``persistent://pulsar/system/__terminated_txn_state_<n>``, keyed by client name, the
+same way transaction-buffer snapshots use ``__transaction_buffer_snapshot``.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from quasar.clock import Clock, SystemClock
 from quasar.errors import SubscriptionNotFound, TopicNotFound
@@ -24,7 +29,11 @@ from quasar.protocol import TopicName
 from quasar.transaction.batched_log import BatchedLogs, BatchedWriteSettings
 from quasar.transaction.buffer import TopicTransactionBuffer, TransactionBufferConfig
 from quasar.transaction.coordinator.config import CoordinatorConfig
-from quasar.transaction.coordinator_registry import TransactionCoordinatorRegistry
+from quasar.transaction.coordinator.preserver import terminated_txn_state_topic
+from quasar.transaction.coordinator_registry import (
+    ClientTransactions,
+    TransactionCoordinatorRegistry,
+)
 from quasar.transaction.scheduler import AsyncioScheduler
 from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
@@ -101,6 +110,7 @@ class TransactionService:
         self.service = service
         self.buffer_client = LocalTransactionBufferClient(service)
         self._snapshot_tables: dict[str, SystemTopicTable] = {}
+        self._preserver_tables: dict[int, SystemTopicTable] = {}
         self.scheduler = AsyncioScheduler()
         self.batched_logs = BatchedLogs(
             settings.log_batched_write, settings.pending_ack_batched_write,
@@ -115,7 +125,11 @@ class TransactionService:
                 max_active_transactions=settings.max_active_transactions,
                 end_retry_interval_ms=settings.end_retry_interval_ms,
                 batched_log=self.batched_logs.coordinator,
+                meta_persist_count=settings.meta_persist_count,
+                meta_persist_time_hours=settings.meta_persist_time_hours,
+                meta_expire_check_interval_s=settings.meta_expire_check_interval_s,
             ),
+            preserver_store=self.preserver_table,
         )
 
     def snapshot_table(self, namespace: str) -> SystemTopicTable:
@@ -127,6 +141,19 @@ class TransactionService:
             )
             self._snapshot_tables[namespace] = table
         return table
+
+    def preserver_table(self, tc_id: int) -> SystemTopicTable:
+        """Coordinator ``tc_id``'s ``__terminated_txn_state_<tc_id>`` table (kept across
+        reloads of the coordinator: once read, the table's map is authoritative)."""
+        table = self._preserver_tables.get(tc_id)
+        if table is None:
+            table = SystemTopicTable(self.service, terminated_txn_state_topic(tc_id))
+            self._preserver_tables[tc_id] = table
+        return table
+
+    async def client_transactions(self, client_name: str) -> dict[str, Any]:
+        """The admin view of a client name's transactions (``docs/transactions.md``)."""
+        return client_transactions_json(await self.registry.client_transactions(client_name))
 
     def new_transaction_buffer(self, topic: PersistentTopic) -> TopicTransactionBuffer:
         return TopicTransactionBuffer(
@@ -154,3 +181,42 @@ class TransactionService:
     async def close(self) -> None:
         await self.registry.close()
         self.batched_logs.close()
+
+
+def client_transactions_json(found: ClientTransactions) -> dict[str, Any]:
+    """``GET /admin/v3/transactions/clientTransactions/{clientName}``'s body.
+
+    ``open``: live transactions in id order, with status OPEN, COMMITTING or ABORTING;
+    ``terminated``: preserved outcomes (COMMITTED/ABORTED) ordered by end time;
+    ``unavailableCoordinators``: coordinators that could not be asked (the answer is
+    partial when this is not empty).
+    """
+    live = sorted(found.live, key=lambda m: m.txn_id)
+    terminated = sorted(found.terminated, key=lambda t: (t.end_time_ms, t.txn_id))
+    return {
+        "clientName": found.client_name,
+        "open": [
+            {
+                "txnId": str(m.txn_id),
+                "mostSigBits": m.txn_id.most,
+                "leastSigBits": m.txn_id.least,
+                "coordinatorId": m.txn_id.most,
+                "status": m.status.name,
+                "openTimestamp": m.open_timestamp_ms,
+                "timeoutAt": m.timeout_at_ms,
+            }
+            for m in live
+        ],
+        "terminated": [
+            {
+                "txnId": str(t.txn_id),
+                "mostSigBits": t.txn_id.most,
+                "leastSigBits": t.txn_id.least,
+                "coordinatorId": t.txn_id.most,
+                "status": t.status.name,
+                "endTime": t.end_time_ms,
+            }
+            for t in terminated
+        ],
+        "unavailableCoordinators": sorted(found.unavailable),
+    }

@@ -62,6 +62,11 @@ def _txn_of(req: Any) -> TxnId:
     return TxnId(req.txnid_most_bits, req.txnid_least_bits)
 
 
+def _client_name(req: Any) -> str | None:
+    # PIP-255: optional on NEW_TXN (4) and END_TXN (5); old clients do not send it.
+    return req.client_name if req.HasField("client_name") else None
+
+
 def _action(value: int) -> TxnAction:
     try:
         return TxnAction(value)
@@ -127,7 +132,7 @@ class TransactionCommands:
         # The Java client puts milliseconds in txn_ttl_seconds (see the reference).
         timeout_ms = req.txn_ttl_seconds if req.HasField("txn_ttl_seconds") else 0
         return await self.service.transactions.registry.new_txn(
-            req.tc_id, timeout_ms or 60_000, owner=self.principal
+            req.tc_id, timeout_ms or 60_000, owner=self.principal, client_name=_client_name(req)
         )
 
     async def _add_partitions(self: ServerConnection, req: Any) -> None:  # type: ignore[misc]
@@ -143,7 +148,7 @@ class TransactionCommands:
     async def _end_txn(self: ServerConnection, req: Any) -> None:  # type: ignore[misc]
         assert self.service.transactions is not None
         await self.service.transactions.registry.end_txn(
-            _txn_of(req), _action(req.txn_action)
+            _txn_of(req), _action(req.txn_action), _client_name(req)
         )
 
     # -- participant side (also reached in-process through LocalTransactionBufferClient)

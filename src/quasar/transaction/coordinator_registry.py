@@ -6,6 +6,11 @@ the broker through ``log_name(n)`` (``transaction_log_ledger_name`` gives Pulsar
 ``pulsar/system/__transaction_log_<n>``). Which coordinators this broker should host
 (namespace-bundle ownership) is the caller's decision.
 
+Each coordinator also gets a terminated-transaction preserver (PIP-255) over the store
+``preserver_store(n)`` returns (the broker's is the compacted topic
+``pulsar/system/__terminated_txn_state_<n>``); without ``preserver_store`` there is
+none, and an END_TXN for an ended transaction is ``TransactionNotFound`` as before.
+
 Loading follows Pulsar's TC_CLIENT_CONNECT flow: ``connect(n)`` loads coordinator ``n``
 if needed (open the ledger, replay, re-drive) and returns it; concurrent connects
 share one load and its outcome. Requests go to ``get(n)`` / ``route(txn_id)``, which
@@ -19,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from quasar.clock import Clock
 from quasar.errors import BrokerError, TransactionCoordinatorNotFound
@@ -26,7 +32,14 @@ from quasar.protocol import TopicName
 from quasar.storage.api import ManagedLedgerConfig, ManagedLedgerFactory
 
 from .buffer_client import TransactionBufferClient
-from .coordinator import CoordinatorConfig, CoordinatorStatus, TransactionCoordinator
+from .coordinator import (
+    CoordinatorConfig,
+    CoordinatorStatus,
+    TransactionCoordinator,
+    TxnMeta,
+)
+from .coordinator.preserver import PreserverStore
+from .coordinator.preserver_format import TerminatedTxn
 from .scheduler import AsyncioScheduler, Scheduler
 from .txn_id import TxnId
 from .txn_status import TxnAction
@@ -48,6 +61,16 @@ def transaction_log_ledger_name(tc_id: int) -> str:
     return TopicName.parse(transaction_log_topic(tc_id)).persistence_name
 
 
+@dataclass
+class ClientTransactions:
+    """What every coordinator knows about one client name's transactions."""
+
+    client_name: str
+    live: list[TxnMeta] = field(default_factory=list)  # OPEN, COMMITTING, ABORTING
+    terminated: list[TerminatedTxn] = field(default_factory=list)  # preserved outcomes
+    unavailable: list[int] = field(default_factory=list)  # coordinators not asked
+
+
 class TransactionCoordinatorRegistry:
     """Loads, routes to and unloads this broker's transaction coordinators."""
 
@@ -62,6 +85,7 @@ class TransactionCoordinatorRegistry:
         log_name: Callable[[int], str] = transaction_log_ledger_name,
         ledger_config: ManagedLedgerConfig | None = None,
         scheduler: Scheduler | None = None,
+        preserver_store: Callable[[int], PreserverStore] | None = None,
     ) -> None:
         if coordinator_count < 1:
             raise ValueError("coordinator_count must be >= 1")
@@ -73,6 +97,7 @@ class TransactionCoordinatorRegistry:
         self._log_name = log_name
         self._ledger_config = ledger_config
         self._scheduler: Scheduler = scheduler if scheduler is not None else AsyncioScheduler()
+        self._preserver_store = preserver_store
         self._coordinators: dict[int, TransactionCoordinator] = {}
         self._loading: dict[int, asyncio.Task[TransactionCoordinator]] = {}
         self._unloading: dict[int, asyncio.Task[None]] = {}
@@ -139,6 +164,9 @@ class TransactionCoordinatorRegistry:
             self._client,
             scheduler=self._scheduler,
             on_fenced=self._on_fenced,
+            preserver_store=(
+                self._preserver_store(tc_id) if self._preserver_store is not None else None
+            ),
         )
         self._coordinators[tc_id] = tc
         try:
@@ -211,9 +239,15 @@ class TransactionCoordinatorRegistry:
         """
         return self.get(txn_id.most)
 
-    async def new_txn(self, tc_id: int, timeout_ms: int, owner: str | None = None) -> TxnId:
+    async def new_txn(
+        self,
+        tc_id: int,
+        timeout_ms: int,
+        owner: str | None = None,
+        client_name: str | None = None,
+    ) -> TxnId:
         """``get(tc_id).new_txn(...)``; raises what both raise."""
-        return await self.get(tc_id).new_txn(timeout_ms, owner)
+        return await self.get(tc_id).new_txn(timeout_ms, owner, client_name)
 
     async def add_partitions(self, txn_id: TxnId, partitions: Sequence[str]) -> None:
         """``route(txn_id).add_partitions(...)``; raises what both raise."""
@@ -225,9 +259,31 @@ class TransactionCoordinatorRegistry:
         """``route(txn_id).add_subscriptions(...)``; raises what both raise."""
         await self.route(txn_id).add_subscriptions(txn_id, subscriptions)
 
-    async def end_txn(self, txn_id: TxnId, action: TxnAction) -> None:
+    async def end_txn(
+        self, txn_id: TxnId, action: TxnAction, client_name: str | None = None
+    ) -> None:
         """``route(txn_id).end_txn(...)``; raises what both raise."""
-        await self.route(txn_id).end_txn(txn_id, action)
+        await self.route(txn_id).end_txn(txn_id, action, client_name)
+
+    async def client_transactions(self, client_name: str) -> ClientTransactions:
+        """``client_name``'s live and preserved transactions on every coordinator.
+
+        Coordinators are loaded as a TC_CLIENT_CONNECT would load them (after a
+        restart nothing may have loaded them yet); one that cannot be loaded is listed
+        in ``unavailable`` rather than failing the whole answer.
+        """
+        out = ClientTransactions(client_name)
+        for tc_id in range(self._count):
+            try:
+                tc = await self.connect(tc_id)
+                live, terminated = tc.client_transactions(client_name)
+            except TransactionCoordinatorNotFound as exc:
+                log.info("client transactions: coordinator %d unavailable: %s", tc_id, exc)
+                out.unavailable.append(tc_id)
+                continue
+            out.live.extend(live)
+            out.terminated.extend(terminated)
+        return out
 
     # ------------------------------------------------------------------ helpers
 

@@ -27,7 +27,11 @@ The second table, ``END_TABLE``, says what an END_TXN (or a timeout) does in eac
 status: start the end (write the ``-ING`` record), resume one already decided the same
 way, or fail with ``InvalidTxnStatus`` (the opposite decision was already taken).
 Ended transactions are removed from the coordinator, so in practice a late END_TXN
-gets ``TransactionNotFound`` before this table is consulted (Pulsar's behaviour).
+gets ``TransactionNotFound`` before this table is consulted (Pulsar's behaviour) —
+unless it names the client and the coordinator's preserver still holds the outcome
+(PIP-255): then ``check_preserved_end`` answers it. The same action as the outcome
+succeeds (a repeated commit of a committed transaction is a success, not an error);
+the opposite one fails with ``InvalidTxnStatus`` naming the real outcome.
 
 Numbers match ``TxnStatus`` in ``transaction_log.proto`` and ``TxnAction`` in
 ``PulsarApi.proto``.
@@ -196,3 +200,18 @@ def end_step(current: TxnStatus, action: TxnAction, txn_id: TxnId | None = None)
         # table and this function ever disagree.
         raise AssertionError(f"END_TABLE rejects {current.name} + {action.name}")
     return step
+
+
+def check_preserved_end(
+    outcome: TxnStatus, action: TxnAction, txn_id: TxnId | None = None
+) -> None:
+    """An END_TXN for a transaction that already ended with ``outcome`` (COMMITTED
+    or ABORTED): nothing to do if ``action`` leads there.
+
+    Raises:
+        InvalidTxnStatus: ``action`` is the opposite one; the message names the
+            outcome ("Expect Txn `(x,y)` to be in COMMITTED status but it is in
+            ABORTED status").
+    """
+    assert outcome.is_terminal, f"{outcome.name} is not an outcome"
+    expect_status(outcome, ended_status(action), txn_id)

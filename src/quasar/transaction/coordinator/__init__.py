@@ -3,7 +3,8 @@
 ``TransactionCoordinator`` serves one coordinator id over its log managed ledger;
 ``CoordinatorState`` is its in-memory state, changed only by ``apply(record)``;
 ``TransactionLog`` is the log format and cursor handling; ``TimeoutTracker`` aborts
-transactions whose deadline passed.
+transactions whose deadline passed; ``TerminatedTxnPreserver`` remembers how ended
+transactions ended, per client name (PIP-255 idempotent commit/abort).
 """
 
 from .config import CoordinatorConfig
@@ -19,6 +20,14 @@ from .log import (
     encode_record,
 )
 from .meta import Subscription, TxnMeta
+from .preserver import (
+    MemoryPreserverStore,
+    PreserverStats,
+    PreserverStore,
+    TerminatedTxnPreserver,
+    terminated_txn_state_topic,
+)
+from .preserver_format import TerminatedTxn
 from .state import ApplyResult, CoordinatorState
 from .timeouts import TimeoutTracker
 
@@ -31,8 +40,13 @@ __all__ = [
     "CoordinatorStats",
     "CoordinatorStatus",
     "LogPosition",
+    "MemoryPreserverStore",
+    "PreserverStats",
+    "PreserverStore",
     "Record",
     "Subscription",
+    "TerminatedTxn",
+    "TerminatedTxnPreserver",
     "TimeoutTracker",
     "TransactionCoordinator",
     "TransactionLog",
@@ -40,4 +54,5 @@ __all__ = [
     "decode_entry",
     "encode_batch",
     "encode_record",
+    "terminated_txn_state_topic",
 ]

@@ -5,21 +5,36 @@ append it to the log, and once it is durable apply it to ``CoordinatorState`` (i
 order, from the append future's callback) before answering. Recovery replays the log
 through the same ``apply``.
 
-Ending a transaction (commit, abort, or a timeout, which is an abort from OPEN):
+Ending a transaction (commit, abort, or a timeout, which is an abort from OPEN) is
+the PIP-255 chain; a crash point sits between every two steps (``crash_points.py``):
 
-1. write COMMITTING/ABORTING (the durable decision) — unless already written;
-2. send the decision to every produced partition and acknowledged subscription,
+1. write COMMITTING/ABORTING (the durable decision) — unless already written — and
+   apply it to memory;                                   [tc.after_ending_written]
+2. append the decision to the terminated-transaction preserver under the
+   transaction's client name (COMMITTING counts as COMMITTED);
+                                                         [tc.after_preserver_append]
+3. send the decision to every produced partition and acknowledged subscription,
    concurrently, each retried every ``end_retry_interval_ms`` while it fails with a
-   retryable error (a participant that no longer exists counts as done);
-3. write COMMITTED/ABORTED; the transaction leaves the state;
-4. acknowledge all its records on the log cursor so the log can be trimmed.
+   retryable error (a participant that no longer exists counts as done); then drop
+   the participant lists from memory;                    [tc.after_some_ends,
+                                                          tc.after_all_ends_before_terminal]
+4. flush the preserver: the outcome is durable under the client name before the
+   coordinator may forget the transaction;               [tc.after_preserver_flush]
+5. write COMMITTED/ABORTED and apply it: the transaction leaves the state, and all
+   its records are acknowledged on the log cursor so the log can be trimmed.
+                                                         [tc.after_terminal_written]
 
-END_TXN is answered after step 3 is durable (Pulsar answers once the terminal status
+END_TXN is answered after step 5 is durable (Pulsar answers once the terminal status
 is written; deleting the records is not waited for). One end runs per transaction: a
 repeated END_TXN with the same action joins it, the opposite action gets
-``InvalidTxnStatus``. A non-retryable participant failure fails the request and leaves
-the transaction COMMITTING/ABORTING, as in Pulsar; a repeated END_TXN or the next
-recovery resumes it.
+``InvalidTxnStatus``. A transaction that is no longer live is answered from the
+preserver when the END_TXN names the client: the same action as its outcome succeeds,
+the opposite one gets ``InvalidTxnStatus`` naming the outcome; anything else is
+``TransactionNotFound``. A non-retryable participant failure fails the request and
+leaves the transaction COMMITTING/ABORTING, as in Pulsar; a repeated END_TXN or the
+next recovery resumes it. A preserver that cannot write (or a coordinator closing)
+fails the request with ``TransactionPreserverClosed`` (retryable) and the end is
+resumed in the background every ``end_retry_interval_ms``.
 
 Lifecycle (Pulsar's TransactionMetadataStoreState): NONE → INITIALIZING (replay) →
 READY → CLOSING → CLOSED. Requests outside READY get ``TransactionCoordinatorNotFound``
@@ -39,8 +54,10 @@ from quasar.clock import Clock
 from quasar.errors import (
     BrokerError,
     InvalidTxnStatus,
+    NotAllowedError,
     TransactionCoordinatorNotFound,
     TransactionNotFound,
+    TransactionPreserverClosed,
 )
 from quasar.protocol import pb, txnlog_pb
 from quasar.storage.api import ManagedLedger
@@ -54,6 +71,7 @@ from ..txn_status import (
     EndStep,
     TxnAction,
     TxnStatus,
+    check_preserved_end,
     end_step,
     ended_status,
     ending_status,
@@ -63,10 +81,15 @@ from .config import CoordinatorConfig
 from .fanout import EndFanOut
 from .log import LogPosition, Record, TransactionLog
 from .meta import TxnMeta
+from .preserver import PreserverStore, TerminatedTxnPreserver
+from .preserver_format import TerminatedTxn
 from .state import ApplyResult, CoordinatorState, Op
 from .timeouts import TimeoutTracker
 
 log = logging.getLogger(__name__)
+
+#: Longest client name accepted on NEW_TXN/END_TXN (it is a log field and a key).
+CLIENT_NAME_LENGTH_MAX = 1024
 
 _PB_STATUS = {
     TxnStatus.OPEN: txnlog_pb.OPEN,
@@ -115,6 +138,7 @@ class TransactionCoordinator:
         *,
         scheduler: Scheduler | None = None,
         on_fenced: Callable[[TransactionCoordinator], None] | None = None,
+        preserver_store: PreserverStore | None = None,
     ) -> None:
         self._tc_id = tc_id
         self._log = TransactionLog(
@@ -138,6 +162,18 @@ class TransactionCoordinator:
         )
         self._close_task: asyncio.Task[None] | None = None
         self.stats = CoordinatorStats()
+        #: Terminated transactions per client name (PIP-255); disabled without a
+        #: store or with ``meta_persist_count`` 0.
+        self.preserver = TerminatedTxnPreserver(
+            tc_id,
+            preserver_store,
+            clock,
+            self._scheduler,
+            persist_count=config.meta_persist_count,
+            persist_time_ms=config.meta_persist_time_hours * 3_600_000,
+            expire_check_interval_ms=config.meta_expire_check_interval_s * 1000,
+            flush_timeout_ms=config.preserver_flush_timeout_ms,
+        )
 
     # ------------------------------------------------------------------ properties
 
@@ -199,20 +235,22 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Recover from the log, then serve.
+        """Recover the preserver and the log, then serve.
 
-        Replays every record still in the log through ``CoordinatorState.apply``
+        Loads the terminated-transaction preserver from its store, then replays every record still in the log through ``CoordinatorState.apply``
         (records that fail to apply are deleted, as Pulsar does), recovers the id
         sequence, re-arms timeouts from absolute deadlines, becomes READY and re-drives
         every COMMITTING/ABORTING transaction in the background.
 
         Raises:
             CorruptRecordError: the log cannot be read; the coordinator stays closed.
+            TransactionPreserverClosed: the preserver's store cannot be read.
             ManagedLedgerClosed, MetadataError: from storage.
         """
         assert self._status is CoordinatorStatus.NONE, "start() once"
         self._status = CoordinatorStatus.INITIALIZING
         try:
+            await self.preserver.load()
             self._log.open()
             self._state = CoordinatorState(
                 self._tc_id, await self._log.recovered_max_local_txn_id()
@@ -231,6 +269,7 @@ class TransactionCoordinator:
         self._next_seq = self._state.max_local_txn_id + 1
         self._status = CoordinatorStatus.READY
         self._timeouts.start()
+        self.preserver.start()
         for meta in self._state.txns():
             if meta.status.is_ending:
                 action = TxnAction.COMMIT if meta.status is TxnStatus.COMMITTING else TxnAction.ABORT
@@ -253,6 +292,7 @@ class TransactionCoordinator:
     async def _close(self) -> None:
         self._status = CoordinatorStatus.CLOSING
         self._timeouts.stop()
+        self.preserver.close()
         tasks = [d.task for d in self._ending.values()]
         for task in tasks:
             task.cancel()
@@ -274,16 +314,24 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ requests
 
-    async def new_txn(self, timeout_ms: int, owner: str | None = None) -> TxnId:
+    async def new_txn(
+        self, timeout_ms: int, owner: str | None = None, client_name: str | None = None
+    ) -> TxnId:
         """Open a transaction that aborts ``timeout_ms`` from now unless ended.
+
+        ``client_name`` (NEW_TXN's, optional) is logged with the transaction; its
+        outcome is preserved under that name so that a repeated END_TXN naming the
+        client is answered after the transaction ended. A blank name counts as none.
 
         Raises:
             TransactionCoordinatorNotFound: not ready (recovering, closing, fenced).
             ReachMaxActiveTxn: ``max_active_transactions`` are live.
+            NotAllowedError: ``client_name`` is longer than ``CLIENT_NAME_LENGTH_MAX``.
             ValueError: negative timeout, or a blank owner (Pulsar: "Owner can't be
                 blank"; ``None`` means authentication is off).
         """
         self._check_ready("new transaction")
+        client_name = _client_name(client_name)
         if timeout_ms < 0:
             raise ValueError(f"transaction timeout must be >= 0 ms, got {timeout_ms}")
         if owner is not None and not owner.strip():
@@ -298,6 +346,8 @@ class TransactionCoordinator:
         record.timeout_ms = timeout_ms
         if owner is not None:
             record.owner = owner
+        if client_name is not None:
+            record.clientName = client_name
         self._pending_new.add(seq)
         await self._write(record)
         return TxnId(self._tc_id, seq)
@@ -336,14 +386,22 @@ class TransactionCoordinator:
             record.subscriptions.extend(pb.Subscription(topic=t, subscription=s) for t, s in new)
             await self._write(record)
 
-    async def end_txn(self, txn_id: TxnId, action: TxnAction) -> None:
-        """Commit or abort; returns once COMMITTED/ABORTED is durable.
+    async def end_txn(
+        self, txn_id: TxnId, action: TxnAction, client_name: str | None = None
+    ) -> None:
+        """Commit or abort; returns once COMMITTED/ABORTED is durable, or at once if
+        the transaction already ended that way and ``client_name`` has it preserved.
 
         Raises:
-            TransactionCoordinatorNotFound: not ready, or closed while ending (the
-                decision, if written, is re-driven on reload; retry).
-            TransactionNotFound: not live (never existed, or already ended).
-            InvalidTxnStatus: the opposite end is in progress.
+            TransactionCoordinatorNotFound: not ready, or closed while ending without
+                a preserver (the decision, if written, is re-driven on reload; retry).
+            TransactionPreserverClosed: the preserver could not make the outcome
+                durable (store failing or slow) or the coordinator closed while
+                ending; retryable, the end is resumed in the background.
+            TransactionNotFound: not live, and not preserved under ``client_name``
+                (never existed, ended long ago, or no client name given).
+            InvalidTxnStatus: the opposite end is in progress or was the outcome.
+            NotAllowedError: ``client_name`` is longer than ``CLIENT_NAME_LENGTH_MAX``.
             Exception: a participant's non-retryable failure (the transaction stays
                 COMMITTING/ABORTING; repeating END_TXN resumes it).
             ValueError: ``action`` is not a ``TxnAction`` value (Pulsar: unsupported
@@ -351,7 +409,11 @@ class TransactionCoordinator:
         """
         self._check_ready("end transaction")
         action = TxnAction(action)
-        meta = self._live(txn_id)
+        client_name = _client_name(client_name)
+        meta = self._state.get(txn_id.least) if txn_id.most == self._tc_id else None
+        if meta is None:
+            self._answer_from_preserver(txn_id, action, client_name)
+            return
         driver = self._ending.get(txn_id.least)
         if driver is None:
             end_step(meta.status, action, txn_id)  # raises on the opposite decision
@@ -362,10 +424,37 @@ class TransactionCoordinator:
             await asyncio.shield(driver.task)
         except asyncio.CancelledError:
             if driver.task.cancelled():
-                raise TransactionCoordinatorNotFound(
-                    f"Transaction coordinator {self._tc_id} closed while ending {txn_id}"
-                ) from None
+                why = f"Transaction coordinator {self._tc_id} closed while ending {txn_id}"
+                if self.preserver.enabled:
+                    raise TransactionPreserverClosed(why) from None
+                raise TransactionCoordinatorNotFound(why) from None
             raise
+
+    def _answer_from_preserver(
+        self, txn_id: TxnId, action: TxnAction, client_name: str | None
+    ) -> None:
+        preserved = self.preserver.find(client_name, txn_id)
+        if preserved is None:
+            raise TransactionNotFound(f"The transaction {txn_id} is not found")
+        check_preserved_end(preserved.status, action, txn_id)
+
+    # ------------------------------------------------------------------ discovery
+
+    def client_transactions(
+        self, client_name: str
+    ) -> tuple[list[TxnMeta], list[TerminatedTxn]]:
+        """``client_name``'s live transactions (copies, in sequence order) and its
+        preserved terminated ones (oldest first) that are no longer live.
+
+        Raises:
+            TransactionCoordinatorNotFound: not ready.
+        """
+        self._check_ready("list client transactions")
+        live = [m.snapshot() for m in self._state.txns() if m.client_name == client_name]
+        terminated = [
+            t for t in self.preserver.terminated(client_name) if t.txn_id.least not in self._state
+        ]
+        return live, terminated
 
     # ------------------------------------------------------------------ ending
 
@@ -381,6 +470,20 @@ class TransactionCoordinator:
             del self._ending[seq]
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.warning("tc %d: ending (%d,%d) failed: %r", self._tc_id, self._tc_id, seq, exc)
+            if isinstance(exc, TransactionPreserverClosed):
+                # Nobody may ask again (a timeout abort, a client that gave up): keep
+                # trying, so the transaction does not stay decided-but-live forever.
+                self._scheduler.call_later(
+                    self._config.end_retry_interval_ms, lambda: self._resume_end(seq)
+                )
+
+    def _resume_end(self, seq: int) -> None:
+        if self._status is not CoordinatorStatus.READY or seq in self._ending:
+            return
+        meta = self._state.get(seq)
+        if meta is not None and meta.status.is_ending:
+            action = TxnAction.COMMIT if meta.status is TxnStatus.COMMITTING else TxnAction.ABORT
+            self._start_end(seq, action, is_timeout=False)
 
     async def _drive_end(self, seq: int, action: TxnAction, is_timeout: bool) -> None:
         txn_id = TxnId(self._tc_id, seq)
@@ -393,12 +496,22 @@ class TransactionCoordinator:
                 self.stats.timed_out += 1
             crash_point("tc.after_ending_written")
         meta = self._live(txn_id)
+        client_name = meta.client_name
+        self.preserver.append(txn_id, meta.status, client_name, meta.last_modification_ms)
+        crash_point("tc.after_preserver_append")
         await self._fanout.deliver(
             txn_id, action, participants(meta.partitions(), meta.subscriptions())
         )
+        self._state.release_participants(seq)
         crash_point("tc.after_all_ends_before_terminal")
+        if client_name is not None:
+            # Only this transaction's outcome must be durable before it is forgotten;
+            # without a client name nothing was appended for it.
+            await self.preserver.flush()
+        crash_point("tc.after_preserver_flush")
         final = ended_status(action)
         await self._write(self._update(seq, deciding, final))
+        crash_point("tc.after_terminal_written")
         if final is TxnStatus.COMMITTED:
             self.stats.committed += 1
         else:
@@ -516,3 +629,18 @@ class TransactionCoordinator:
         current = ending_status(driver.action) if driver is not None else meta.status
         expect_status(current, TxnStatus.OPEN, txn_id)
         return meta
+
+
+def _client_name(name: str | None) -> str | None:
+    """A request's client name: ``None`` if absent or blank.
+
+    Raises:
+        NotAllowedError: longer than ``CLIENT_NAME_LENGTH_MAX``.
+    """
+    if name is None or not name.strip():
+        return None
+    if len(name) > CLIENT_NAME_LENGTH_MAX:
+        raise NotAllowedError(
+            f"client name of {len(name)} characters (at most {CLIENT_NAME_LENGTH_MAX})"
+        )
+    return name

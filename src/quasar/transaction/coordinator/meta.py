@@ -31,8 +31,8 @@ class TxnMeta:
     produced_partitions: set[str] = field(default_factory=set)
     acked_subscriptions: set[Subscription] = field(default_factory=set)
     last_modification_ms: int = 0
-    # Placeholder for idempotent commit/abort (PIP-255): the name of the client that
-    # opened the transaction. Not in the log format yet (next milestone).
+    # The name of the client that opened the transaction (NEW_TXN ``client_name``,
+    # logged as ``clientName``); its outcome is preserved under that name (PIP-255).
     client_name: str | None = None
 
     @property

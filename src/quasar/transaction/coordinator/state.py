@@ -97,6 +97,19 @@ class CoordinatorState:
         first = self.first_live()
         return first - 1 if first is not None else self.max_local_txn_id
 
+    def release_participants(self, least: int) -> None:
+        """Forget a decided transaction's partitions and subscriptions once every one
+        of them has its end (they are most of its memory, as the PIP notes).
+
+        Not a state change: the records still name them, so a recovery that replays
+        them before the terminal record sends the (idempotent) ends again.
+        """
+        meta = self._txns.get(least)
+        if meta is not None:
+            assert meta.status.is_ending, f"{meta.txn_id} is {meta.status.name}"
+            meta.produced_partitions = set()
+            meta.acked_subscriptions = set()
+
     # ------------------------------------------------------------------ the mutator
 
     def apply(self, record: Record, position: LogPosition) -> ApplyResult:
@@ -166,6 +179,7 @@ class CoordinatorState:
             timeout_ms=record.timeout_ms,
             owner=record.owner if record.HasField("owner") else None,
             last_modification_ms=record.last_modification_time,
+            client_name=record.clientName if record.HasField("clientName") else None,
         )
         if self._txns and least < next(reversed(self._txns)):
             self._ascending = False

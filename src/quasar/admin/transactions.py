@@ -1,0 +1,46 @@
+"""PIP-255 admin: a client name's transactions, to find what a crashed client left.
+
+::
+
+    GET /admin/v3/transactions/clientTransactions/{clientName}
+        {"clientName": "etl-7",
+         "open": [{"txnId": "(1,5)", "mostSigBits": 1, "leastSigBits": 5,
+                   "coordinatorId": 1, "status": "OPEN",
+                   "openTimestamp": 1700000000000, "timeoutAt": 1700000060000}],
+         "terminated": [{"txnId": "(1,4)", "mostSigBits": 1, "leastSigBits": 4,
+                         "coordinatorId": 1, "status": "COMMITTED",
+                         "endTime": 1700000001000}],
+         "unavailableCoordinators": []}
+
+``open`` lists the client's live transactions on every coordinator (status OPEN,
+COMMITTING or ABORTING), in id order; ``terminated`` the outcomes the coordinators'
+preservers still hold (COMMITTED or ABORTED; the last ``transactionMetaPersistCount``
+per coordinator, for ``transactionMetaPersistTimeInHour``), by end time. A coordinator
+that cannot be loaded is named in ``unavailableCoordinators`` and the answer is then
+partial. 503 when transactions are disabled. The client name is the path segment,
+percent-decoded.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from quasar.admin.errors import BadRequestError
+from quasar.admin.http import broker_of, json_response
+
+routes = web.RouteTableDef()
+
+BASE = "/admin/v3/transactions"
+
+# As the coordinator accepts on NEW_TXN/END_TXN (CLIENT_NAME_LENGTH_MAX).
+_CLIENT_NAME_LENGTH_MAX = 1024
+
+
+@routes.get(BASE + "/clientTransactions/{clientName}")
+async def client_transactions(request: web.Request) -> web.Response:
+    name = request.match_info["clientName"]
+    if not name.strip():
+        raise BadRequestError("clientName must not be blank")
+    if len(name) > _CLIENT_NAME_LENGTH_MAX:
+        raise BadRequestError(f"clientName longer than {_CLIENT_NAME_LENGTH_MAX} characters")
+    return json_response(await broker_of(request).client_transactions(name))

@@ -1,0 +1,525 @@
+"""``TerminatedTxnPreserver``: how a coordinator remembers ended transactions (PIP-255).
+
+A coordinator forgets a transaction once it is COMMITTED/ABORTED, so a retried END_TXN
+(lost response, client timeout, broker restart) would get ``TransactionNotFound`` and
+an application could not tell a commit that happened from one that did not. The
+preserver keeps, per client name, the last ``persist_count`` transactions that
+client's transactions ended with (id, COMMITTED/ABORTED, when the decision was
+recorded). END_TXN for a transaction that is no longer live, sent with the client
+name, is answered from it.
+
+Memory and disk. Entries live in memory, grouped by client name, and in a durable
+key/value store (the broker's is the compacted system topic
+``persistent://pulsar/system/__terminated_txn_state_{tcId}``, one message per client
+name, value format in ``preserver_format``). Each name holds at most
+``persist_count`` entries (the oldest is dropped first) and an entry expires
+``persist_time_ms`` after its decision; a timer drops expired entries every
+``expire_check_interval_ms``, and a name left empty is removed (a tombstone in the
+store), so neither the number of entries per name nor the number of names grows
+without bound.
+
+Append and flush are separate. ``append`` changes memory and marks the client name
+dirty; ``flush`` returns once every change made before the call is durable. Flushes
+coalesce: one round writes every dirty name (one message each), and flushes that
+arrive while a round is in flight wait for it and, if it did not cover them, for the
+next one. So the appends of many transactions ending together cost one write per
+client name rather than one per transaction.
+
+Ordering with the coordinator (see ``coordinator.py``): a transaction is appended as
+soon as its COMMITTING/ABORTING record is durable (the decision cannot change any
+more, so it is stored as COMMITTED/ABORTED), and flushed before its terminal record
+is written. Whenever a transaction has left the coordinator's memory, its outcome is
+therefore durable here.
+
+Failures never hang a caller: a store error, a flush that takes longer than
+``flush_timeout_ms`` or a close fails ``flush`` with ``TransactionPreserverClosed``
+(retryable). The changes stay dirty and go out with the next flush. Loading fails the
+coordinator load (it is retried on the next connect), as in the PIP's implementation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from quasar.clock import Clock
+from quasar.errors import CorruptRecordError, TransactionPreserverClosed
+
+from ..buffer.snapshot_store import MemorySnapshotStore
+from ..scheduler import Scheduler, TimerHandle
+from ..txn_id import TxnId
+from ..txn_status import TxnStatus
+from .preserver_format import TerminatedTxn, decode_terminated, encode_terminated
+
+log = logging.getLogger(__name__)
+
+TERMINATED_TXN_STATE_PREFIX = "__terminated_txn_state_"
+
+#: Upper bounds (ms) of the flush latency histogram; one more bucket counts the rest.
+FLUSH_LATENCY_BUCKETS_MS: tuple[float, ...] = (
+    1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000,
+)
+
+# An entry in memory is one int: the end time shifted left by 3, the status in the low
+# bits (2 COMMITTED, 4 ABORTED). A tuple per entry would cost about twice the memory.
+_STATUS_BITS = 3
+_STATUS_MASK = (1 << _STATUS_BITS) - 1
+
+
+def terminated_txn_state_topic(tc_id: int) -> str:
+    """``persistent://pulsar/system/__terminated_txn_state_<tc_id>`` (the PIP's name)."""
+    return f"persistent://pulsar/system/{TERMINATED_TXN_STATE_PREFIX}{tc_id}"
+
+
+def preserved_status(status: TxnStatus) -> TxnStatus:
+    """What the preserver stores for a decided status: COMMITTING counts as COMMITTED,
+    ABORTING as ABORTED (the decision is durable and cannot change)."""
+    if status in (TxnStatus.COMMITTING, TxnStatus.COMMITTED):
+        return TxnStatus.COMMITTED
+    if status in (TxnStatus.ABORTING, TxnStatus.ABORTED):
+        return TxnStatus.ABORTED
+    raise AssertionError(f"an OPEN transaction is not preserved ({status.name})")
+
+
+class PreserverStore(Protocol):
+    """A durable key → bytes map that can be read whole (a compacted topic)."""
+
+    async def items(self) -> dict[str, bytes]:
+        """Every key with its latest value.
+
+        Raises:
+            Exception: the store cannot be read (the coordinator load fails).
+        """
+        ...
+
+    async def write(self, key: str, value: bytes) -> None:
+        """Store ``value`` under ``key``; returns once it is durable."""
+        ...
+
+    async def delete(self, key: str) -> None:
+        """Remove ``key`` durably (a tombstone)."""
+        ...
+
+
+class MemoryPreserverStore(MemorySnapshotStore):
+    """``PreserverStore`` in a dict, for tests (failure injection as its base:
+    ``fail_writes``, ``hold``, ``hold_reads``, ``release``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._fail_reads = 0
+
+    def fail_reads(self, times: int = 1) -> None:
+        self._fail_reads = times
+
+    async def items(self) -> dict[str, bytes]:
+        if self._reads_held is not None:
+            await self._reads_held.wait()
+        if self._fail_reads > 0:
+            self._fail_reads -= 1
+            raise TransactionPreserverClosed("memory preserver store: injected read failure")
+        return dict(self.data)
+
+
+@dataclass
+class LatencyHistogram:
+    """Counts of observations per upper bound (ms), plus their sum."""
+
+    bounds_ms: tuple[float, ...] = FLUSH_LATENCY_BUCKETS_MS
+    counts: list[int] = field(default_factory=lambda: [0] * (len(FLUSH_LATENCY_BUCKETS_MS) + 1))
+    count: int = 0
+    sum_ms: float = 0.0
+
+    def observe(self, ms: float) -> None:
+        for i, bound in enumerate(self.bounds_ms):
+            if ms <= bound:
+                self.counts[i] += 1
+                break
+        else:
+            self.counts[-1] += 1
+        self.count += 1
+        self.sum_ms += ms
+
+
+@dataclass
+class PreserverStats:
+    """One coordinator's preserver, for metrics (``pulsar_txn_tc_preserver_*``)."""
+
+    entries: int = 0  # terminated transactions held now
+    client_names: int = 0  # client names with at least one entry
+    appends: int = 0  # entries added (a repeated append of the same id is not counted)
+    flushes: int = 0  # flush rounds that wrote something
+    flush_failures: int = 0
+    messages_written: int = 0  # one per dirty client name per round (tombstones too)
+    trimmed: int = 0  # dropped because a name held persist_count newer ones
+    expirations: int = 0  # dropped because older than persist_time_ms
+    restored: int = 0  # entries loaded when the coordinator started
+    corrupt: int = 0  # stored values that could not be decoded (dropped)
+    flush_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+
+
+class _State(Enum):
+    NEW = "new"
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class TerminatedTxnPreserver:
+    """The terminated-transaction memory of coordinator ``tc_id``; see the module
+    docstring. Disabled (every method a no-op, ``find`` finds nothing) when
+    ``store`` is ``None`` or ``persist_count`` is 0."""
+
+    def __init__(
+        self,
+        tc_id: int,
+        store: PreserverStore | None,
+        clock: Clock,
+        scheduler: Scheduler,
+        *,
+        persist_count: int,
+        persist_time_ms: int,
+        expire_check_interval_ms: int,
+        flush_timeout_ms: int,
+    ) -> None:
+        self._tc_id = tc_id
+        self._store = store
+        self._clock = clock
+        self._scheduler = scheduler
+        self._count = persist_count
+        self._persist_time_ms = persist_time_ms
+        self._expire_interval_ms = expire_check_interval_ms
+        self._flush_timeout_ms = flush_timeout_ms
+        # client name -> {least bits -> packed entry}, oldest first.
+        self._names: dict[str, dict[int, int]] = {}
+        self._dirty: dict[str, int] = {}  # client name -> change number of its last change
+        self._changes = 0  # change number of the last change
+        self._durable = 0  # every change up to this number is durable
+        # No entry ended before this (a lower bound, possibly stale after trimming):
+        # an expiry check with nothing older than the cutoff costs O(1), not a scan.
+        self._oldest_end_ms: int | None = None
+        self._round: asyncio.Task[None] | None = None
+        self._closed: asyncio.Future[None] | None = None
+        self._timer: TimerHandle | None = None
+        self._state = _State.NEW
+        self.stats = PreserverStats()
+
+    @property
+    def enabled(self) -> bool:
+        return self._store is not None and self._count > 0
+
+    @property
+    def persist_count(self) -> int:
+        return self._count
+
+    def __len__(self) -> int:
+        """Entries held."""
+        return self.stats.entries
+
+    def client_names(self) -> list[str]:
+        """Names with at least one entry, in no particular order."""
+        return list(self._names)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def load(self) -> None:
+        """Read every client name's entries from the store (coordinator recovery).
+
+        Expired entries are dropped and each name is cut to ``persist_count``; names
+        whose stored value changed that way are rewritten by the next flush.
+
+        Raises:
+            TransactionPreserverClosed: the store cannot be read (the cause chained).
+        """
+        assert self._state is _State.NEW, "load() once"
+        self._closed = asyncio.get_running_loop().create_future()
+        self._state = _State.OPEN
+        if not self.enabled:
+            return
+        assert self._store is not None
+        try:
+            stored = await self._store.items()
+        except Exception as exc:
+            raise TransactionPreserverClosed(
+                f"Transaction coordinator {self._tc_id}: cannot read the terminated "
+                f"transactions: {exc}"
+            ) from exc
+        cutoff = self._cutoff()
+        for name, value in stored.items():
+            try:
+                entries = decode_terminated(value)
+            except CorruptRecordError as exc:
+                log.error("tc %d: dropping unreadable preserved state of %r: %s",
+                          self._tc_id, name, exc)
+                self.stats.corrupt += 1
+                self._mark_dirty(name)
+                continue
+            txns: dict[int, int] = {}
+            for e in entries:
+                if e.txn_id.most != self._tc_id:
+                    self.stats.corrupt += 1
+                elif e.end_time_ms < cutoff:
+                    self.stats.expirations += 1
+                else:
+                    txns[e.txn_id.least] = _pack(e.status, e.end_time_ms)
+                    self._note_end(e.end_time_ms)
+            changed = len(txns) != len(entries)
+            changed |= self._trim(txns) > 0
+            if txns:
+                self._names[name] = txns
+                self.stats.restored += len(txns)
+                self.stats.entries += len(txns)
+            if changed:
+                self._mark_dirty(name)
+        self._durable = 0 if self._dirty else self._changes
+        self.stats.client_names = len(self._names)
+
+    def start(self) -> None:
+        """Arm the expiry timer (once the coordinator serves)."""
+        if self.enabled and self._state is _State.OPEN:
+            self._arm()
+
+    def close(self) -> None:
+        """Stop: pending and later flushes fail with ``TransactionPreserverClosed``.
+
+        A flush round in flight is not interrupted (a write cannot be taken back); what
+        it did not make durable stays in the store's future only if it lands.
+        """
+        if self._state is _State.CLOSED:
+            return
+        self._state = _State.CLOSED
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_result(None)
+
+    # ------------------------------------------------------------------ queries
+
+    def find(self, client_name: str | None, txn_id: TxnId) -> TerminatedTxn | None:
+        """How ``txn_id`` ended, if ``client_name`` has it preserved."""
+        if not client_name or txn_id.most != self._tc_id:
+            return None
+        txns = self._names.get(client_name)
+        packed = txns.get(txn_id.least) if txns is not None else None
+        if packed is None:
+            return None
+        return self._unpack(txn_id.least, packed)
+
+    def terminated(self, client_name: str) -> list[TerminatedTxn]:
+        """``client_name``'s preserved transactions, oldest first."""
+        txns = self._names.get(client_name)
+        if not txns:
+            return []
+        return [self._unpack(least, p) for least, p in txns.items()]
+
+    # ------------------------------------------------------------------ changes
+
+    def append(
+        self, txn_id: TxnId, status: TxnStatus, client_name: str | None, end_time_ms: int
+    ) -> None:
+        """Remember that ``txn_id`` of ``client_name`` ended (or is decided) with
+        ``status``; COMMITTING counts as COMMITTED, ABORTING as ABORTED. Repeating an
+        append is a no-op. Not durable until ``flush``.
+
+        Raises:
+            TransactionPreserverClosed: closed.
+        """
+        if not self.enabled or not client_name:
+            return
+        self._check_open()
+        assert txn_id.most == self._tc_id, f"{txn_id} is not a transaction of tc {self._tc_id}"
+        final = preserved_status(status)
+        txns = self._names.get(client_name)
+        if txns is None:
+            txns = self._names[client_name] = {}
+        existing = txns.get(txn_id.least)
+        if existing is not None:
+            # A decision never changes; a re-drive after a restart appends it again.
+            assert existing & _STATUS_MASK == final, (
+                f"{txn_id} preserved as {TxnStatus(existing & _STATUS_MASK).name}, "
+                f"now {final.name}"
+            )
+            return
+        txns[txn_id.least] = _pack(final, end_time_ms)
+        self._note_end(end_time_ms)
+        self.stats.appends += 1
+        self.stats.entries += 1 - self._trim(txns)
+        self.stats.client_names = len(self._names)
+        self._mark_dirty(client_name)
+
+    async def flush(self) -> None:
+        """Return once every change made before this call is durable.
+
+        Raises:
+            TransactionPreserverClosed: closed, the store failed, or no round made the
+                changes durable within ``flush_timeout_ms``. Nothing is lost: the
+                changes go out with the next flush.
+        """
+        if not self.enabled:
+            return
+        self._check_open()
+        target = self._changes
+        if self._durable >= target:
+            return
+        assert self._closed is not None
+        loop = asyncio.get_running_loop()
+        timed_out: asyncio.Future[None] = loop.create_future()
+        timer = self._scheduler.call_later(
+            self._flush_timeout_ms, lambda: timed_out.done() or timed_out.set_result(None)
+        )
+        try:
+            while self._durable < target:
+                self._check_open()
+                current = self._current_round()
+                done, _ = await asyncio.wait(
+                    {current, timed_out, self._closed}, return_when=asyncio.FIRST_COMPLETED
+                )
+                if current in done:
+                    exc = current.exception()
+                    if exc is not None:
+                        raise TransactionPreserverClosed(
+                            f"Transaction coordinator {self._tc_id}: writing terminated "
+                            f"transactions failed: {exc}"
+                        ) from exc
+                    continue
+                self._check_open()
+                raise TransactionPreserverClosed(
+                    f"Transaction coordinator {self._tc_id}: writing terminated "
+                    f"transactions took longer than {self._flush_timeout_ms} ms"
+                )
+        finally:
+            timer.cancel()
+
+    def expire(self) -> int:
+        """Drop entries older than ``persist_time_ms`` now; returns how many. The
+        changed names are written in the background."""
+        if not self.enabled or self._state is not _State.OPEN:
+            return 0
+        cutoff = self._cutoff()
+        if self._oldest_end_ms is None or self._oldest_end_ms >= cutoff:
+            return 0
+        self._oldest_end_ms = None
+        dropped = 0
+        for name in list(self._names):
+            txns = self._names[name]
+            old: list[int] = []
+            for least, packed in txns.items():
+                end_ms = packed >> _STATUS_BITS
+                if end_ms < cutoff:
+                    old.append(least)
+                else:
+                    self._note_end(end_ms)
+            if not old:
+                continue
+            for least in old:
+                del txns[least]
+            dropped += len(old)
+            if not txns:
+                del self._names[name]
+            self._mark_dirty(name)
+        if dropped:
+            self.stats.expirations += dropped
+            self.stats.entries -= dropped
+            self.stats.client_names = len(self._names)
+            loop = asyncio.get_running_loop()
+            loop.create_task(self._flush_quietly())
+        return dropped
+
+    # ------------------------------------------------------------------ internals
+
+    def _check_open(self) -> None:
+        if self._state is not _State.OPEN:
+            raise TransactionPreserverClosed(
+                f"Transaction coordinator {self._tc_id}: the terminated-transaction "
+                f"preserver is {self._state.value}"
+            )
+
+    def _cutoff(self) -> int:
+        return self._clock.wall_ms() - self._persist_time_ms
+
+    def _trim(self, txns: dict[int, int]) -> int:
+        extra = len(txns) - self._count
+        for _ in range(max(extra, 0)):
+            del txns[next(iter(txns))]
+        if extra > 0:
+            self.stats.trimmed += extra
+            return extra
+        return 0
+
+    def _note_end(self, end_time_ms: int) -> None:
+        if self._oldest_end_ms is None or end_time_ms < self._oldest_end_ms:
+            self._oldest_end_ms = end_time_ms
+
+    def _mark_dirty(self, name: str) -> None:
+        self._changes += 1
+        self._dirty[name] = self._changes
+
+    def _unpack(self, least: int, packed: int) -> TerminatedTxn:
+        return TerminatedTxn(
+            TxnId(self._tc_id, least), TxnStatus(packed & _STATUS_MASK), packed >> _STATUS_BITS
+        )
+
+    def _entries(self, txns: dict[int, int]) -> Iterator[TerminatedTxn]:
+        return (self._unpack(least, p) for least, p in txns.items())
+
+    def _current_round(self) -> asyncio.Task[None]:
+        if self._round is None or self._round.done():
+            self._round = asyncio.get_running_loop().create_task(self._flush_round())
+            self._round.add_done_callback(_retrieve)
+        return self._round
+
+    async def _flush_round(self) -> None:
+        assert self._store is not None
+        upto = self._changes
+        batch = dict(self._dirty)
+        writes = []
+        for name in batch:
+            txns = self._names.get(name)
+            if txns:
+                writes.append(self._store.write(name, encode_terminated(self._entries(txns))))
+            else:
+                writes.append(self._store.delete(name))
+        started = self._clock.monotonic_ms()
+        results = await asyncio.gather(*writes, return_exceptions=True)
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if failures:
+            self.stats.flush_failures += 1
+            raise failures[0]
+        if writes:
+            self.stats.flushes += 1
+            self.stats.messages_written += len(writes)
+            self.stats.flush_latency.observe(self._clock.monotonic_ms() - started)
+        for name, change in batch.items():
+            if self._dirty.get(name) == change:
+                del self._dirty[name]
+        self._durable = max(self._durable, upto)
+
+    async def _flush_quietly(self) -> None:
+        try:
+            await self.flush()
+        except TransactionPreserverClosed as exc:
+            log.info("tc %d: writing expired terminated transactions deferred: %s",
+                     self._tc_id, exc)
+
+    def _arm(self) -> None:
+        self._timer = self._scheduler.call_later(self._expire_interval_ms, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        if self._state is not _State.OPEN:
+            return
+        self.expire()
+        self._arm()
+
+
+def _pack(status: TxnStatus, end_time_ms: int) -> int:
+    return (end_time_ms << _STATUS_BITS) | int(status)
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()  # reported to the flush callers; do not log it again

@@ -1,0 +1,88 @@
+"""The value stored per client name in ``__terminated_txn_state_{tcId}``.
+
+The preserver of coordinator ``tcId`` keeps one message per client name in the
+compacted system topic ``persistent://pulsar/system/__terminated_txn_state_{tcId}``:
+the message key is the client name, the payload is this record, and compaction keeps
+only the latest one per name. A tombstone (null value) means the name has nothing
+preserved any more (every entry expired).
+
+Layout (big-endian)::
+
+    offset  size
+    0       2     magic 0x5054 ("PT")
+    2       1     version (1)
+    3       1     reserved, 0
+    4       4     count n
+    8       25*n  n entries, oldest first:
+                    u64 txnid_most_bits
+                    u64 txnid_least_bits
+                    u8  status (TxnStatus: 2 COMMITTED, 4 ABORTED)
+                    i64 end time, wall-clock ms since the epoch (when the decision
+                        was recorded)
+
+Only terminal statuses are stored: the preserver records a transaction as COMMITTED
+(ABORTED) as soon as COMMITTING (ABORTING) is durable, because that decision can no
+longer change. Bump ``VERSION`` on any change; a reader refuses versions it does not
+know.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from quasar.errors import CorruptRecordError
+
+from ..txn_id import TxnId
+from ..txn_status import TxnStatus
+
+MAGIC = 0x5054
+VERSION = 1
+_HEADER = struct.Struct(">HBBI")
+_ENTRY = struct.Struct(">QQBq")
+_STATUSES = frozenset({TxnStatus.COMMITTED, TxnStatus.ABORTED})
+
+
+class TerminatedTxn(NamedTuple):
+    """One preserved transaction: how it ended and when the decision was recorded."""
+
+    txn_id: TxnId
+    status: TxnStatus  # COMMITTED or ABORTED
+    end_time_ms: int
+
+
+def encode_terminated(entries: Iterable[TerminatedTxn]) -> bytes:
+    """One client name's entries (oldest first) as a record."""
+    items = list(entries)
+    parts = [_HEADER.pack(MAGIC, VERSION, 0, len(items))]
+    for e in items:
+        assert e.status in _STATUSES, f"only terminal statuses are preserved, not {e.status}"
+        parts.append(_ENTRY.pack(e.txn_id.most, e.txn_id.least, int(e.status), e.end_time_ms))
+    return b"".join(parts)
+
+
+def decode_terminated(data: bytes) -> list[TerminatedTxn]:
+    """The entries of a record, oldest first.
+
+    Raises:
+        CorruptRecordError: wrong magic, unknown version, wrong length or a status
+            that is not terminal.
+    """
+    if len(data) < _HEADER.size:
+        raise CorruptRecordError(f"terminated-transaction record of {len(data)} bytes")
+    magic, version, _, count = _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise CorruptRecordError(f"terminated-transaction record with magic {magic:#06x}")
+    if version != VERSION:
+        raise CorruptRecordError(f"unknown terminated-transaction record version {version}")
+    if len(data) != _HEADER.size + count * _ENTRY.size:
+        raise CorruptRecordError(
+            f"terminated-transaction record of {len(data)} bytes for {count} entries"
+        )
+    out: list[TerminatedTxn] = []
+    for most, least, status, end_ms in _ENTRY.iter_unpack(data[_HEADER.size :]):
+        if status not in _STATUSES:
+            raise CorruptRecordError(f"terminated-transaction record with status {status}")
+        out.append(TerminatedTxn(TxnId(most, least), TxnStatus(status), end_ms))
+    return out

@@ -1,0 +1,311 @@
+"""TerminatedTxnPreserver on its own: format, append/flush, trimming, expiry, loading,
+failures and bounds, on a virtual clock and an in-memory store."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from quasar.clock import ManualClock
+from quasar.errors import CorruptRecordError, TransactionPreserverClosed
+from quasar.transaction import TxnId, TxnStatus, VirtualScheduler
+from quasar.transaction.coordinator.preserver import (
+    MemoryPreserverStore,
+    TerminatedTxnPreserver,
+    preserved_status,
+    terminated_txn_state_topic,
+)
+from quasar.transaction.coordinator.preserver_format import (
+    TerminatedTxn,
+    decode_terminated,
+    encode_terminated,
+)
+from quasar.transaction.scheduler import settle
+
+HOUR_MS = 3_600_000
+TC = 3
+S = TxnStatus
+
+
+class Env:
+    def __init__(self, count: int = 4, store: MemoryPreserverStore | None = None) -> None:
+        self.clock = ManualClock()
+        self.sched = VirtualScheduler(self.clock)
+        self.store = store if store is not None else MemoryPreserverStore()
+        self.count = count
+
+    def preserver(self, count: int | None = None) -> TerminatedTxnPreserver:
+        return TerminatedTxnPreserver(
+            TC,
+            self.store,
+            self.clock,
+            self.sched,
+            persist_count=self.count if count is None else count,
+            persist_time_ms=72 * HOUR_MS,
+            expire_check_interval_ms=300_000,
+            flush_timeout_ms=10_000,
+        )
+
+    async def loaded(self, count: int | None = None) -> TerminatedTxnPreserver:
+        p = self.preserver(count)
+        await p.load()
+        p.start()
+        return p
+
+
+def txn(least: int) -> TxnId:
+    return TxnId(TC, least)
+
+
+# ----------------------------------------------------------------------------- format
+
+
+def test_format_round_trip_and_layout() -> None:
+    entries = [
+        TerminatedTxn(txn(1), S.COMMITTED, 1_700_000_000_000),
+        TerminatedTxn(TxnId(TC, 2**64 - 1), S.ABORTED, 5),
+    ]
+    data = encode_terminated(entries)
+    assert len(data) == 8 + 25 * 2
+    assert data[:4] == b"\x50\x54\x01\x00"
+    assert decode_terminated(data) == entries
+    assert decode_terminated(encode_terminated([])) == []
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: d[:7],  # shorter than the header
+        lambda d: b"\x00\x00" + d[2:],  # magic
+        lambda d: d[:2] + b"\x02" + d[3:],  # unknown version
+        lambda d: d[:-1],  # length does not match the count
+        lambda d: d[:24] + b"\x01" + d[25:],  # a non-terminal status (COMMITTING)
+    ],
+)
+def test_format_refuses_corrupt_values(mutate: object) -> None:
+    data = encode_terminated([TerminatedTxn(txn(1), S.COMMITTED, 7)])
+    with pytest.raises(CorruptRecordError):
+        decode_terminated(mutate(data))  # type: ignore[operator]
+
+
+def test_topic_name_and_status_mapping() -> None:
+    assert terminated_txn_state_topic(7) == "persistent://pulsar/system/__terminated_txn_state_7"
+    assert preserved_status(S.COMMITTING) is S.COMMITTED
+    assert preserved_status(S.COMMITTED) is S.COMMITTED
+    assert preserved_status(S.ABORTING) is S.ABORTED
+    assert preserved_status(S.ABORTED) is S.ABORTED
+    with pytest.raises(AssertionError):
+        preserved_status(S.OPEN)
+
+
+# ----------------------------------------------------------------------------- append / find
+
+
+async def test_append_counts_ending_as_ended_and_repeats_are_noops() -> None:
+    env = Env()
+    p = await env.loaded()
+    p.append(txn(1), S.COMMITTING, "a", 100)
+    p.append(txn(2), S.ABORTING, "a", 200)
+    p.append(txn(1), S.COMMITTED, "a", 999)  # a re-drive: same decision, kept as is
+    assert p.find("a", txn(1)) == TerminatedTxn(txn(1), S.COMMITTED, 100)
+    assert p.find("a", txn(2)) == TerminatedTxn(txn(2), S.ABORTED, 200)
+    assert p.find("b", txn(1)) is None  # another client's name
+    assert p.find(None, txn(1)) is None
+    assert p.find("a", TxnId(TC + 1, 1)) is None  # another coordinator's id
+    assert p.stats.appends == 2 and len(p) == 2 and p.stats.client_names == 1
+    with pytest.raises(AssertionError):
+        p.append(txn(1), S.ABORTING, "a", 300)  # a decision never changes
+
+
+async def test_keeps_the_last_count_per_client_name() -> None:
+    env = Env(count=3)
+    p = await env.loaded()
+    for i in range(5):
+        p.append(txn(i), S.COMMITTING, "a", i)
+    p.append(txn(10), S.ABORTING, "b", 10)
+    assert [t.txn_id.least for t in p.terminated("a")] == [2, 3, 4]
+    assert p.find("a", txn(1)) is None
+    assert p.stats.trimmed == 2 and len(p) == 4
+    await p.flush()
+    assert [t.txn_id.least for t in decode_terminated(env.store.data["a"])] == [2, 3, 4]
+
+
+# ----------------------------------------------------------------------------- flush
+
+
+async def test_flush_writes_one_message_per_dirty_name_and_coalesces() -> None:
+    env = Env()
+    p = await env.loaded()
+    p.append(txn(1), S.COMMITTING, "a", 1)
+    p.append(txn(2), S.COMMITTING, "a", 2)
+    p.append(txn(3), S.ABORTING, "b", 3)
+    await p.flush()
+    assert sorted(env.store.writes) == ["a", "b"]
+    await p.flush()  # nothing new: no write
+    assert len(env.store.writes) == 2
+    # Several flushers while one round is in flight: at most one more round.
+    env.store.hold()
+    p.append(txn(4), S.COMMITTING, "a", 4)
+    first = asyncio.ensure_future(p.flush())
+    await settle()
+    p.append(txn(5), S.COMMITTING, "a", 5)
+    p.append(txn(6), S.COMMITTING, "a", 6)
+    more = [asyncio.ensure_future(p.flush()) for _ in range(5)]
+    await settle()
+    env.store.release()
+    await asyncio.gather(first, *more)
+    assert env.store.writes[2:] == ["a", "a"]
+    assert [t.txn_id.least for t in decode_terminated(env.store.data["a"])] == [1, 2, 4, 5, 6][-4:]
+    assert p.stats.flushes == 3 and p.stats.messages_written == 4
+    assert p.stats.flush_latency.count == 3
+
+
+async def test_store_failure_fails_the_flush_and_keeps_the_change() -> None:
+    env = Env()
+    p = await env.loaded()
+    p.append(txn(1), S.COMMITTING, "a", 1)
+    env.store.fail_writes(1)
+    with pytest.raises(TransactionPreserverClosed, match="injected failure"):
+        await p.flush()
+    assert "a" not in env.store.data and p.stats.flush_failures == 1
+    await p.flush()  # the change is still dirty and goes out now
+    assert decode_terminated(env.store.data["a"])[0].txn_id == txn(1)
+
+
+async def test_a_stuck_store_times_the_flush_out_instead_of_hanging() -> None:
+    env = Env()
+    p = await env.loaded()
+    p.append(txn(1), S.COMMITTING, "a", 1)
+    env.store.hold()
+    flushing = asyncio.ensure_future(p.flush())
+    await env.sched.advance(9_999)
+    assert not flushing.done()
+    await env.sched.advance(1)
+    with pytest.raises(TransactionPreserverClosed, match="longer than 10000 ms"):
+        await flushing
+    env.store.release()
+    await settle()
+    await p.flush()  # the round that was stuck completed; nothing left to write
+    assert list(env.store.data) == ["a"]
+
+
+async def test_close_fails_pending_and_later_calls() -> None:
+    env = Env()
+    p = await env.loaded()
+    p.append(txn(1), S.COMMITTING, "a", 1)
+    env.store.hold()
+    flushing = asyncio.ensure_future(p.flush())
+    await settle()
+    p.close()
+    with pytest.raises(TransactionPreserverClosed, match="closed"):
+        await flushing
+    with pytest.raises(TransactionPreserverClosed):
+        p.append(txn(2), S.COMMITTING, "a", 2)
+    with pytest.raises(TransactionPreserverClosed):
+        await p.flush()
+    env.store.release()
+    await settle()
+
+
+async def test_disabled_preserver_does_nothing() -> None:
+    for p in (
+        TerminatedTxnPreserver(TC, None, ManualClock(), VirtualScheduler(ManualClock()),
+                               persist_count=64, persist_time_ms=1,
+                               expire_check_interval_ms=1, flush_timeout_ms=1),
+        Env().preserver(count=0),
+    ):
+        await p.load()
+        p.start()
+        assert not p.enabled
+        p.append(txn(1), S.COMMITTING, "a", 1)
+        await p.flush()
+        assert p.find("a", txn(1)) is None and len(p) == 0
+
+
+# ----------------------------------------------------------------------------- load
+
+
+async def test_load_restores_drops_expired_and_cuts_to_count() -> None:
+    env = Env(count=4)
+    p = await env.loaded()
+    for i in range(4):
+        p.append(txn(i), S.COMMITTING if i % 2 else S.ABORTING, "a", env.clock.wall_ms())
+    p.append(txn(9), S.COMMITTING, "old", env.clock.wall_ms())
+    await p.flush()
+    p.close()
+    env.clock.advance(10 * HOUR_MS)
+    # Newer entries of "old" are not there: move time so that "old" alone expires.
+    q = await env.loaded(count=2)
+    assert [t.txn_id.least for t in q.terminated("a")] == [2, 3]
+    assert q.find("a", txn(3)) == TerminatedTxn(txn(3), S.COMMITTED, env.clock.wall_ms() - 10 * HOUR_MS)
+    assert q.stats.restored == 3 and q.stats.trimmed == 2
+    await q.flush()  # the shortened name is written back
+    assert [t.txn_id.least for t in decode_terminated(env.store.data["a"])] == [2, 3]
+    q.close()
+    env.clock.advance(63 * HOUR_MS)  # 73 h after the decisions
+    r = await env.loaded()
+    assert len(r) == 0 and r.stats.expirations == 3
+    await r.flush()
+    assert env.store.data == {}  # tombstones for both names
+
+
+async def test_load_drops_unreadable_values_and_refuses_an_unreadable_store() -> None:
+    env = Env()
+    env.store.data["bad"] = b"not a record"
+    env.store.data["good"] = encode_terminated(
+        [TerminatedTxn(txn(1), S.COMMITTED, env.clock.wall_ms())]
+    )
+    p = await env.loaded()
+    assert p.stats.corrupt == 1 and p.find("good", txn(1)) is not None
+    await p.flush()
+    assert "bad" not in env.store.data
+    env.store.fail_reads()
+    with pytest.raises(TransactionPreserverClosed, match="cannot read"):
+        await env.preserver().load()
+
+
+# ----------------------------------------------------------------------------- expiry and bounds
+
+
+async def test_expiry_runs_on_its_interval_and_writes_tombstones() -> None:
+    env = Env()
+    p = await env.loaded()
+    p.append(txn(1), S.COMMITTING, "a", env.clock.wall_ms())
+    await p.flush()
+    await env.sched.advance(60 * HOUR_MS)
+    p.append(txn(2), S.ABORTING, "a", env.clock.wall_ms())
+    p.append(txn(3), S.ABORTING, "b", env.clock.wall_ms())
+    await p.flush()
+    # txn 1 is 72 h old now; the next check (every 300 s) drops it.
+    await env.sched.advance(12 * HOUR_MS)
+    assert p.find("a", txn(1)) is not None  # exactly 72 h is not older than 72 h
+    await env.sched.advance(300_000)
+    assert p.find("a", txn(1)) is None and p.find("a", txn(2)) is not None
+    assert [t.txn_id.least for t in decode_terminated(env.store.data["a"])] == [2]
+    await env.sched.advance(60 * HOUR_MS)  # txns 2 and 3 are older than 72 h now
+    assert len(p) == 0 and p.client_names() == []
+    assert env.store.data == {} and p.stats.expirations == 3
+    p.close()
+
+
+async def test_thousands_of_client_names_stay_bounded() -> None:
+    env = Env(count=4)
+    p = await env.loaded()
+    names = [f"client-{i}" for i in range(5_000)]
+    seq = 0
+    for _round in range(6):  # 6 ends per name, 4 kept
+        for name in names:
+            p.append(txn(seq), S.COMMITTING if seq % 3 else S.ABORTING, name,
+                     env.clock.wall_ms())
+            seq += 1
+        await p.flush()
+        await env.sched.advance(HOUR_MS)
+    assert len(p) == 5_000 * 4 == sum(len(p.terminated(n)) for n in names)
+    assert p.stats.client_names == 5_000 and len(env.store.data) == 5_000
+    assert p.stats.trimmed == 5_000 * 2
+    # Nobody ends anything any more: after the persist time everything is gone.
+    await env.sched.advance(72 * HOUR_MS)
+    assert len(p) == 0 and p.client_names() == [] and env.store.data == {}
+    assert p.stats.entries == 0 and p.stats.client_names == 0
+    p.close()

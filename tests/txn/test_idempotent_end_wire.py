@@ -1,0 +1,200 @@
+"""Idempotent END_TXN (PIP-255) against a real broker process, in raw frames: repeated
+and crossed ends with ``client_name``, across a kill -9 restart, and the admin view
+``GET /admin/v3/transactions/clientTransactions/{clientName}``."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import quasar.client as qc
+from quasar.errors import ServerError
+from quasar.protocol import pb
+from quasar.testing.process import BrokerProcess
+from quasar.testing.raw import Raw, close_all
+
+T = pb.BaseCommand
+COMMIT, ABORT = pb.COMMIT, pb.ABORT
+RECEIVE_MS = 10_000
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("idem") / "data").start()
+    yield proc
+    assert proc.stop() == 0, proc.read_log()
+
+
+@pytest.fixture(autouse=True)
+def _close() -> Iterator[None]:
+    yield
+    close_all()
+
+
+class Tc:
+    """Coordinator commands in raw frames, ``client_name`` set as the test says."""
+
+    def __init__(self, broker: BrokerProcess) -> None:
+        self.raw = Raw(broker.port)
+        self.raw.connect()
+        self.rid = 0
+
+    def _next(self) -> int:
+        self.rid += 1
+        return self.rid
+
+    def connect(self, tc_id: int) -> None:
+        cmd = T(type=T.TC_CLIENT_CONNECT_REQUEST)
+        cmd.tcClientConnectRequest.request_id = self._next()
+        cmd.tcClientConnectRequest.tc_id = tc_id
+        resp = self.raw.request(cmd, T.TC_CLIENT_CONNECT_RESPONSE).tcClientConnectResponse
+        assert not resp.HasField("error"), resp
+
+    def new_txn(self, client_name: str | None, tc_id: int = 0, ttl_ms: int = 60_000) -> tuple[int, int]:
+        self.connect(tc_id)
+        cmd = T(type=T.NEW_TXN)
+        cmd.newTxn.request_id = self._next()
+        cmd.newTxn.tc_id = tc_id
+        cmd.newTxn.txn_ttl_seconds = ttl_ms
+        if client_name is not None:
+            cmd.newTxn.client_name = client_name
+        resp = self.raw.request(cmd, T.NEW_TXN_RESPONSE).newTxnResponse
+        assert not resp.HasField("error"), resp
+        return resp.txnid_most_bits, resp.txnid_least_bits
+
+    def end(
+        self, txn: tuple[int, int], action: int, client_name: str | None
+    ) -> pb.CommandEndTxnResponse:
+        cmd = T(type=T.END_TXN)
+        c = cmd.endTxn
+        c.request_id = self._next()
+        c.txnid_most_bits, c.txnid_least_bits = txn
+        c.txn_action = action
+        if client_name is not None:
+            c.client_name = client_name
+        return self.raw.request(cmd, T.END_TXN_RESPONSE).endTxnResponse
+
+
+def ok(resp: pb.CommandEndTxnResponse) -> None:
+    assert not resp.HasField("error"), (resp.error, resp.message)
+
+
+def refused(resp: pb.CommandEndTxnResponse, error: int, status: str | None = None) -> None:
+    assert resp.HasField("error") and resp.error == error, (resp.error, resp.message)
+    if status is not None:
+        assert f"it is in {status} status" in resp.message, resp.message
+
+
+def client_transactions(broker: BrokerProcess, name: str) -> dict[str, Any]:
+    url = (broker.admin_url + "/admin/v3/transactions/clientTransactions/"
+           + urllib.parse.quote(name, safe=""))
+    with urllib.request.urlopen(url, timeout=30) as r:
+        assert r.status == 200
+        return json.loads(r.read())  # type: ignore[no-any-return]
+
+
+def test_repeated_and_crossed_ends_across_a_kill_9_restart(broker: BrokerProcess) -> None:
+    name = f"raw-{uuid.uuid4().hex[:8]}"
+    topic = f"persistent://public/default/idem-{uuid.uuid4().hex[:8]}"
+    # Real participants: a transaction of quasar's client (its NEW_TXN carries the
+    # name) writes to the topic; the ends below are raw.
+    client = qc.Client(broker.url, enable_transaction=True, client_name=name,
+                       operation_timeout_seconds=15)
+    try:
+        producer = client.create_producer(topic)
+        committed = client.new_transaction()
+        producer.send(b"committed", txn=committed)
+        aborted = client.new_transaction()
+        producer.send(b"aborted", txn=aborted)
+        c_id, a_id = tuple(committed.id()), tuple(aborted.id())
+    finally:
+        client.close()
+    tc = Tc(broker)
+    tc.connect(c_id[0])
+    tc.connect(a_id[0])
+    ok(tc.end(c_id, COMMIT, name))
+    ok(tc.end(a_id, ABORT, name))
+    open_one = tc.new_txn(name)
+    for _ in range(2):
+        ok(tc.end(c_id, COMMIT, name))
+        ok(tc.end(a_id, ABORT, name))
+        refused(tc.end(c_id, ABORT, name), ServerError.InvalidTxnStatus, "COMMITTED")
+        refused(tc.end(a_id, COMMIT, name), ServerError.InvalidTxnStatus, "ABORTED")
+        # Without the name, or with another one: unknown, as upstream answers.
+        refused(tc.end(c_id, COMMIT, None), ServerError.TransactionNotFound)
+        refused(tc.end(c_id, COMMIT, name + "-other"), ServerError.TransactionNotFound)
+        broker.restart(hard=True)  # kill -9, then the same data
+        close_all()
+        tc = Tc(broker)
+        tc.connect(c_id[0])
+        tc.connect(a_id[0])
+    # The admin view, after the restarts (it loads the coordinators it asks).
+    view = client_transactions(broker, name)
+    assert view["clientName"] == name and view["unavailableCoordinators"] == []
+    terminated = {(t["mostSigBits"], t["leastSigBits"]): t["status"] for t in view["terminated"]}
+    assert terminated == {c_id: "COMMITTED", a_id: "ABORTED"}
+    assert all(t["txnId"] == f"({t['mostSigBits']},{t['leastSigBits']})" for t in view["terminated"])
+    assert all(isinstance(t["endTime"], int) for t in view["terminated"])
+    assert [(o["txnId"], o["status"]) for o in view["open"]] == [
+        (f"({open_one[0]},{open_one[1]})", "OPEN")
+    ]
+    ok(tc.end(open_one, ABORT, name))
+    # The data: the committed message once, the aborted one never.
+    reader_client = qc.Client(broker.url, operation_timeout_seconds=15)
+    try:
+        consumer = reader_client.subscribe(topic, "verify",
+                                           initial_position=qc.InitialPosition.Earliest)
+        sentinel = reader_client.create_producer(topic)
+        sentinel.send(b"sentinel")
+        seen = []
+        while True:
+            m = consumer.receive(RECEIVE_MS)
+            consumer.acknowledge(m)
+            if m.data() == b"sentinel":
+                break
+            seen.append(m.data())
+        assert seen == [b"committed"]
+    finally:
+        reader_client.close()
+
+
+def test_admin_view_of_unknown_and_odd_names(broker: BrokerProcess) -> None:
+    view = client_transactions(broker, "nobody-" + uuid.uuid4().hex)
+    assert view["open"] == [] and view["terminated"] == []
+    name = f"team/app {uuid.uuid4().hex[:6]}"  # '/' and a space in a client name
+    tc = Tc(broker)
+    txn = tc.new_txn(name)
+    ok(tc.end(txn, COMMIT, name))
+    ok(tc.end(txn, COMMIT, name))
+    view = client_transactions(broker, name)
+    assert view["clientName"] == name
+    assert [(t["txnId"], t["status"]) for t in view["terminated"]] == [
+        (f"({txn[0]},{txn[1]})", "COMMITTED")
+    ]
+
+
+def test_bad_client_names(broker: BrokerProcess) -> None:
+    tc = Tc(broker)
+    tc.connect(0)
+    cmd = T(type=T.NEW_TXN)
+    cmd.newTxn.request_id = 999
+    cmd.newTxn.tc_id = 0
+    cmd.newTxn.client_name = "x" * 5000
+    resp = tc.raw.request(cmd, T.NEW_TXN_RESPONSE).newTxnResponse
+    assert resp.error == ServerError.NotAllowedError, resp
+    refused(tc.end((0, 10**9), COMMIT, "x" * 5000), ServerError.NotAllowedError)
+    url = broker.admin_url + "/admin/v3/transactions/clientTransactions/" + "x" * 2000
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(url, timeout=30)
+    assert err.value.code == 400
+    err.value.close()
+    # The connection still works.
+    txn = tc.new_txn("fine")
+    ok(tc.end(txn, ABORT, "fine"))
