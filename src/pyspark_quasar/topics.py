@@ -12,6 +12,7 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,20 +144,28 @@ class BrokerView:
 
     def first_at_or_after(self, partition: str, timestamp_ms: int) -> Bound | None:
         """``from <first message published at or after timestamp_ms>``, or None."""
-        reader = self.client.create_reader(partition, qc.MessageId.earliest)
+        if self.last_message(partition).kind == "earliest":
+            return None
+        # A throw-away durable subscription: quasar's Reader.seek(timestamp) restarts
+        # from the earliest message (the reader resubscribes with its original start
+        # id after the broker's reset), a durable cursor keeps the reset.
+        consumer = self.client.subscribe(
+            partition,
+            f"spark-quasar-seek-{uuid.uuid4().hex[:12]}",
+            receiver_queue_size=1,
+            initial_position=qc.InitialPosition.Latest,
+        )
         try:
-            reader.seek(timestamp_ms)
-            if self.last_message(partition).kind == "earliest":
-                return None
+            consumer.seek(timestamp_ms)
             try:
-                # The broker positions the reader at the first entry published at or
-                # after the time; if there is none nothing arrives.
-                mid = reader.read_next(_SEEK_PROBE_MS).message_id()
+                # The broker positions the subscription at the first entry published
+                # at or after the time; if there is none nothing arrives.
+                mid = consumer.receive(_SEEK_PROBE_MS).message_id()
             except qc.Timeout:
                 return None
             return Bound.starting_at(mid.ledger_id(), mid.entry_id(), mid.batch_index())
         finally:
-            reader.close()
+            consumer.unsubscribe()
 
     def ledger_spans(self, partition: str) -> list[LedgerSpan]:
         return ledger_spans(self.opts.conn.admin_url, partition)
