@@ -414,13 +414,24 @@ def fake_threaded() -> Any:
 
 # --- discoverability -------------------------------------------------------------------
 
-ANSWER = {
+ANSWER = {  # the shape of src/quasar/admin/transactions.py
     "clientName": "app-1",
-    "open": [{"txnId": "(0,7)", "status": "OPEN", "openTime": 1}],
+    "open": [
+        {
+            "txnId": "(0,7)",
+            "mostSigBits": 0,
+            "leastSigBits": 7,
+            "coordinatorId": 0,
+            "status": "OPEN",
+            "openTimestamp": 1,
+            "timeoutAt": 60001,
+        }
+    ],
     "terminated": [
         {"txnId": "(1,3)", "status": "COMMITTED", "endTime": 1700000000000},
         {"txnId": "(0,5)", "status": "ABORTED", "endTime": 1700000000001},
     ],
+    "unavailableCoordinators": [1],
 }
 
 
@@ -464,7 +475,9 @@ async def test_get_client_transactions(
             (TxnID(1, 3), "COMMITTED", 1700000000000),
             (TxnID(0, 5), "ABORTED", 1700000000001),
         ]
-        assert other.open[0].details["openTime"] == 1
+        assert other.open[0].details["openTimestamp"] == 1
+        assert other.open[0].end_time_ms is None
+        assert other.unavailable_coordinators == [1]
         assert other.find((1, 3)) is other.terminated[0]
         assert other.find(TxnID(9, 9)) is None
         with pytest.raises(AdminApiError, match="no such client") as info:

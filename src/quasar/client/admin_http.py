@@ -5,12 +5,23 @@ discoverability), behind ``client.get_client_transactions(client_name)``. It ans
 for one client name, the transactions its coordinators hold open and the terminated
 ones their preservers remember::
 
-    {"clientName": "...",
-     "open":       [{"txnId": "(most,least)", "status": "OPEN", ...}, ...],
-     "terminated": [{"txnId": "(most,least)", "status": "COMMITTED", "endTime": ms}, ...]}
+    {"clientName": "etl-7",
+     "open": [{"txnId": "(1,5)", "mostSigBits": 1, "leastSigBits": 5,
+               "coordinatorId": 1, "status": "OPEN",
+               "openTimestamp": 1700000000000, "timeoutAt": 1700000060000}],
+     "terminated": [{"txnId": "(1,4)", "mostSigBits": 1, "leastSigBits": 4,
+                     "coordinatorId": 1, "status": "COMMITTED",
+                     "endTime": 1700000001000}],
+     "unavailableCoordinators": []}
+
+``open``: live transactions (OPEN, COMMITTING, ABORTING); ``terminated``: the outcomes
+the coordinators' preservers still hold (COMMITTED, ABORTED: the last
+``transactionMetaPersistCount`` per client name and coordinator, for
+``transactionMetaPersistTimeInHour``). A coordinator named in
+``unavailableCoordinators`` could not be asked: the answer is then partial.
 
 The result is returned as :class:`ClientTransactions` (plain dataclasses); every field
-the broker sent is kept in ``ClientTransaction.details``.
+the broker sent for a transaction is kept in ``ClientTransaction.details``.
 
 The admin URL is ``Client(admin_url=...)``; when not given it is
 ``http://<first host of service_url>:8080``, where Pulsar standalone (and ``quasar
@@ -52,11 +63,16 @@ class ClientTransaction:
 
 @dataclass(frozen=True)
 class ClientTransactions:
-    """What the broker knows of one client name's transactions."""
+    """What the broker knows of one client name's transactions.
+
+    ``unavailable_coordinators``: ids of coordinators that could not be asked; when
+    not empty the lists are partial (absence from them proves nothing).
+    """
 
     client_name: str
     open: list[ClientTransaction]
     terminated: list[ClientTransaction]
+    unavailable_coordinators: list[int] = field(default_factory=list)
 
     def find(self, txn_id: TxnID | tuple[int, int]) -> ClientTransaction | None:
         """The entry of ``txn_id`` (open or terminated), or None."""
@@ -112,6 +128,9 @@ def parse_client_transactions(body: Any, client_name: str) -> ClientTransactions
             client_name=str(body.get("clientName", client_name)),
             open=[_entry(o) for o in body.get("open", [])],
             terminated=[_entry(o) for o in body.get("terminated", [])],
+            unavailable_coordinators=[
+                int(i) for i in body.get("unavailableCoordinators", [])
+            ],
         )
     except (AttributeError, TypeError, ValueError) as exc:
         raise AdminApiError(200, f"unexpected clientTransactions answer: {exc}") from exc
