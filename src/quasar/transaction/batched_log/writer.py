@@ -180,6 +180,8 @@ class TxnLogBufferedWriter(Generic[T]):
             return
         self.entries_written += 1
         self.records_written += len(records)
+        if self._stats is not None:
+            self._stats.written(len(records))
         added.add_done_callback(lambda f: _complete(f, futures))
 
     def _write_alone(self, data: bytes, out: asyncio.Future[LogPosition]) -> None:
@@ -190,6 +192,8 @@ class TxnLogBufferedWriter(Generic[T]):
             return
         self.entries_written += 1
         self.records_written += 1
+        if self._stats is not None:
+            self._stats.written(1)
 
         def done(f: asyncio.Future[Position]) -> None:
             if out.done():
