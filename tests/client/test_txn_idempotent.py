@@ -274,6 +274,9 @@ def test_preserver_closed_is_exported_and_retryable() -> None:
     assert qc.TransactionPreserverClosed is TransactionPreserverClosed
     assert TransactionPreserverClosed.retryable
     assert result_for(TransactionPreserverClosed("x")) is qc.Result.UnknownError
+    # quasar.errors' names are exported beside pulsar's aliases.
+    assert qc.InvalidTxnStatus is qc.InvalidTxnStatusError is InvalidTxnStatus
+    assert qc.TransactionCoordinatorNotFound is qc.TransactionCoordinatorNotFoundError
 
 
 # --- resume ----------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from quasar.errors import (
     ConsumerNotFound,
     IncompatibleSchema,
     InvalidTopicName,
+    InvalidTxnStatus,
     NotAllowedError,
     ProducerBlockedQuotaExceededError,
     ProducerBlockedQuotaExceededException,
@@ -33,6 +34,7 @@ from quasar.errors import (
     Timeout,
     TopicNotFound,
     TransactionConflict,
+    TransactionCoordinatorNotFound,
     TransactionNotFound,
     TransactionPreserverClosed,
     UnknownError,
@@ -48,8 +50,10 @@ BrokerPersistenceError = errors.PersistenceError
 ServiceUnitNotReady = errors.ServiceNotReady
 TooManyLookupRequestException = errors.TooManyRequests
 TopicTerminated = errors.TopicTerminatedError
-TransactionCoordinatorNotFoundError = errors.TransactionCoordinatorNotFound
-InvalidTxnStatusError = errors.InvalidTxnStatus
+# quasar.errors' own names (InvalidTxnStatus, TransactionCoordinatorNotFound) are
+# exported too: the same classes.
+TransactionCoordinatorNotFoundError = TransactionCoordinatorNotFound
+InvalidTxnStatusError = InvalidTxnStatus
 
 
 class InvalidConfiguration(ClientError):
