@@ -471,9 +471,10 @@ class TransactionImpl:
                 if deadline is not None and self._loop.time() + delay >= deadline:
                     raise TransactionOutcomeUnknown(
                         f"{name} of transaction {self.txn_id}: no definite answer "
-                        f"within {bound_ms:.0f} ms (last: {type(exc).__name__}: {exc}); call {name}() "
-                        "again, or client.resume_transaction(txn_id)."
-                        f"{name}() later, to keep asking",
+                        f"within {bound_ms:.0f} ms (last: {type(exc).__name__}: "
+                        f"{exc}); call {name}() again, or "
+                        f"client.resume_transaction(txn_id).{name}() later, to keep "
+                        "asking",
                         self.txn_id,
                     ) from exc
                 log.info(

@@ -12,6 +12,10 @@ States follow Pulsar's public ``Transaction.State`` (PR #17423)::
 COMMITTED, ABORTED, ERROR and TIME_OUT are final. The coordinator has no TIME_OUT or
 ERROR status: they exist only in the client (a timeout is an abort that the coordinator
 starts; ERROR means the coordinator rejected the end and the client cannot say more).
+
+A handle from ``client.resume_transaction`` starts OPEN on the same table; it refuses
+sends and acks and has no client-side timer, so it only ever leaves OPEN through
+``commit()`` or ``abort()``.
 """
 
 from __future__ import annotations
