@@ -85,6 +85,13 @@ CASES = [
     ("tc.after_some_ends", ABORT, True),
     ("tc.after_all_ends_before_terminal", COMMIT, True),
     ("tc.after_all_ends_before_terminal", ABORT, True),
+    # PIP-255 chain points (idempotent END_TXN itself: test_preserver_crash_points.py).
+    ("tc.after_preserver_append", COMMIT, True),
+    ("tc.after_preserver_append", ABORT, True),
+    ("tc.after_preserver_flush", COMMIT, True),
+    ("tc.after_preserver_flush", ABORT, True),
+    ("tc.after_terminal_written", COMMIT, True),
+    ("tc.after_terminal_written", ABORT, True),
     ("tb.after_marker_before_state", COMMIT, True),
     ("tb.after_marker_before_state", ABORT, True),
     # Dies inside T's first ack, before any END_TXN: either outcome, but one.

@@ -7,12 +7,19 @@ variable is read once, at import, so an unset variable costs one string comparis
 
 Points placed so far (the harness can enumerate ``KNOWN_POINTS``):
 
-* ``tc.after_ending_written``: the COMMITTING/ABORTING record is durable, no end has
-  been sent to any partition or subscription yet;
+* ``tc.after_ending_written``: the COMMITTING/ABORTING record is durable (and applied
+  in memory), the outcome is not in the preserver yet, no end has been sent to any
+  partition or subscription;
+* ``tc.after_preserver_append``: the outcome is appended to the terminated-transaction
+  preserver in memory, not flushed; no end sent yet;
 * ``tc.after_some_ends``: the first participant acknowledged its end, others may not
   have;
-* ``tc.after_all_ends_before_terminal``: every participant acknowledged, the
-  COMMITTED/ABORTED record is not written yet;
+* ``tc.after_all_ends_before_terminal``: every participant acknowledged, the preserver
+  is not flushed and the COMMITTED/ABORTED record is not written yet;
+* ``tc.after_preserver_flush``: the outcome is durable in
+  ``__terminated_txn_state_{tcId}``, the COMMITTED/ABORTED record is not written yet;
+* ``tc.after_terminal_written``: the COMMITTED/ABORTED record is durable (the
+  transaction left the coordinator's memory), END_TXN is not answered yet;
 * ``tb.after_marker_before_state``: a commit/abort marker is durable on a partition,
   the buffer's in-memory state has not changed yet;
 * ``tb.during_snapshot``: a transaction-buffer snapshot is partly written;
@@ -31,8 +38,11 @@ ENV_VAR = "QUASAR_CRASH_POINT"
 
 KNOWN_POINTS = (
     "tc.after_ending_written",
+    "tc.after_preserver_append",
     "tc.after_some_ends",
     "tc.after_all_ends_before_terminal",
+    "tc.after_preserver_flush",
+    "tc.after_terminal_written",
     "tb.after_marker_before_state",
     "tb.during_snapshot",
     "pa.after_ack_before_commit",
