@@ -30,26 +30,23 @@ from ._wire import MASK64, MAX_U32, U32X2, BytesLike
 __all__ = ["encode_message_frame", "encode_send_receipt"]
 
 _ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+# Two-byte varints (128 .. 16383) prebuilt: consumer, producer and entry ids and
+# sequence ids spend most of their time in this range.
+_TWO_BYTES = [bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(0x4000)]
 
 
 def _varint(value: int) -> bytes:
     """Encode a non-negative integer below 2^64 as a protobuf varint."""
     if value < 0x80:
         return _ONE_BYTE[value]
+    if value < 0x4000:
+        return _TWO_BYTES[value]
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
     return bytes(out)
-
-
-def _message_id(ledger_id: int, entry_id: int, partition: int) -> bytes:
-    body = b"\x08" + _varint(ledger_id & MASK64) + b"\x10" + _varint(entry_id & MASK64)
-    if partition != -1:
-        # int32 on the wire, but a negative value is sign-extended to 64 bits.
-        body += b"\x18" + _varint(partition & MASK64)
-    return body
 
 
 def encode_message_frame(
@@ -69,15 +66,18 @@ def encode_message_frame(
     non-empty. Ids may be given signed (-1 is written as 2^64-1). Raises
     ``LocalProtocolError`` if the frame would not fit a u32 size.
     """
-    mid = _message_id(ledger_id, entry_id, partition)
-    parts = [b"\x08", _varint(consumer_id & MASK64), b"\x12", _varint(len(mid)), mid]
+    varint = _varint
+    mid = b"\x08" + varint(ledger_id & MASK64) + b"\x10" + varint(entry_id & MASK64)
+    if partition != -1:
+        # int32 on the wire, but a negative value is sign-extended to 64 bits.
+        mid += b"\x18" + varint(partition & MASK64)
+    msg = b"\x08" + varint(consumer_id & MASK64) + b"\x12" + _ONE_BYTE[len(mid)] + mid
     if redelivery_count:
-        parts += (b"\x18", _varint(redelivery_count & MASK64))
+        msg += b"\x18" + varint(redelivery_count & MASK64)
     if ack_set:
-        for word in ack_set:
-            parts += (b"\x20", _varint(word & MASK64))
-    msg = b"".join(parts)
-    cmd = b"\x08\x09\x4a" + _varint(len(msg)) + msg
+        msg += b"".join([b"\x20" + varint(word & MASK64) for word in ack_set])
+    # The MESSAGE body stays far below 2^14 bytes (ack sets are bounded by batch size).
+    cmd = b"\x08\x09\x4a" + varint(len(msg)) + msg
     size = len(cmd)
     total = 4 + size + len(entry)
     if total > MAX_U32:
@@ -98,18 +98,19 @@ def encode_send_receipt(
     ``{ledgerId, entryId}`` and ``highest_sequence_id`` only when non-zero. Ids may be
     given signed (-1 is written as 2^64-1).
     """
-    mid = b"\x08" + _varint(ledger_id & MASK64) + b"\x10" + _varint(entry_id & MASK64)
+    varint = _varint
+    mid = b"\x08" + varint(ledger_id & MASK64) + b"\x10" + varint(entry_id & MASK64)
     receipt = (
         b"\x08"
-        + _varint(producer_id & MASK64)
+        + varint(producer_id & MASK64)
         + b"\x10"
-        + _varint(sequence_id & MASK64)
+        + varint(sequence_id & MASK64)
         + b"\x1a"
-        + _varint(len(mid))
+        + _ONE_BYTE[len(mid)]
         + mid
     )
     if highest_sequence_id:
-        receipt += b"\x20" + _varint(highest_sequence_id & MASK64)
-    cmd = b"\x08\x07\x3a" + _varint(len(receipt)) + receipt
+        receipt += b"\x20" + varint(highest_sequence_id & MASK64)
+    cmd = b"\x08\x07\x3a" + _ONE_BYTE[len(receipt)] + receipt
     size = len(cmd)
     return U32X2.pack(size + 4, size) + cmd

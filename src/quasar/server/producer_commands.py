@@ -166,9 +166,11 @@ class ProducerCommands:
     ) -> None:
         pid = c.producer_id
         seq = c.sequence_id
-        highest = c.highest_sequence_id if c.HasField("highest_sequence_id") else 0
-        num = c.num_messages if c.HasField("num_messages") else 1
+        # Unset fields read as their declared defaults (0 and 1), as HasField would give.
+        highest = c.highest_sequence_id
+        num = c.num_messages
         self.publish_started()
+        write = self.write
 
         def done(pos: Position | None, err: BaseException | None) -> None:
             self.publish_completed()
@@ -176,11 +178,9 @@ class ProducerCommands:
                 self._send_error(pid, seq, err)
                 return
             assert pos is not None
-            self.write(
-                encode_send_receipt(pid, seq, pos.ledger_id, pos.entry_id, highest)
-            )
+            write(encode_send_receipt(pid, seq, pos[0], pos[1], highest))
 
-        topic.publish(producer, seq, highest, num, bytes(payload), done, txn)
+        topic.publish(producer, seq, highest, num, payload, done, txn)
 
     def _send_error(self: ServerConnection, pid: int, seq: int, err: BaseException) -> None:  # type: ignore[misc]
         from .connection import error_code_and_message

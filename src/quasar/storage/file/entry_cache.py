@@ -55,13 +55,17 @@ class EntryCache:
         self.evictions = 0
 
     def put(self, position: Position, data: bytes) -> None:
+        self.put_at(position.ledger_id, position.entry_id, data)
+
+    def put_at(self, ledger_id: int, entry_id: int, data: bytes) -> None:
+        """``put`` without building a ``Position`` (the append path)."""
         cost = len(data) + _ENTRY_OVERHEAD_BYTES
         if cost > self._max:
             return
-        assert 0 <= position.entry_id < 1 << _ENTRY_BITS, position
-        self._entries[_key(position)] = data
+        assert 0 <= entry_id < 1 << _ENTRY_BITS, (ledger_id, entry_id)
+        self._entries[(ledger_id << _ENTRY_BITS) | entry_id] = data
         self._size += cost
-        lid = position.ledger_id
+        lid = ledger_id
         self._per_ledger[lid] = self._per_ledger.get(lid, 0) + 1
         while self._size > self._max:
             old_key, old = self._entries.popitem(last=False)

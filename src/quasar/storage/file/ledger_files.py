@@ -214,7 +214,7 @@ class FileLedgerStorage:
         offset = ledger.end
         ledger.offsets.append(offset)
         ledger.end = offset + fmt.RECORD_HEADER_SIZE + len(data)
-        self._cache.put(Position(ledger_id, entry_id), data)
+        self._cache.put_at(ledger_id, entry_id, data)
         self._writer.append(ledger.target, offset, data, owner, done)
 
     # ------------------------------------------------------------------ reads
