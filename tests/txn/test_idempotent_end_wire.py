@@ -178,6 +178,14 @@ def test_admin_view_of_unknown_and_odd_names(broker: BrokerProcess) -> None:
     assert [(t["txnId"], t["status"]) for t in view["terminated"]] == [
         (f"({txn[0]},{txn[1]})", "COMMITTED")
     ]
+    # The preserver's metrics, per coordinator, on the broker's /metrics.
+    with urllib.request.urlopen(broker.admin_url + "/metrics", timeout=30) as r:
+        metrics = r.read().decode()
+    labels = f'{{cluster="standalone",coordinator_id="{txn[0]}"}}'
+    entries = [line for line in metrics.splitlines()
+               if line.startswith("pulsar_txn_tc_preserver_entries" + labels)]
+    assert len(entries) == 1 and float(entries[0].split()[-1]) >= 1, entries
+    assert "pulsar_txn_tc_preserver_flush_latency_seconds_bucket" in metrics
 
 
 def test_bad_client_names(broker: BrokerProcess) -> None:

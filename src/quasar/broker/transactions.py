@@ -30,6 +30,7 @@ from quasar.transaction.batched_log import BatchedLogs, BatchedWriteSettings
 from quasar.transaction.buffer import TopicTransactionBuffer, TransactionBufferConfig
 from quasar.transaction.coordinator.config import CoordinatorConfig
 from quasar.transaction.coordinator.preserver import terminated_txn_state_topic
+from quasar.transaction.coordinator.preserver_metrics import PreserverMetrics
 from quasar.transaction.coordinator_registry import (
     ClientTransactions,
     TransactionCoordinatorRegistry,
@@ -131,6 +132,11 @@ class TransactionService:
             ),
             preserver_store=self.preserver_table,
         )
+        self.preserver_metrics = PreserverMetrics(
+            service.settings.cluster_name,
+            lambda: [(tc.tc_id, tc.preserver.stats) for tc in self.registry.coordinators()],
+        )
+        REGISTRY.register(self.preserver_metrics)
 
     def snapshot_table(self, namespace: str) -> SystemTopicTable:
         """The namespace's ``__transaction_buffer_snapshot`` table (one per namespace)."""
@@ -179,6 +185,7 @@ class TransactionService:
             )
 
     async def close(self) -> None:
+        REGISTRY.unregister(self.preserver_metrics)
         await self.registry.close()
         self.batched_logs.close()
 

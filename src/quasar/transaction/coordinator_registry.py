@@ -111,6 +111,10 @@ class TransactionCoordinatorRegistry:
         """Ids of the coordinators loaded (ready or not)."""
         return sorted(self._coordinators)
 
+    def coordinators(self) -> list[TransactionCoordinator]:
+        """The coordinators loaded (ready or not), by id (stats, metrics)."""
+        return [self._coordinators[i] for i in sorted(self._coordinators)]
+
     # ------------------------------------------------------------------ loading
 
     async def start(self, tc_ids: Sequence[int] | None = None) -> None:
