@@ -53,7 +53,7 @@ from ..buffer.snapshot_store import MemorySnapshotStore
 from ..scheduler import Scheduler, TimerHandle
 from ..txn_id import TxnId
 from ..txn_status import TxnStatus
-from .preserver_format import TerminatedTxn, decode_terminated, encode_terminated
+from .preserver_format import TerminatedTxn, decode_terminated_fields, encode_terminated
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +250,7 @@ class TerminatedTxnPreserver:
         cutoff = self._cutoff()
         for name, value in stored.items():
             try:
-                entries = decode_terminated(value)
+                entries = decode_terminated_fields(value)
             except CorruptRecordError as exc:
                 log.error("tc %d: dropping unreadable preserved state of %r: %s",
                           self._tc_id, name, exc)
@@ -258,14 +258,15 @@ class TerminatedTxnPreserver:
                 self._mark_dirty(name)
                 continue
             txns: dict[int, int] = {}
-            for e in entries:
-                if e.txn_id.most != self._tc_id:
+            for most, least, status, end_ms in entries:
+                if most != self._tc_id:
                     self.stats.corrupt += 1
-                elif e.end_time_ms < cutoff:
+                elif end_ms < cutoff:
                     self.stats.expirations += 1
                 else:
-                    txns[e.txn_id.least] = _pack(e.status, e.end_time_ms)
-                    self._note_end(e.end_time_ms)
+                    txns[least] = (end_ms << _STATUS_BITS) | status
+            if txns:
+                self._note_end(min(p >> _STATUS_BITS for p in txns.values()))
             changed = len(txns) != len(entries)
             changed |= self._trim(txns) > 0
             if txns:

@@ -42,6 +42,7 @@ VERSION = 1
 _HEADER = struct.Struct(">HBBI")
 _ENTRY = struct.Struct(">QQBq")
 _STATUSES = frozenset({TxnStatus.COMMITTED, TxnStatus.ABORTED})
+_STATUS_VALUES = frozenset(int(s) for s in _STATUSES)
 
 
 class TerminatedTxn(NamedTuple):
@@ -69,6 +70,19 @@ def decode_terminated(data: bytes) -> list[TerminatedTxn]:
         CorruptRecordError: wrong magic, unknown version, wrong length or a status
             that is not terminal.
     """
+    return [
+        TerminatedTxn(TxnId(most, least), TxnStatus(status), end_ms)
+        for most, least, status, end_ms in decode_terminated_fields(data)
+    ]
+
+
+def decode_terminated_fields(data: bytes) -> list[tuple[int, int, int, int]]:
+    """``decode_terminated`` as plain ``(most, least, status, end_ms)`` tuples (the
+    preserver's load path: no objects per entry beyond what it keeps).
+
+    Raises:
+        CorruptRecordError: as ``decode_terminated``.
+    """
     if len(data) < _HEADER.size:
         raise CorruptRecordError(f"terminated-transaction record of {len(data)} bytes")
     magic, version, _, count = _HEADER.unpack_from(data)
@@ -80,9 +94,8 @@ def decode_terminated(data: bytes) -> list[TerminatedTxn]:
         raise CorruptRecordError(
             f"terminated-transaction record of {len(data)} bytes for {count} entries"
         )
-    out: list[TerminatedTxn] = []
-    for most, least, status, end_ms in _ENTRY.iter_unpack(data[_HEADER.size :]):
-        if status not in _STATUSES:
-            raise CorruptRecordError(f"terminated-transaction record with status {status}")
-        out.append(TerminatedTxn(TxnId(most, least), TxnStatus(status), end_ms))
+    out = list(_ENTRY.iter_unpack(memoryview(data)[_HEADER.size :]))
+    for entry in out:
+        if entry[2] not in _STATUS_VALUES:
+            raise CorruptRecordError(f"terminated-transaction record with status {entry[2]}")
     return out
