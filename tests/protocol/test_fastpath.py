@@ -125,3 +125,54 @@ def test_partition_minus_one_is_omitted() -> None:
     cmd = pb.BaseCommand.FromString(frame[8 : 8 + cmd_size])
     assert not cmd.message.message_id.HasField("partition")
     assert cmd.message.message_id.partition == -1
+
+
+@SETTINGS
+@given(
+    u64,
+    u64,
+    st.one_of(st.none(), st.integers(0, (1 << 31) - 1)),
+    st.text(max_size=20),
+    u64,
+    st.one_of(st.none(), st.integers(0, (1 << 31) - 1)),
+    st.binary(max_size=12),
+    st.binary(max_size=64),
+)
+def test_plain_send_matches_protobuf(
+    producer_id: int,
+    sequence_id: int,
+    num_messages: int | None,
+    name: str,
+    publish_time: int,
+    in_batch: int | None,
+    schema_version: bytes,
+    payload: bytes,
+) -> None:
+    from quasar.protocol import encode_message, encode_plain_metadata, encode_plain_send
+
+    md = pb.MessageMetadata(
+        producer_name=name, sequence_id=sequence_id, publish_time=publish_time
+    )
+    if in_batch is not None:
+        md.num_messages_in_batch = in_batch
+    if schema_version:
+        md.schema_version = schema_version
+    meta = encode_plain_metadata(name, sequence_id, publish_time, in_batch, schema_version)
+    assert meta == md.SerializeToString()
+    send = pb.CommandSend(producer_id=producer_id, sequence_id=sequence_id)
+    if num_messages is not None:
+        send.num_messages = num_messages
+    expected = encode_message(pb.BaseCommand(type=T.SEND, send=send), md, payload)
+    assert encode_plain_send(producer_id, sequence_id, num_messages, meta, payload) == expected
+
+
+def test_plain_metadata_rejects_values_outside_uint64() -> None:
+    import pytest
+
+    from quasar.errors import LocalProtocolError
+    from quasar.protocol import encode_plain_metadata
+
+    with pytest.raises(LocalProtocolError):
+        encode_plain_metadata("p", -1, 0)
+    with pytest.raises(LocalProtocolError):
+        encode_plain_metadata("p", 0, 1 << 64)

@@ -54,7 +54,7 @@ from quasar.errors import (
     TopicNotFound,
     TopicTerminatedError,
 )
-from quasar.protocol import encode_message, pb
+from quasar.protocol import encode_message, encode_plain_metadata, encode_plain_send, pb
 from quasar.protocol.compression import compress
 
 log = logging.getLogger(__name__)
@@ -375,6 +375,15 @@ class ProducerImpl:
         if self.conf.batching_enabled and msg.deliver_at_ms is None:
             self._add_to_batch(BatchItem(msg, seq, callback))
             return
+        if (
+            msg.txn is None
+            and msg.is_plain
+            and not msg.replicate_to
+            and msg.deliver_at_ms is None
+            and not self.conf.compression_type
+        ):
+            self._send_plain(msg.payload, seq, None, [callback])
+            return
         md = self._new_metadata(seq, msg.txn_id)
         msg.fill_metadata(md)
         self._send_entry(md, msg.payload, seq, 1, [callback])
@@ -426,16 +435,52 @@ class ProducerImpl:
                 f"entry of {len(payload)} bytes exceeds the broker's limit"
             )
         frame = encode_message(cmd, md, payload)
-        deadline = self.clock.monotonic_ms() + self.conf.send_timeout_millis
-        op = OpSend(
-            seq,
-            count,
-            frame,
-            callbacks,
-            deadline,
-            len(payload),
-            md.HasField("num_messages_in_batch"),
+        self._queue_send(
+            frame, seq, count, callbacks, len(payload), md.HasField("num_messages_in_batch")
         )
+
+    def _send_plain(
+        self,
+        payload: bytes,
+        seq: int,
+        batch_count: int | None,
+        callbacks: list[SendCallback],
+    ) -> None:
+        """``_send_entry`` for an entry whose metadata holds only the producer name,
+        sequence id, publish time, schema version and (a batch) the message count:
+        the frame is written by hand (``encode_plain_send``), no protobuf objects."""
+        meta = encode_plain_metadata(
+            self.producer_name or "",
+            seq,
+            self.clock.wall_ms(),
+            batch_count,
+            self._schema_version,
+        )
+        if len(meta) + len(payload) > self._max_message_size():
+            raise MessageTooBig(
+                f"entry of {len(payload)} bytes exceeds the broker's limit"
+            )
+        frame = encode_plain_send(self.producer_id, seq, batch_count, meta, payload)
+        self._queue_send(
+            frame,
+            seq,
+            1 if batch_count is None else batch_count,
+            callbacks,
+            len(payload),
+            batch_count is not None,
+        )
+
+    def _queue_send(
+        self,
+        frame: bytes,
+        seq: int,
+        count: int,
+        callbacks: list[SendCallback],
+        num_bytes: int,
+        is_batch: bool,
+    ) -> None:
+        deadline = self.clock.monotonic_ms() + self.conf.send_timeout_millis
+        op = OpSend(seq, count, frame, callbacks, deadline, num_bytes, is_batch)
         self._pending.append(op)
         if self._conn is not None and self.state == State.READY:
             self._conn.write(frame)
@@ -488,9 +533,24 @@ class ProducerImpl:
         items = container.take()
         if not items:
             return
-        md = self._new_metadata(items[0].sequence_id, items[0].message.txn_id)
-        fill_batch_metadata(md, items)
+        first = items[0].message
         try:
+            if (
+                first.txn is None
+                and first.partition_key is None
+                and first.ordering_key is None
+                and not first.replicate_to
+                and not self.conf.compression_type
+            ):
+                self._send_plain(
+                    batch_payload(items),
+                    items[0].sequence_id,
+                    len(items),
+                    [i.callback for i in items],
+                )
+                return
+            md = self._new_metadata(items[0].sequence_id, first.txn_id)
+            fill_batch_metadata(md, items)
             self._send_entry(
                 md,
                 batch_payload(items),

@@ -26,7 +26,12 @@ from .batch import build_batch, parse_batch
 from .compression import compress, decompress
 from .crc32c import crc32c
 from .entry import ParsedEntry, make_entry, parse_entry, payload_of, verify_entry
-from .fastpath import encode_message_frame, encode_send_receipt
+from .fastpath import (
+    encode_message_frame,
+    encode_plain_metadata,
+    encode_plain_send,
+    encode_send_receipt,
+)
 from .frames import (
     Frame,
     FrameDecoder,
@@ -66,6 +71,8 @@ __all__ = [
     "encode_command",
     "encode_message",
     "encode_message_frame",
+    "encode_plain_metadata",
+    "encode_plain_send",
     "encode_payload_command",
     "encode_send_receipt",
     "full_ack_set",
