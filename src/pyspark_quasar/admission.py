@@ -62,6 +62,24 @@ def _avg_entry_bytes(spans: list[LedgerSpan]) -> float:
     return size / entries if entries and size else 1024.0
 
 
+def _shares(backlogs: dict[str, int], budget: int | None) -> dict[str, int]:
+    """Split ``budget`` entries in proportion to the backlogs (largest remainders get
+    the rounding leftovers; at least one entry each, never more than the backlog)."""
+    total = sum(backlogs.values())
+    if budget is None or total <= budget:
+        return dict(backlogs)
+    shares = {t: max(1, budget * n // total) for t, n in backlogs.items()}
+    leftover = budget - sum(shares.values())
+    by_remainder = sorted(backlogs, key=lambda t: -(budget * backlogs[t] % total))
+    for t in by_remainder:
+        if leftover <= 0:
+            break
+        if shares[t] < backlogs[t]:
+            shares[t] += 1
+            leftover -= 1
+    return shares
+
+
 def limit_offsets(
     starts: dict[str, Bound],
     caps: dict[str, Bound],
@@ -85,11 +103,10 @@ def limit_offsets(
         if n > 0:
             backlog[topic] = (n, spans, first)
     total = sum(n for n, _, _ in backlog.values())
+    entry_shares = _shares({t: n for t, (n, _, _) in backlog.items()}, max_entries)
     ends = {t: starts.get(t, Bound.earliest()) for t in caps}
     for topic, (n, spans, first) in backlog.items():
-        share = n
-        if max_entries is not None and total > max_entries:
-            share = min(share, max(1, max_entries * n // total))
+        share = entry_shares[topic]
         if max_bytes is not None:
             per_entry = _avg_entry_bytes(spans)
             byte_share = max_bytes * n // total if total else max_bytes
