@@ -22,6 +22,7 @@ import asyncio
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
 from quasar.storage.api import ManagedLedger
@@ -79,7 +80,7 @@ async def scan(data_dir: Path) -> list[LogScan]:
         for name in sorted(n for n in factory.list_names() if is_transaction_log(n)):
             ml = await factory.open(name)
             try:
-                out.append(await scan_ledger(name, ml))
+                out.append(await scan_ledger(name, cast(ManagedLedger, ml)))
             finally:
                 await ml.close()
     finally:

@@ -67,7 +67,7 @@ MAX_LOCAL_TXN_ID = "max_local_txn_id"
 
 def encode_record(record: Record) -> bytes:
     """One record as a single-record entry."""
-    return record.SerializeToString()
+    return bytes(record.SerializeToString())
 
 
 def encode_batch(records: Iterable[Record]) -> bytes:
@@ -244,5 +244,4 @@ class TransactionLog:
             await self._cursor.flush()
 
 
-def _serialize(record: Record) -> bytes:
-    return record.SerializeToString()
+_serialize = encode_record
