@@ -80,8 +80,8 @@ class PendingAckStore:
         self._inflight: dict[TxnId, int] = {}  # records appended, not yet applied
         self._ended: OrderedDict[TxnId, TxnAction] = OrderedDict()
         self._unflushed: dict[TxnId, _Unflushed] = {}
-        # First record of each transaction that may still be needed, in log order;
-        # entries of transactions no longer needed are dropped from the front.
+        # First record of each transaction pending in the state, in log order (an
+        # ended transaction's moves to ``_unflushed`` until its cursor flush).
         self._first: dict[TxnId, LogPosition] = {}
         self._last_applied = LogPosition(Position(-1, -1))
         self._replaying = False
@@ -136,6 +136,8 @@ class PendingAckStore:
         finally:
             self._replaying = False
         self._unflushed.clear()
+        for txn_id in [t for t in self._first if self._state.get(t) is None]:
+            del self._first[txn_id]
 
     # ------------------------------------------------------------------ write + apply
 
@@ -209,9 +211,11 @@ class PendingAckStore:
             return applied
         self.remember_ended(record.txn_id, TxnAction.COMMIT
                              if record.op is PendingAckOp.COMMIT else TxnAction.ABORT)
+        first = self._first.pop(record.txn_id, None)
         if applied.cursor_update is not None and before is not None:
             self._update_cursor(applied.cursor_update)
-            first = self._first.get(record.txn_id, LogPosition(before.first_log))
+            if first is None:
+                first = LogPosition(before.first_log)
             self._unflushed[record.txn_id] = _Unflushed(first, commit_result(applied))
         if not self._replaying:
             self.release_log()
@@ -279,10 +283,10 @@ class PendingAckStore:
             return None
         while self._first:
             txn_id, first = next(iter(self._first.items()))
-            if self._state.get(txn_id) is not None or txn_id in self._unflushed:
+            if self._state.get(txn_id) is not None:
                 # The state's own order is authoritative: never release past it.
                 return first if first.position <= oldest else LogPosition(oldest)
-            del self._first[txn_id]
+            del self._first[txn_id]  # left the state without an end record here
         return LogPosition(oldest)
 
     def stop(self) -> None:
