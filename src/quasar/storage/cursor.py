@@ -129,6 +129,14 @@ class ManagedCursorImpl:
             return []
         ml = self._ml
         start = max(self._read, Position(self._md.ledger_id, self._md.entry_id + 1))
+        if not self._ranges:
+            # Nothing acknowledged individually beyond mark-delete (in-order acks):
+            # the next entries are one contiguous run of a ledger, read in one go.
+            run = ml.read_run(start, max_entries)
+            if run is not None:
+                if run:
+                    self._read = ml.next_position(run[-1].position)
+                return run
         pos = ml.first_at_or_after(start)
         wanted: list[Position] = []
         last_seen: Position | None = None

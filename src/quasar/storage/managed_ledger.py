@@ -302,6 +302,34 @@ class ManagedLedgerImpl:
                     out.append(Entry(pos, data))
         return out
 
+    def read_run(self, start: Position, max_entries: int) -> list[Entry] | None:
+        """The confirmed entries from ``start`` on, when they are one contiguous run of
+        ``start``'s ledger: up to ``max_entries``, stopping early only at the end of
+        the last ledger. None when that does not hold (``start`` not in a retained
+        ledger, or the run would cross into a later ledger): use the general read.
+
+        Raises:
+            CorruptRecordError: a stored record fails its checksum.
+        """
+        state = self._ledgers.get(start.ledger_id)
+        first = start.entry_id
+        if state is None or first < 0:
+            return None
+        end = first + max_entries
+        if end > state.entries:
+            if state is not self._ledgers.last:
+                return None
+            end = state.entries
+        ledger_id = start.ledger_id
+        read = self._storage.read
+        out: list[Entry] = []
+        for entry_id in range(first, end):
+            data = read(ledger_id, entry_id)
+            if data is None:
+                return None
+            out.append(Entry(Position(ledger_id, entry_id), data))
+        return out
+
     async def read_entry(self, position: Position) -> Entry | None:
         """Read one entry, or ``None`` if it does not exist.
 
