@@ -176,3 +176,14 @@ def test_plain_metadata_rejects_values_outside_uint64() -> None:
         encode_plain_metadata("p", -1, 0)
     with pytest.raises(LocalProtocolError):
         encode_plain_metadata("p", 0, 1 << 64)
+
+
+def test_varint_matches_protobuf_at_every_length_boundary() -> None:
+    from quasar.protocol._wire import varint
+
+    values = {0, (1 << 64) - 1}
+    for bits in range(7, 64, 7):
+        values |= {(1 << bits) - 1, 1 << bits, (1 << bits) + 1}
+    for v in sorted(values):
+        expected = pb.MessageIdData(ledgerId=v, entryId=0).SerializeToString()[1:-2]
+        assert varint(v) == expected, v

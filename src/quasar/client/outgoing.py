@@ -114,6 +114,8 @@ class BatchContainer:
         self.max_bytes = max(1, max_bytes)
         self.items: list[BatchItem] = []
         self.num_bytes = 0
+        # Every message so far is plain (see OutgoingMessage.is_plain).
+        self.plain = True
 
     def __len__(self) -> int:
         return len(self.items)
@@ -128,18 +130,28 @@ class BatchContainer:
 
     def add(self, item: BatchItem) -> bool:
         """Add a message; True when the batch is now full and should be sent."""
-        self.items.append(item)
-        self.num_bytes += len(item.message.payload)
-        return len(self.items) >= self.max_messages or self.num_bytes >= self.max_bytes
+        items = self.items
+        items.append(item)
+        message = item.message
+        self.num_bytes += len(message.payload)
+        if self.plain and not message.is_plain:
+            self.plain = False
+        return len(items) >= self.max_messages or self.num_bytes >= self.max_bytes
 
     def take(self) -> list[BatchItem]:
         items, self.items, self.num_bytes = self.items, [], 0
+        self.plain = True
         return items
 
 
-def batch_payload(items: list[BatchItem]) -> bytes:
-    """The uncompressed batch payload: ``[size][SingleMessageMetadata][payload]`` × N."""
-    if all(it.message.is_plain for it in items):
+def batch_payload(items: list[BatchItem], plain: bool | None = None) -> bytes:
+    """The uncompressed batch payload: ``[size][SingleMessageMetadata][payload]`` × N.
+
+    ``plain``: whether every message is plain, if the caller knows (None: check).
+    """
+    if plain is None:
+        plain = all(it.message.is_plain for it in items)
+    if plain:
         # The common case, written without a protobuf object per message.
         return encode_plain_batch([(it.sequence_id, it.message.payload) for it in items])
     return build_batch(

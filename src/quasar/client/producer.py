@@ -486,19 +486,19 @@ class ProducerImpl:
             self._conn.write(frame)
         self._arm_send_timer()
 
-    def _batch_key(self, msg: OutgoingMessage) -> Any:
-        if self.conf.batching_type == BatchingType.KeyBased:
-            return (msg.partition_key, msg.ordering_key)
-        return None
-
     def _add_to_batch(self, item: BatchItem) -> None:
-        txn_id = item.message.txn_id
+        msg = item.message
+        txn_id = None if msg.txn is None else msg.txn.txn_id
         if txn_id != self._batch_txn:
             # A batch entry belongs to one transaction (or none): its metadata has one
             # txn id. Sending the open batches first also keeps the producer's order.
             self.flush_batches()
             self._batch_txn = txn_id
-        key = self._batch_key(item.message)
+        key = (
+            (msg.partition_key, msg.ordering_key)
+            if self.conf.batching_type == BatchingType.KeyBased
+            else None
+        )
         container = self._batches.get(key)
         if container is None:
             container = BatchContainer(
@@ -530,6 +530,7 @@ class ProducerImpl:
         self._batches.clear()
 
     def _flush_container(self, container: BatchContainer) -> None:
+        plain = container.plain
         items = container.take()
         if not items:
             return
@@ -543,7 +544,7 @@ class ProducerImpl:
                 and not self.conf.compression_type
             ):
                 self._send_plain(
-                    batch_payload(items),
+                    batch_payload(items, plain),
                     items[0].sequence_id,
                     len(items),
                     [i.callback for i in items],
@@ -553,7 +554,7 @@ class ProducerImpl:
             fill_batch_metadata(md, items)
             self._send_entry(
                 md,
-                batch_payload(items),
+                batch_payload(items, plain),
                 items[0].sequence_id,
                 len(items),
                 [i.callback for i in items],

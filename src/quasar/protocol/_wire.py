@@ -49,3 +49,34 @@ def parse_message(cls: type[_M], data: BytesLike, what: str) -> _M:
         missing = ", ".join(message.FindInitializationErrors())  # type: ignore[attr-defined]
         raise RemoteProtocolError(f"{what} lacks required fields: {missing}")
     return message
+
+
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+# Two-byte varints (128 .. 16383) prebuilt: ids, sizes and sequence numbers spend
+# much of their time in this range.
+_TWO_BYTES = [bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(0x4000)]
+
+
+def varint(value: int) -> bytes:
+    """Encode an integer in 0..2^64-1 as a protobuf varint (callers check the range)."""
+    if value < 0x80:
+        return _ONE_BYTE[value]
+    if value < 0x4000:
+        return _TWO_BYTES[value]
+    if value < 0x200000:
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
+    if value < 0x10000000:
+        return bytes(
+            (
+                (value & 0x7F) | 0x80,
+                ((value >> 7) & 0x7F) | 0x80,
+                ((value >> 14) & 0x7F) | 0x80,
+                value >> 21,
+            )
+        )
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)

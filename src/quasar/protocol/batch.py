@@ -29,11 +29,10 @@ from google.protobuf.message import EncodeError
 from quasar.errors import LocalProtocolError, RemoteProtocolError
 
 from ._generated import pulsar_api_pb2 as pb
-from ._wire import U32, BytesLike, parse_message
+from ._wire import U32, BytesLike, parse_message, varint
 
 __all__ = ["build_batch", "encode_plain_batch", "parse_batch", "split_batch"]
 
-_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
 _INT32_MAX = (1 << 31) - 1
 _U64_LIMIT = 1 << 64
 
@@ -117,17 +116,6 @@ def build_batch(items: Iterable[tuple[pb.SingleMessageMetadata, BytesLike]]) -> 
     return b"".join(parts)
 
 
-def _varint(value: int) -> bytes:
-    if value < 0x80:
-        return _ONE_BYTE[value]
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def encode_plain_batch(items: Iterable[tuple[int, bytes]]) -> bytes:
     """Serialize ``(sequence_id, payload)`` pairs into a batch payload.
 
@@ -138,11 +126,15 @@ def encode_plain_batch(items: Iterable[tuple[int, bytes]]) -> bytes:
     parts: list[bytes] = []
     append = parts.append
     pack = U32.pack
-    varint = _varint
+    last_size = -1
+    size_field = b""
     for seq, body in items:
         if not 0 <= seq < _U64_LIMIT:
             raise LocalProtocolError(f"sequence id {seq} out of range")
-        meta = b"\x18" + varint(len(body)) + b"\x40" + varint(seq)
+        size = len(body)
+        if size != last_size:  # payloads of one batch are often the same size
+            last_size, size_field = size, b"\x18" + varint(size) + b"\x40"
+        meta = size_field + varint(seq)
         append(pack(len(meta)))
         append(meta)
         append(body)

@@ -29,7 +29,16 @@ from collections.abc import Sequence
 
 from quasar.errors import LocalProtocolError
 
-from ._wire import MAGIC_CRC32C_BYTES, MASK64, MAX_U32, U32, U32X2, BytesLike, crc32c_c
+from ._wire import (
+    MAGIC_CRC32C_BYTES,
+    MASK64,
+    MAX_U32,
+    U32,
+    U32X2,
+    BytesLike,
+    crc32c_c,
+    varint,
+)
 
 __all__ = [
     "encode_message_frame",
@@ -39,23 +48,7 @@ __all__ = [
 ]
 
 _ONE_BYTE = [bytes((i,)) for i in range(0x80)]
-# Two-byte varints (128 .. 16383) prebuilt: consumer, producer and entry ids and
-# sequence ids spend most of their time in this range.
-_TWO_BYTES = [bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(0x4000)]
-
-
-def _varint(value: int) -> bytes:
-    """Encode a non-negative integer below 2^64 as a protobuf varint."""
-    if value < 0x80:
-        return _ONE_BYTE[value]
-    if value < 0x4000:
-        return _TWO_BYTES[value]
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+_varint = varint
 
 
 def encode_message_frame(
