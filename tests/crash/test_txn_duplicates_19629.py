@@ -105,19 +105,27 @@ class Producer:
     def run(self) -> None:
         for batch in range(self.args.batches):
             while not self.attempt(batch):
-                self.say("RESEND", batch)
+                pass
         self.say("DONE")
         self.client.close()
 
     def attempt(self, batch: int) -> bool:
-        """True once ``batch`` is committed; False if it certainly was not."""
+        """True once ``batch`` is committed; False: send it again."""
         try:
             txn = self.client.new_transaction(timeout_ms=TXN_TIMEOUT_MS)
         except QuasarError as exc:
             logging.info("batch %d: new transaction: %r", batch, exc)
+            self.say("NOTXN", batch)
             time.sleep(RETRY_INTERVAL_S)
             return False
         self.say("BEGIN", batch, *txn.id)
+        if self.commit(batch, txn):
+            return True
+        self.say("RESEND", batch)
+        return False
+
+    def commit(self, batch: int, txn: Any) -> bool:
+        """True once committed; False if it certainly was not."""
         try:
             for k in range(MESSAGES_PER_TXN):
                 self.producer.send_async(
@@ -341,7 +349,8 @@ def test_no_duplicates_no_losses_under_broker_kill9(tmp_path: Path) -> None:
         f"{worker.counts['OK-retried']} commits answered success to a retried "
         f"END_TXN, {worker.counts['UNKNOWN']} unknown outcomes resolved by resume "
         f"({worker.counts['ABORTED']} were aborted), "
-        f"{worker.counts['RESEND']} definite aborts resent, "
+        f"{worker.counts['RESEND']} transactions definitely not committed and "
+        "resent, "
         f"{len(duplicates)} duplicates, {len(lost)} lost, "
         f"{len(got)} messages read, {time.monotonic() - started:.0f}s"
     )
