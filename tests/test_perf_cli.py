@@ -99,6 +99,30 @@ def test_produce_then_consume(
     assert_run(consumed, 2000)
 
 
+def test_consume_with_batch_receive_takes_every_message(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    topic = f"perf-batch-receive-{uuid.uuid4().hex[:8]}"
+    url = ["-u", broker.url]
+    perf(tmp_path, "produce", *url, "--batching", "-m", "2000", topic)
+    consumed = perf(
+        tmp_path,
+        "consume",
+        *url,
+        "--client",
+        "pulsar",
+        "--batch-receive",
+        "300",
+        "-m",
+        "2000",
+        "-sp",
+        "Earliest",
+        topic,
+    )
+    assert consumed["stopped_by"] == "message limit reached"
+    assert_run(consumed, 2000)
+
+
 @pytest.mark.parametrize("client", CLIENTS)
 def test_pubsub_reports_both_sides(
     broker: BrokerProcess, tmp_path: Path, client: str

@@ -73,6 +73,9 @@ def producer_settings(opts: ProduceOptions | Any) -> dict[str, Any]:
     }
 
 
+BATCH_RECEIVE_TIMEOUT_MS = 10  # how long batch_receive waits for a batch to fill
+
+
 @dataclass
 class ConsumeOptions(CommonOptions):
     subscription: str = "sub"
@@ -80,6 +83,9 @@ class ConsumeOptions(CommonOptions):
     subscription_position: str = "Latest"
     num_consumers: int = 1  # per topic
     receiver_queue_size: int = 1000
+    # > 0: take messages with the client's batch_receive, up to this many per call
+    # (the official client only); 0: one receive() per message.
+    batch_receive: int = 0
 
 
 @dataclass
@@ -250,6 +256,16 @@ def _add_consume(p: argparse.ArgumentParser, prefix_sub: bool = False) -> None:
         default=1000,
         help="messages prefetched per consumer (default 1000)",
     )
+    p.add_argument(
+        "--batch-receive",
+        type=int,
+        default=0,
+        metavar="N",
+        help="take messages with the client's batch_receive(), up to N per call, "
+        f"waiting at most {BATCH_RECEIVE_TIMEOUT_MS} ms for a batch to fill; every "
+        "message is still handed to the application and acknowledged one by one "
+        "(--client pulsar only; default 0: one receive() per message)",
+    )
     flag = ["-nc", "--num-consumers"] if prefix_sub else ["-n", "--num-consumers"]
     p.add_argument(
         *flag, type=_positive_int, default=1, help="consumers per topic (default 1)"
@@ -354,6 +370,7 @@ def consume_options(
         subscription_position=ns.subscription_position,
         num_consumers=ns.num_consumers,
         receiver_queue_size=ns.receiver_queue_size,
+        batch_receive=ns.batch_receive,
     )
 
 

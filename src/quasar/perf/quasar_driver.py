@@ -182,6 +182,11 @@ async def _send_loop(
 
 
 async def _consume(opts: ConsumeOptions, ctx: RunContext) -> None:
+    if opts.batch_receive > 0:
+        raise ValueError(
+            "--batch-receive needs the official client (--client pulsar): "
+            "quasar.client has no batch_receive"
+        )
     stopped = _stop_event(ctx)
     client = aio.Client(
         opts.service_url, operation_timeout_seconds=opts.operation_timeout_s
