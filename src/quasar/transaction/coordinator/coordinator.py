@@ -19,7 +19,8 @@ the PIP-255 chain; a crash point sits between every two steps (``crash_points.py
    the participant lists from memory;                    [tc.after_some_ends,
                                                           tc.after_all_ends_before_terminal]
 4. flush the preserver: the outcome is durable under the client name before the
-   coordinator may forget the transaction;               [tc.after_preserver_flush]
+   coordinator may forget the transaction (the write is started right after step 2
+   so that it overlaps step 3; here it is waited for);   [tc.after_preserver_flush]
 5. write COMMITTED/ABORTED and apply it: the transaction leaves the state, and all
    its records are acknowledged on the log cursor so the log can be trimmed.
                                                          [tc.after_terminal_written]
@@ -46,9 +47,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from quasar.clock import Clock
 from quasar.errors import (
@@ -477,6 +479,12 @@ class TransactionCoordinator:
                     self._config.end_retry_interval_ms, lambda: self._resume_end(seq)
                 )
 
+    @staticmethod
+    def _background(coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` without waiting for it; its failure is seen by a later caller."""
+        task = asyncio.get_running_loop().create_task(coro)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
     def _resume_end(self, seq: int) -> None:
         if self._status is not CoordinatorStatus.READY or seq in self._ending:
             return
@@ -496,18 +504,23 @@ class TransactionCoordinator:
                 self.stats.timed_out += 1
             crash_point("tc.after_ending_written")
         meta = self._live(txn_id)
-        client_name = meta.client_name
-        self.preserver.append(txn_id, meta.status, client_name, meta.last_modification_ms)
+        change = self.preserver.append(
+            txn_id, meta.status, meta.client_name, meta.last_modification_ms
+        )
         crash_point("tc.after_preserver_append")
+        if change:
+            # Start writing the outcome now so that the write overlaps the ends (it
+            # would otherwise add a storage round trip to every commit); it is only
+            # waited for, and written again if this attempt failed, after them.
+            self._background(self.preserver.flush(upto=change))
         await self._fanout.deliver(
             txn_id, action, participants(meta.partitions(), meta.subscriptions())
         )
         self._state.release_participants(seq)
         crash_point("tc.after_all_ends_before_terminal")
-        if client_name is not None:
-            # Only this transaction's outcome must be durable before it is forgotten;
-            # without a client name nothing was appended for it.
-            await self.preserver.flush()
+        if change:
+            # Only this transaction's outcome must be durable before it is forgotten.
+            await self.preserver.flush(upto=change)
         crash_point("tc.after_preserver_flush")
         final = ended_status(action)
         await self._write(self._update(seq, deciding, final))

@@ -18,8 +18,9 @@ name, value format in ``preserver_format``). Each name holds at most
 store), so neither the number of entries per name nor the number of names grows
 without bound.
 
-Append and flush are separate. ``append`` changes memory and marks the client name
-dirty; ``flush`` returns once every change made before the call is durable. Flushes
+Append and flush are separate. ``append`` changes memory, marks the client name
+dirty and returns a change number; ``flush`` returns once every change made before the
+call (or up to a given change number) is durable. Flushes
 coalesce: one round writes every dirty name (one message each), and flushes that
 arrive while a round is in flight wait for it and, if it did not cover them, for the
 next one. So the appends of many transactions ending together cost one write per
@@ -321,16 +322,17 @@ class TerminatedTxnPreserver:
 
     def append(
         self, txn_id: TxnId, status: TxnStatus, client_name: str | None, end_time_ms: int
-    ) -> None:
+    ) -> int:
         """Remember that ``txn_id`` of ``client_name`` ended (or is decided) with
         ``status``; COMMITTING counts as COMMITTED, ABORTING as ABORTED. Repeating an
-        append is a no-op. Not durable until ``flush``.
+        append is a no-op. Not durable until ``flush``; returns the change number to
+        pass to ``flush(upto=...)`` to wait for this entry only (0: nothing to wait for).
 
         Raises:
             TransactionPreserverClosed: closed.
         """
         if not self.enabled or not client_name:
-            return
+            return 0
         self._check_open()
         assert txn_id.most == self._tc_id, f"{txn_id} is not a transaction of tc {self._tc_id}"
         final = preserved_status(status)
@@ -344,16 +346,17 @@ class TerminatedTxnPreserver:
                 f"{txn_id} preserved as {TxnStatus(existing & _STATUS_MASK).name}, "
                 f"now {final.name}"
             )
-            return
+            return self._dirty.get(client_name, 0)  # not dirty: already durable
         txns[txn_id.least] = _pack(final, end_time_ms)
         self._note_end(end_time_ms)
         self.stats.appends += 1
         self.stats.entries += 1 - self._trim(txns)
         self.stats.client_names = len(self._names)
-        self._mark_dirty(client_name)
+        return self._mark_dirty(client_name)
 
-    async def flush(self) -> None:
-        """Return once every change made before this call is durable.
+    async def flush(self, upto: int | None = None) -> None:
+        """Return once every change made before this call (or, with ``upto``, every
+        change numbered up to it) is durable.
 
         Raises:
             TransactionPreserverClosed: closed, the store failed, or no round made the
@@ -363,7 +366,7 @@ class TerminatedTxnPreserver:
         if not self.enabled:
             return
         self._check_open()
-        target = self._changes
+        target = self._changes if upto is None else upto
         if self._durable >= target:
             return
         assert self._closed is not None
@@ -455,9 +458,10 @@ class TerminatedTxnPreserver:
         if self._oldest_end_ms is None or end_time_ms < self._oldest_end_ms:
             self._oldest_end_ms = end_time_ms
 
-    def _mark_dirty(self, name: str) -> None:
+    def _mark_dirty(self, name: str) -> int:
         self._changes += 1
         self._dirty[name] = self._changes
+        return self._changes
 
     def _unpack(self, least: int, packed: int) -> TerminatedTxn:
         return TerminatedTxn(
