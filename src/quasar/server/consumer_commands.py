@@ -15,7 +15,7 @@ from quasar.errors import (
     StorageError,
 )
 from quasar.protocol import TopicName, encode_command, pb
-from quasar.storage.api import Position
+from quasar.storage.api import Position, new_position
 
 from .producer_commands import schema_info
 
@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 U64 = 1 << 64
 U64_MAX = U64 - 1
+_I64_LIMIT = 1 << 63
 
 
 def _s64(v: int) -> int:
@@ -33,7 +34,10 @@ def _s64(v: int) -> int:
 
 
 def position_of(mid: pb.MessageIdData) -> Position:
-    return Position(_s64(mid.ledgerId), _s64(mid.entryId))
+    ledger, entry = mid.ledgerId, mid.entryId
+    if ledger >= _I64_LIMIT or entry >= _I64_LIMIT:
+        return Position(_s64(ledger), _s64(entry))
+    return new_position((ledger, entry))
 
 
 class ConsumerCommands:

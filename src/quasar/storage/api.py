@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple, Protocol, runtime_checkable
 
 
@@ -36,6 +37,11 @@ class Position(NamedTuple):
 
     def __str__(self) -> str:  # Pulsar's textual form, used in admin stats
         return f"{self.ledger_id}:{self.entry_id}"
+
+
+# ``new_position((ledger_id, entry_id))`` equals ``Position(ledger_id, entry_id)``
+# without the NamedTuple's Python-level ``__new__`` (half the cost; hot paths only).
+new_position: Callable[[tuple[int, int]], Position] = partial(tuple.__new__, Position)
 
 
 # Sentinels understood by cursors and seeks (same meaning as Pulsar's PositionImpl).

@@ -181,11 +181,15 @@ class ManagedCursorImpl:
         """
         self._check_open()
         changed = False
+        ml = self._ml
+        batch = self._batch
         for pos in positions:
-            if pos <= self._md or not self._ml.is_confirmed(pos):
+            md = self._md
+            if pos <= md or not ml.is_confirmed(pos):
                 continue
-            self._batch.pop(pos, None)
-            if pos == self._ml.next_position(self._md):
+            if batch:
+                batch.pop(pos, None)
+            if (pos[0] == md[0] and pos[1] == md[1] + 1) or pos == ml.next_position(md):
                 self._md = pos  # in-order ack: no range needed
                 changed = True
             elif self._ranges.add(pos):

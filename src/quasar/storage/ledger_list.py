@@ -16,7 +16,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from quasar.storage.api import LedgerInfo, Position
+from quasar.storage.api import LedgerInfo, Position, new_position
 
 
 @dataclass
@@ -122,11 +122,11 @@ class LedgerList:
         if i < len(ledgers) and ledgers[i].ledger_id == position.ledger_id:
             entry = max(position.entry_id, 0)
             if entry < ledgers[i].entries:
-                return Position(position.ledger_id, entry)
+                return new_position((position.ledger_id, entry))
             i += 1
         for state in ledgers[i:]:
             if state.entries > 0:
-                return Position(state.ledger_id, 0)
+                return new_position((state.ledger_id, 0))
             if state.assigned > 0:
                 break  # confirmations are in order: nothing later is confirmed either
         return None
@@ -138,15 +138,15 @@ class LedgerList:
         i = bisect_left(self._ids, position.ledger_id)
         if i == n:
             # Beyond the last ledger: there is nothing to cross into.
-            return Position(position.ledger_id, position.entry_id + 1)
+            return new_position((position.ledger_id, position.entry_id + 1))
         if ledgers[i].ledger_id == position.ledger_id:
             if position.entry_id + 1 < ledgers[i].assigned or i == n - 1:
-                return Position(position.ledger_id, position.entry_id + 1)
+                return new_position((position.ledger_id, position.entry_id + 1))
             i += 1
         # Skip empty ledgers; the last ledger is where the next entry will go.
         while i < n - 1 and ledgers[i].assigned == 0:
             i += 1
-        return Position(ledgers[i].ledger_id, 0)
+        return new_position((ledgers[i].ledger_id, 0))
 
     def previous_position(self, position: Position) -> Position:
         """The position right before ``position``, crossing into the previous ledger.

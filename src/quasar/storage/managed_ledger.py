@@ -39,6 +39,7 @@ from quasar.storage.api import (
     ManagedLedgerConfig,
     MetadataStore,
     Position,
+    new_position,
 )
 from quasar.storage.cursor import ManagedCursorImpl
 from quasar.storage.ledger_list import LedgerList, LedgerState
@@ -235,7 +236,7 @@ class ManagedLedgerImpl:
                 "an append succeeded after an earlier one failed"
             )
             self._ledgers.confirm(state, size)
-            position = self._lac = Position(state.ledger_id, entry_id)
+            position = self._lac = new_position((state.ledger_id, entry_id))
             try:
                 callback(position, None)
             except Exception:
@@ -327,7 +328,7 @@ class ManagedLedgerImpl:
             data = read(ledger_id, entry_id)
             if data is None:
                 return None
-            out.append(Entry(Position(ledger_id, entry_id), data))
+            out.append(Entry(new_position((ledger_id, entry_id)), data))
         return out
 
     async def read_entry(self, position: Position) -> Entry | None:
