@@ -7,12 +7,12 @@ transactions whose deadline passed; ``TerminatedTxnPreserver`` remembers how end
 transactions ended, per client name (PIP-255 idempotent commit/abort).
 """
 
+from ..batched_log import LogPosition
 from .config import CoordinatorConfig
 from .coordinator import CoordinatorStats, CoordinatorStatus, TransactionCoordinator
 from .log import (
     CURSOR_NAME,
     MAX_LOCAL_TXN_ID,
-    LogPosition,
     Record,
     TransactionLog,
     decode_entry,

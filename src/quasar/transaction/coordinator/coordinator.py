@@ -64,6 +64,7 @@ from quasar.errors import (
 from quasar.protocol import pb, txnlog_pb
 from quasar.storage.api import ManagedLedger
 
+from ..batched_log import LogPosition
 from ..buffer_client import TransactionBufferClient, participants
 from ..crash_points import crash_point
 from ..errors import ReachMaxActiveTxn
@@ -81,7 +82,7 @@ from ..txn_status import (
 )
 from .config import CoordinatorConfig
 from .fanout import EndFanOut
-from .log import LogPosition, Record, TransactionLog
+from .log import Record, TransactionLog
 from .meta import TxnMeta
 from .preserver import PreserverStore, TerminatedTxnPreserver
 from .preserver_format import TerminatedTxn

@@ -372,9 +372,12 @@ class TerminatedTxnPreserver:
         assert self._closed is not None
         loop = asyncio.get_running_loop()
         timed_out: asyncio.Future[None] = loop.create_future()
-        timer = self._scheduler.call_later(
-            self._flush_timeout_ms, lambda: timed_out.done() or timed_out.set_result(None)
-        )
+
+        def time_out() -> None:
+            if not timed_out.done():
+                timed_out.set_result(None)
+
+        timer = self._scheduler.call_later(self._flush_timeout_ms, time_out)
         try:
             while self._durable < target:
                 self._check_open()

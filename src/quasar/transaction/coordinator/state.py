@@ -25,9 +25,10 @@ from typing import NamedTuple
 
 from quasar.errors import CorruptRecordError, TransactionNotFound
 
+from ..batched_log import LogPosition
 from ..txn_id import TxnId
 from ..txn_status import TxnStatus, check_can_register, check_transition
-from .log import LogPosition, Record
+from .log import Record
 from .meta import TxnMeta
 
 Op = Record.TransactionMetadataOp
