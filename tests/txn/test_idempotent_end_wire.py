@@ -10,6 +10,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -206,3 +207,14 @@ def test_bad_client_names(broker: BrokerProcess) -> None:
     # The connection still works.
     txn = tc.new_txn("fine")
     ok(tc.end(txn, ABORT, "fine"))
+
+
+def test_works_without_topic_auto_creation(tmp_path: Path) -> None:
+    """The preserver's system topic is created by the broker, not auto-created."""
+    with BrokerProcess(tmp_path / "data",
+                       extra_env={"QUASAR_allowAutoTopicCreation": "false"}) as proc:
+        tc = Tc(proc)
+        txn = tc.new_txn("no-auto")
+        ok(tc.end(txn, COMMIT, "no-auto"))
+        ok(tc.end(txn, COMMIT, "no-auto"))
+        refused(tc.end(txn, ABORT, "no-auto"), ServerError.InvalidTxnStatus, "COMMITTED")

@@ -153,7 +153,11 @@ class TransactionService:
         reloads of the coordinator: once read, the table's map is authoritative)."""
         table = self._preserver_tables.get(tc_id)
         if table is None:
-            table = SystemTopicTable(self.service, terminated_txn_state_topic(tc_id))
+            topic = terminated_txn_state_topic(tc_id)
+            # Created here, not by auto-creation: a coordinator must load even where
+            # allowAutoTopicCreation is off (registering is idempotent).
+            self.service.register_topic(TopicName.parse(topic))
+            table = SystemTopicTable(self.service, topic)
             self._preserver_tables[tc_id] = table
         return table
 
