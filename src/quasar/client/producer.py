@@ -59,6 +59,8 @@ from quasar.protocol.compression import compress
 
 log = logging.getLogger(__name__)
 T = pb.BaseCommand
+_U64 = 1 << 64
+_I64_LIMIT = 1 << 63
 
 # Errors after which reconnecting cannot help: pending sends fail and the producer stops.
 FATAL_ON_RECONNECT = (
@@ -584,8 +586,13 @@ class ProducerImpl:
             self.last_sequence_id_published, op.last_sequence_id
         )
         if receipt.HasField("message_id"):
-            base = MessageId.from_pb(receipt.message_id)
-            ledger, entry = base.ledger_id(), base.entry_id()
+            data = receipt.message_id
+            ledger, entry = data.ledgerId, data.entryId
+            # uint64 on the wire; -1 (no position, e.g. a duplicate) comes as 2^64-1.
+            if ledger >= _I64_LIMIT:
+                ledger -= _U64
+            if entry >= _I64_LIMIT:
+                entry -= _U64
         else:
             ledger = entry = -1
         if not op.is_batch:

@@ -118,6 +118,10 @@ def encode_send_receipt(
     return U32X2.pack(size + 4, size) + cmd
 
 
+# (publish time, its encoded field) of the last call; a tuple is swapped atomically.
+_time_field: tuple[int, bytes] = (-1, b"")
+
+
 def encode_plain_metadata(
     producer_name: str,
     sequence_id: int,
@@ -137,16 +141,13 @@ def encode_plain_metadata(
         raise LocalProtocolError(
             f"sequence id {sequence_id} or publish time {publish_time} is not a uint64"
         )
+    global _time_field
     name = producer_name.encode()
-    meta = (
-        b"\x0a"
-        + _varint(len(name))
-        + name
-        + b"\x10"
-        + _varint(sequence_id)
-        + b"\x18"
-        + _varint(publish_time)
-    )
+    cached_time, time_field = _time_field
+    if cached_time != publish_time:  # many messages share a millisecond
+        time_field = b"\x18" + _varint(publish_time)
+        _time_field = (publish_time, time_field)
+    meta = b"\x0a" + _varint(len(name)) + name + b"\x10" + _varint(sequence_id) + time_field
     if num_messages_in_batch is not None:
         meta += b"\x58" + _varint(num_messages_in_batch)
     if schema_version:
