@@ -178,3 +178,46 @@ async def test_rollover_inside_a_group_syncs_the_old_ledger_first(
         assert ("sync", earlier) in disk.events[:first_later_write]
     await factory.close()
     meta.close()
+
+
+class RendezvousDisk(OsDisk):
+    """Each group sync of the writer waits until ``parties`` syncs are in progress at
+    once; a writer that synced its files one after another would never get there."""
+
+    def __init__(self, parties: int) -> None:
+        self.barrier = threading.Barrier(parties, timeout=20)
+        self.armed = False
+
+    def sync(self, fd: int) -> None:
+        if self.armed and threading.current_thread().name.startswith("quasar-group"):
+            self.barrier.wait()
+        super().sync(fd)
+
+
+async def test_one_group_syncs_its_files_concurrently(tmp_path: Path) -> None:
+    disk = RendezvousDisk(parties=3)
+    factory, meta = make(tmp_path, disk)
+    ledgers = [await factory.open(f"t{i}") for i in range(3)]
+    loop = asyncio.get_running_loop()
+    writer_blocked = loop.create_future()
+    release = threading.Event()
+
+    def first_sync_waits(fd: int) -> None:
+        loop.call_soon_threadsafe(writer_blocked.set_result, None)
+        release.wait(timeout=20)
+        OsDisk.sync(disk, fd)
+
+    # Hold the writer in the sync of a first append so that one append to each of
+    # the three ledgers queues behind it and they form the next group together.
+    disk.sync = first_sync_waits  # type: ignore[method-assign]
+    first = ledgers[0].add_entry(b"w")
+    await writer_blocked
+    del disk.sync  # the next group uses RendezvousDisk.sync
+    disk.armed = True
+    group = [ml.add_entry(b"x") for ml in ledgers]
+    release.set()
+    await first
+    await asyncio.gather(*group)  # a serial writer would break the barrier: EIO-fatal
+    assert not disk.barrier.broken
+    await factory.close()
+    meta.close()
