@@ -318,10 +318,13 @@ async def test_closing_while_ending_is_preserver_closed_and_recovery_finishes(
     penv.store.hold()
     ending = asyncio.ensure_future(tc.end_txn(txn, ABORT, NAME))
     await settle()
-    await tc.close()
+    closing = asyncio.ensure_future(tc.close())
+    await settle()
     with pytest.raises(TransactionPreserverClosed):
-        await ending
+        await ending  # answered at once
+    assert not closing.done()  # the write in flight lands before the coordinator goes
     penv.store.release()
+    await closing
     await tc.ledger.close()
     penv.tc = None
     tc = await penv.start()  # re-drives ABORTING: appends and flushes again
@@ -364,11 +367,13 @@ async def test_restart_in_the_middle_of_the_chain_gives_the_same_answer(
     await settle()
     decided = TxnStatus.COMMITTING if action is COMMIT else TxnStatus.ABORTING
     assert tc.get_txn_meta(txn).status is decided
-    await penv.stop()
+    stopping = asyncio.ensure_future(penv.stop())
+    await settle()
     [lost] = await asyncio.gather(ending, return_exceptions=True)
     assert isinstance(lost, TransactionPreserverClosed)  # retryable, never wrong
     penv.client.release()
     penv.store.release()
+    await stopping
     tc = await penv.start()
     await settle()
     assert tc.active_transactions() == 0

@@ -309,3 +309,33 @@ async def test_thousands_of_client_names_stay_bounded() -> None:
     assert len(p) == 0 and p.client_names() == [] and env.store.data == {}
     assert p.stats.entries == 0 and p.stats.client_names == 0
     p.close()
+
+
+async def test_wait_idle_lets_the_write_in_flight_land_but_never_hangs() -> None:
+    env = Env()
+    p = await env.loaded()
+    p.append(txn(1), S.COMMITTING, "a", 1)
+    env.store.hold()
+    flushing = asyncio.ensure_future(p.flush())
+    await settle()
+    p.close()
+    idle = asyncio.ensure_future(p.wait_idle())
+    await settle()
+    assert not idle.done()
+    env.store.release()
+    await idle
+    assert "a" in env.store.data  # it landed before wait_idle returned
+    with pytest.raises(TransactionPreserverClosed):
+        await flushing
+    # A store that never answers: wait_idle gives up after flush_timeout_ms.
+    q = await env.loaded()
+    q.append(txn(2), S.COMMITTING, "a", 2)
+    env.store.hold()
+    stuck = asyncio.ensure_future(q.flush())
+    await settle()
+    q.close()
+    idle = asyncio.ensure_future(q.wait_idle())
+    await env.sched.advance(10_000)
+    await idle
+    env.store.release()
+    await asyncio.gather(stuck, return_exceptions=True)

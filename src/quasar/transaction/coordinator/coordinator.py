@@ -283,7 +283,8 @@ class TransactionCoordinator:
         )
 
     async def close(self) -> None:
-        """Stop serving: cancel timers and in-flight ends, persist the log cursor.
+        """Stop serving: cancel timers and in-flight ends, let the preserver's write in
+        flight land (bounded by ``preserver_flush_timeout_ms``), persist the log cursor.
 
         In-flight ends are not lost: their COMMITTING/ABORTING records are durable and
         the next ``start`` re-drives them. Does not close the managed ledger.
@@ -300,6 +301,7 @@ class TransactionCoordinator:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.preserver.wait_idle()
         try:
             await self._log.close()
         except Exception:

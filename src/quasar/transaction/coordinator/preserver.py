@@ -287,8 +287,8 @@ class TerminatedTxnPreserver:
     def close(self) -> None:
         """Stop: pending and later flushes fail with ``TransactionPreserverClosed``.
 
-        A flush round in flight is not interrupted (a write cannot be taken back); what
-        it did not make durable stays in the store's future only if it lands.
+        A flush round in flight is not interrupted (a write cannot be taken back);
+        ``wait_idle`` waits for it.
         """
         if self._state is _State.CLOSED:
             return
@@ -298,6 +298,31 @@ class TerminatedTxnPreserver:
             self._timer = None
         if self._closed is not None and not self._closed.done():
             self._closed.set_result(None)
+
+    async def wait_idle(self) -> None:
+        """Wait (at most ``flush_timeout_ms``) for the flush round in flight, if any.
+
+        A coordinator that is reloaded gets a new preserver over the same store; an old
+        round landing after the new preserver's writes would put back an older value
+        of a client name, so the old coordinator waits for it before it is gone.
+        """
+        current = self._round
+        if current is None or current.done():
+            return
+        timed_out: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def time_out() -> None:
+            if not timed_out.done():
+                timed_out.set_result(None)
+
+        timer = self._scheduler.call_later(self._flush_timeout_ms, time_out)
+        try:
+            await asyncio.wait({current, timed_out}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+        if not current.done():
+            log.warning("tc %d: closing with a terminated-transaction write in flight",
+                        self._tc_id)
 
     # ------------------------------------------------------------------ queries
 
