@@ -114,12 +114,16 @@ def produce(
 ) -> None:
     client = qc.Client(broker.url)
     try:
-        producer = client.create_producer(topic, batching_enabled=False)
+        producer = client.create_producer(
+            topic, batching_enabled=False, block_if_queue_full=True
+        )
+        results: list[Any] = []
         for i, v in enumerate(values):
             producer.send_async(
-                v, lambda r, m: None, partition_key=f"k{i}" if key else None
+                v, lambda r, m: results.append(r), partition_key=f"k{i}" if key else None
             )
         producer.flush()
+        assert results == [qc.Result.Ok] * len(values), set(results)
         producer.close()
     finally:
         client.close()
