@@ -147,9 +147,11 @@ class TransactionService:
         """The namespace's ``__transaction_buffer_snapshot`` table (one per namespace)."""
         table = self._snapshot_tables.get(namespace)
         if table is None:
-            table = SystemTopicTable(
-                self.service, f"persistent://{namespace}/{SNAPSHOT_TOPIC}"
-            )
+            topic = f"persistent://{namespace}/{SNAPSHOT_TOPIC}"
+            # Created here, not by auto-creation: every topic of the namespace loads
+            # its buffer from this table, also where allowAutoTopicCreation is off.
+            self.service.register_topic(TopicName.parse(topic))
+            table = SystemTopicTable(self.service, topic)
             self._snapshot_tables[namespace] = table
         return table
 
