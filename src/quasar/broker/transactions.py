@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from quasar.clock import Clock, SystemClock
-from quasar.errors import SubscriptionNotFound, TopicNotFound
+from quasar.errors import SubscriptionNotFound
 from quasar.metrics import REGISTRY
 from quasar.protocol import TopicName
 from quasar.transaction.batched_log import BatchedLogs, BatchedWriteSettings
@@ -100,10 +100,9 @@ class LocalTransactionBufferClient:
         await sub.end_txn(txn_id, action, low_watermark)
 
     async def _topic(self, topic: str):  # type: ignore[no-untyped-def]
-        name = TopicName.parse(topic)
-        if not self._service.topic_exists(name):
-            raise TopicNotFound(f"Topic {topic} does not exist")
-        return await self._service.get_topic(name, create=False)
+        # get_topic(create=False) answers a loaded topic from memory and raises
+        # TopicNotFound for one that does not exist, without a metadata read per end.
+        return await self._service.get_topic(TopicName.parse(topic), create=False)
 
 
 class TransactionService:
