@@ -21,7 +21,7 @@ What ``apply`` does per op (Pulsar's replay rules):
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from quasar.errors import CorruptRecordError, TransactionNotFound
 
@@ -31,7 +31,16 @@ from ..txn_status import TxnStatus, check_can_register, check_transition
 from .log import Record
 from .meta import TxnMeta
 
-Op = Record.TransactionMetadataOp
+
+class Op:
+    """``TransactionMetadataEntry.TransactionMetadataOp`` values as plain class
+    attributes: reading one from the protobuf enum wrapper is a Python call, paid on
+    every record written and applied."""
+
+    NEW: Final[int] = Record.NEW
+    ADD_PARTITION: Final[int] = Record.ADD_PARTITION
+    ADD_SUBSCRIPTION: Final[int] = Record.ADD_SUBSCRIPTION
+    UPDATE: Final[int] = Record.UPDATE
 
 
 class ApplyResult(NamedTuple):
