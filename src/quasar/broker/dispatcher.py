@@ -212,6 +212,9 @@ class Dispatcher:
         self, e: Entry, info: EntryInfo, retained: list[int] | None = None
     ) -> Delivery:
         """``retained``: the messages of a compacted batch that compaction kept."""
+        if retained is None and not info.is_batch:
+            # A single message: no ack set can apply to it.
+            return Delivery(e, info, self.sub.redelivery_count(e.position), None)
         ack_set = self.sub.cursor.batch_ack_set(e.position) if info.is_batch else None
         if retained is not None:
             ack_set = and_(retained, ack_set) if ack_set is not None else retained
@@ -346,13 +349,16 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         want = min(max(c.permits, 1), READ_BATCH_ENTRIES_MAX)
         if c.read_compacted:
             batch, moved = await self.read_compacted(want)
+            if c is not self.active or c.closed:
+                return True  # the active consumer changed while reading (rewound)
+            deliveries = [self.delivery(e, info, kept) for e, info, kept in batch]
         else:
             plain, moved = await self.read_new(want)
-            batch = [(e, info, None) for e, info in plain]
-        if c is not self.active or c.closed:
-            # The active consumer changed while reading; a rewind already happened.
-            return True
-        deliveries = [self.delivery(e, info, kept) for e, info, kept in batch]
+            if c is not self.active or c.closed:
+                # The active consumer changed while reading; a rewind already happened.
+                return True
+            delivery = self.delivery
+            deliveries = [delivery(e, info) for e, info in plain]
         # A compacted batch whose kept messages were all acknowledged has nothing left.
         deliveries = [d for d in deliveries if d.ack_set is None or any(d.ack_set)]
         if deliveries:

@@ -93,6 +93,28 @@ def decode_entry(
         if skip(msg_id):
             out.skipped = 1
             return out
+        if not (
+            md.properties
+            or md.HasField("partition_key")
+            or md.HasField("ordering_key")
+            or md.event_time
+            or md.null_value
+        ):
+            # No per-message fields: the same object, without keyword handling.
+            out.messages.append(
+                Message.plain(
+                    body,
+                    msg_id,
+                    md.publish_time,
+                    topic,
+                    cmd.redelivery_count,
+                    schema,
+                    md.schema_version,
+                    md.producer_name,
+                    consumer,
+                )
+            )
+            return out
         out.messages.append(
             Message(
                 body,
