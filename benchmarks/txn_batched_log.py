@@ -76,7 +76,6 @@ def scrape(admin_url: str) -> dict[str, float]:
 def run_mode(
     batched: bool, coordinators: int, args: argparse.Namespace, workdir: Path
 ) -> dict[str, Any]:
-    tag = f"{'on' if batched else 'off'}-{coordinators}-{time.time_ns()}"
     flag = "true" if batched else "false"
     env = {
         "QUASAR_transactionCoordinatorCount": str(coordinators),
@@ -85,6 +84,22 @@ def run_mode(
         "QUASAR_transactionLogBatchedWriteMaxDelayInMillis": str(args.max_delay_ms),
         "QUASAR_transactionPendingAckBatchedWriteMaxDelayInMillis": str(args.max_delay_ms),
     }
+    print(f"running batching {'on' if batched else 'off'}, {coordinators} coordinators",
+          file=sys.stderr, flush=True)
+    run = run_transactions(env, args, workdir,
+                           tag=f"{'on' if batched else 'off'}-{coordinators}")
+    return {"batched": batched, "coordinators": coordinators, **run}
+
+
+def run_transactions(
+    env: dict[str, str], args: argparse.Namespace, workdir: Path, tag: str
+) -> dict[str, Any]:
+    """A fresh broker with ``env`` (``QUASAR_<key>`` settings), a prefilled input
+    topic, then ``quasar perf transaction -nmc 1 -nmp 1 -c args.concurrency``.
+
+    Returns the perf summary and the log counters' growth during the run.
+    """
+    tag = f"{tag}-{time.time_ns()}"
     broker = BrokerProcess(workdir / tag / "data", extra_env=env,
                            log_path=workdir / f"{tag}.broker.log")
     broker.start()
@@ -100,8 +115,6 @@ def run_mode(
         )
         before = scrape(broker.admin_url)
         out = workdir / f"{tag}.json"
-        print(f"running batching {'on' if batched else 'off'}, {coordinators} coordinators",
-              file=sys.stderr, flush=True)
         with open(workdir / f"{tag}.perf.log", "wb") as log:
             subprocess.run(
                 [sys.executable, "-m", "quasar.perf", "transaction", "-u", broker.url,
@@ -117,8 +130,7 @@ def run_mode(
         broker.stop()
     summary = json.loads(out.read_text()) if out.exists() else {"error": "no summary"}
     delta = {k: after[k] - before[k] for k in COUNTERS}
-    return {"batched": batched, "coordinators": coordinators, "summary": summary,
-            "counters": delta}
+    return {"summary": summary, "counters": delta}
 
 
 def _get(summary: dict[str, Any], *path: str) -> float | None:
