@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pyspark_quasar.topics import partition_index
 
@@ -14,6 +15,7 @@ SOURCE_SCHEMA_DDL = (
     "producerName string"
 )
 
+_TS = pa.timestamp("us", tz="UTC")
 ARROW_SCHEMA = pa.schema(
     [
         ("key", pa.binary()),
@@ -40,7 +42,9 @@ class BatchBuilder:
     def _reset(self) -> None:
         self.keys: list[bytes | None] = []
         self.values: list[bytes] = []
-        self.ids: list[str] = []
+        self.ledgers: list[int] = []
+        self.entries: list[int] = []
+        self.batches: list[int] = []
         self.publish: list[int] = []
         self.event: list[int | None] = []
         self.props: list[list[tuple[str, str]]] = []
@@ -50,29 +54,39 @@ class BatchBuilder:
         return len(self.values)
 
     def add(self, msg: Any) -> None:
+        # The per-message cost of a read: keep it to the accessor calls.
         mid = msg.message_id()
         key = msg.partition_key()
         self.keys.append(key.encode() if key else None)
         self.values.append(msg.data())
-        self.ids.append(f"{mid.ledger_id()}:{mid.entry_id()}:{mid.batch_index()}")
-        self.publish.append(msg.publish_timestamp() * 1000)
+        self.ledgers.append(mid.ledger_id())
+        self.entries.append(mid.entry_id())
+        self.batches.append(mid.batch_index())
+        self.publish.append(msg.publish_timestamp())
         event = msg.event_timestamp()
-        self.event.append(event * 1000 if event else None)
+        self.event.append(event or None)
         props = msg.properties()
         self.props.append(list(props.items()) if props else [])
         self.producers.append(msg.producer_name())
 
     def flush(self) -> pa.RecordBatch:
         n = len(self.values)
+        ms = pa.timestamp("ms", tz="UTC")
+        message_ids = pc.binary_join_element_wise(
+            pc.cast(pa.array(self.ledgers, pa.int64()), pa.string()),
+            pc.cast(pa.array(self.entries, pa.int64()), pa.string()),
+            pc.cast(pa.array(self.batches, pa.int64()), pa.string()),
+            ":",
+        )
         batch = pa.RecordBatch.from_arrays(
             [
                 pa.array(self.keys, pa.binary()),
                 pa.array(self.values, pa.binary()),
                 pa.array([self.topic] * n, pa.string()),
                 pa.array([self.partition] * n, pa.int32()),
-                pa.array(self.ids, pa.string()),
-                pa.array(self.publish, pa.timestamp("us", tz="UTC")),
-                pa.array(self.event, pa.timestamp("us", tz="UTC")),
+                message_ids,
+                pa.array(self.publish, pa.int64()).cast(ms).cast(_TS),
+                pa.array(self.event, pa.int64()).cast(ms).cast(_TS),
                 pa.array(self.props, pa.map_(pa.string(), pa.string())),
                 pa.array(self.producers, pa.string()),
             ],

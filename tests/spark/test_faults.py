@@ -114,7 +114,7 @@ def pipe(
     src, dst = unique_topic("fin"), unique_topic("fout")
     create_partitioned(broker, src, 2)
     create_partitioned(broker, dst, 2)
-    values = [f"r{i:05d}".encode() for i in range(400)]
+    values = [f"r{i:05d}".encode() for i in range(300)]
     produce(broker, src, values)
     return {
         "args": {
@@ -158,7 +158,7 @@ def test_broker_killed_and_restarted_during_a_running_query(
     broker: BrokerProcess, pipe: dict[str, Any]
 ) -> None:
     args, ckpt, log = pipe["args"], pipe["ckpt"], pipe["log"]
-    args["source_options"]["maxRecordsPerTrigger"] = "40"
+    args["source_options"]["maxRecordsPerTrigger"] = "60"
     proc = start_job(args, log)
     wait_for("two committed batches", lambda: len(checkpoint_files(ckpt, "commits")) >= 2, proc, log)
     broker.kill()
