@@ -20,6 +20,7 @@ from quasar.transaction.coordinator.preserver_format import (
     TerminatedTxn,
     decode_terminated,
     encode_terminated,
+    encode_terminated_fields,
 )
 from quasar.transaction.scheduler import settle
 
@@ -71,6 +72,10 @@ def test_format_round_trip_and_layout() -> None:
     assert data[:4] == b"\x50\x54\x01\x00"
     assert decode_terminated(data) == entries
     assert decode_terminated(encode_terminated([])) == []
+    # The flush path encodes plain fields; the bytes are the same.
+    fields = [(e.txn_id.least, int(e.status), e.end_time_ms) for e in entries]
+    assert encode_terminated_fields(TC, fields) == data
+    assert encode_terminated_fields(TC, []) == encode_terminated([])
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
@@ -54,7 +53,11 @@ from ..buffer.snapshot_store import MemorySnapshotStore
 from ..scheduler import Scheduler, TimerHandle
 from ..txn_id import TxnId
 from ..txn_status import TxnStatus
-from .preserver_format import TerminatedTxn, decode_terminated_fields, encode_terminated
+from .preserver_format import (
+    TerminatedTxn,
+    decode_terminated_fields,
+    encode_terminated_fields,
+)
 
 log = logging.getLogger(__name__)
 
@@ -496,9 +499,6 @@ class TerminatedTxnPreserver:
             TxnId(self._tc_id, least), TxnStatus(packed & _STATUS_MASK), packed >> _STATUS_BITS
         )
 
-    def _entries(self, txns: dict[int, int]) -> Iterator[TerminatedTxn]:
-        return (self._unpack(least, p) for least, p in txns.items())
-
     def _current_round(self) -> asyncio.Task[None]:
         if self._round is None or self._round.done():
             self._round = asyncio.get_running_loop().create_task(self._flush_round())
@@ -513,7 +513,12 @@ class TerminatedTxnPreserver:
         for name in batch:
             txns = self._names.get(name)
             if txns:
-                writes.append(self._store.write(name, encode_terminated(self._entries(txns))))
+                entries = (
+                    (least, p & _STATUS_MASK, p >> _STATUS_BITS) for least, p in txns.items()
+                )
+                writes.append(
+                    self._store.write(name, encode_terminated_fields(self._tc_id, entries))
+                )
             else:
                 writes.append(self._store.delete(name))
         started = self._clock.monotonic_ms()

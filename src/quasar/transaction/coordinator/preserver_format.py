@@ -63,6 +63,18 @@ def encode_terminated(entries: Iterable[TerminatedTxn]) -> bytes:
     return b"".join(parts)
 
 
+def encode_terminated_fields(most: int, entries: Iterable[tuple[int, int, int]]) -> bytes:
+    """``encode_terminated`` from plain ``(least, status, end_ms)`` tuples of one
+    coordinator ``most`` (the preserver's flush path, run for every dirty client
+    name on every flush: no objects per entry)."""
+    pack = _ENTRY.pack
+    body = []
+    for least, status, end_ms in entries:
+        assert status in _STATUS_VALUES, f"only terminal statuses are preserved, not {status}"
+        body.append(pack(most, least, status, end_ms))
+    return _HEADER.pack(MAGIC, VERSION, 0, len(body)) + b"".join(body)
+
+
 def decode_terminated(data: bytes) -> list[TerminatedTxn]:
     """The entries of a record, oldest first.
 
