@@ -5,9 +5,9 @@ input topic and one producer per output topic. Each worker loops::
 
     t0   txn = await client.new_transaction(timeout_ms=-tto)
          receive -nmc messages from each input topic
-         acknowledge them in txn (concurrently; each ack awaits the broker's answer)
-         send -nmp messages to each output topic in txn (pipelined) and await the
-         receipts
+         acknowledge them in txn and, at the same time, send -nmp messages to each
+         output topic in txn (as pulsar-perf does); await every ack answer and
+         receipt
     t1   await txn.commit()   (or txn.abort(), for a --abort-ratio share of them)
     t2   record: transaction latency t2 - t0, commit (abort) latency t2 - t1
 
@@ -42,7 +42,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, TextIO
 
 from quasar.client import aio
@@ -186,6 +186,34 @@ async def _ack_in_txn(
         raise first
 
 
+async def _ack_and_produce(
+    shared: _Shared, received: list[tuple[aio.Consumer, aio.Message]], txn: aio.Transaction
+) -> tuple[float | None, float | None]:
+    """The transaction's acks and sends, in flight together (pulsar-perf issues
+    ``acknowledgeAsync`` and ``sendAsync`` and waits for all of them before the end).
+
+    Returns the ack and send phase latencies in µs (None for a phase with nothing to
+    do). Raises the first failure once both phases are over.
+    """
+
+    async def timed(phase: Coroutine[Any, Any, None]) -> float:
+        started = time.monotonic()
+        await phase
+        return (time.monotonic() - started) * 1e6
+
+    phases: list[asyncio.Future[float] | None] = [
+        asyncio.ensure_future(timed(_ack_in_txn(received, txn))) if received else None,
+        asyncio.ensure_future(timed(_produce(shared, txn))) if shared.producers else None,
+    ]
+    running = [p for p in phases if p is not None]
+    await asyncio.wait(running)
+    for phase in running:
+        if phase.exception() is not None:
+            raise phase.exception()  # type: ignore[misc]
+    ack, send = (None if p is None else p.result() for p in phases)
+    return ack, send
+
+
 async def _abort_quietly(txn: aio.Transaction) -> None:
     if txn.state() is TransactionState.OPEN:
         try:
@@ -215,18 +243,15 @@ async def _worker(shared: _Shared) -> None:
             for consumer in shared.consumers:
                 for _ in range(opts.messages_consumed):
                     received.append((consumer, await _receive(shared, consumer)))
-            if received:
-                if txn is not None:
-                    ta = clock()
-                    await _ack_in_txn(received, txn)
-                    ack_us = (clock() - ta) * 1e6
-                else:
-                    for consumer, msg in received:
-                        await consumer.acknowledge(msg)
-            if shared.producers:
-                ts = clock()
-                await _produce(shared, txn)
-                send_us = (clock() - ts) * 1e6
+            if txn is not None:
+                ack_us, send_us = await _ack_and_produce(shared, received, txn)
+            else:
+                for consumer, msg in received:
+                    await consumer.acknowledge(msg)
+                if shared.producers:
+                    ts = clock()
+                    await _produce(shared, None)
+                    send_us = (clock() - ts) * 1e6
             t1 = clock()
             if txn is not None:
                 if abort:
