@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -16,25 +15,13 @@ from quasar.errors import SubscriptionNotFound, TopicNotFound
 from quasar.protocol import pb
 from quasar.server.remote_buffer_client import RemoteTransactionBufferClient
 from quasar.testing.process import BrokerProcess
-from quasar.testing.raw import close_all
 from quasar.transaction.buffer_client import EndFailure, classify_end_failure
 from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
 
 from .test_txn_buffer_wire import TxnProducer
 
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("remote-tb") / "data").start()
-    yield proc
-    assert proc.stop() == 0, proc.read_log()
-
-
-@pytest.fixture(autouse=True)
-def _close() -> Iterator[None]:
-    yield
-    close_all()
+pytestmark = pytest.mark.usefixtures("close_raw")
 
 
 def _read_all(broker: BrokerProcess, topic: str) -> list[bytes]:

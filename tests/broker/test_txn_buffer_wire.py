@@ -8,61 +8,36 @@ transaction API); consumption uses the official client."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pulsar
 import pytest
 
 from quasar.protocol import encode_message, pb
 from quasar.testing.process import BrokerProcess
-from quasar.testing.raw import Raw, close_all
+from quasar.testing.raw import RawCoordinator, close_all
 
 T = pb.BaseCommand
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("txnbuf") / "data").start()
-    yield proc
-    assert proc.stop() == 0, proc.read_log()
-
-
-@pytest.fixture(autouse=True)
-def _close() -> Iterator[None]:
-    yield
-    close_all()
+pytestmark = pytest.mark.usefixtures("close_raw")
 
 
 class TxnProducer:
     """One raw connection acting as a transactional producer and a TC client."""
 
     def __init__(self, broker: BrokerProcess, topic: str) -> None:
-        self.raw = Raw(broker.port)
-        self.raw.connect()
-        self.rid = 1000
+        self.tc = RawCoordinator(broker.port, first_request_id=1000)
+        self.raw = self.tc.raw
         self.seq = 0
-        cmd = T(type=T.TC_CLIENT_CONNECT_REQUEST)
-        cmd.tcClientConnectRequest.request_id = self._rid()
-        cmd.tcClientConnectRequest.tc_id = 0
-        assert not self.raw.request(cmd, T.TC_CLIENT_CONNECT_RESPONSE).tcClientConnectResponse.HasField("error")
-        answer = self.raw.producer(topic, producer_id=1, request_id=self._rid())
+        assert not self.tc.connect(0).HasField("error")
+        answer = self.raw.producer(topic, producer_id=1, request_id=self.tc.next_request_id())
         assert answer.type == T.PRODUCER_SUCCESS, answer
         self.topic = topic
 
-    def _rid(self) -> int:
-        self.rid += 1
-        return self.rid
-
     def new_txn(self) -> tuple[int, int]:
-        cmd = T(type=T.NEW_TXN)
-        cmd.newTxn.request_id, cmd.newTxn.tc_id, cmd.newTxn.txn_ttl_seconds = self._rid(), 0, 60_000
-        r = self.raw.request(cmd, T.NEW_TXN_RESPONSE).newTxnResponse
+        r = self.tc.new_txn(0, ttl_ms=60_000)
         assert not r.HasField("error"), r.message
-        cmd = T(type=T.ADD_PARTITION_TO_TXN)
-        a = cmd.addPartitionToTxn
-        a.request_id, a.txnid_most_bits, a.txnid_least_bits = self._rid(), r.txnid_most_bits, r.txnid_least_bits
-        a.partitions.append(self.topic)
-        assert not self.raw.request(cmd, T.ADD_PARTITION_TO_TXN_RESPONSE).addPartitionToTxnResponse.HasField("error")
+        assert not self.tc.add_partition(r.txnid_most_bits, r.txnid_least_bits, self.topic).HasField("error")
         return r.txnid_most_bits, r.txnid_least_bits
 
     def send(self, payload: bytes, txn: tuple[int, int] | None = None) -> pb.BaseCommand:
@@ -81,10 +56,7 @@ class TxnProducer:
                 return answer
 
     def end(self, txn: tuple[int, int], action: int) -> pb.CommandEndTxnResponse:
-        cmd = T(type=T.END_TXN)
-        e = cmd.endTxn
-        e.request_id, e.txnid_most_bits, e.txnid_least_bits, e.txn_action = self._rid(), *txn, action
-        return self.raw.request(cmd, T.END_TXN_RESPONSE).endTxnResponse
+        return self.tc.end(*txn, action)
 
 
 def _client(broker: BrokerProcess) -> pulsar.Client:

@@ -3,67 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from quasar.protocol import pb
 from quasar.testing.process import BrokerProcess
-from quasar.testing.raw import Raw, close_all
+from quasar.testing.raw import Raw, RawCoordinator
 
 T = pb.BaseCommand
 ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
 
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("txnwire") / "data").start()
-    yield proc
-    assert proc.stop() == 0, proc.read_log()
-
-
-@pytest.fixture(autouse=True)
-def _close() -> Iterator[None]:
-    yield
-    close_all()
-
-
-class Tc:
-    def __init__(self, broker: BrokerProcess) -> None:
-        self.raw = Raw(broker.port)
-        self.raw.connect()
-        self.rid = 100
-
-    def _next(self) -> int:
-        self.rid += 1
-        return self.rid
-
-    def connect(self, tc_id: int) -> pb.CommandTcClientConnectResponse:
-        cmd = T(type=T.TC_CLIENT_CONNECT_REQUEST)
-        cmd.tcClientConnectRequest.request_id = self._next()
-        cmd.tcClientConnectRequest.tc_id = tc_id
-        return self.raw.request(cmd, T.TC_CLIENT_CONNECT_RESPONSE).tcClientConnectResponse
-
-    def new_txn(self, tc_id: int = 0, ttl_ms: int = 60_000) -> pb.CommandNewTxnResponse:
-        cmd = T(type=T.NEW_TXN)
-        cmd.newTxn.request_id = self._next()
-        cmd.newTxn.tc_id = tc_id
-        cmd.newTxn.txn_ttl_seconds = ttl_ms  # milliseconds, as the Java client sends
-        return self.raw.request(cmd, T.NEW_TXN_RESPONSE).newTxnResponse
-
-    def add_partition(self, most: int, least: int, topic: str) -> pb.CommandAddPartitionToTxnResponse:
-        cmd = T(type=T.ADD_PARTITION_TO_TXN)
-        c = cmd.addPartitionToTxn
-        c.request_id, c.txnid_most_bits, c.txnid_least_bits = self._next(), most, least
-        c.partitions.append(topic)
-        return self.raw.request(cmd, T.ADD_PARTITION_TO_TXN_RESPONSE).addPartitionToTxnResponse
-
-    def end(self, most: int, least: int, action: int) -> pb.CommandEndTxnResponse:
-        cmd = T(type=T.END_TXN)
-        c = cmd.endTxn
-        c.request_id, c.txnid_most_bits, c.txnid_least_bits = self._next(), most, least
-        c.txn_action = action
-        return self.raw.request(cmd, T.END_TXN_RESPONSE).endTxnResponse
+pytestmark = pytest.mark.usefixtures("close_raw")
 
 
 def test_assign_topic_has_one_partition_per_coordinator(broker: BrokerProcess) -> None:
@@ -78,7 +28,7 @@ def test_assign_topic_has_one_partition_per_coordinator(broker: BrokerProcess) -
 
 
 def test_tc_connect_known_and_unknown_ids(broker: BrokerProcess) -> None:
-    tc = Tc(broker)
+    tc = RawCoordinator(broker.port)
     assert not tc.connect(0).HasField("error")
     assert not tc.connect(15).HasField("error")
     bad = tc.connect(16)
@@ -86,7 +36,7 @@ def test_tc_connect_known_and_unknown_ids(broker: BrokerProcess) -> None:
 
 
 def test_new_txn_ids_are_sequential_per_coordinator(broker: BrokerProcess) -> None:
-    tc = Tc(broker)
+    tc = RawCoordinator(broker.port)
     tc.connect(3)
     first = tc.new_txn(3)
     second = tc.new_txn(3)
@@ -95,7 +45,7 @@ def test_new_txn_ids_are_sequential_per_coordinator(broker: BrokerProcess) -> No
 
 
 def test_commit_then_errors_for_ended_and_unknown_transactions(broker: BrokerProcess) -> None:
-    tc = Tc(broker)
+    tc = RawCoordinator(broker.port)
     tc.connect(1)
     txn = tc.new_txn(1)
     most, least = txn.txnid_most_bits, txn.txnid_least_bits
@@ -109,7 +59,7 @@ def test_commit_then_errors_for_ended_and_unknown_transactions(broker: BrokerPro
 
 
 def test_abort_after_commit_is_refused(broker: BrokerProcess) -> None:
-    tc = Tc(broker)
+    tc = RawCoordinator(broker.port)
     tc.connect(2)
     txn = tc.new_txn(2)
     assert not tc.end(txn.txnid_most_bits, txn.txnid_least_bits, pb.COMMIT).HasField("error")
@@ -118,7 +68,7 @@ def test_abort_after_commit_is_refused(broker: BrokerProcess) -> None:
 
 
 def test_timeout_aborts_open_transaction(broker: BrokerProcess) -> None:
-    tc = Tc(broker)
+    tc = RawCoordinator(broker.port)
     tc.connect(4)
     txn = tc.new_txn(4, ttl_ms=200)
     most, least = txn.txnid_most_bits, txn.txnid_least_bits
@@ -135,7 +85,7 @@ def test_timeout_aborts_open_transaction(broker: BrokerProcess) -> None:
 
 
 def test_new_txn_on_unconnected_coordinator(broker: BrokerProcess) -> None:
-    tc = Tc(broker)
+    tc = RawCoordinator(broker.port)
     resp = tc.new_txn(9)
     # Pulsar answers TransactionCoordinatorNotFound until the client connects the TC;
     # quasar may load it lazily instead. Either way the answer names coordinator 9.

@@ -35,12 +35,11 @@ import quasar.client as qc
 from quasar.errors import ServerError
 from quasar.protocol import pb
 from quasar.testing.process import BrokerProcess
-from quasar.testing.raw import Raw, close_all
+from quasar.testing.raw import RawCoordinator, close_all
 from quasar.transaction.crash_points import ENV_VAR
 
-pytestmark = [pytest.mark.crash, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.crash, pytest.mark.timeout(180), pytest.mark.usefixtures("close_raw")]
 
-T = pb.BaseCommand
 NAME = "crash-app"
 DEATH_TIMEOUT_S = 30.0
 END_TIMEOUT_S = 60.0
@@ -71,34 +70,21 @@ def test_every_point_of_the_chain_is_known() -> None:
 
 
 class Tc:
-    def __init__(self, broker: BrokerProcess) -> None:
-        self.raw = Raw(broker.port)
-        self.raw.connect()
-        self.rid = 0
+    """A raw coordinator connection ending transactions as NAME."""
 
-    def _next(self) -> int:
-        self.rid += 1
-        return self.rid
+    def __init__(self, broker: BrokerProcess) -> None:
+        self.rc = RawCoordinator(broker.port)
+        self.raw = self.rc.raw
 
     def connect(self, tc_id: int) -> int | None:
-        cmd = T(type=T.TC_CLIENT_CONNECT_REQUEST)
-        cmd.tcClientConnectRequest.request_id = self._next()
-        cmd.tcClientConnectRequest.tc_id = tc_id
-        resp = self.raw.request(cmd, T.TC_CLIENT_CONNECT_RESPONSE).tcClientConnectResponse
+        resp = self.rc.connect(tc_id)
         return resp.error if resp.HasField("error") else None
 
-    def send_end(self, txn: tuple[int, int], action: str) -> None:
-        cmd = T(type=T.END_TXN)
-        c = cmd.endTxn
-        c.request_id = self._next()
-        c.txnid_most_bits, c.txnid_least_bits = txn
-        c.txn_action = pb.COMMIT if action == "commit" else pb.ABORT
-        c.client_name = NAME
-        self.raw.send(cmd)
+    def send_end(self, txn: tuple[int, int], action: str) -> int:
+        return self.rc.send_end(*txn, pb.COMMIT if action == "commit" else pb.ABORT, NAME)
 
     def end(self, txn: tuple[int, int], action: str) -> pb.CommandEndTxnResponse:
-        self.send_end(txn, action)
-        return self.raw.recv_type(T.END_TXN_RESPONSE).endTxnResponse
+        return self.rc.wait(self.send_end(txn, action))  # type: ignore[no-any-return]
 
 
 def definite_end(broker: BrokerProcess, txn: tuple[int, int], action: str) -> tuple[int | None, str]:
@@ -183,12 +169,6 @@ def admin_view(broker: BrokerProcess) -> dict[str, Any]:
     url = f"{broker.admin_url}/admin/v3/transactions/clientTransactions/{NAME}"
     with urllib.request.urlopen(url, timeout=30) as r:
         return json.loads(r.read())  # type: ignore[no-any-return]
-
-
-@pytest.fixture(autouse=True)
-def _close() -> Any:
-    yield
-    close_all()
 
 
 @pytest.mark.parametrize(("point", "action"), CASES)

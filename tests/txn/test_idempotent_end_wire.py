@@ -9,7 +9,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,68 +18,35 @@ import quasar.client as qc
 from quasar.errors import ServerError
 from quasar.protocol import pb
 from quasar.testing.process import BrokerProcess
-from quasar.testing.raw import Raw, close_all
+from quasar.testing.raw import RawCoordinator, close_all
 
-T = pb.BaseCommand
 COMMIT, ABORT = pb.COMMIT, pb.ABORT
 RECEIVE_MS = 10_000
 
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("idem") / "data").start()
-    yield proc
-    assert proc.stop() == 0, proc.read_log()
-
-
-@pytest.fixture(autouse=True)
-def _close() -> Iterator[None]:
-    yield
-    close_all()
+pytestmark = pytest.mark.usefixtures("close_raw")
 
 
 class Tc:
-    """Coordinator commands in raw frames, ``client_name`` set as the test says."""
+    """Coordinator commands in raw frames, ``client_name`` set as the test says;
+    connecting and NEW_TXN must succeed."""
 
     def __init__(self, broker: BrokerProcess) -> None:
-        self.raw = Raw(broker.port)
-        self.raw.connect()
-        self.rid = 0
-
-    def _next(self) -> int:
-        self.rid += 1
-        return self.rid
+        self.rc = RawCoordinator(broker.port)
 
     def connect(self, tc_id: int) -> None:
-        cmd = T(type=T.TC_CLIENT_CONNECT_REQUEST)
-        cmd.tcClientConnectRequest.request_id = self._next()
-        cmd.tcClientConnectRequest.tc_id = tc_id
-        resp = self.raw.request(cmd, T.TC_CLIENT_CONNECT_RESPONSE).tcClientConnectResponse
+        resp = self.rc.connect(tc_id)
         assert not resp.HasField("error"), resp
 
     def new_txn(self, client_name: str | None, tc_id: int = 0, ttl_ms: int = 60_000) -> tuple[int, int]:
         self.connect(tc_id)
-        cmd = T(type=T.NEW_TXN)
-        cmd.newTxn.request_id = self._next()
-        cmd.newTxn.tc_id = tc_id
-        cmd.newTxn.txn_ttl_seconds = ttl_ms
-        if client_name is not None:
-            cmd.newTxn.client_name = client_name
-        resp = self.raw.request(cmd, T.NEW_TXN_RESPONSE).newTxnResponse
+        resp = self.rc.new_txn(tc_id, ttl_ms, client_name)
         assert not resp.HasField("error"), resp
         return resp.txnid_most_bits, resp.txnid_least_bits
 
     def end(
         self, txn: tuple[int, int], action: int, client_name: str | None
     ) -> pb.CommandEndTxnResponse:
-        cmd = T(type=T.END_TXN)
-        c = cmd.endTxn
-        c.request_id = self._next()
-        c.txnid_most_bits, c.txnid_least_bits = txn
-        c.txn_action = action
-        if client_name is not None:
-            c.client_name = client_name
-        return self.raw.request(cmd, T.END_TXN_RESPONSE).endTxnResponse
+        return self.rc.end(*txn, action, client_name)
 
 
 def ok(resp: pb.CommandEndTxnResponse) -> None:
@@ -192,11 +158,7 @@ def test_admin_view_of_unknown_and_odd_names(broker: BrokerProcess) -> None:
 def test_bad_client_names(broker: BrokerProcess) -> None:
     tc = Tc(broker)
     tc.connect(0)
-    cmd = T(type=T.NEW_TXN)
-    cmd.newTxn.request_id = 999
-    cmd.newTxn.tc_id = 0
-    cmd.newTxn.client_name = "x" * 5000
-    resp = tc.raw.request(cmd, T.NEW_TXN_RESPONSE).newTxnResponse
+    resp = tc.rc.new_txn(0, ttl_ms=None, client_name="x" * 5000)
     assert resp.error == ServerError.NotAllowedError, resp
     refused(tc.end((0, 10**9), COMMIT, "x" * 5000), ServerError.NotAllowedError)
     url = broker.admin_url + "/admin/v3/transactions/clientTransactions/" + "x" * 2000

@@ -1,12 +1,14 @@
 """A raw Pulsar connection for tests: quasar.protocol (sans-IO) over a blocking socket.
 
 Tests use it to send exactly the frames they mean to, including malformed ones and
-commands no client library sends (END_TXN_ON_PARTITION, ...).
+commands no client library sends (END_TXN_ON_PARTITION, ...). RawCoordinator speaks
+the transaction-coordinator commands (TC_CLIENT_CONNECT, NEW_TXN, ..., END_TXN) on one.
 """
 
 from __future__ import annotations
 
 import socket
+from typing import Any
 
 from quasar.protocol import FrameDecoder, encode_command, pb
 
@@ -80,3 +82,115 @@ class Raw:
         """Send ``cmd`` and return the next command of ``response_type``."""
         self.send(cmd)
         return self.recv_type(response_type)
+
+
+_TC_ANSWERS = {
+    T.TC_CLIENT_CONNECT_RESPONSE: "tcClientConnectResponse",
+    T.NEW_TXN_RESPONSE: "newTxnResponse",
+    T.ADD_PARTITION_TO_TXN_RESPONSE: "addPartitionToTxnResponse",
+    T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE: "addSubscriptionToTxnResponse",
+    T.END_TXN_RESPONSE: "endTxnResponse",
+}
+
+
+class RawCoordinator:
+    """Transaction-coordinator commands in raw frames over one :class:`Raw` connection.
+
+    ``send_*`` sends a request and returns its request id; :meth:`wait` returns the
+    answer to one request id (answers arriving meanwhile are kept, so requests can be
+    pipelined). The other methods send and wait, returning the response protobuf
+    (``CommandNewTxnResponse``, ...) unchecked: the tests assert on it. Other frames
+    read while waiting are dropped, as by :meth:`Raw.request`. Given a port, it opens
+    and CONNECTs its own :class:`Raw`.
+    """
+
+    def __init__(self, conn: Raw | int, first_request_id: int = 0) -> None:
+        if isinstance(conn, int):
+            conn = Raw(conn)
+            conn.connect()
+        self.raw = conn
+        self.rid = first_request_id
+        self.answers: dict[int, Any] = {}
+
+    def next_request_id(self) -> int:
+        """A fresh request id (shared with other requests the test sends on ``raw``)."""
+        self.rid += 1
+        return self.rid
+
+    def wait(self, request_id: int) -> Any:
+        """The coordinator's answer to ``request_id`` (its inner response message)."""
+        while request_id not in self.answers:
+            cmd = self.raw.recv()
+            field = _TC_ANSWERS.get(cmd.type)
+            if field is not None:
+                answer = getattr(cmd, field)
+                self.answers[answer.request_id] = answer
+        return self.answers[request_id]
+
+    def send_connect(self, tc_id: int) -> int:
+        cmd = T(type=T.TC_CLIENT_CONNECT_REQUEST)
+        c = cmd.tcClientConnectRequest
+        c.request_id, c.tc_id = self.next_request_id(), tc_id
+        self.raw.send(cmd)
+        return c.request_id
+
+    def send_new_txn(
+        self, tc_id: int = 0, ttl_ms: int | None = 60_000, client_name: str | None = None
+    ) -> int:
+        """NEW_TXN; ``ttl_ms=None`` leaves the timeout unset."""
+        cmd = T(type=T.NEW_TXN)
+        c = cmd.newTxn
+        c.request_id, c.tc_id = self.next_request_id(), tc_id
+        if ttl_ms is not None:
+            c.txn_ttl_seconds = ttl_ms  # milliseconds, as the Java client sends
+        if client_name is not None:
+            c.client_name = client_name
+        self.raw.send(cmd)
+        return c.request_id
+
+    def send_add_partition(self, most: int, least: int, topic: str) -> int:
+        cmd = T(type=T.ADD_PARTITION_TO_TXN)
+        c = cmd.addPartitionToTxn
+        c.request_id, c.txnid_most_bits, c.txnid_least_bits = self.next_request_id(), most, least
+        c.partitions.append(topic)
+        self.raw.send(cmd)
+        return c.request_id
+
+    def send_add_subscription(self, most: int, least: int, topic: str, sub: str) -> int:
+        cmd = T(type=T.ADD_SUBSCRIPTION_TO_TXN)
+        c = cmd.addSubscriptionToTxn
+        c.request_id, c.txnid_most_bits, c.txnid_least_bits = self.next_request_id(), most, least
+        c.subscription.append(pb.Subscription(topic=topic, subscription=sub))
+        self.raw.send(cmd)
+        return c.request_id
+
+    def send_end(self, most: int, least: int, action: int, client_name: str | None = None) -> int:
+        cmd = T(type=T.END_TXN)
+        c = cmd.endTxn
+        c.request_id, c.txnid_most_bits, c.txnid_least_bits = self.next_request_id(), most, least
+        c.txn_action = action
+        if client_name is not None:
+            c.client_name = client_name
+        self.raw.send(cmd)
+        return c.request_id
+
+    def connect(self, tc_id: int) -> pb.CommandTcClientConnectResponse:
+        return self.wait(self.send_connect(tc_id))  # type: ignore[no-any-return]
+
+    def new_txn(
+        self, tc_id: int = 0, ttl_ms: int | None = 60_000, client_name: str | None = None
+    ) -> pb.CommandNewTxnResponse:
+        return self.wait(self.send_new_txn(tc_id, ttl_ms, client_name))  # type: ignore[no-any-return]
+
+    def add_partition(self, most: int, least: int, topic: str) -> pb.CommandAddPartitionToTxnResponse:
+        return self.wait(self.send_add_partition(most, least, topic))  # type: ignore[no-any-return]
+
+    def add_subscription(
+        self, most: int, least: int, topic: str, sub: str
+    ) -> pb.CommandAddSubscriptionToTxnResponse:
+        return self.wait(self.send_add_subscription(most, least, topic, sub))  # type: ignore[no-any-return]
+
+    def end(
+        self, most: int, least: int, action: int, client_name: str | None = None
+    ) -> pb.CommandEndTxnResponse:
+        return self.wait(self.send_end(most, least, action, client_name))  # type: ignore[no-any-return]
