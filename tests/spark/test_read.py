@@ -211,3 +211,32 @@ def test_stream_starts_at_latest_and_follows(spark: Any, broker: BrokerProcess) 
         assert got == [f"after{i}".encode() for i in range(10)]
     finally:
         query.stop()
+
+
+def test_stream_picks_up_partitions_added_later(spark: Any, broker: BrokerProcess) -> None:
+    import urllib.request
+
+    topic = unique_topic("grow")
+    create_partitioned(broker, topic, 2)
+    produce(broker, topic, [f"a{i}".encode() for i in range(10)])
+    name = f"grow{time.monotonic_ns()}"
+    df = source(spark, broker, stream=True, topic=topic, startingOffsets="earliest")
+    query = df.writeStream.format("memory").queryName(name).start()
+    try:
+        query.processAllAvailable()
+        path = topic.split("://", 1)[1]
+        req = urllib.request.Request(
+            f"{broker.admin_url}/admin/v2/persistent/{path}/partitions",
+            data=b"3", method="POST", headers={"Content-Type": "application/json"},
+        )
+        urllib.request.urlopen(req, timeout=30).close()
+        # Written straight to the new partition: read from its beginning.
+        produce(broker, f"{topic}-partition-2", [f"b{i}".encode() for i in range(5)])
+        query.processAllAvailable()
+        rows = spark.sql(f"select * from {name}").collect()
+        assert sorted(_values(rows)) == sorted(
+            [f"a{i}".encode() for i in range(10)] + [f"b{i}".encode() for i in range(5)]
+        )
+        assert {r.partition for r in rows if bytes(r.value).startswith(b"b")} == {2}
+    finally:
+        query.stop()
