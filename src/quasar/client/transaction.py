@@ -263,6 +263,17 @@ class TransactionImpl:
             self._partitions[partition] = task
         await asyncio.shield(task)
 
+    def partition_registered(self, partition: str) -> bool:
+        """True once ``partition``'s ADD_PARTITION_TO_TXN succeeded (a send may then
+        skip :meth:`register_partition`)."""
+        task = self._partitions.get(partition)
+        return (
+            task is not None
+            and task.done()
+            and not task.cancelled()
+            and task.exception() is None
+        )
+
     async def register_subscription(self, topic: str, subscription: str) -> None:
         """ADD_SUBSCRIPTION_TO_TXN once per (topic partition, subscription).
 
