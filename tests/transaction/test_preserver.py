@@ -166,6 +166,34 @@ async def test_flush_writes_one_message_per_dirty_name_and_coalesces() -> None:
     assert p.stats.flush_latency.count == 3
 
 
+async def test_a_flush_does_not_wait_for_a_round_that_cannot_cover_it() -> None:
+    """Rounds pipeline: while one write is stuck, a flush of a later change starts its
+    own round at once (and that round carries the earlier change too)."""
+    env = Env()
+    p = await env.loaded()
+    started: list[str] = []
+    write = env.store.write
+
+    async def recording_write(key: str, value: bytes) -> None:
+        started.append(key)
+        await write(key, value)
+
+    env.store.write = recording_write  # type: ignore[method-assign]
+    env.store.hold()
+    p.append(txn(1), S.COMMITTING, "a", 1)
+    first = asyncio.ensure_future(p.flush())
+    await settle()
+    assert started == ["a"] and not first.done()
+    p.append(txn(2), S.COMMITTING, "a", 2)
+    second = asyncio.ensure_future(p.flush())
+    await settle()
+    assert started == ["a", "a"]  # the second round is in flight beside the first
+    env.store.release()
+    await asyncio.gather(first, second)
+    assert [t.txn_id.least for t in decode_terminated(env.store.data["a"])] == [1, 2]
+    assert p.stats.flushes == 2
+
+
 async def test_store_failure_fails_the_flush_and_keeps_the_change() -> None:
     env = Env()
     p = await env.loaded()

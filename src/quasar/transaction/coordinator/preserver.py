@@ -206,6 +206,7 @@ class TerminatedTxnPreserver:
         # an expiry check with nothing older than the cutoff costs O(1), not a scan.
         self._oldest_end_ms: int | None = None
         self._round: asyncio.Task[None] | None = None
+        self._round_upto: int | None = None  # changes the latest round covers, once started
         self._closed: asyncio.Future[None] | None = None
         self._timer: TimerHandle | None = None
         self._state = _State.NEW
@@ -409,7 +410,7 @@ class TerminatedTxnPreserver:
         try:
             while self._durable < target:
                 self._check_open()
-                current = self._current_round()
+                current = self._current_round(target)
                 done, _ = await asyncio.wait(
                     {current, timed_out, self._closed}, return_when=asyncio.FIRST_COMPLETED
                 )
@@ -499,15 +500,33 @@ class TerminatedTxnPreserver:
             TxnId(self._tc_id, least), TxnStatus(packed & _STATUS_MASK), packed >> _STATUS_BITS
         )
 
-    def _current_round(self) -> asyncio.Task[None]:
-        if self._round is None or self._round.done():
-            self._round = asyncio.get_running_loop().create_task(self._flush_round())
-            self._round.add_done_callback(_retrieve)
-        return self._round
+    def _current_round(self, target: int) -> asyncio.Task[None]:
+        """A round that makes the changes up to ``target`` durable.
+
+        The round in flight if it covers them (or has not started yet: it takes every
+        change made until it starts), else a new one at once. Rounds pipeline rather
+        than wait for each other: each writes every name dirty when it starts, so a
+        later round carries an earlier one's changes too, the topic keeps the order of
+        their writes, and a commit waits for one write instead of up to two (all of a
+        busy client's transactions share one name).
+        """
+        current = self._round
+        if (
+            current is None
+            or current.done()
+            or (self._round_upto is not None and self._round_upto < target)
+        ):
+            self._round_upto = None  # set when the round starts
+            current = asyncio.get_running_loop().create_task(self._flush_round())
+            current.add_done_callback(_retrieve)
+            self._round = current
+        return current
 
     async def _flush_round(self) -> None:
         assert self._store is not None
         upto = self._changes
+        if self._round is asyncio.current_task():
+            self._round_upto = upto
         batch = dict(self._dirty)
         writes = []
         for name in batch:
