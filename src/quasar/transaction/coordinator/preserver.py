@@ -48,6 +48,7 @@ from typing import Protocol
 
 from quasar.clock import Clock
 from quasar.errors import CorruptRecordError, TransactionPreserverClosed
+from quasar.metrics.registry import HistogramChild
 
 from ..buffer.snapshot_store import MemorySnapshotStore
 from ..scheduler import Scheduler, TimerHandle
@@ -130,26 +131,6 @@ class MemoryPreserverStore(MemorySnapshotStore):
 
 
 @dataclass
-class LatencyHistogram:
-    """Counts of observations per upper bound (ms), plus their sum."""
-
-    bounds_ms: tuple[float, ...] = FLUSH_LATENCY_BUCKETS_MS
-    counts: list[int] = field(default_factory=lambda: [0] * (len(FLUSH_LATENCY_BUCKETS_MS) + 1))
-    count: int = 0
-    sum_ms: float = 0.0
-
-    def observe(self, ms: float) -> None:
-        for i, bound in enumerate(self.bounds_ms):
-            if ms <= bound:
-                self.counts[i] += 1
-                break
-        else:
-            self.counts[-1] += 1
-        self.count += 1
-        self.sum_ms += ms
-
-
-@dataclass
 class PreserverStats:
     """One coordinator's preserver, for metrics (``pulsar_txn_tc_preserver_*``)."""
 
@@ -163,7 +144,10 @@ class PreserverStats:
     expirations: int = 0  # dropped because older than persist_time_ms
     restored: int = 0  # entries loaded when the coordinator started
     corrupt: int = 0  # stored values that could not be decoded (dropped)
-    flush_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    # Flush-round durations in ms (metrics export them in seconds).
+    flush_latency: HistogramChild = field(
+        default_factory=lambda: HistogramChild(FLUSH_LATENCY_BUCKETS_MS)
+    )
 
 
 class _State(Enum):

@@ -83,12 +83,12 @@ class PreserverMetrics:
                 )
             hist = stats.flush_latency
             cumulative = 0
-            for bound_ms, n in zip((*hist.bounds_ms, math.inf), hist.counts, strict=True):
+            for bound_ms, n in zip((*hist.bounds, math.inf), hist.counts, strict=True):
                 cumulative += n
                 le = format_value(bound_ms / 1000.0)
                 latency.samples.append(
                     Sample(f"{latency.name}_bucket", (*labels, ("le", le)), float(cumulative))
                 )
-            latency.samples.append(Sample(f"{latency.name}_sum", labels, hist.sum_ms / 1000.0))
+            latency.samples.append(Sample(f"{latency.name}_sum", labels, hist.sum / 1000.0))
             latency.samples.append(Sample(f"{latency.name}_count", labels, float(hist.count)))
         return list(families.values())
