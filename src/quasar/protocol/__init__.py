@@ -13,7 +13,7 @@ from ._generated import pending_ack_pb2 as pending_ack_pb
 from ._generated import pulsar_api_pb2 as pb
 from ._generated import pulsar_markers_pb2 as markers_pb
 from ._generated import transaction_log_pb2 as txnlog_pb
-from ._wire import MAGIC_BROKER_ENTRY_METADATA, MAGIC_CRC32C
+from ._wire import MAGIC_BROKER_ENTRY_METADATA, MAGIC_CRC32C, varint
 from .ack_set import (
     and_,
     clear_index,
@@ -56,6 +56,7 @@ __all__ = [
     "FRAME_PADDING",
     "MAGIC_BROKER_ENTRY_METADATA",
     "MAGIC_CRC32C",
+    "varint",
     "PROTOCOL_VERSION_MAX",
     "Frame",
     "FrameDecoder",

@@ -30,6 +30,7 @@ import struct
 from collections.abc import Sequence
 
 from quasar.errors import CorruptRecordError
+from quasar.protocol import varint
 
 BATCHED_ENTRY_MAGIC = 0x0E01
 BATCHED_ENTRY_VERSION = 1
@@ -39,18 +40,10 @@ _PREFIX = HEADER.pack(BATCHED_ENTRY_MAGIC, BATCHED_ENTRY_VERSION)
 _FIELD_1_LEN = b"\x0a"  # tag of field 1, wire type 2 (length-delimited)
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
 
 def record_overhead(record_size: int) -> int:
     """Bytes a record of ``record_size`` adds to a batch besides its own."""
-    return 1 + len(_varint(record_size))
+    return 1 + len(varint(record_size))
 
 
 def encode_batched_entry(records: Sequence[bytes]) -> bytes:
@@ -58,7 +51,7 @@ def encode_batched_entry(records: Sequence[bytes]) -> bytes:
     parts = [_PREFIX]
     for data in records:
         parts.append(_FIELD_1_LEN)
-        parts.append(_varint(len(data)))
+        parts.append(varint(len(data)))
         parts.append(data)
     return b"".join(parts)
 
