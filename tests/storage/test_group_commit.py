@@ -221,3 +221,32 @@ async def test_one_group_syncs_its_files_concurrently(tmp_path: Path) -> None:
     assert not disk.barrier.broken
     await factory.close()
     meta.close()
+
+
+async def test_a_failed_sync_in_a_concurrent_group_fails_the_whole_group(
+    tmp_path: Path,
+) -> None:
+    """One file's fdatasync failing while the group's other files sync beside it: every
+    append of the group fails (none is acknowledged) and the storage stops."""
+    disk = CountingDisk()
+    fatal: list[BaseException] = []
+    factory, meta = make(tmp_path, disk, on_fatal=fatal.append)
+    ledgers = [await factory.open(f"t{i}") for i in range(3)]
+    before = disk.syncs
+    disk.gate = threading.Event()  # the writer blocks in the sync of its next group
+    first = asyncio.ensure_future(ledgers[0].add_entry(b"first"))
+    for _ in range(2000):  # bounded: wait for the writer to reach that sync
+        if disk.syncs > before:
+            break
+        await asyncio.sleep(0.005)
+    assert disk.syncs == before + 1 and not first.done()
+    group = [ml.add_entry(b"grouped") for ml in ledgers]  # queue up: one group of 3 files
+    disk.fail_sync_at = disk.syncs + 2  # a later sync of that group fails
+    disk.gate.set()
+    await first
+    for fut in group:
+        with pytest.raises(FatalStorageError):
+            await fut
+    assert len(fatal) == 1
+    await factory.close()
+    meta.close()
