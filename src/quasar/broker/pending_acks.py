@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from quasar.errors import NotAllowedError
-from quasar.storage.api import Position
+from quasar.storage.api import ManagedLedger, Position
 from quasar.transaction.pending_ack import (
     PendingAckConfig,
     PendingAckHandle,
@@ -91,9 +91,17 @@ class SubscriptionTransactions:
 
     # -- acks inside a transaction ------------------------------------------------------
     async def individual_ack(
-        self, txn: TxnId, acks: Sequence[tuple[Position, Sequence[int] | None]]
+        self,
+        txn: TxnId,
+        acks: Sequence[tuple[Position, Sequence[int] | None]],
+        dispatched: Mapping[Position, int] | None = None,
     ) -> None:
-        """Raises: TransactionConflict, NotAllowedError, TooManyRequests, ServiceNotReady."""
+        """Record ``acks`` of ``txn``. ``dispatched``: messages per entry the acking
+        consumer was sent and has not acked (its pending map), so a batch member's
+        ack needs no read of its entry to learn the batch size.
+
+        Raises: TransactionConflict, NotAllowedError, TooManyRequests, ServiceNotReady.
+        """
         handle = await self.ensure()
         ledger = self.sub.topic.ledger
         last = ledger.last_confirmed_entry
@@ -103,13 +111,23 @@ class SubscriptionTransactions:
                 raise NotAllowedError(f"Cannot acknowledge {pos}: no such entry")
             batch_size = None
             if ack_set:
-                entry = await ledger.read_entry(pos)
-                if entry is None:
-                    raise NotAllowedError(f"Cannot acknowledge {pos}: entry is gone")
-                info = entry_info(entry.data)
-                batch_size = info.num_messages if info.is_batch else None
+                known = dispatched.get(pos) if dispatched is not None else None
+                # A pending count of 1 may be a one-message batch or a plain entry:
+                # only the entry tells, so read it then (rare: ack sets come with
+                # batches).
+                batch_size = known if known is not None and known > 1 else None
+                if batch_size is None:
+                    batch_size = await self._batch_size_of(ledger, pos)
             items.append((pos, batch_size, ack_set))
         await handle.individual_ack(txn, items)
+
+    @staticmethod
+    async def _batch_size_of(ledger: ManagedLedger, pos: Position) -> int | None:
+        entry = await ledger.read_entry(pos)
+        if entry is None:
+            raise NotAllowedError(f"Cannot acknowledge {pos}: entry is gone")
+        info = entry_info(entry.data)
+        return info.num_messages if info.is_batch else None
 
     async def cumulative_ack(self, txn: TxnId, position: Position) -> None:
         handle = await self.ensure()

@@ -216,7 +216,7 @@ class Subscription:
         Raises:
             TransactionConflict, NotAllowedError, TooManyRequests, ServiceNotReady.
         """
-        await self.txns.individual_ack(txn, acks)
+        await self.txns.individual_ack(txn, acks, consumer.pending)
         d = self.dispatcher
         for pos, ack_set in acks:
             if ack_set:

@@ -1,0 +1,83 @@
+"""Acks of single members of a batch entry inside transactions, against a real broker.
+
+The broker needs the entry's batch size to keep the members acked by a transaction
+apart from the rest; it takes it from what it dispatched to the acking consumer, and
+reads the entry only when it does not know. Getting it wrong would make one member's
+ack cover the whole entry: the members acked later, or released by an abort, would
+never come again.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+import quasar.client as qc
+from quasar.testing.process import BrokerProcess
+
+RECEIVE_MS = 10_000
+
+
+def _backlog(proc: BrokerProcess, topic: str, sub: str) -> int:
+    path = topic.replace("persistent://", "persistent/")
+    with urllib.request.urlopen(f"{proc.admin_url}/admin/v2/{path}/stats", timeout=30) as r:
+        return int(json.load(r)["subscriptions"][sub]["msgBacklog"])
+
+
+def _one_batch(client: qc.Client, topic: str, count: int) -> None:
+    producer = client.create_producer(
+        topic, batching_enabled=True, batching_max_messages=count,
+        batching_max_publish_delay_ms=60_000,
+    )
+    for i in range(count):
+        producer.send_async(b"m%d" % i, None)
+    producer.flush()
+    producer.close()
+
+
+def _receive_all(consumer: qc.Consumer, count: int) -> dict[bytes, qc.Message]:
+    got = {}
+    for _ in range(count):
+        msg = consumer.receive(timeout_millis=RECEIVE_MS)
+        got[msg.data()] = msg
+    return got
+
+
+def test_members_acked_in_transactions_stay_apart(broker: BrokerProcess) -> None:
+    topic = "persistent://public/default/batch-member-txn-acks"
+    client = qc.Client(broker.url, enable_transaction=True)
+    try:
+        consumer = client.subscribe(
+            topic, "s", consumer_type=qc.ConsumerType.Shared,
+            initial_position=qc.InitialPosition.Earliest,
+        )
+        _one_batch(client, topic, 4)
+        msgs = _receive_all(consumer, 4)
+        assert {m.message_id().batch_index() for m in msgs.values()} == {0, 1, 2, 3}
+
+        first = client.new_transaction()
+        consumer.acknowledge(msgs[b"m0"], txn=first)
+        consumer.acknowledge(msgs[b"m1"], txn=first)
+        first.commit()
+        assert _backlog(broker, topic, "s") == 1  # the entry: two members still open
+
+        # Another transaction may not take a member the first one holds pending.
+        holder = client.new_transaction()
+        consumer.acknowledge(msgs[b"m2"], txn=holder)
+        rival = client.new_transaction()
+        with pytest.raises(qc.TransactionConflict):
+            consumer.acknowledge(msgs[b"m2"], txn=rival)
+        rival.abort()
+        holder.abort()  # m2 is released and comes again, m0 and m1 do not
+
+        again = consumer.receive(timeout_millis=RECEIVE_MS)
+        assert again.data() in (b"m2", b"m3")
+        last = client.new_transaction()
+        consumer.acknowledge(msgs[b"m3"], txn=last)
+        consumer.acknowledge(again if again.data() == b"m2" else msgs[b"m2"], txn=last)
+        last.commit()
+        assert _backlog(broker, topic, "s") == 0
+    finally:
+        client.close()
