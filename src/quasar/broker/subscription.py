@@ -11,6 +11,7 @@ Acknowledgement rules (Pulsar's):
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -49,6 +50,10 @@ SUB_TYPE_NAMES = {
 }
 
 REDELIVERY_COUNTS_MAX = 100_000  # bound on tracked redelivery counters per subscription
+# How long a reader's (non-durable) subscription outlives a seek without a consumer:
+# its client resubscribes within its reconnect backoff; a client that closed instead
+# must not leave the cursor behind for ever.
+RESUBSCRIBE_AFTER_SEEK_TIMEOUT_S = 60.0
 
 
 class Subscription:
@@ -65,6 +70,8 @@ class Subscription:
         self.txns = SubscriptionTransactions(self)
         # Where read_compacted consumers of this subscription read next.
         self.compacted_read = CompactedReadState()
+        # Set while a reader's subscription waits for its consumer after a seek.
+        self._resubscribe_timer: asyncio.TimerHandle | None = None
 
     def describe(self) -> str:
         return f"{self.topic.name}/{self.name}"
@@ -95,6 +102,9 @@ class Subscription:
             self.dispatcher = d
             self.sub_type = consumer.sub_type
         d.add_consumer(consumer)
+        if self._resubscribe_timer is not None:
+            self._resubscribe_timer.cancel()
+            self._resubscribe_timer = None
 
     def _new_dispatcher(self, sub_type: int) -> Dispatcher:
         if sub_type in (SUB_EXCLUSIVE, SUB_FAILOVER):
@@ -256,7 +266,12 @@ class Subscription:
     def reset_cursor(self, position: Position) -> None:
         """Restart the subscription at ``position`` and disconnect its consumers.
 
-        The clients reconnect and resubscribe (with fresh permits), like Pulsar.
+        The clients reconnect and resubscribe (with fresh permits), like Pulsar. A
+        reader's non-durable subscription is kept for them although it has no consumer
+        meanwhile (Pulsar's ``removeConsumer(consumer, isResetCursor=true)``): the
+        resubscribe attaches to the reset cursor, whatever start id it carries. After a
+        seek by time that is the only record of the position (the clients resubscribe
+        with their original start id, or ``earliest``).
         """
         self.cursor.reset(position)
         self.compacted_read.on_seek(position, self.cursor.mark_delete_position)
@@ -267,7 +282,18 @@ class Subscription:
             for c in list(d.consumers):
                 c.take_pending()
                 c.connection.close_consumer(c.consumer_id)
-                self.topic.remove_consumer(c)
+                self.remove_consumer(c)
+        if not self.durable and not self.consumers:
+            if self._resubscribe_timer is not None:
+                self._resubscribe_timer.cancel()
+            self._resubscribe_timer = asyncio.get_running_loop().call_later(
+                RESUBSCRIBE_AFTER_SEEK_TIMEOUT_S, self._on_resubscribe_timeout
+            )
+
+    def _on_resubscribe_timeout(self) -> None:
+        self._resubscribe_timer = None
+        if not self.topic.closed:
+            self.topic.drop_unused_reader_subscription(self)
 
     # -- stats -------------------------------------------------------------------------
     def backlog(self) -> int:

@@ -405,9 +405,14 @@ class PersistentTopic:
         if sub is None:
             return
         sub.remove_consumer(consumer)
-        if not sub.durable and not sub.consumers:
-            # A reader's subscription ends with its last consumer.
-            self.subscriptions.pop(sub.name, None)
+        self.drop_unused_reader_subscription(sub)
+
+    def drop_unused_reader_subscription(self, sub: Subscription) -> None:
+        """A reader's subscription ends with its last consumer."""
+        if sub.durable or sub.consumers:
+            return
+        if self.subscriptions.get(sub.name) is sub:
+            self.subscriptions.pop(sub.name)
             self.ledger.delete_cursor(sub.name)
 
     def unsubscribe(self, consumer: Consumer) -> None:

@@ -152,6 +152,9 @@ class ConsumerImpl:
         self._start = conf.start_message_id
         self._start_inclusive = conf.start_message_id_inclusive
         self._seeked = False
+        # After a seek by time (and until a seek by id) only the broker knows where the
+        # subscription restarts: the C++ client's hasSoughtByTimestamp.
+        self.seeked_by_time = False
         self.is_active: bool | None = None
         # Set while subscribed on a connection (transactional acks wait for it).
         self._ready = asyncio.Event()
@@ -638,8 +641,13 @@ class ConsumerImpl:
     async def seek(self, target: MessageId | int) -> None:
         """Move the subscription to a message id (inclusive) or a publish time in ms.
 
+        The broker answers by closing the consumer; like the C++ client, this returns
+        once it has resubscribed, so what is read next comes from the new position.
+
         Raises:
             Timeout, BrokerError: the broker did not confirm the seek.
+            NotConnected: the seek was confirmed but the consumer is still
+                resubscribing after the operation timeout.
         """
         self._check_open()
         self._flush_acks()
@@ -658,10 +666,13 @@ class ConsumerImpl:
         # the resubscribe must then already start from the new position.
         self._start, self._start_inclusive, self.last_dequeued = new_start, inclusive, None
         self._seeked = True
+        by_time = self.seeked_by_time
+        self.seeked_by_time = not isinstance(target, MessageId)
         try:
             conn, _ = await self._request(T.SEEK, "seek", **fields)
         except BaseException:
             self._start, self._start_inclusive, self.last_dequeued = old
+            self.seeked_by_time = by_time
             raise
         self.batch_acks.clear()
         self.ack_group.reset_cumulative_floor()
@@ -675,10 +686,17 @@ class ConsumerImpl:
             # not completed: what is queued is from before the seek and must not be
             # handed out. (A resubscribe that already completed cleared it itself.)
             self.queue.remove_where(lambda m: m._consumer is self)
+        await self._wait_connected()
 
     async def get_last_message_id(self) -> tuple[MessageId, MessageId | None]:
-        """(last message id of the topic, subscription mark-delete position or None)."""
-        self._check_open()
+        """(last message id of the topic, subscription mark-delete position or None).
+
+        Waits up to the operation timeout for a connection, as the C++ client does.
+
+        Raises:
+            AlreadyClosed, NotConnected, Timeout, BrokerError.
+        """
+        await self._wait_connected()
         _, resp = await self._request(T.GET_LAST_MESSAGE_ID, "getLastMessageId")
         r = resp.getLastMessageIdResponse
         last = MessageId.from_pb(r.last_message_id, self.topic)

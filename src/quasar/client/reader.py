@@ -2,8 +2,8 @@
 
 ``has_message_available`` follows the C++ client: it asks GET_LAST_MESSAGE_ID and
 compares the topic's last id with the last id handed to the application (or, before
-anything was read, with the start id; a reader started at ``latest`` compares with the
-cursor's mark-delete position).
+anything was read, with the start id; a reader started at ``latest`` or moved by a seek
+by time compares with the cursor's mark-delete position).
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ async def child_has_message_available(consumer: ConsumerImpl) -> bool:
     if consumer.last_dequeued is not None:
         return _after(last, consumer.last_dequeued)
     start = consumer._start
-    if start is None or start.ledger_id() == _INT64_MAX:
+    if start is None or start.ledger_id() == _INT64_MAX or consumer.seeked_by_time:
+        # Where the cursor stands is known to the broker only: the mark-delete
+        # position is the entry before the next one to read.
         return mark_delete is not None and last.entry_key > mark_delete.entry_key
     if start.ledger_id() < 0:
         return True  # earliest, and the topic is not empty
