@@ -337,5 +337,20 @@ class Reader:
         """Restart reading at a message id (inclusive) or a publish timestamp (ms)."""
         await self._impl.seek(messageid)
 
+    async def get_last_message_id(self) -> MessageId:
+        """The id of the last message a reader of the topic can read (the C++ client's
+        ``Reader::getLastMessageId``): committed, not a transaction marker, not
+        aborted; a batch's last member carries its batch index. Entry id -1 when
+        the topic has no such message.
+
+        Raises:
+            OperationNotSupported: the reader reads several partitions.
+            AlreadyClosed: the reader is closed.
+            NotConnected: still reconnecting after the operation timeout.
+            Timeout, BrokerError: the broker did not answer.
+        """
+        last, _ = await self._impl.get_last_message_id()
+        return last
+
     async def close(self) -> None:
         await self._impl.close()

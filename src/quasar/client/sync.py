@@ -344,6 +344,10 @@ class Reader:
     def seek(self, messageid: MessageId | int) -> None:
         self._client._run(self._impl.seek(messageid))
 
+    def get_last_message_id(self) -> MessageId:
+        """The last readable message's id (see ``aio.Reader.get_last_message_id``)."""
+        return self._client._run(self._impl.get_last_message_id())
+
     def close(self) -> None:
         self._client._run(self._impl.close())
 
