@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import threading
 
 import pytest
 
@@ -247,13 +249,13 @@ async def test_concurrent_flushes_share_one_write(
     c = ml.open_cursor("sub", InitialPosition.EARLIEST)
     await c.flush()
     writes: list[str] = []
-    put = ml.put_cursor
+    put = ml.put_cursor_in_background
 
-    def counting_put(name: str, data: bytes, version: int | None) -> int:
+    def counting_put(name: str, data: bytes, version: int) -> concurrent.futures.Future[int]:
         writes.append(name)
         return put(name, data, version)
 
-    monkeypatch.setattr(ml, "put_cursor", counting_put)
+    monkeypatch.setattr(ml, "put_cursor_in_background", counting_put)
 
     async def ack_and_flush(i: int) -> None:
         c.delete([p[i]])
@@ -278,16 +280,94 @@ async def test_flush_failure_reaches_every_waiter(
     c = ml.open_cursor("sub", InitialPosition.EARLIEST)
     await c.flush()
 
-    def failing_put(name: str, data: bytes, version: int | None) -> int:
-        raise OSError("metadata store down")
+    def failing_put(name: str, data: bytes, version: int) -> concurrent.futures.Future[int]:
+        failed: concurrent.futures.Future[int] = concurrent.futures.Future()
+        failed.set_exception(OSError("metadata store down"))
+        return failed
 
-    monkeypatch.setattr(ml, "put_cursor", failing_put)
+    monkeypatch.setattr(ml, "put_cursor_in_background", failing_put)
     c.delete([p[0]])
     c.delete([p[1]])
     results = await asyncio.gather(c.flush(), c.flush(), return_exceptions=True)
     assert [type(r) for r in results] == [OSError, OSError]
     monkeypatch.undo()
     await c.flush()  # still dirty after the failure: written now
+    await file_env.crash()
+    ml = await file_env.open()
+    assert ml.cursors()["sub"].mark_delete_position == p[1]
+
+
+def _gated_puts(
+    ml: ManagedLedgerImpl, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[concurrent.futures.Future[int]], threading.Event]:
+    """Make the cursor's background writes wait for ``gate`` on the writer thread."""
+    gate = threading.Event()
+    started: list[concurrent.futures.Future[int]] = []
+    put = ml.put_cursor_in_background
+
+    def gated_put(name: str, data: bytes, version: int) -> concurrent.futures.Future[int]:
+        assert gate.wait(30), "test gate never opened"
+        return put(name, data, version)
+
+    def submit(name: str, data: bytes, version: int) -> concurrent.futures.Future[int]:
+        written = _GATE_POOL.submit(lambda: gated_put(name, data, version).result())
+        started.append(written)
+        return written
+
+    monkeypatch.setattr(ml, "put_cursor_in_background", submit)
+    return started, gate
+
+
+_GATE_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+
+
+async def test_flush_asked_during_a_write_gets_the_next_write(
+    file_env: StorageEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change made after the write in flight took its snapshot is not durable when
+    that write lands: its flush waits for the next write, which holds it."""
+    ml = await file_env.open(cursor_persist_interval_ms=3_600_000)
+    p = await fill(ml, 6)
+    c = ml.open_cursor("sub", InitialPosition.EARLIEST)
+    writes, gate = _gated_puts(ml, monkeypatch)
+    c.delete([p[0]])
+    first = asyncio.ensure_future(c.flush())
+    while not writes:  # the first write took its snapshot and is held
+        await asyncio.sleep(0)
+    c.delete([p[2]])
+    second = asyncio.ensure_future(c.flush())
+    # The loop is free while the write is held: other work runs meanwhile.
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert not first.done() and not second.done()
+    assert len(writes) == 1
+    gate.set()
+    await asyncio.gather(first, second)
+    assert len(writes) == 2
+    await file_env.crash()
+    ml = await file_env.open()
+    c = ml.cursors()["sub"]
+    assert c.mark_delete_position == p[0]
+    assert c.individually_deleted_ranges() == [(p[2], p[2])]
+
+
+async def test_persist_waits_for_the_write_in_flight(
+    file_env: StorageEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close() writes synchronously; a background write still in flight lands first,
+    so the close's write carries the next version instead of failing on it."""
+    ml = await file_env.open(cursor_persist_interval_ms=3_600_000)
+    p = await fill(ml, 6)
+    c = ml.open_cursor("sub", InitialPosition.EARLIEST)
+    writes, gate = _gated_puts(ml, monkeypatch)
+    c.delete([p[0]])
+    flushed = asyncio.ensure_future(c.flush())
+    while not writes:
+        await asyncio.sleep(0)
+    c.delete([p[1]])
+    threading.Timer(0.05, gate.set).start()
+    c.close()  # blocks until the held write landed, then writes p[1]
+    await flushed
     await file_env.crash()
     ml = await file_env.open()
     assert ml.cursors()["sub"].mark_delete_position == p[1]

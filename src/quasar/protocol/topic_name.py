@@ -33,6 +33,10 @@ _NAME_PART = re.compile(r"[A-Za-z0-9_\-=:.]+")
 # sign, trailing text) means the name is not a partition name at all.
 _PARTITION = re.compile(r"(.+)-partition-(0|[1-9][0-9]{0,9})", re.DOTALL)
 _INT32_MAX = (1 << 31) - 1
+# TopicName.parse's results by the text parsed; cleared when full (a bound, not an LRU:
+# the working set of a broker or client is far smaller).
+_PARSED: dict[str, TopicName] = {}
+_PARSED_MAX = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +62,19 @@ class TopicName:
         >3-token short name, an unknown domain, a bad tenant/cluster/namespace, or an
         empty local name.
         """
+        # Names are immutable and a broker sees the same few names in every request
+        # (each transaction names its partitions again): parse each once.
+        found = _PARSED.get(name) if isinstance(name, str) else None
+        if found is not None:
+            return found
+        parsed = cls._parse(name)
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[name] = parsed
+        return parsed
+
+    @classmethod
+    def _parse(cls, name: str) -> TopicName:
         if not isinstance(name, str) or not name:
             raise InvalidTopicName(f"invalid topic name {name!r}")
         if "://" not in name:

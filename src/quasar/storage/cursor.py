@@ -26,6 +26,7 @@ redelivery, never loss, and the in-memory state stays exact while the process ru
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -75,6 +76,8 @@ class ManagedCursorImpl:
         self._dirty = False
         self._timer: asyncio.TimerHandle | asyncio.Handle | None = None
         self._flush_waiters: list[asyncio.Future[None]] | None = None
+        # The background write in flight (at most one, so versions stay in order).
+        self._in_flight: concurrent.futures.Future[int] | None = None
         self._closed = False
 
     # ------------------------------------------------------------------ properties
@@ -311,14 +314,10 @@ class ManagedCursorImpl:
         self._timer = None
         if not self._dirty or self._closed:
             return
-        try:
-            self.persist()
-        except Exception:
-            # Stay dirty: the next change or flush() tries again. Acks are only
-            # ever redelivered because of this, never lost.
-            log.exception(
-                "failed to persist cursor %s of %s", self._name, self._ml.name
-            )
+        if self._in_flight is not None:
+            self._changed()  # one write at a time: try again after the interval
+            return
+        self._start_write([])
 
     def record(self) -> CursorRecord:
         """The state to persist (bounded, see the module docstring)."""
@@ -329,11 +328,15 @@ class ManagedCursorImpl:
     def persist(self) -> None:
         """Write the state to the metadata store now (durable when it returns).
 
+        Waits (blocking) for a background write in flight first, so the versions of
+        the cursor's writes stay in order.
+
         Raises:
             MetadataError, BadVersion: the write failed (BadVersion: another owner).
         """
         if not self._durable:
             return
+        self._wait_in_flight()
         self._dirty = False
         try:
             self._version = self._ml.put_cursor(
@@ -354,39 +357,86 @@ class ManagedCursorImpl:
         if not self._durable:
             return
         self._cancel_timer()
-        if not (self._dirty or self._version is None):
+        if not (self._dirty or self._version is None or self._in_flight is not None):
             return
         # Callers that flush in the same loop iteration (every transaction committing
         # on this subscription at once) share one metadata write: each of them made
         # its change before asking, so the one write that runs next covers them all.
-        # The write is a synchronous fsync on the loop thread; one per iteration
-        # instead of one per caller.
+        # The write runs on the metadata writer's thread, so the loop goes on serving
+        # while SQLite syncs; callers that ask while a write is in flight share the
+        # next one (their change may have missed the one in flight).
         waiter = self._ml.loop.create_future()
         if self._flush_waiters is None:
             self._flush_waiters = []
-            self._ml.loop.call_soon(self._flush_for_waiters)
+            if self._in_flight is None:
+                self._ml.loop.call_soon(self._flush_for_waiters)
         self._flush_waiters.append(waiter)
         await waiter
 
     def _flush_for_waiters(self) -> None:
+        if self._in_flight is not None:
+            return  # its completion serves the waiters
         waiters, self._flush_waiters = self._flush_waiters or [], None
-        failure: BaseException | None = None
-        if not self._closed and (self._dirty or self._version is None):
-            try:
-                self.persist()
-            except BaseException as exc:  # handed to every waiter
-                failure = exc
-        elif self._closed and self._dirty:
-            failure = ManagedLedgerClosed(
+        if not waiters:
+            return
+        if self._closed:
+            # close() persisted whatever it could; only a failed final write is left.
+            failure = None if not self._dirty else ManagedLedgerClosed(
                 f"cursor {self._name} of {self._ml.name} closed before it was flushed"
             )
-        for waiter in waiters:
-            if waiter.done():
-                continue
-            if failure is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(failure)
+            _settle(waiters, failure)
+        elif self._dirty or self._version is None:
+            self._start_write(waiters)
+        else:
+            _settle(waiters, None)
+
+    def _start_write(self, waiters: list[asyncio.Future[None]]) -> None:
+        """Write the current state in the background; ``waiters`` learn the outcome."""
+        self._dirty = False
+        written = self._ml.put_cursor_in_background(
+            self._name,
+            encode_cursor(self.record()),
+            -1 if self._version is None else self._version,
+        )
+        self._in_flight = written
+        asyncio.wrap_future(written, loop=self._ml.loop).add_done_callback(
+            lambda _: self._write_done(written, waiters)
+        )
+
+    def _write_done(
+        self, written: concurrent.futures.Future[int], waiters: list[asyncio.Future[None]]
+    ) -> None:
+        if self._in_flight is written:
+            self._in_flight = None
+        failure = written.exception()
+        if failure is None:
+            self._note_version(written.result())
+        else:
+            # Stay dirty: the next change, flush() or close tries again. Acks are only
+            # ever redelivered because of this, never lost.
+            self._dirty = True
+            if not waiters:
+                log.error(
+                    "failed to persist cursor %s of %s: %s", self._name, self._ml.name,
+                    failure,
+                )
+        _settle(waiters, failure)
+        if self._flush_waiters is not None:
+            self._flush_for_waiters()
+
+    def _wait_in_flight(self) -> None:
+        """Block until the background write in flight (if any) has landed."""
+        written, self._in_flight = self._in_flight, None
+        if written is None:
+            return
+        try:
+            self._note_version(written.result())
+        except Exception:  # noqa: BLE001 - its completion reports it to its waiters
+            self._dirty = True
+
+    def _note_version(self, version: int) -> None:
+        if self._version is None or version > self._version:
+            self._version = version
 
     def close(self) -> None:
         """Persist pending changes (durable cursors) and stop the timer."""
@@ -422,3 +472,13 @@ class ManagedCursorImpl:
             f"ManagedCursorImpl({self._ml.name}/{self._name}, md={self._md}, "
             f"read={self._read}, ranges={len(self._ranges)})"
         )
+
+
+def _settle(waiters: list[asyncio.Future[None]], failure: BaseException | None) -> None:
+    for waiter in waiters:
+        if waiter.done():
+            continue
+        if failure is None:
+            waiter.set_result(None)
+        else:
+            waiter.set_exception(failure)

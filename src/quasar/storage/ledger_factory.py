@@ -14,6 +14,7 @@ from quasar.storage.api import ManagedLedgerConfig, MetadataStore
 from quasar.storage.ledger_metadata import ROOT, ledger_path
 from quasar.storage.ledger_storage import LedgerStorage
 from quasar.storage.managed_ledger import ManagedLedgerImpl
+from quasar.storage.metadata.background import BackgroundMetadataWriter
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +64,12 @@ class BaseManagedLedgerFactory:
         *,
         clock: Clock,
         loop: asyncio.AbstractEventLoop | None,
+        metadata_writer: BackgroundMetadataWriter | None = None,
     ) -> None:
         self._storage = storage
         self._metadata = metadata_store
+        # Cursor flushes go through it (None: written inline, on the caller's thread).
+        self._metadata_writer = metadata_writer
         self._clock = clock
         self._loop = loop
         self._allocate = LedgerIdAllocator(metadata_store)
@@ -107,6 +111,7 @@ class BaseManagedLedgerFactory:
             loop=loop,
             allocate_ledger_id=self._allocate,
             on_closed=self._forget,
+            metadata_writer=self._metadata_writer,
         )
         # Opening is synchronous (metadata and recovery reads), so two concurrent
         # open() calls for one name cannot both get here: no await in between.
@@ -160,3 +165,5 @@ class BaseManagedLedgerFactory:
                 await ml.close()
             except Exception:
                 log.exception("failed to close managed ledger %s", ml.name)
+        if self._metadata_writer is not None:
+            self._metadata_writer.close()

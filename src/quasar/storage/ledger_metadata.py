@@ -92,10 +92,14 @@ class LedgerMetadata:
                 )
         return out
 
+    def cursor_path(self, name: str) -> str:
+        return f"{self.path}/{quote(name, safe='')}"
+
     def put_cursor(self, name: str, data: bytes, version: int | None) -> int:
         """Write a cursor's state (``version`` None: must not exist yet)."""
-        path = f"{self.path}/{quote(name, safe='')}"
-        return self._metadata.put(path, data, -1 if version is None else version)
+        return self._metadata.put(
+            self.cursor_path(name), data, -1 if version is None else version
+        )
 
     def delete_cursor(self, name: str) -> None:
         try:

@@ -22,6 +22,7 @@ does after a broker restart.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 from collections.abc import Callable
 from functools import partial
@@ -46,6 +47,7 @@ from quasar.storage.ledger_list import LedgerList, LedgerState
 from quasar.storage.ledger_metadata import LedgerMetadata, restore_ledger
 from quasar.storage.ledger_policy import ledgers_to_trim, should_rollover
 from quasar.storage.ledger_storage import LedgerStorage
+from quasar.storage.metadata.background import BackgroundMetadataWriter
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,7 @@ class ManagedLedgerImpl:
         loop: asyncio.AbstractEventLoop,
         allocate_ledger_id: Callable[[], int],
         on_closed: Callable[[ManagedLedgerImpl], None],
+        metadata_writer: BackgroundMetadataWriter | None = None,
     ) -> None:
         self._name = name
         self.config = config
@@ -75,6 +78,9 @@ class ManagedLedgerImpl:
         self._allocate_ledger_id = allocate_ledger_id
         self._on_closed = on_closed
         self._meta = LedgerMetadata(metadata, name)
+        self._metadata_writer = metadata_writer or BackgroundMetadataWriter(
+            metadata, inline=True
+        )
         self._ledgers = LedgerList()
         self._lac = Position(-1, -1)
         self._cursors: dict[str, ManagedCursorImpl] = {}
@@ -131,6 +137,14 @@ class ManagedLedgerImpl:
     def put_cursor(self, cursor_name: str, data: bytes, version: int | None) -> int:
         """Write a cursor's state; returns the new metadata version."""
         return self._meta.put_cursor(cursor_name, data, version)
+
+    def put_cursor_in_background(
+        self, cursor_name: str, data: bytes, version: int
+    ) -> concurrent.futures.Future[int]:
+        """Write a cursor's state off the event loop (``version`` -1: must not exist
+        yet); the future holds the new metadata version or the failure. Writes
+        complete in call order."""
+        return self._metadata_writer.put(self._meta.cursor_path(cursor_name), data, version)
 
     # ------------------------------------------------------------------ ledgers
 

@@ -22,6 +22,7 @@ from quasar.storage.file.entry_cache import EntryCache, EntryCacheStats
 from quasar.storage.file.group_commit import GroupCommitStats, GroupCommitWriter
 from quasar.storage.file.ledger_files import FileLedgerStorage
 from quasar.storage.ledger_factory import BaseManagedLedgerFactory
+from quasar.storage.metadata.background import BackgroundMetadataWriter
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
             metadata_store,
             clock=clock if clock is not None else SystemClock(),
             loop=loop,
+            metadata_writer=BackgroundMetadataWriter(metadata_store),
         )
         self._writer_started = False
 
@@ -134,6 +136,8 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
         self._release()
 
     def _release(self) -> None:
+        if self._metadata_writer is not None:
+            self._metadata_writer.close()  # writes already submitted still land
         if self._writer_started:
             self._writer.stop()
         self._files.close()
