@@ -415,7 +415,7 @@ class ManagedCursorImpl:
             # Stay dirty: the next change, flush() or close tries again. Acks are only
             # ever redelivered because of this, never lost.
             self._dirty = True
-            if not waiters:
+            if not waiters and not self._closed:  # closed: deleted or closed meanwhile
                 log.error(
                     "failed to persist cursor %s of %s: %s", self._name, self._ml.name,
                     failure,
