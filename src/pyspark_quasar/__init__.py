@@ -12,7 +12,9 @@ top-level module named ``pyspark_*`` that has a ``DefaultSource``::
 Options, schema, guarantees and failure behaviour: ``docs/spark.md``. The connector
 uses only ``quasar.client`` (enforced by ``tests/test_layering.py``). Nothing here
 connects to anything until Spark asks for data: ``DataSource`` objects are built many
-times, in many processes.
+times, in many processes, and Spark imports this package in each of them (the data
+source lookup, planning, every task's Python worker), so it imports no client, no
+Arrow and no HTTP code itself: each part imports what it needs when it is used.
 """
 
 from __future__ import annotations
@@ -27,9 +29,15 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from pyspark_quasar.options import SinkOptions, SourceOptions
-from pyspark_quasar.schema import SOURCE_SCHEMA_DDL
 
-__all__ = ["DefaultSource", "QuasarDataSource"]
+__all__ = ["SOURCE_SCHEMA_DDL", "DefaultSource", "QuasarDataSource"]
+
+# The source's rows in Spark's terms; pyspark_quasar.schema builds them in Arrow's.
+SOURCE_SCHEMA_DDL = (
+    "key binary, value binary, topic string, partition int, messageId string, "
+    "publishTime timestamp, eventTime timestamp, properties map<string,string>, "
+    "producerName string"
+)
 
 
 class QuasarDataSource(DataSource):

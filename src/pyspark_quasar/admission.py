@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pyspark_quasar.ledgers import LedgerSpan
 from pyspark_quasar.positions import EARLIEST, Bound
-from pyspark_quasar.topics import LedgerSpan
 
 
 def _first_entry(start: Bound, spans: list[LedgerSpan]) -> tuple[int, int] | None:
@@ -83,7 +83,7 @@ def _shares(backlogs: dict[str, int], budget: int | None) -> dict[str, int]:
 def limit_offsets(
     starts: dict[str, Bound],
     caps: dict[str, Bound],
-    spans_of: Callable[[str], list[LedgerSpan]],
+    spans_of: Callable[[str], list[LedgerSpan] | None],
     max_entries: int | None,
     max_bytes: int | None,
 ) -> dict[str, Bound]:
@@ -95,7 +95,7 @@ def limit_offsets(
         start = starts.get(topic, Bound.earliest())
         if start.is_empty_range_to(cap):
             continue
-        spans = spans_of(topic)
+        spans = spans_of(topic) or []  # None: the partition is gone
         first = _first_entry(start, spans)
         if first is None:
             continue

@@ -1,52 +1,40 @@
 """Reading one partition's range ``(start, end]`` on an executor, as Arrow batches.
 
-Each Spark task opens its own asyncio client and a reader on its partition (a reader
-is a non-durable subscription: nothing is left on the broker). Only committed data
-arrives — the broker holds dispatch at the max read position and filters aborted
-transactions and markers — so the task only has to stop at ``end``.
+A task opens a reader on its partition (a non-durable subscription: nothing is left
+on the broker) with the worker process's client (:mod:`pyspark_quasar.worker`). Only
+committed data arrives — the broker holds dispatch at the max read position and
+filters aborted transactions and markers — so the task only has to stop at ``end``,
+and to notice messages of the range that were deleted before it read them: the
+reader then skips from one ledger to a later one over a ledger that held range
+entries when the range was planned and is gone now (:mod:`pyspark_quasar.ledgers`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql.datasource import InputPartition
 
+from pyspark_quasar import worker
+from pyspark_quasar.data_loss import (
+    DataLoss,
+    DataLossError,
+    bound_text,
+    log,
+    report,
+    until_text,
+)
+from pyspark_quasar.ledgers import is_deleted, skipped_ledgers
+from pyspark_quasar.plan import PartitionRange, ReadSettings
 from pyspark_quasar.positions import EARLIEST, Bound, is_past
 from pyspark_quasar.schema import BatchBuilder
+from pyspark_quasar.topics import ledger_spans
 from quasar.client import aio
 from quasar.client.exceptions import Timeout
 from quasar.client.message_id import MessageId
 
-
-class DataLossError(RuntimeError):
-    """Messages of the planned range are gone from the broker (retention, deletion)."""
-
-
-class PartitionRange(InputPartition):
-    """One Spark task's work: partition ``topic``, messages in ``(start, end]``."""
-
-    def __init__(self, topic: str, start: Bound, end: Bound) -> None:
-        super().__init__((topic, str(start), str(end)))
-        self.topic = topic
-        self.start = str(start)
-        self.end = str(end)
-
-    def __repr__(self) -> str:
-        return f"PartitionRange({self.topic}, {self.start}, {self.end})"
-
-
-@dataclass(frozen=True)
-class ReadSettings:
-    service_url: str
-    operation_timeout_s: int
-    poll_timeout_ms: int
-    receiver_queue_size: int
-    arrow_batch_rows: int
-    fail_on_data_loss: bool
+__all__ = ["DataLossError", "PartitionRange", "ReadSettings", "read_partition"]
 
 
 def _start_id(start: Bound) -> tuple[MessageId, bool]:
@@ -56,80 +44,125 @@ def _start_id(start: Bound) -> tuple[MessageId, bool]:
     return mid, start.kind == "from"
 
 
+def _read_before(start: Bound) -> tuple[int, int] | None:
+    """The entry position the range starts after (None: the partition's beginning)."""
+    if start.kind == EARLIEST:
+        return None
+    if start.kind == "after" and start.batch < 0:
+        return (start.ledger, start.entry)
+    return (start.ledger, start.entry - 1)  # the entry itself, or the rest of its batch
+
+
 def read_partition(part: PartitionRange, settings: ReadSettings) -> Iterator[pa.RecordBatch]:
     """Yield the range's messages in order, ``arrow_batch_rows`` rows at a time.
 
     Raises:
-        DataLossError: the range's last message never arrives and the broker has
-            nothing more to read (``failOnDataLoss=true``; otherwise the task ends
-            with what it got).
+        DataLossError: ``failOnDataLoss=true`` and messages of the range are gone
+            (otherwise the task logs a warning and goes on with what is stored).
     """
     start, end = Bound.parse(part.start), Bound.parse(part.end)
     if start.is_empty_range_to(end):
         return
-    loop = asyncio.new_event_loop()
+    reader = worker.run(_open(part.topic, start, settings))
     try:
-        session = loop.run_until_complete(_open(part.topic, start, settings))
-        try:
-            builder = BatchBuilder(part.topic)
-            done = False
-            while not done:
-                done = loop.run_until_complete(
-                    _fill(session, builder, end, settings)
-                )
-                if len(builder):
-                    yield builder.flush()
-        finally:
-            loop.run_until_complete(session[0].close())
+        progress = _Progress(part, start, end, settings)
+        builder = BatchBuilder(part.topic)
+        done = False
+        while not done:
+            done = worker.run(_fill(reader, builder, progress))
+            if len(builder):
+                yield builder.flush()
     finally:
-        loop.close()
+        worker.run(reader.close())
 
 
-async def _open(
-    topic: str, start: Bound, settings: ReadSettings
-) -> tuple[aio.Client, aio.Reader]:
-    client = aio.Client(
-        settings.service_url, operation_timeout_seconds=settings.operation_timeout_s
-    )
+async def _open(topic: str, start: Bound, settings: ReadSettings) -> aio.Reader:
+    client = await worker.client(settings.service_url, settings.operation_timeout_s)
     start_id, inclusive = _start_id(start)
-    try:
-        reader = await client.create_reader(
-            topic,
-            start_id,
-            receiver_queue_size=settings.receiver_queue_size,
-            start_message_id_inclusive=inclusive,
+    return await client.create_reader(
+        topic,
+        start_id,
+        receiver_queue_size=settings.receiver_queue_size,
+        start_message_id_inclusive=inclusive,
+    )
+
+
+class _Progress:
+    """Where a task's reading stands, and the data-loss checks on it."""
+
+    def __init__(
+        self, part: PartitionRange, start: Bound, end: Bound, settings: ReadSettings
+    ) -> None:
+        self.topic = part.topic
+        self.planned = part.planned
+        self.start = start
+        self.end = end
+        self.end_key = (end.ledger, end.entry)
+        self.settings = settings
+        self.last: tuple[int, int] | None = _read_before(start)
+        self.ledger = -1 if self.last is None else self.last[0]
+
+    async def ledger_changed(self, ledger: int, entry: int) -> None:
+        """The reader moved on to ``ledger``: were range entries skipped and deleted?"""
+        prev, cur = self.last, (ledger, entry)
+        skipped = skipped_ledgers(prev, cur, self.end_key, self.planned)
+        if not skipped:
+            return
+        # Skipped entries may be markers or aborted messages (never delivered): lost
+        # only if their ledger is gone. Asked once per such skip, off the event loop.
+        try:
+            spans = await asyncio.get_running_loop().run_in_executor(
+                None, ledger_spans, self.settings.admin_url, self.topic
+            )
+        except OSError as exc:
+            log.warning(
+                "%s: cannot tell whether ledgers %s were deleted (admin API: %s)",
+                self.topic, skipped, exc,
+            )
+            return
+        gone = [x for x in skipped if is_deleted(spans, x)]
+        if gone:
+            report(
+                DataLoss(
+                    self.topic, self._gap_start(prev), until_text(cur),
+                    f"ledger {', '.join(map(str, gone))} deleted before the task read it",
+                ),
+                self.settings.fail_on_data_loss,
+            )
+
+    def end_missing(self) -> DataLoss:
+        return DataLoss(
+            self.topic,
+            self._gap_start(self.last),
+            f"up to {self.end.ledger}:{self.end.entry} (the range's end)",
+            "the broker has no more messages: deleted by retention?",
         )
-    except BaseException:
-        await client.close()
-        raise
-    return client, reader
+
+    def _gap_start(self, last: tuple[int, int] | None) -> str:
+        if last is None or last == _read_before(self.start):
+            return bound_text(self.start)
+        return f"after {last[0]}:{last[1]}"
 
 
-async def _fill(
-    session: tuple[aio.Client, aio.Reader],
-    builder: BatchBuilder,
-    end: Bound,
-    settings: ReadSettings,
-) -> bool:
-    """Add messages to ``builder`` until it is full or ``end`` is reached (True)."""
-    _, reader = session
+async def _fill(reader: aio.Reader, builder: BatchBuilder, progress: _Progress) -> bool:
+    """Add messages to ``builder`` until it is full or the range's end is reached."""
+    settings = progress.settings
+    end = progress.end
     while len(builder) < settings.arrow_batch_rows:
         try:
             msg = await reader.read_next(settings.poll_timeout_ms)
         except Timeout:
             if await reader.has_message_available():
                 continue  # slow, not gone
-            if settings.fail_on_data_loss:
-                raise DataLossError(
-                    f"{reader.topic()}: the planned range ends at {end} but the broker "
-                    "has no more messages (deleted by retention?); set "
-                    "failOnDataLoss=false to continue without them"
-                ) from None
+            report(progress.end_missing(), settings.fail_on_data_loss)
             return True
         mid = msg.message_id()
-        include, done = is_past(
-            mid.ledger_id(), mid.entry_id(), mid.batch_index(), mid.batch_size(), end
-        )
+        ledger, entry = mid.ledger_id(), mid.entry_id()
+        if ledger != progress.ledger:
+            await progress.ledger_changed(ledger, entry)
+            progress.ledger = ledger
+        progress.last = (ledger, entry)
+        include, done = is_past(ledger, entry, mid.batch_index(), mid.batch_size(), end)
         if include:
             builder.add(msg)
         if done:

@@ -1,4 +1,5 @@
-"""The source's fixed row schema, in Spark's and in Arrow's terms, and row building."""
+"""The source's fixed row schema in Arrow's terms (``SOURCE_SCHEMA_DDL`` in the package
+is Spark's), and row building."""
 
 from __future__ import annotations
 
@@ -7,13 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyspark_quasar.topics import partition_index
-
-SOURCE_SCHEMA_DDL = (
-    "key binary, value binary, topic string, partition int, messageId string, "
-    "publishTime timestamp, eventTime timestamp, properties map<string,string>, "
-    "producerName string"
-)
+from pyspark_quasar.names import partition_index
 
 _TS = pa.timestamp("us", tz="UTC")
 ARROW_SCHEMA = pa.schema(

@@ -1,16 +1,19 @@
 """The batch reader and the streaming reader (``DataSourceStreamReader``).
 
-Both plan on the driver — one ``PartitionRange`` per partition with data — and read on
-the executors with :func:`read_partition`. Offsets are described in
+Both plan on the driver — one ``PartitionRange`` per partition with data, checked for
+data loss (:mod:`pyspark_quasar.plan`) — and read on the executors with
+:func:`~pyspark_quasar.partition_reader.read_partition`. Offsets are described in
 :mod:`pyspark_quasar.positions`; the Spark checkpoint's offset log is the only record of
-progress (``commit(end)`` keeps nothing on the broker).
+progress (``commit(end)`` keeps nothing on the broker). The broker's client, Arrow and
+the admin API's HTTP code are imported where they are used: Spark imports this module
+in processes that only unpickle the reader.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceReader,
     DataSourceStreamReader,
@@ -24,9 +27,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from pyspark_quasar.admission import limit_offsets
+from pyspark_quasar.names import base_topic, full_topic_name, partition_index
 from pyspark_quasar.options import SourceOptions, UserPosition
-from pyspark_quasar.partition_reader import PartitionRange, ReadSettings, read_partition
+from pyspark_quasar.plan import PartitionRange, ReadSettings, plan_ranges
 from pyspark_quasar.positions import (
     EARLIEST,
     LATEST,
@@ -34,23 +37,29 @@ from pyspark_quasar.positions import (
     decode_offset,
     encode_offset,
 )
-from pyspark_quasar.topics import (
-    BrokerView,
-    base_topic,
-    full_topic_name,
-    partition_index,
-)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from pyspark_quasar.topics import BrokerView
 
 
-def _settings(opts: SourceOptions) -> ReadSettings:
-    return ReadSettings(
-        service_url=opts.conn.service_url,
-        operation_timeout_s=opts.conn.operation_timeout_s,
-        poll_timeout_ms=opts.poll_timeout_ms,
-        receiver_queue_size=opts.receiver_queue_size,
-        arrow_batch_rows=opts.arrow_batch_rows,
-        fail_on_data_loss=opts.fail_on_data_loss,
-    )
+def _read(partition: InputPartition, settings: ReadSettings) -> Iterator[pa.RecordBatch]:
+    from pyspark_quasar.partition_reader import read_partition
+
+    assert isinstance(partition, PartitionRange)
+    yield from read_partition(partition, settings)
+
+
+def _broker_view(opts: SourceOptions) -> BrokerView:
+    from pyspark_quasar.topics import BrokerView
+
+    return BrokerView(opts)
+
+
+def _newest_ledgers(bounds: dict[str, Bound]) -> dict[str, int]:
+    """The ledgers of the partitions' newest readable messages (``bounds`` just seen)."""
+    return {t: b.ledger for t, b in bounds.items() if b.kind == "after"}
 
 
 def _user_position(
@@ -78,27 +87,19 @@ def _resolve(view: BrokerView, partition: str, pos: UserPosition) -> Bound:
     return view.last_message(partition)
 
 
-def _plan(starts: dict[str, Bound], ends: dict[str, Bound]) -> list[InputPartition]:
-    out: list[InputPartition] = []
-    for topic, end in sorted(ends.items()):
-        start = starts.get(topic, Bound.earliest())
-        if not start.is_empty_range_to(end):
-            out.append(PartitionRange(topic, start, end))
-    return out
-
-
 class QuasarBatchReader(DataSourceReader):
     """``spark.read.format("quasar")``: every partition from its start to its end."""
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
-        self.settings = _settings(opts)
+        self.settings = ReadSettings.of(opts)
 
     def partitions(self) -> Sequence[InputPartition]:
-        view = BrokerView(self.opts)
+        view = _broker_view(self.opts)
         try:
             starts: dict[str, Bound] = {}
             ends: dict[str, Bound] = {}
+            newest: dict[str, Bound] = {}
             for p in view.partitions():
                 if self.opts.starting_timestamp_ms is not None:
                     first = view.first_at_or_after(p, self.opts.starting_timestamp_ms)
@@ -106,14 +107,19 @@ class QuasarBatchReader(DataSourceReader):
                 else:
                     pos = _user_position(self.opts.starting, p, EARLIEST)
                     starts[p] = _resolve(view, p, pos)
-                ends[p] = _resolve(view, p, _user_position(self.opts.ending, p, LATEST))
-            return _plan(starts, ends)
+                pos = _user_position(self.opts.ending, p, LATEST)
+                ends[p] = _resolve(view, p, pos)
+                if pos == LATEST:
+                    newest[p] = ends[p]
+            return plan_ranges(
+                starts, ends, view.ledger_spans, _newest_ledgers(newest),
+                self.opts.fail_on_data_loss,
+            )
         finally:
             view.close()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, PartitionRange)
-        yield from read_partition(partition, self.settings)
+        return _read(partition, self.settings)
 
 
 class QuasarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -126,7 +132,7 @@ class QuasarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
-        self.settings = _settings(opts)
+        self.settings = ReadSettings.of(opts)
         self._view: BrokerView | None = None
         self._target: dict[str, Bound] | None = None  # Trigger.AvailableNow
         self._latest: dict[str, Bound] | None = None
@@ -139,7 +145,7 @@ class QuasarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def view(self) -> BrokerView:
         if self._view is None:
-            self._view = BrokerView(self.opts)
+            self._view = _broker_view(self.opts)
         return self._view
 
     def initialOffset(self) -> dict[str, str]:
@@ -176,14 +182,18 @@ class QuasarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:
         starts = decode_offset(start)
         caps = self._caps()
-        for topic, bound in starts.items():
-            caps.setdefault(topic, bound)  # a partition no longer listed stays put
+        for topic in starts.keys() - caps.keys():
+            # No longer listed: deleted. Left out of the end offset, so planning
+            # reports it (failOnDataLoss) and later offsets forget it.
+            self.view.forget(topic)
         max_entries = max_bytes = None
         if isinstance(limit, ReadMaxRows):
             max_entries = limit.max_rows
             max_bytes = self.opts.max_bytes_per_trigger
         elif isinstance(limit, ReadMaxBytes):
             max_bytes = limit.max_bytes
+        from pyspark_quasar.admission import limit_offsets
+
         ends = limit_offsets(
             starts, caps, self.view.ledger_spans, max_entries, max_bytes
         )
@@ -202,11 +212,16 @@ class QuasarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return None if self._latest is None else encode_offset(self._latest)
 
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
-        return _plan(decode_offset(start), decode_offset(end))
+        # The caps of the latestOffset call that made ``end`` (none when a restarted
+        # query replays its last batch): their ledgers are known to be stored.
+        newest = _newest_ledgers(self._latest or {})
+        return plan_ranges(
+            decode_offset(start), decode_offset(end), self.view.ledger_spans, newest,
+            self.opts.fail_on_data_loss,
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, PartitionRange)
-        yield from read_partition(partition, self.settings)
+        return _read(partition, self.settings)
 
     def commit(self, end: dict[str, str]) -> None:
         """Nothing to do: the offset log is the truth, and readers keep no cursor."""

@@ -1,8 +1,9 @@
 """What the driver asks the broker: partitions, topic listings, last readable ids, sizes.
 
 Partitions come over the binary protocol (partitioned-topic metadata lookup); topic
-listings (for ``topicsPattern``) and ledger sizes (for admission control) come from the
-admin REST API on ``admin.url``, with the standard library's HTTP client.
+listings (for ``topicsPattern``) and ledger lists (admission control, data-loss
+checks) come from the admin REST API on ``admin.url``, with the standard library's
+HTTP client.
 """
 
 from __future__ import annotations
@@ -12,39 +13,23 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
-import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import quasar.client as qc
+from pyspark_quasar.ledgers import LedgerSpan
+from pyspark_quasar.names import base_topic, full_topic_name, partition_index
 from pyspark_quasar.options import SourceOptions
 from pyspark_quasar.positions import Bound
 
-_SEEK_PROBE_MS = 5000
-_PARTITION = re.compile(r"^(.*)-partition-(\d+)$")
-
-
-def partition_index(topic: str) -> int:
-    """``N`` of ``...-partition-N``; -1 for a non-partitioned topic."""
-    m = _PARTITION.match(topic)
-    return int(m.group(2)) if m else -1
-
-
-def base_topic(topic: str) -> str:
-    m = _PARTITION.match(topic)
-    return m.group(1) if m else topic
-
-
-def full_topic_name(topic: str) -> str:
-    """``persistent://tenant/ns/name`` for ``name`` or ``tenant/ns/name`` too."""
-    if "://" in topic:
-        return topic
-    parts = topic.split("/")
-    if len(parts) == 1:
-        return f"persistent://public/default/{topic}"
-    if len(parts) == 3:
-        return f"persistent://{topic}"
-    raise ValueError(f"not a topic name: {topic!r}")
+__all__ = [
+    "BrokerView",
+    "LedgerSpan",
+    "admin_get",
+    "base_topic",
+    "full_topic_name",
+    "ledger_spans",
+    "partition_index",
+]
 
 
 def admin_get(admin_url: str, path: str, timeout_s: float = 30.0) -> Any:
@@ -66,16 +51,20 @@ def _topic_path(topic: str) -> str:
     )
 
 
-@dataclass(frozen=True)
-class LedgerSpan:
-    ledger_id: int
-    entries: int
-    size: int
+def ledger_spans(admin_url: str, topic: str) -> list[LedgerSpan] | None:
+    """The partition's ledgers in order, with entry counts and bytes (internalStats).
 
+    Returns None when the partition does not exist (any more).
 
-def ledger_spans(admin_url: str, topic: str) -> list[LedgerSpan]:
-    """The partition's ledgers in order, with entry counts and bytes (internalStats)."""
-    stats = admin_get(admin_url, _topic_path(topic) + "/internalStats")
+    Raises:
+        OSError (urllib.error.URLError, HTTPError): unreachable, or another error.
+    """
+    try:
+        stats = admin_get(admin_url, _topic_path(topic) + "/internalStats")
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise
     return [
         LedgerSpan(int(li["ledgerId"]), int(li["entries"]), int(li.get("size", 0)))
         for li in stats.get("ledgers", [])
@@ -134,38 +123,31 @@ class BrokerView:
                 partition, qc.MessageId.latest, receiver_queue_size=1
             )
             self._probes[partition] = probe
-        # quasar.client's Reader has no public get_last_message_id (the `pulsar`
-        # Reader has none either); its consumer answers GET_LAST_MESSAGE_ID.
-        impl = probe._impl._impl
-        last, _ = self.client._run(impl.get_last_message_id())
+        last = probe.get_last_message_id()
         if last.entry_id() < 0:
             return Bound.earliest()
         return Bound.after(last.ledger_id(), last.entry_id(), last.batch_index())
 
+    def forget(self, partition: str) -> None:
+        """Close the probe of a partition no longer read (its subscription would
+        keep a deleted topic alive: a resubscribing reader creates it again)."""
+        probe = self._probes.pop(partition, None)
+        if probe is not None:
+            probe.close()
+
     def first_at_or_after(self, partition: str, timestamp_ms: int) -> Bound | None:
         """``from <first message published at or after timestamp_ms>``, or None."""
-        if self.last_message(partition).kind == "earliest":
-            return None
-        # A throw-away durable subscription: quasar's Reader.seek(timestamp) restarts
-        # from the earliest message (the reader resubscribes with its original start
-        # id after the broker's reset), a durable cursor keeps the reset.
-        consumer = self.client.subscribe(
-            partition,
-            f"spark-quasar-seek-{uuid.uuid4().hex[:12]}",
-            receiver_queue_size=1,
-            initial_position=qc.InitialPosition.Latest,
+        reader = self.client.create_reader(
+            partition, qc.MessageId.earliest, receiver_queue_size=1
         )
         try:
-            consumer.seek(timestamp_ms)
-            try:
-                # The broker positions the subscription at the first entry published
-                # at or after the time; if there is none nothing arrives.
-                mid = consumer.receive(_SEEK_PROBE_MS).message_id()
-            except qc.Timeout:
+            reader.seek(timestamp_ms)
+            if not reader.has_message_available():
                 return None
+            mid = reader.read_next(self.opts.conn.operation_timeout_s * 1000).message_id()
             return Bound.starting_at(mid.ledger_id(), mid.entry_id(), mid.batch_index())
         finally:
-            consumer.unsubscribe()
+            reader.close()
 
-    def ledger_spans(self, partition: str) -> list[LedgerSpan]:
+    def ledger_spans(self, partition: str) -> list[LedgerSpan] | None:
         return ledger_spans(self.opts.conn.admin_url, partition)

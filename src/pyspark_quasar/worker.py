@@ -1,0 +1,70 @@
+"""What a Spark Python worker keeps between the tasks it runs: an event loop and clients.
+
+Spark reuses a Python worker for task after task (``spark.python.worker.reuse``, the
+default), one task at a time. A client per task would cost a connection, a handshake
+and a lookup for every partition of every micro-batch; instead the worker keeps one
+``aio.Client`` per (service URL, operation timeout) on an event loop in a daemon
+thread, which also answers the broker's keep-alive pings while no task runs. A client
+remembers every reader it created, so it is replaced after ``CLIENT_TASKS_MAX`` tasks.
+Nothing here runs at import time: Spark imports the connector in processes that never
+read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from quasar.client import aio
+
+R = TypeVar("R")
+CLIENT_TASKS_MAX = 256  # tasks served by one client before it is replaced
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_clients: dict[tuple[str, int], tuple[aio.Client, int]] = {}
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    global _loop
+    with _lock:
+        if _loop is None:
+            loop = asyncio.new_event_loop()
+            started = threading.Event()
+
+            def main() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(started.set)
+                loop.run_forever()
+
+            threading.Thread(target=main, name="pyspark-quasar-io", daemon=True).start()
+            started.wait()
+            _loop = loop
+        return _loop
+
+
+def run(coro: Coroutine[Any, Any, R]) -> R:
+    """Run ``coro`` on the worker's event loop and wait for its result."""
+    fut = asyncio.run_coroutine_threadsafe(coro, _event_loop())
+    try:
+        return fut.result()
+    except BaseException:
+        fut.cancel()
+        raise
+
+
+async def client(service_url: str, operation_timeout_s: int) -> aio.Client:
+    """The worker's client for ``service_url`` (call on the worker's event loop)."""
+    key = (service_url, operation_timeout_s)
+    cached = _clients.pop(key, None)
+    if cached is not None:
+        old, tasks = cached
+        if tasks < CLIENT_TASKS_MAX:
+            _clients[key] = (old, tasks + 1)
+            return old
+        await old.close()
+    new = aio.Client(service_url, operation_timeout_seconds=operation_timeout_s)
+    _clients[key] = (new, 1)
+    return new
