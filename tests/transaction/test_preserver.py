@@ -19,8 +19,11 @@ from quasar.transaction.coordinator.preserver import (
 from quasar.transaction.coordinator.preserver_format import (
     TerminatedTxn,
     decode_terminated,
+    encode_entries,
+    encode_entry,
     encode_terminated,
-    encode_terminated_fields,
+    entry_end_ms,
+    entry_status,
 )
 from quasar.transaction.scheduler import settle
 
@@ -72,10 +75,14 @@ def test_format_round_trip_and_layout() -> None:
     assert data[:4] == b"\x50\x54\x01\x00"
     assert decode_terminated(data) == entries
     assert decode_terminated(encode_terminated([])) == []
-    # The flush path encodes plain fields; the bytes are the same.
-    fields = [(e.txn_id.least, int(e.status), e.end_time_ms) for e in entries]
-    assert encode_terminated_fields(TC, fields) == data
-    assert encode_terminated_fields(TC, []) == encode_terminated([])
+    # The preserver keeps entries encoded and joins them; the bytes are the same.
+    encoded = [
+        encode_entry(TC, e.txn_id.least, int(e.status), e.end_time_ms) for e in entries
+    ]
+    assert encode_entries(encoded) == data
+    assert encode_entries([]) == encode_terminated([])
+    assert [entry_status(b) for b in encoded] == [int(S.COMMITTED), int(S.ABORTED)]
+    assert [entry_end_ms(b) for b in encoded] == [1_700_000_000_000, 5]
 
 
 @pytest.mark.parametrize(

@@ -47,10 +47,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 from quasar.clock import Clock
 from quasar.errors import (
@@ -482,12 +481,6 @@ class TransactionCoordinator:
                     self._config.end_retry_interval_ms, lambda: self._resume_end(seq)
                 )
 
-    @staticmethod
-    def _background(coro: Coroutine[Any, Any, None]) -> None:
-        """Run ``coro`` without waiting for it; its failure is seen by a later caller."""
-        task = asyncio.get_running_loop().create_task(coro)
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
-
     def _resume_end(self, seq: int) -> None:
         if self._status is not CoordinatorStatus.READY or seq in self._ending:
             return
@@ -515,7 +508,7 @@ class TransactionCoordinator:
             # Start writing the outcome now so that the write overlaps the ends (it
             # would otherwise add a storage round trip to every commit); it is only
             # waited for, and written again if this attempt failed, after them.
-            self._background(self.preserver.flush(upto=change))
+            self.preserver.start_flush(upto=change)
         await self._fanout.deliver(
             txn_id, action, participants(meta.partitions(), meta.subscriptions())
         )

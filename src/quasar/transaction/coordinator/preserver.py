@@ -57,7 +57,10 @@ from ..txn_status import TxnStatus
 from .preserver_format import (
     TerminatedTxn,
     decode_terminated_fields,
-    encode_terminated_fields,
+    encode_entries,
+    encode_entry,
+    entry_end_ms,
+    entry_status,
 )
 
 log = logging.getLogger(__name__)
@@ -69,10 +72,9 @@ FLUSH_LATENCY_BUCKETS_MS: tuple[float, ...] = (
     1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000,
 )
 
-# An entry in memory is one int: the end time shifted left by 3, the status in the low
-# bits (2 COMMITTED, 4 ABORTED). A tuple per entry would cost about twice the memory.
-_STATUS_BITS = 3
-_STATUS_MASK = (1 << _STATUS_BITS) - 1
+# An entry in memory is its 25 encoded bytes (``preserver_format.encode_entry``): a
+# flush rewrites a client name's whole list, and joining kept bytes costs far less than
+# packing every entry again (a tuple per entry would also cost more memory).
 
 
 def terminated_txn_state_topic(tc_id: int) -> str:
@@ -181,8 +183,8 @@ class TerminatedTxnPreserver:
         self._persist_time_ms = persist_time_ms
         self._expire_interval_ms = expire_check_interval_ms
         self._flush_timeout_ms = flush_timeout_ms
-        # client name -> {least bits -> packed entry}, oldest first.
-        self._names: dict[str, dict[int, int]] = {}
+        # client name -> {least bits -> encoded entry}, oldest first.
+        self._names: dict[str, dict[int, bytes]] = {}
         self._dirty: dict[str, int] = {}  # client name -> change number of its last change
         self._changes = 0  # change number of the last change
         self._durable = 0  # every change up to this number is durable
@@ -246,16 +248,16 @@ class TerminatedTxnPreserver:
                 self.stats.corrupt += 1
                 self._mark_dirty(name)
                 continue
-            txns: dict[int, int] = {}
+            txns: dict[int, bytes] = {}
             for most, least, status, end_ms in entries:
                 if most != self._tc_id:
                     self.stats.corrupt += 1
                 elif end_ms < cutoff:
                     self.stats.expirations += 1
                 else:
-                    txns[least] = (end_ms << _STATUS_BITS) | status
+                    txns[least] = encode_entry(most, least, status, end_ms)
             if txns:
-                self._note_end(min(p >> _STATUS_BITS for p in txns.values()))
+                self._note_end(min(entry_end_ms(e) for e in txns.values()))
             changed = len(txns) != len(entries)
             changed |= self._trim(txns) > 0
             if txns:
@@ -319,17 +321,17 @@ class TerminatedTxnPreserver:
         if not client_name or txn_id.most != self._tc_id:
             return None
         txns = self._names.get(client_name)
-        packed = txns.get(txn_id.least) if txns is not None else None
-        if packed is None:
+        entry = txns.get(txn_id.least) if txns is not None else None
+        if entry is None:
             return None
-        return self._unpack(txn_id.least, packed)
+        return self._unpack(txn_id.least, entry)
 
     def terminated(self, client_name: str) -> list[TerminatedTxn]:
         """``client_name``'s preserved transactions, oldest first."""
         txns = self._names.get(client_name)
         if not txns:
             return []
-        return [self._unpack(least, p) for least, p in txns.items()]
+        return [self._unpack(least, e) for least, e in txns.items()]
 
     # ------------------------------------------------------------------ changes
 
@@ -355,17 +357,23 @@ class TerminatedTxnPreserver:
         existing = txns.get(txn_id.least)
         if existing is not None:
             # A decision never changes; a re-drive after a restart appends it again.
-            assert existing & _STATUS_MASK == final, (
-                f"{txn_id} preserved as {TxnStatus(existing & _STATUS_MASK).name}, "
+            assert entry_status(existing) == final, (
+                f"{txn_id} preserved as {TxnStatus(entry_status(existing)).name}, "
                 f"now {final.name}"
             )
             return self._dirty.get(client_name, 0)  # not dirty: already durable
-        txns[txn_id.least] = _pack(final, end_time_ms)
+        txns[txn_id.least] = encode_entry(self._tc_id, txn_id.least, final, end_time_ms)
         self._note_end(end_time_ms)
         self.stats.appends += 1
         self.stats.entries += 1 - self._trim(txns)
         self.stats.client_names = len(self._names)
         return self._mark_dirty(client_name)
+
+    def start_flush(self, upto: int) -> None:
+        """Start making the changes up to ``upto`` durable, without waiting; ``flush``
+        waits (and starts another round if this one failed)."""
+        if self.enabled and self._state is _State.OPEN and self._durable < upto:
+            self._current_round(upto)
 
     async def flush(self, upto: int | None = None) -> None:
         """Return once every change made before this call (or, with ``upto``, every
@@ -427,8 +435,8 @@ class TerminatedTxnPreserver:
         for name in list(self._names):
             txns = self._names[name]
             old: list[int] = []
-            for least, packed in txns.items():
-                end_ms = packed >> _STATUS_BITS
+            for least, entry in txns.items():
+                end_ms = entry_end_ms(entry)
                 if end_ms < cutoff:
                     old.append(least)
                 else:
@@ -461,7 +469,7 @@ class TerminatedTxnPreserver:
     def _cutoff(self) -> int:
         return self._clock.wall_ms() - self._persist_time_ms
 
-    def _trim(self, txns: dict[int, int]) -> int:
+    def _trim(self, txns: dict[int, bytes]) -> int:
         extra = len(txns) - self._count
         for _ in range(max(extra, 0)):
             del txns[next(iter(txns))]
@@ -479,9 +487,9 @@ class TerminatedTxnPreserver:
         self._dirty[name] = self._changes
         return self._changes
 
-    def _unpack(self, least: int, packed: int) -> TerminatedTxn:
+    def _unpack(self, least: int, entry: bytes) -> TerminatedTxn:
         return TerminatedTxn(
-            TxnId(self._tc_id, least), TxnStatus(packed & _STATUS_MASK), packed >> _STATUS_BITS
+            TxnId(self._tc_id, least), TxnStatus(entry_status(entry)), entry_end_ms(entry)
         )
 
     def _current_round(self, target: int) -> asyncio.Task[None]:
@@ -516,12 +524,7 @@ class TerminatedTxnPreserver:
         for name in batch:
             txns = self._names.get(name)
             if txns:
-                entries = (
-                    (least, p & _STATUS_MASK, p >> _STATUS_BITS) for least, p in txns.items()
-                )
-                writes.append(
-                    self._store.write(name, encode_terminated_fields(self._tc_id, entries))
-                )
+                writes.append(self._store.write(name, encode_entries(txns.values())))
             else:
                 writes.append(self._store.delete(name))
         started = self._clock.monotonic_ms()
@@ -555,10 +558,6 @@ class TerminatedTxnPreserver:
             return
         self.expire()
         self._arm()
-
-
-def _pack(status: TxnStatus, end_time_ms: int) -> int:
-    return (end_time_ms << _STATUS_BITS) | int(status)
 
 
 def _retrieve(task: asyncio.Task[None]) -> None:
