@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from quasar.perf.histogram import Histogram
 from quasar.perf.main import main as perf_main
+from quasar.perf.recorder import LIMIT_REACHED, Recorder, RunControl
 from quasar.perf.schedule import RateSchedule
 from quasar.testing.process import BrokerProcess
 
@@ -213,6 +216,73 @@ def test_histogram_percentiles_match_sorted_samples() -> None:
     assert Histogram.from_json(
         json.loads(json.dumps(hist.to_json()))
     ).percentiles() == (hist.percentiles())
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(-1e3, 1e6, allow_nan=False),
+            st.integers(0, 2**40).map(float),
+        ),
+        max_size=300,
+    ),
+    st.sampled_from([3_600_000_000, 1_000, 70_000]),
+)
+def test_histogram_record_many_equals_record_of_each(
+    values: list[float], max_value: int
+) -> None:
+    one_by_one, grouped = Histogram(max_value), Histogram(max_value)
+    one_by_one.record(5.0)  # grouped samples land on a histogram that has some
+    grouped.record(5.0)
+    for v in values:
+        one_by_one.record(v)
+    grouped.record_many(values)
+    assert grouped.to_json() == one_by_one.to_json()
+
+
+def test_recorder_record_many_counts_each_message() -> None:
+    rec = Recorder()
+    rec.start_measuring(0.0)  # nothing recorded yet: the window opens at a sample
+    rec.record_many([], 0, 1.0, 1.0)  # no samples: no window start either
+    assert rec.measure_start is None
+    rec.record_many([1000.0, 2000.0, 3000.0], 3 * 1024, 10.0, 10.5)
+    rec.record(4000.0, 1024, 11.0)
+    snap = rec.fold()
+    assert (snap.messages, snap.bytes, snap.latency_us.count) == (4, 4096, 4)
+    assert rec.measure_start == 10.0 and rec.last_time == 11.0
+    assert rec.window_seconds() == 1.0
+
+
+def test_run_control_budget_in_chunks() -> None:
+    control = RunControl(10)
+    assert control.claim_many(4) == 4 and not control.stopped
+    assert sum(1 for _ in control.grants(4)) == 6  # 4 + 2: no more than is left
+    assert control.stopped and control.reason == LIMIT_REACHED
+    assert control.claim_many(4) == 0 and not control.claim()
+
+
+def test_run_control_grants_until_stopped() -> None:
+    control = RunControl()
+    taken = 0
+    for _ in control.grants(8):
+        taken += 1
+        if taken == 3:
+            control.stop("time limit reached")
+    assert taken == 8  # what was granted is still handed out, then it ends
+    assert control.reason == "time limit reached"
+
+
+def test_run_control_limit_set_late() -> None:
+    control = RunControl()
+    assert all(control.claim() for _ in range(5))
+    control.set_limit(7)
+    assert control.claim() and not control.stopped
+    assert control.claim() and control.stopped  # the last one: handled, then stop
+    assert not control.claim()
+    late = RunControl()
+    late.claim_many(5)
+    late.set_limit(5)  # already used up
+    assert late.stopped
 
 
 def test_rate_schedule_is_fixed_and_phased() -> None:

@@ -46,6 +46,20 @@ def _index(value: int) -> int:
     return (shift << _HALF_BITS) + (value >> shift)
 
 
+# Bucket index of every value below _TABLE_LIMIT (65.5 ms in microseconds), built on
+# first use: a list look-up per sample instead of the arithmetic (512 KiB).
+_TABLE_LIMIT = 1 << 16
+_table: list[int] | None = None
+
+
+def _index_table() -> list[int]:
+    global _table
+    if _table is None:  # two threads may both build it: either result is right
+        indexes = list(range(_index(_TABLE_LIMIT - 1) + 1))  # shared int objects
+        _table = [indexes[_index(v)] for v in range(_TABLE_LIMIT)]
+    return _table
+
+
 def _highest_in_bucket(index: int) -> int:
     if index < _SUB:
         return index
@@ -95,6 +109,40 @@ class Histogram:
             v = self.max_value
         shift = v.bit_length() - SUB_BITS
         self.counts[(shift << _HALF_BITS) + (v >> shift)] += 1
+
+    def record_many(self, values: Iterable[float]) -> None:
+        """``record`` of each value, in one pass (what a worker that completes
+        messages in groups calls: a method call per sample costs more than the
+        bucket arithmetic)."""
+        ints = list(map(int, values))
+        if not ints:
+            return
+        low = min(ints)
+        if low < 0:
+            ints = [v if v > 0 else 0 for v in ints]
+            low = 0
+        high = max(ints)
+        if high > self.max:
+            self.max = high
+        if low < self.min or self.count == 0:
+            self.min = low
+        self.count += len(ints)
+        self.total += sum(ints)
+        counts = self.counts
+        if high < _TABLE_LIMIT and high <= self.max_value:  # the usual case
+            table = _index_table()
+            for v in ints:
+                counts[table[v]] += 1
+            return
+        max_value = self.max_value
+        for v in ints:
+            if v < _SUB:
+                counts[v] += 1
+                continue
+            if v > max_value:
+                v = max_value
+            shift = v.bit_length() - SUB_BITS
+            counts[(shift << _HALF_BITS) + (v >> shift)] += 1
 
     def merge(self, other: Histogram) -> None:
         """Add every sample of ``other`` (which must have the same ``max_value``).

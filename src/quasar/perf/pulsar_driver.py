@@ -20,6 +20,7 @@ from quasar.perf.options import (
     ProduceOptions,
     producer_settings,
 )
+from quasar.perf.recorder import CLAIM_CHUNK
 from quasar.perf.schedule import RateSchedule, split_rate
 
 __all__ = ["run_consume", "run_produce"]
@@ -141,7 +142,7 @@ def _send_loop(
     sleep = time.sleep
     schedule = RateSchedule(rate, start, phase) if rate > 0 else None
     count = 0
-    while not control.stopped and control.claim():
+    for _ in control.grants(1 if schedule is not None else CLAIM_CHUNK):
         if schedule is None:
             due = clock()
         else:
@@ -243,9 +244,10 @@ def _batch_receive_loop(
     consumer: Any, ctx: RunContext, timeout_error: type[Exception]
 ) -> None:
     """``_receive_loop`` with ``batch_receive()``: each message of a batch is still
-    recorded and acknowledged on its own, as an application would."""
+    timed, recorded and acknowledged on its own, as an application would; the
+    samples of a batch go to the recorder together (one lock round per batch)."""
     recorder, control = ctx.recorder, ctx.control
-    record = recorder.record
+    record_many = recorder.record_many
     clock, wall = time.monotonic, time.time
     batch_receive, acknowledge = consumer.batch_receive, consumer.acknowledge
     while not control.stopped:
@@ -255,9 +257,17 @@ def _batch_receive_loop(
             continue
         except Exception:  # closed under us
             return
+        if not msgs:
+            continue
+        granted = control.claim_many(len(msgs))
+        if granted < len(msgs):
+            del msgs[granted:]  # beyond the budget: left unacknowledged
+        first = clock()
+        latencies = []
+        append = latencies.append
+        nbytes = 0
         for msg in msgs:
-            if not control.claim():
-                return
-            now = clock()
-            record(wall() * 1e6 - msg.publish_timestamp() * 1000, len(msg.data()), now)
+            append(wall() * 1e6 - msg.publish_timestamp() * 1000)
+            nbytes += len(msg.data())
             acknowledge(msg)
+        record_many(latencies, nbytes, first, clock())

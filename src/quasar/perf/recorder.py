@@ -12,12 +12,18 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from quasar.perf.histogram import Histogram
 
-__all__ = ["IntervalSnapshot", "Recorder", "RunControl"]
+__all__ = ["LIMIT_REACHED", "IntervalSnapshot", "Recorder", "RunControl"]
+
+LIMIT_REACHED = "message limit reached"
+"""``RunControl.reason`` when the message budget is used up."""
+
+CLAIM_CHUNK = 64
+"""Messages a sending worker takes from the budget at a time (``RunControl.grants``)."""
 
 
 @dataclass
@@ -75,6 +81,26 @@ class Recorder:
             self.last_time = now
             if self.measure_start is None and self.measuring:
                 self.measure_start = now
+        finally:
+            lock.release()
+
+    def record_many(
+        self, latencies_us: Sequence[float], nbytes: int, first: float, last: float
+    ) -> None:
+        """Messages that completed together (``nbytes`` in all), the first of them at
+        monotonic time ``first`` and the last at ``last``: one lock round for the
+        group instead of one per message. Each latency is still its own sample."""
+        if not latencies_us:
+            return
+        lock = self._lock
+        lock.acquire()
+        try:
+            self._latency.record_many(latencies_us)
+            self._messages += len(latencies_us)
+            self._bytes += nbytes
+            self.last_time = last
+            if self.measure_start is None and self.measuring:
+                self.measure_start = first
         finally:
             lock.release()
 
@@ -146,38 +172,65 @@ class RunControl:
 
     ``limit`` is the number of messages to send or receive (None: unlimited). It may
     be set while the run goes on (``pubsub`` tells the consumer how many messages
-    the producer published once it knows).
+    the producer published once it knows). ``stopped`` is a plain attribute, read
+    once per message by the workers; ``stop`` sets it.
     """
 
     def __init__(self, limit: int | None = None) -> None:
         self._stop = threading.Event()
-        self._counter = itertools.count()
+        self._budget_lock = threading.Lock()
         self._claimed = 0
         self.limit = limit
         self.reason = ""
+        self.stopped = False
         self._on_stop: list[Callable[[], None]] = []
 
     def claim(self) -> bool:
         """Take one message from the budget; False when it is used up."""
-        index = next(self._counter)  # atomic under the GIL
-        self._claimed = index + 1
+        # claim_many(1) by hand: consumers call this once per message.
+        lock = self._budget_lock
+        lock.acquire()
         limit = self.limit
-        if limit is not None and index >= limit:
-            self.stop("message limit reached")
-            return False
-        if limit is not None and index == limit - 1:
-            # The last message: workers stop after handling it.
-            self.stop("message limit reached")
-        return True
+        claimed = self._claimed
+        granted = limit is None or claimed < limit
+        if granted:
+            self._claimed = claimed = claimed + 1
+        lock.release()
+        if limit is not None and claimed >= limit:
+            self.stop(LIMIT_REACHED)
+        return granted
+
+    def claim_many(self, count: int) -> int:
+        """Take up to ``count`` messages from the budget at once; returns how many
+        were granted (0: the budget is used up). Taking the last one stops the run:
+        workers stop after handling what they were granted."""
+        with self._budget_lock:
+            limit = self.limit
+            granted = (
+                count if limit is None else max(0, min(count, limit - self._claimed))
+            )
+            self._claimed += granted
+        if limit is not None and self._claimed >= limit:
+            self.stop(LIMIT_REACHED)
+        return granted
+
+    def grants(self, chunk: int = CLAIM_CHUNK) -> Iterator[None]:
+        """One item per message a sending worker may send, taken from the budget
+        ``chunk`` at a time (one lock round per chunk, not per message). Ends when
+        the budget is used up or the run stopped; messages already granted are still
+        handed out, so a stop lands at most ``chunk - 1`` messages late."""
+        while not self.stopped:
+            granted = self.claim_many(chunk)
+            if not granted:
+                return
+            yield from itertools.repeat(None, granted)
 
     def set_limit(self, limit: int) -> None:
-        self.limit = limit
-        if self._claimed >= limit:
-            self.stop("message limit reached")
-
-    @property
-    def stopped(self) -> bool:
-        return self._stop.is_set()
+        with self._budget_lock:
+            self.limit = limit
+            used_up = self._claimed >= limit
+        if used_up:
+            self.stop(LIMIT_REACHED)
 
     def on_stop(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` (from the stopping thread) when the run is stopped."""
@@ -186,9 +239,11 @@ class RunControl:
             callback()
 
     def stop(self, reason: str) -> None:
-        if self._stop.is_set():
-            return
-        self.reason = reason
+        with self._budget_lock:
+            if self.stopped:
+                return
+            self.reason = reason
+            self.stopped = True
         self._stop.set()
         for callback in list(self._on_stop):
             try:
