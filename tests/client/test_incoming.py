@@ -5,7 +5,7 @@ from __future__ import annotations
 from quasar.client.incoming import decode_entry
 from quasar.client.message_id import MessageId
 from quasar.client.outgoing import (
-    BatchItem,
+    Batch,
     OutgoingMessage,
     batch_payload,
     fill_batch_metadata,
@@ -24,13 +24,12 @@ def _cmd(entry: int = 4, ack_set: list[int] | None = None) -> pb.CommandMessage:
 
 
 def _batch_entry(n: int, codec: int = 0) -> bytes:
-    items = [
-        BatchItem(OutgoingMessage(f"m{i}".encode(), properties={"i": str(i)}), i, None)
-        for i in range(n)
-    ]
+    batch = Batch()
+    for i in range(n):
+        batch.append(OutgoingMessage(f"m{i}".encode(), properties={"i": str(i)}), i, None)
     md = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=123)
-    fill_batch_metadata(md, items)
-    payload = batch_payload(items)
+    fill_batch_metadata(md, batch)
+    payload = batch_payload(batch)
     if codec:
         md.compression = codec
         md.uncompressed_size = len(payload)

@@ -18,8 +18,8 @@ from quasar.client.acks import (
 from quasar.client.backoff import Backoff
 from quasar.client.message_id import MessageId
 from quasar.client.outgoing import (
+    Batch,
     BatchContainer,
-    BatchItem,
     OutgoingMessage,
     batch_payload,
 )
@@ -47,10 +47,18 @@ messages = st.builds(
 )
 
 
+def _batch(msgs: list[OutgoingMessage], first_seq: int) -> Batch:
+    batch = Batch()
+    for i, m in enumerate(msgs):
+        batch.append(m, first_seq + i, None)
+    return batch
+
+
 @given(st.lists(messages, min_size=1, max_size=20), st.integers(0, 2**40))
 def test_batch_payload_round_trips(msgs: list[OutgoingMessage], first_seq: int) -> None:
-    items = [BatchItem(m, first_seq + i, None) for i, m in enumerate(msgs)]
-    parsed = parse_batch(batch_payload(items), len(items))
+    batch = _batch(msgs, first_seq)
+    assert batch.plain == all(m.is_plain for m in msgs)
+    parsed = parse_batch(batch_payload(batch), len(batch))
     assert len(parsed) == len(msgs)
     for i, ((smm, data), m) in enumerate(zip(parsed, msgs, strict=True)):
         assert data == m.payload
@@ -62,19 +70,39 @@ def test_batch_payload_round_trips(msgs: list[OutgoingMessage], first_seq: int) 
         if m.ordering_key is not None:
             assert smm.ordering_key == m.ordering_key
         assert smm.event_time == (m.event_time or 0)
+        # Plain: nothing but payload size and sequence id in its metadata.
+        assert m.is_plain == (
+            not smm.properties
+            and not smm.HasField("partition_key")
+            and not smm.HasField("ordering_key")
+            and not smm.event_time
+        )
+
+
+def test_outgoing_message_defaults_are_shared_and_read_only() -> None:
+    a, b = OutgoingMessage(b"a"), OutgoingMessage(b"b", sequence_id=7)
+    assert a.is_plain and b.is_plain and b.sequence_id == 7 and a.sequence_id is None
+    assert a.properties == {} and a.replicate_to == () and a.txn is None
+    with pytest.raises(TypeError):
+        a.properties["k"] = "v"  # type: ignore[index]
+    assert not OutgoingMessage(b"", null_value=True).is_plain
+    assert OutgoingMessage(b"", event_time=0).is_plain  # 0 is "no event time"
+    assert not OutgoingMessage(b"", event_time=5).is_plain
+    assert OutgoingMessage(b"", properties={}).is_plain
 
 
 def test_batch_container_limits() -> None:
     c = BatchContainer(max_messages=3, max_bytes=10)
     big = OutgoingMessage(b"x" * 50)
     assert c.has_space(big)  # a first message always fits, however large
-    assert c.add(BatchItem(big, 0, None))  # ... and fills the batch
+    assert c.add(big, 0, None)  # ... and fills the batch
     c.take()
-    assert not c.add(BatchItem(OutgoingMessage(b"12345"), 0, None))
+    assert not c.add(OutgoingMessage(b"12345"), 0, None)
     assert not c.has_space(OutgoingMessage(b"123456"))
     assert c.has_space(OutgoingMessage(b"12345"))
-    assert c.add(BatchItem(OutgoingMessage(b"12345"), 1, None))
-    assert [i.sequence_id for i in c.take()] == [0, 1]
+    assert c.add(OutgoingMessage(b"12345"), 1, "cb")
+    batch = c.take()
+    assert batch.sequence_ids == [0, 1] and batch.callbacks == [None, "cb"]
     assert len(c) == 0 and c.num_bytes == 0
 
 

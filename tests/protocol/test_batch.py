@@ -103,23 +103,40 @@ from quasar.protocol.batch import encode_plain_batch, split_batch  # noqa: E402
 _seq = st.integers(min_value=0, max_value=(1 << 64) - 1)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(_seq, st.binary(max_size=300)), max_size=8))
-def test_encode_plain_batch_equals_build_batch(pairs: list[tuple[int, bytes]]) -> None:
-    expected = build_batch(
+def _expected_plain_batch(pairs: list[tuple[int, bytes]]) -> bytes:
+    return build_batch(
         [
             (pb.SingleMessageMetadata(payload_size=len(body), sequence_id=seq), body)
             for seq, body in pairs
         ]
     )
-    assert encode_plain_batch(pairs) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_seq, st.binary(max_size=300)), max_size=8))
+def test_encode_plain_batch_equals_build_batch(pairs: list[tuple[int, bytes]]) -> None:
+    seqs, bodies = [s for s, _ in pairs], [b for _, b in pairs]
+    assert encode_plain_batch(seqs, bodies) == _expected_plain_batch(pairs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_seq, st.integers(1, 300), st.sampled_from([0, 1, 5, 1024]))
+def test_encode_plain_batch_of_a_sequence_run(first: int, count: int, size: int) -> None:
+    # A producer's batch: consecutive ids (across 128-id blocks and varint lengths),
+    # equal sizes.
+    seqs = [s for s in range(first, first + count) if s < 1 << 64]
+    bodies = [bytes([i % 256]) * size for i in range(len(seqs))]
+    expected = _expected_plain_batch(list(zip(seqs, bodies, strict=True)))
+    assert encode_plain_batch(seqs, bodies) == expected
 
 
 def test_encode_plain_batch_rejects_bad_sequence_ids() -> None:
     with pytest.raises(LocalProtocolError):
-        encode_plain_batch([(-1, b"x")])
+        encode_plain_batch([-1], [b"x"])
     with pytest.raises(LocalProtocolError):
-        encode_plain_batch([(1 << 64, b"x")])
+        encode_plain_batch([1 << 64], [b"x"])
+    with pytest.raises(LocalProtocolError):
+        encode_plain_batch([1, 2], [b"x"])
 
 
 @settings(max_examples=200, deadline=None)

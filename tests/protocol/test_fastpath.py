@@ -148,7 +148,12 @@ def test_plain_send_matches_protobuf(
     schema_version: bytes,
     payload: bytes,
 ) -> None:
-    from quasar.protocol import encode_message, encode_plain_metadata, encode_plain_send
+    from quasar.protocol import (
+        encode_message,
+        encode_plain_metadata,
+        encode_plain_send,
+        encode_plain_send_parts,
+    )
 
     md = pb.MessageMetadata(
         producer_name=name, sequence_id=sequence_id, publish_time=publish_time
@@ -164,6 +169,10 @@ def test_plain_send_matches_protobuf(
         send.num_messages = num_messages
     expected = encode_message(pb.BaseCommand(type=T.SEND, send=send), md, payload)
     assert encode_plain_send(producer_id, sequence_id, num_messages, meta, payload) == expected
+    head, body = encode_plain_send_parts(
+        producer_id, sequence_id, num_messages, meta, payload
+    )
+    assert head + body == expected and body is payload  # the payload is not copied
 
 
 def test_plain_metadata_rejects_values_outside_uint64() -> None:

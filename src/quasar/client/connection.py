@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from quasar.client.config import ClientConfig, parse_service_url
@@ -115,7 +116,7 @@ class ClientConnection(asyncio.Protocol):
         self.server_version = ""
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
-        self._wbuf: list[bytes] = []
+        self._wbuf: list[bytes | bytearray | memoryview] = []
         self._flush_scheduled = False
         self._decoder = FrameDecoder(config.max_frame_bytes)
         self._connected: asyncio.Future[None] = self._loop.create_future()
@@ -200,23 +201,42 @@ class ClientConnection(asyncio.Protocol):
     def write(self, data: bytes) -> bool:
         """Write bytes; False when the connection is already closed.
 
-        Frames written during one loop iteration go out in one ``transport.write`` at
-        its end (a syscall per frame costs more than building the frame).
+        Frames written during one loop iteration go out in one ``transport.writelines``
+        at its end (a syscall per frame costs more than building the frame).
         """
         if self._closed or self._transport is None:
             return False
         self._wbuf.append(data)
         if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+            self._schedule_flush()
         return True
+
+    def write_parts(self, parts: Sequence[bytes | bytearray | memoryview]) -> bool:
+        """``write`` of a frame given as consecutive pieces (e.g. a SEND's head and its
+        batch payload), which are handed to the transport as they are: no copy into
+        one buffer."""
+        if self._closed or self._transport is None:
+            return False
+        self._wbuf.extend(parts)
+        if not self._flush_scheduled:
+            self._schedule_flush()
+        return True
+
+    def _schedule_flush(self) -> None:
+        self._flush_scheduled = True
+        self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
         buf, self._wbuf = self._wbuf, []
         if self._closed or self._transport is None or not buf:
             return
-        self._transport.write(buf[0] if len(buf) == 1 else b"".join(buf))
+        if len(buf) == 1:
+            self._transport.write(buf[0])
+        else:
+            # uvloop writes the pieces with one writev; joining them first would copy
+            # every batch (128 KiB each) once more, in fresh memory.
+            self._transport.writelines(buf)
 
     def send_command(self, cmd: Any) -> bool:
         return self.write(encode_command(cmd))

@@ -13,7 +13,9 @@ A batch holds messages of one transaction only, or of none.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from quasar.protocol import pb
@@ -24,20 +26,72 @@ if TYPE_CHECKING:
     from quasar.client.txn_state import TxnID
 
 
-@dataclass
-class OutgoingMessage:
-    """Everything ``send`` was given, with the content already encoded by the schema."""
+_NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
 
-    payload: bytes
-    properties: dict[str, str] = field(default_factory=dict)
+
+class OutgoingMessage:
+    """Everything ``send`` was given, with the content already encoded by the schema.
+
+    A plain class whose unset fields fall back to class-level defaults: most messages
+    carry a payload and nothing else, and constructing one is on the per-message
+    path. Fields are not meant to change after construction (``is_plain`` is
+    computed once).
+    """
+
+    properties: Mapping[str, str] = _NO_PROPERTIES
     partition_key: str | None = None
     ordering_key: bytes | None = None
     sequence_id: int | None = None
-    replicate_to: list[str] = field(default_factory=list)
+    replicate_to: Sequence[str] = ()
     event_time: int | None = None
     deliver_at_ms: int | None = None
     null_value: bool = False
     txn: TransactionImpl | None = None
+    # True when its SingleMessageMetadata holds only payload_size and sequence_id.
+    is_plain: bool = True
+
+    def __init__(
+        self,
+        payload: bytes,
+        properties: Mapping[str, str] | None = None,
+        partition_key: str | None = None,
+        ordering_key: bytes | None = None,
+        sequence_id: int | None = None,
+        replicate_to: Sequence[str] | None = None,
+        event_time: int | None = None,
+        deliver_at_ms: int | None = None,
+        null_value: bool = False,
+        txn: TransactionImpl | None = None,
+    ) -> None:
+        self.payload = payload
+        if properties:
+            self.properties = properties
+            self.is_plain = False
+        if partition_key is not None:
+            self.partition_key = partition_key
+            self.is_plain = False
+        if ordering_key is not None:
+            self.ordering_key = ordering_key
+            self.is_plain = False
+        if sequence_id is not None:
+            self.sequence_id = sequence_id
+        if replicate_to:
+            self.replicate_to = replicate_to
+        if event_time is not None:
+            self.event_time = event_time
+            if event_time:
+                self.is_plain = False
+        if deliver_at_ms is not None:
+            self.deliver_at_ms = deliver_at_ms
+        if null_value:
+            self.null_value = True
+            self.is_plain = False
+        if txn is not None:
+            self.txn = txn
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"OutgoingMessage({fields})"
 
     @property
     def txn_id(self) -> TxnID | None:
@@ -47,17 +101,6 @@ class OutgoingMessage:
     def routing_key(self) -> str | bytes | None:
         """Key used to choose a partition: the partition key, else the ordering key."""
         return self.partition_key or self.ordering_key or None
-
-    @property
-    def is_plain(self) -> bool:
-        """True when its SingleMessageMetadata holds only payload_size and sequence_id."""
-        return (
-            not self.properties
-            and self.partition_key is None
-            and self.ordering_key is None
-            and not self.event_time
-            and not self.null_value
-        )
 
     def fill_metadata(self, md: Any) -> None:
         """Per-message fields of an unbatched entry's ``MessageMetadata``."""
@@ -94,11 +137,26 @@ class OutgoingMessage:
         return smm
 
 
-@dataclass
-class BatchItem:
-    message: OutgoingMessage
-    sequence_id: int
-    callback: Any
+@dataclass(slots=True)
+class Batch:
+    """The messages of one batch entry, in order, with their sequence ids and
+    completion callbacks (parallel lists: no object per message)."""
+
+    messages: list[OutgoingMessage] = field(default_factory=list)
+    sequence_ids: list[int] = field(default_factory=list)
+    callbacks: list[Any] = field(default_factory=list)
+    # Every message is plain (see OutgoingMessage.is_plain).
+    plain: bool = True
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def append(self, message: OutgoingMessage, sequence_id: int, callback: Any) -> None:
+        self.messages.append(message)
+        self.sequence_ids.append(sequence_id)
+        self.callbacks.append(callback)
+        if not message.is_plain:
+            self.plain = False
 
 
 class BatchContainer:
@@ -109,63 +167,57 @@ class BatchContainer:
     so an oversized message is still sent (and rejected by size, if at all, alone).
     """
 
+    __slots__ = ("max_messages", "max_bytes", "batch", "num_bytes")
+
     def __init__(self, max_messages: int, max_bytes: int) -> None:
         self.max_messages = max(1, max_messages)
         self.max_bytes = max(1, max_bytes)
-        self.items: list[BatchItem] = []
+        self.batch = Batch()
         self.num_bytes = 0
-        # Every message so far is plain (see OutgoingMessage.is_plain).
-        self.plain = True
 
     def __len__(self) -> int:
-        return len(self.items)
+        return len(self.batch.messages)
 
     def has_space(self, message: OutgoingMessage) -> bool:
-        if not self.items:
-            return True
-        return (
-            len(self.items) < self.max_messages
+        count = len(self.batch.messages)
+        return not count or (
+            count < self.max_messages
             and self.num_bytes + len(message.payload) <= self.max_bytes
         )
 
-    def add(self, item: BatchItem) -> bool:
+    def add(self, message: OutgoingMessage, sequence_id: int, callback: Any) -> bool:
         """Add a message; True when the batch is now full and should be sent."""
-        items = self.items
-        items.append(item)
-        message = item.message
+        batch = self.batch
+        batch.append(message, sequence_id, callback)
         self.num_bytes += len(message.payload)
-        if self.plain and not message.is_plain:
-            self.plain = False
-        return len(items) >= self.max_messages or self.num_bytes >= self.max_bytes
+        return (
+            len(batch.messages) >= self.max_messages or self.num_bytes >= self.max_bytes
+        )
 
-    def take(self) -> list[BatchItem]:
-        items, self.items, self.num_bytes = self.items, [], 0
-        self.plain = True
-        return items
+    def take(self) -> Batch:
+        batch, self.batch, self.num_bytes = self.batch, Batch(), 0
+        return batch
 
 
-def batch_payload(items: list[BatchItem], plain: bool | None = None) -> bytes:
-    """The uncompressed batch payload: ``[size][SingleMessageMetadata][payload]`` × N.
-
-    ``plain``: whether every message is plain, if the caller knows (None: check).
-    """
-    if plain is None:
-        plain = all(it.message.is_plain for it in items)
-    if plain:
+def batch_payload(batch: Batch) -> bytes:
+    """The uncompressed batch payload: ``[size][SingleMessageMetadata][payload]`` × N."""
+    if batch.plain:
         # The common case, written without a protobuf object per message.
-        return encode_plain_batch([(it.sequence_id, it.message.payload) for it in items])
+        return encode_plain_batch(
+            batch.sequence_ids, [m.payload for m in batch.messages]
+        )
     return build_batch(
         [
-            (it.message.single_metadata(it.sequence_id), it.message.payload)
-            for it in items
+            (m.single_metadata(seq), m.payload)
+            for m, seq in zip(batch.messages, batch.sequence_ids, strict=True)
         ]
     )
 
 
-def fill_batch_metadata(md: Any, items: list[BatchItem]) -> None:
+def fill_batch_metadata(md: Any, batch: Batch) -> None:
     """Outer-metadata fields of a batch entry, copied from its first message."""
-    first = items[0].message
-    md.num_messages_in_batch = len(items)
+    first = batch.messages[0]
+    md.num_messages_in_batch = len(batch)
     if first.partition_key is not None:
         md.partition_key = first.partition_key
     if first.ordering_key is not None:

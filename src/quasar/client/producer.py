@@ -30,13 +30,19 @@ from quasar.client.exceptions import MessageTooBig, ProducerQueueIsFull
 from quasar.client.lookup import LookupService, retry_until
 from quasar.client.message_id import MessageId
 from quasar.client.outgoing import (
+    Batch,
     BatchContainer,
-    BatchItem,
     OutgoingMessage,
     batch_payload,
     fill_batch_metadata,
 )
-from quasar.client.receipts import OpSend, PendingSends, ReceiptOutcome, SendCallback
+from quasar.client.receipts import (
+    FramePieces,
+    OpSend,
+    PendingSends,
+    ReceiptOutcome,
+    SendCallback,
+)
 from quasar.client.schema import BytesSchema, Schema
 from quasar.client.txn_state import TxnID
 from quasar.clock import Clock, SystemClock
@@ -54,7 +60,12 @@ from quasar.errors import (
     TopicNotFound,
     TopicTerminatedError,
 )
-from quasar.protocol import encode_message, encode_plain_metadata, encode_plain_send, pb
+from quasar.protocol import (
+    encode_message,
+    encode_plain_metadata,
+    encode_plain_send_parts,
+    pb,
+)
 from quasar.protocol.compression import compress
 
 log = logging.getLogger(__name__)
@@ -140,6 +151,11 @@ class ProducerImpl:
         self._max_pending = max_pending or conf.max_pending_messages
         self._slots_used = 0
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
+        self._batching = conf.batching_enabled
+        self._key_based = conf.batching_type == BatchingType.KeyBased
+        # The open batch (without key-based batching), and the open batches by
+        # (partition key, ordering key) with it.
+        self._batch = self._new_container()
         self._batches: dict[Any, BatchContainer] = {}
         # The transaction of the messages in the open batches (None: no transaction).
         self._batch_txn: TxnID | None = None
@@ -222,7 +238,7 @@ class ProducerImpl:
         self._backoff.reset()
         # Re-send everything not yet receipted, in the original order.
         for op in self._pending:
-            conn.write(op.frame)
+            conn.write_parts(op.frame)
         self._arm_send_timer()
 
     def _send_close(self, conn: ClientConnection) -> None:
@@ -386,16 +402,16 @@ class ProducerImpl:
                     break
 
     def _enqueue(self, msg: OutgoingMessage, callback: SendCallback) -> None:
-        if msg.sequence_id is not None:
-            seq = msg.sequence_id
-        else:
-            seq, self._next_seq = self._next_seq, self._next_seq + 1
+        seq = msg.sequence_id
+        if seq is None:
+            seq = self._next_seq
+            self._next_seq = seq + 1
         if len(msg.payload) > self._max_message_size():
             raise MessageTooBig(
                 f"{len(msg.payload)} bytes exceed {self._max_message_size()}"
             )
-        if self.conf.batching_enabled and msg.deliver_at_ms is None:
-            self._add_to_batch(BatchItem(msg, seq, callback))
+        if self._batching and msg.deliver_at_ms is None:
+            self._add_to_batch(msg, seq, callback)
             return
         if (
             msg.txn is None
@@ -411,8 +427,9 @@ class ProducerImpl:
         self._send_entry(md, msg.payload, seq, 1, [callback])
 
     def _max_message_size(self) -> int:
-        if self._conn is not None:
-            return self._conn.max_message_size
+        conn = self._conn
+        if conn is not None:
+            return conn.max_message_size
         return 5 * 1024 * 1024 - 10 * 1024
 
     def _new_metadata(self, seq: int, txn_id: TxnID | None = None) -> Any:
@@ -458,7 +475,12 @@ class ProducerImpl:
             )
         frame = encode_message(cmd, md, payload)
         self._queue_send(
-            frame, seq, count, callbacks, len(payload), md.HasField("num_messages_in_batch")
+            (frame,),
+            seq,
+            count,
+            callbacks,
+            len(payload),
+            md.HasField("num_messages_in_batch"),
         )
 
     def _send_plain(
@@ -482,7 +504,9 @@ class ProducerImpl:
             raise MessageTooBig(
                 f"entry of {len(payload)} bytes exceeds the broker's limit"
             )
-        frame = encode_plain_send(self.producer_id, seq, batch_count, meta, payload)
+        frame = encode_plain_send_parts(
+            self.producer_id, seq, batch_count, meta, payload
+        )
         self._queue_send(
             frame,
             seq,
@@ -494,7 +518,7 @@ class ProducerImpl:
 
     def _queue_send(
         self,
-        frame: bytes,
+        frame: FramePieces,
         seq: int,
         count: int,
         callbacks: list[SendCallback],
@@ -505,32 +529,34 @@ class ProducerImpl:
         op = OpSend(seq, count, frame, callbacks, deadline, num_bytes, is_batch)
         self._pending.append(op)
         if self._conn is not None and self.state == State.READY:
-            self._conn.write(frame)
+            self._conn.write_parts(frame)
         self._arm_send_timer()
 
-    def _add_to_batch(self, item: BatchItem) -> None:
-        msg = item.message
-        txn_id = None if msg.txn is None else msg.txn.txn_id
-        if txn_id != self._batch_txn:
+    def _new_container(self) -> BatchContainer:
+        return BatchContainer(
+            self.conf.batching_max_messages,
+            self.conf.batching_max_allowed_size_in_bytes,
+        )
+
+    def _add_to_batch(
+        self, msg: OutgoingMessage, seq: int, callback: SendCallback
+    ) -> None:
+        txn = msg.txn
+        if (None if txn is None else txn.txn_id) != self._batch_txn:
             # A batch entry belongs to one transaction (or none): its metadata has one
             # txn id. Sending the open batches first also keeps the producer's order.
             self.flush_batches()
-            self._batch_txn = txn_id
-        key = (
-            (msg.partition_key, msg.ordering_key)
-            if self.conf.batching_type == BatchingType.KeyBased
-            else None
-        )
-        container = self._batches.get(key)
-        if container is None:
-            container = BatchContainer(
-                self.conf.batching_max_messages,
-                self.conf.batching_max_allowed_size_in_bytes,
-            )
-            self._batches[key] = container
-        if not container.has_space(item.message):
+            self._batch_txn = None if txn is None else txn.txn_id
+        if self._key_based:
+            key = (msg.partition_key, msg.ordering_key)
+            container = self._batches.get(key)
+            if container is None:
+                container = self._batches[key] = self._new_container()
+        else:
+            container = self._batch
+        if not container.has_space(msg):
             self._flush_container(container)
-        if container.add(item):
+        if container.add(msg, seq, callback):
             self._flush_container(container)
         elif self._batch_timer is None:
             self._batch_timer = self._loop.call_later(
@@ -546,17 +572,19 @@ class ProducerImpl:
         if self._batch_timer is not None:
             self._batch_timer.cancel()
             self._batch_timer = None
+        if len(self._batch):
+            self._flush_container(self._batch)
         for container in list(self._batches.values()):
-            if container.items:
+            if len(container):
                 self._flush_container(container)
         self._batches.clear()
 
     def _flush_container(self, container: BatchContainer) -> None:
-        plain = container.plain
-        items = container.take()
-        if not items:
+        batch = container.take()
+        if not batch.messages:
             return
-        first = items[0].message
+        first = batch.messages[0]
+        first_seq = batch.sequence_ids[0]
         try:
             if (
                 first.txn is None
@@ -566,25 +594,22 @@ class ProducerImpl:
                 and not self.conf.compression_type
             ):
                 self._send_plain(
-                    batch_payload(items, plain),
-                    items[0].sequence_id,
-                    len(items),
-                    [i.callback for i in items],
+                    batch_payload(batch), first_seq, len(batch), batch.callbacks
                 )
                 return
-            md = self._new_metadata(items[0].sequence_id, first.txn_id)
-            fill_batch_metadata(md, items)
+            md = self._new_metadata(first_seq, first.txn_id)
+            fill_batch_metadata(md, batch)
             self._send_entry(
-                md,
-                batch_payload(items, plain),
-                items[0].sequence_id,
-                len(items),
-                [i.callback for i in items],
+                md, batch_payload(batch), first_seq, len(batch), batch.callbacks
             )
         except QuasarError as exc:
-            self._release_slots(len(items))
-            for item in items:
-                item.callback(exc, None)
+            self._fail_batch(batch, exc)
+
+    def _fail_batch(self, batch: Batch, exc: BaseException) -> None:
+        """Fail the messages of a batch that was never sent."""
+        self._release_slots(len(batch))
+        for callback in batch.callbacks:
+            callback(exc, None)
 
     # --- receipts --------------------------------------------------------------------
 
@@ -670,10 +695,8 @@ class ProducerImpl:
         self._arm_send_timer()
 
     def _fail_all(self, exc: BaseException) -> None:
-        for container in self._batches.values():
-            for item in container.take():
-                self._release_slots(1)
-                item.callback(exc, None)
+        for container in [self._batch, *self._batches.values()]:
+            self._fail_batch(container.take(), exc)
         for op in self._pending.drain():
             self._release_slots(op.num_messages)
             op.complete(exc, None)

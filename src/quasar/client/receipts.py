@@ -22,6 +22,9 @@ from typing import Any
 
 # A completion callback gets (exception or None, message id or None).
 SendCallback = Callable[[BaseException | None, Any], None]
+# An encoded frame as pieces written back to back (a SEND's head and its batch
+# payload are not copied into one buffer).
+FramePieces = tuple[bytes | bytearray | memoryview, ...]
 
 
 class ReceiptOutcome(enum.Enum):
@@ -34,14 +37,14 @@ class ReceiptOutcome(enum.Enum):
 class OpSend:
     """One SEND frame waiting for its receipt.
 
-    ``frame`` is the complete encoded SEND (command, checksum, metadata, payload) so it
-    can be written again unchanged after a reconnect. ``callbacks`` has one entry per
-    message of the SEND, in batch-index order.
+    ``frame`` is the complete encoded SEND (command, checksum, metadata, payload), in
+    pieces, so it can be written again unchanged after a reconnect. ``callbacks`` has
+    one entry per message of the SEND, in batch-index order.
     """
 
     sequence_id: int
     num_messages: int
-    frame: bytes
+    frame: FramePieces
     callbacks: list[SendCallback]
     deadline_ms: float
     num_bytes: int = 0
@@ -57,8 +60,12 @@ class OpSend:
     def complete(self, error: BaseException | None, ids: list[Any] | None) -> None:
         """Run every callback once: with an error, or with each message's id."""
         callbacks, self.callbacks = self.callbacks, []
-        for i, cb in enumerate(callbacks):
-            cb(error, None if ids is None else ids[i])
+        if ids is None:
+            for cb in callbacks:
+                cb(error, None)
+        else:
+            for cb, message_id in zip(callbacks, ids, strict=False):
+                cb(error, message_id)
         hooks, self.on_complete = self.on_complete, []
         for hook in hooks:
             hook()

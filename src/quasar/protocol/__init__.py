@@ -30,6 +30,7 @@ from .fastpath import (
     encode_message_frame,
     encode_plain_metadata,
     encode_plain_send,
+    encode_plain_send_parts,
     encode_send_receipt,
 )
 from .frames import (
@@ -74,6 +75,7 @@ __all__ = [
     "encode_message_frame",
     "encode_plain_metadata",
     "encode_plain_send",
+    "encode_plain_send_parts",
     "encode_payload_command",
     "encode_send_receipt",
     "full_ack_set",

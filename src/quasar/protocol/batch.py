@@ -22,7 +22,7 @@ record is parsed by protobuf as before. Tests compare both with protobuf byte fo
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from google.protobuf.message import EncodeError
 
@@ -116,27 +116,54 @@ def build_batch(items: Iterable[tuple[pb.SingleMessageMetadata, BytesLike]]) -> 
     return b"".join(parts)
 
 
-def encode_plain_batch(items: Iterable[tuple[int, bytes]]) -> bytes:
-    """Serialize ``(sequence_id, payload)`` pairs into a batch payload.
+# U32 size prefixes of plain records' metadata (at most 2 + 5 + 1 + 10 bytes).
+_META_SIZE_PREFIX = [U32.pack(n) for n in range(32)]
+# First byte of the varint of a value >= 128, by its low seven bits.
+_LOW_SEVEN = [bytes((i | 0x80,)) for i in range(0x80)]
+
+
+def encode_plain_batch(
+    sequence_ids: Sequence[int], payloads: Sequence[BytesLike]
+) -> bytes:
+    """Serialize messages ``(sequence_ids[i], payloads[i])`` into a batch payload.
 
     Equal to ``build_batch`` of ``SingleMessageMetadata(payload_size=len(payload),
     sequence_id=sequence_id)`` for each pair: the metadata is written by hand.
-    Raises ``LocalProtocolError`` if a sequence id is outside 0..2^64-1.
+    Raises ``LocalProtocolError`` if a sequence id is outside 0..2^64-1 or the two
+    sequences differ in length.
     """
-    parts: list[bytes] = []
+    if len(sequence_ids) != len(payloads):
+        raise LocalProtocolError(
+            f"{len(sequence_ids)} sequence ids for {len(payloads)} payloads"
+        )
+    if not sequence_ids:
+        return b""
+    if min(sequence_ids) < 0 or max(sequence_ids) >= _U64_LIMIT:
+        raise LocalProtocolError("sequence id out of range")
+    parts: list[BytesLike] = []
     append = parts.append
-    pack = U32.pack
-    last_size = -1
-    size_field = b""
-    for seq, body in items:
-        if not 0 <= seq < _U64_LIMIT:
-            raise LocalProtocolError(f"sequence id {seq} out of range")
+    prefix = _META_SIZE_PREFIX
+    low_seven = _LOW_SEVEN
+    last_size = last_high = -1
+    size_field = lead = high_bytes = b""
+    for seq, body in zip(sequence_ids, payloads, strict=True):
         size = len(body)
         if size != last_size:  # payloads of one batch are often the same size
             last_size, size_field = size, b"\x18" + varint(size) + b"\x40"
-        meta = size_field + varint(seq)
-        append(pack(len(meta)))
-        append(meta)
+            last_high = -1
+        if seq < 0x80:
+            meta = size_field + varint(seq)
+            append(prefix[len(meta)] + meta)
+            append(body)
+            continue
+        # varint(seq) is its low seven bits (continued) + varint(seq >> 7); the
+        # sequence ids of a batch usually run on, so the second part is shared by
+        # up to 128 of them and only the first byte is looked up per message.
+        high = seq >> 7
+        if high != last_high:
+            last_high, high_bytes = high, varint(high)
+            lead = prefix[len(size_field) + 1 + len(high_bytes)] + size_field
+        append(lead + low_seven[seq & 0x7F] + high_bytes)
         append(body)
     return b"".join(parts)
 

@@ -44,6 +44,7 @@ __all__ = [
     "encode_message_frame",
     "encode_plain_metadata",
     "encode_plain_send",
+    "encode_plain_send_parts",
     "encode_send_receipt",
 ]
 
@@ -169,6 +170,25 @@ def encode_plain_send(
     serialized ``MessageMetadata`` (e.g. from ``encode_plain_metadata``). Raises
     ``LocalProtocolError`` if the frame would not fit a u32 size.
     """
+    head, body = encode_plain_send_parts(
+        producer_id, sequence_id, num_messages, metadata, payload
+    )
+    return b"".join((head, body))
+
+
+def encode_plain_send_parts(
+    producer_id: int,
+    sequence_id: int,
+    num_messages: int | None,
+    metadata: bytes,
+    payload: BytesLike,
+) -> tuple[bytes, BytesLike]:
+    """``encode_plain_send`` as ``(head, payload)``: the frame is ``head + payload``.
+
+    A writer that can send pieces (``writelines``) saves copying the payload, a whole
+    batch of up to 128 KiB, into one buffer. Raises ``LocalProtocolError`` if the
+    frame would not fit a u32 size.
+    """
     send = b"\x08" + _varint(producer_id & MASK64) + b"\x10" + _varint(sequence_id & MASK64)
     if num_messages is not None:
         send += b"\x18" + _varint(num_messages & MASK64)
@@ -179,6 +199,7 @@ def encode_plain_send(
     total = 4 + size + 6 + len(head) + len(payload)
     if total > MAX_U32:
         raise LocalProtocolError(f"frame of {total} bytes does not fit a u32 size")
-    return b"".join(
-        (U32X2.pack(total, size), cmd, MAGIC_CRC32C_BYTES, U32.pack(crc), head, payload)
+    frame_head = b"".join(
+        (U32X2.pack(total, size), cmd, MAGIC_CRC32C_BYTES, U32.pack(crc), head)
     )
+    return frame_head, payload
