@@ -3,6 +3,7 @@
 
     python benchmarks/spark_bench.py [--rows 200000] [--size 1024] [--partitions 2]
                                      [--master local[2]] [--out FILE.json]
+                                     [--only read,write,pipeline]
 
 Starts a broker (``quasar standalone``, default configuration: fsync on) on free ports
 with a temporary data directory and one Spark session (``local[2]``), then measures
@@ -22,6 +23,7 @@ and JVM start-up excluded):
   10-second windows, the totals into a third topic exactly once. Baseline: the same
   aggregation over the same events read from parquet into ``noop``.
 
+``--only`` picks the parts (the read part always runs: the others use its parquet).
 Nothing asserts the floors; the script prints them next to the figures.
 """
 
@@ -78,20 +80,23 @@ def create_partitioned(admin_url: str, topic: str, partitions: int) -> None:
     urllib.request.urlopen(req, timeout=30).close()
 
 
-def timed(query_factory: Any) -> tuple[float, int]:
-    """Run a started-by-factory streaming query to its end: (seconds, input rows).
+def timed(query_factory: Any) -> tuple[float, int, float]:
+    """Run a started-by-factory streaming query to its end: (seconds, input rows,
+    seconds from start() to the end).
 
     The seconds are the micro-batches' own durations (``triggerExecution``: planning,
     reading, writing and the sink's commit), which is what Spark's
     ``processedRowsPerSecond`` divides by; the query's start-up (Python worker and
     planner processes, ~5 s) is left out, as the rate baseline leaves it out.
     """
+    started = time.perf_counter()
     query = query_factory()
     query.awaitTermination()
+    wall_s = time.perf_counter() - started
     progress = query.recentProgress
     rows = sum(p["numInputRows"] for p in progress)
     seconds = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1000
-    return seconds, rows
+    return seconds, rows, wall_s
 
 
 def bench_rate(spark: Any, seconds: float) -> float:
@@ -117,7 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pipeline-events", type=int, default=20_000)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--out", default=None)
+    parser.add_argument(
+        "--only", default="read,write,pipeline",
+        help="comma-separated parts to run (read, write, pipeline)",
+    )
     args = parser.parse_args(argv)
+    parts = set(args.only.split(","))
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     import spark_window_aggregation as wa
@@ -152,15 +162,17 @@ def main(argv: list[str] | None = None) -> int:
         # -- read -----------------------------------------------------------------
         # A first query pays for cold Python workers (imports of pyarrow, pyspark and
         # the client in each) and the JVM's warm-up; it is reported but not the figure.
-        secs, n = timed(lambda: quasar_opts(spark.readStream).option("topic", src)
-                        .option("startingOffsets", "earliest").load()
-                        .writeStream.format("noop").trigger(availableNow=True).start())
+        secs, n, wall = timed(lambda: quasar_opts(spark.readStream).option("topic", src)
+                              .option("startingOffsets", "earliest").load()
+                              .writeStream.format("noop").trigger(availableNow=True).start())
         results["read_cold_rows_per_s"] = n / secs
-        secs, n = timed(lambda: quasar_opts(spark.readStream).option("topic", src)
-                        .option("startingOffsets", "earliest").load()
-                        .writeStream.format("noop").trigger(availableNow=True).start())
+        results["read_cold_query_wall_s"] = wall
+        secs, n, wall = timed(lambda: quasar_opts(spark.readStream).option("topic", src)
+                              .option("startingOffsets", "earliest").load()
+                              .writeStream.format("noop").trigger(availableNow=True).start())
         assert n == args.rows, (n, args.rows)
         results["read_rows_per_s"] = n / secs
+        results["read_query_wall_s"] = wall
         results["rate_noop_rows_per_s"] = bench_rate(spark, 15)
         parquet = work / "rows.parquet"
         t0 = time.perf_counter()
@@ -168,49 +180,51 @@ def main(argv: list[str] | None = None) -> int:
             .write.parquet(str(parquet))
         results["batch_read_to_parquet_rows_per_s"] = args.rows / (time.perf_counter() - t0)
         schema = spark.read.parquet(str(parquet)).schema
-        secs, n = timed(lambda: spark.readStream.schema(schema).parquet(str(parquet))
+        secs, n, _ = timed(lambda: spark.readStream.schema(schema).parquet(str(parquet))
                         .writeStream.format("noop").trigger(availableNow=True).start())
         results["parquet_read_noop_rows_per_s"] = n / secs
 
         # -- write ----------------------------------------------------------------
-        for guarantee in ("exactly_once", "at_least_once"):
-            dst = f"persistent://public/default/bench-out-{guarantee}"
-            create_partitioned(admin, dst, args.partitions)
-            ckpt = work / f"ckpt-{guarantee}"
-            secs, n = timed(lambda dst=dst, ckpt=ckpt, g=guarantee:
-                            quasar_opts(spark.readStream.schema(schema).parquet(str(parquet))
-                                        .writeStream)
-                            .option("topic", dst).option("deliveryGuarantee", g)
-                            .option("checkpointLocation", str(ckpt))
+        if "write" in parts:
+            for guarantee in ("exactly_once", "at_least_once"):
+                dst = f"persistent://public/default/bench-out-{guarantee}"
+                create_partitioned(admin, dst, args.partitions)
+                ckpt = work / f"ckpt-{guarantee}"
+                secs, n, _ = timed(lambda dst=dst, ckpt=ckpt, g=guarantee:
+                                quasar_opts(spark.readStream.schema(schema).parquet(str(parquet))
+                                            .writeStream)
+                                .option("topic", dst).option("deliveryGuarantee", g)
+                                .option("checkpointLocation", str(ckpt))
+                                .trigger(availableNow=True).start())
+                results[f"write_{guarantee}_rows_per_s"] = n / secs
+            secs, n, _ = timed(lambda: spark.readStream.schema(schema).parquet(str(parquet))
+                            .writeStream.format("parquet")
+                            .option("path", str(work / "copy.parquet"))
+                            .option("checkpointLocation", str(work / "ckpt-parquet"))
                             .trigger(availableNow=True).start())
-            results[f"write_{guarantee}_rows_per_s"] = n / secs
-        secs, n = timed(lambda: spark.readStream.schema(schema).parquet(str(parquet))
-                        .writeStream.format("parquet")
-                        .option("path", str(work / "copy.parquet"))
-                        .option("checkpointLocation", str(work / "ckpt-parquet"))
-                        .trigger(availableNow=True).start())
-        results["parquet_write_rows_per_s"] = n / secs
+            results["parquet_write_rows_per_s"] = n / secs
 
         # -- pipeline -------------------------------------------------------------
-        wa.generate(url, "bench", args.pipeline_events)
-        in_a, in_b, out = wa.topic_names("bench")
-        events = (quasar_opts(spark.readStream).option("topics", f"{in_a},{in_b}")
-                  .option("startingOffsets", "earliest").load())
-        secs, n = timed(lambda: quasar_opts(wa.aggregate(events, streaming=True).writeStream)
-                        .outputMode("append").option("topic", out)
-                        .option("checkpointLocation", str(work / "ckpt-pipeline"))
-                        .trigger(availableNow=True).start())
-        results["pipeline_rows_per_s"] = n / secs
-        ev_parquet = work / "events.parquet"
-        quasar_opts(spark.read).option("topics", f"{in_a},{in_b}").load() \
-            .select("value", "eventTime").write.parquet(str(ev_parquet))
-        ev_schema = spark.read.parquet(str(ev_parquet)).schema
-        secs, n = timed(lambda: wa.aggregate(
-            spark.readStream.schema(ev_schema).parquet(str(ev_parquet)), streaming=True)
-            .writeStream.format("noop").outputMode("append")
-            .option("checkpointLocation", str(work / "ckpt-pipeline-parquet"))
-            .trigger(availableNow=True).start())
-        results["pipeline_parquet_noop_rows_per_s"] = n / secs
+        if "pipeline" in parts:
+            wa.generate(url, "bench", args.pipeline_events)
+            in_a, in_b, out = wa.topic_names("bench")
+            events = (quasar_opts(spark.readStream).option("topics", f"{in_a},{in_b}")
+                      .option("startingOffsets", "earliest").load())
+            secs, n, _ = timed(lambda: quasar_opts(wa.aggregate(events, streaming=True).writeStream)
+                            .outputMode("append").option("topic", out)
+                            .option("checkpointLocation", str(work / "ckpt-pipeline"))
+                            .trigger(availableNow=True).start())
+            results["pipeline_rows_per_s"] = n / secs
+            ev_parquet = work / "events.parquet"
+            quasar_opts(spark.read).option("topics", f"{in_a},{in_b}").load() \
+                .select("value", "eventTime").write.parquet(str(ev_parquet))
+            ev_schema = spark.read.parquet(str(ev_parquet)).schema
+            secs, n, _ = timed(lambda: wa.aggregate(
+                spark.readStream.schema(ev_schema).parquet(str(ev_parquet)), streaming=True)
+                .writeStream.format("noop").outputMode("append")
+                .option("checkpointLocation", str(work / "ckpt-pipeline-parquet"))
+                .trigger(availableNow=True).start())
+            results["pipeline_parquet_noop_rows_per_s"] = n / secs
         spark.stop()
     finally:
         broker.kill()
@@ -221,19 +235,28 @@ def main(argv: list[str] | None = None) -> int:
         f"rows {r['rows']} x {r['size']} B, {r['partitions']} partitions, {r['master']}",
         f"streaming read (quasar -> noop)      {r['read_rows_per_s']:>10,.0f} rows/s"
         f"   floor {READ_FLOOR:,}: {'met' if r['read_rows_per_s'] >= READ_FLOOR else 'NOT met'}",
-        f"  (first, cold query                 {r['read_cold_rows_per_s']:>10,.0f} rows/s)",
+        f"  (first, cold query                 {r['read_cold_rows_per_s']:>10,.0f} rows/s;"
+        f" query start to end {r['read_cold_query_wall_s']:.1f} s, warm"
+        f" {r['read_query_wall_s']:.1f} s)",
         f"  baseline rate -> noop              {r['rate_noop_rows_per_s']:>10,.0f} rows/s",
         f"  baseline parquet -> noop           {r['parquet_read_noop_rows_per_s']:>10,.0f} rows/s",
         f"  batch read quasar -> parquet       {r['batch_read_to_parquet_rows_per_s']:>10,.0f} rows/s",
-        f"write exactly once (parquet -> quasar){r['write_exactly_once_rows_per_s']:>9,.0f} rows/s"
-        f"   floor {WRITE_FLOOR:,}: "
-        f"{'met' if r['write_exactly_once_rows_per_s'] >= WRITE_FLOOR else 'NOT met'}",
-        f"write at least once                  {r['write_at_least_once_rows_per_s']:>10,.0f} rows/s",
-        f"  baseline parquet -> parquet        {r['parquet_write_rows_per_s']:>10,.0f} rows/s",
-        f"pipeline (2 topics -> windows -> topic){r['pipeline_rows_per_s']:>8,.0f} rows/s",
-        f"  baseline same aggregation, parquet -> noop {r['pipeline_parquet_noop_rows_per_s']:>,.0f} rows/s",
-        f"(producing the input: {r['produce_rows_per_s']:,.0f} rows/s)",
     ]
+    if "write" in parts:
+        lines += [
+            f"write exactly once (parquet -> quasar){r['write_exactly_once_rows_per_s']:>9,.0f}"
+            f" rows/s   floor {WRITE_FLOOR:,}: "
+            f"{'met' if r['write_exactly_once_rows_per_s'] >= WRITE_FLOOR else 'NOT met'}",
+            f"write at least once                  {r['write_at_least_once_rows_per_s']:>10,.0f} rows/s",
+            f"  baseline parquet -> parquet        {r['parquet_write_rows_per_s']:>10,.0f} rows/s",
+        ]
+    if "pipeline" in parts:
+        lines += [
+            f"pipeline (2 topics -> windows -> topic){r['pipeline_rows_per_s']:>8,.0f} rows/s",
+            f"  baseline same aggregation, parquet -> noop "
+            f"{r['pipeline_parquet_noop_rows_per_s']:>,.0f} rows/s",
+        ]
+    lines.append(f"(producing the input: {r['produce_rows_per_s']:,.0f} rows/s)")
     print("\n".join(lines))
     out = args.out or os.path.join(tempfile.gettempdir(), f"spark-bench-{int(time.time())}.json")
     Path(out).write_text(json.dumps(results, indent=2))

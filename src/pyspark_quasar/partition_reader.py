@@ -99,12 +99,18 @@ class _Progress:
         self.end = end
         self.end_key = (end.ledger, end.entry)
         self.settings = settings
-        self.last: tuple[int, int] | None = _read_before(start)
-        self.ledger = -1 if self.last is None else self.last[0]
+        # The position read last (ledger -1: nothing, the range starts at the beginning).
+        self.ledger, self.entry = _read_before(start) or (-1, -1)
 
-    async def ledger_changed(self, ledger: int, entry: int) -> None:
-        """The reader moved on to ``ledger``: were range entries skipped and deleted?"""
-        prev, cur = self.last, (ledger, entry)
+    @property
+    def last(self) -> tuple[int, int] | None:
+        return None if self.ledger < 0 else (self.ledger, self.entry)
+
+    async def ledger_changed(
+        self, prev: tuple[int, int] | None, cur: tuple[int, int]
+    ) -> None:
+        """The reader moved from ``prev`` to ``cur`` in another ledger: were range
+        entries skipped, and deleted?"""
         skipped = skipped_ledgers(prev, cur, self.end_key, self.planned)
         if not skipped:
             return
@@ -148,23 +154,29 @@ async def _fill(reader: aio.Reader, builder: BatchBuilder, progress: _Progress) 
     """Add messages to ``builder`` until it is full or the range's end is reached."""
     settings = progress.settings
     end = progress.end
-    while len(builder) < settings.arrow_batch_rows:
-        try:
-            msg = await reader.read_next(settings.poll_timeout_ms)
-        except Timeout:
-            if await reader.has_message_available():
-                continue  # slow, not gone
-            report(progress.end_missing(), settings.fail_on_data_loss)
-            return True
-        mid = msg.message_id()
-        ledger, entry = mid.ledger_id(), mid.entry_id()
-        if ledger != progress.ledger:
-            await progress.ledger_changed(ledger, entry)
-            progress.ledger = ledger
-        progress.last = (ledger, entry)
-        include, done = is_past(ledger, entry, mid.batch_index(), mid.batch_size(), end)
-        if include:
-            builder.add(msg)
-        if done:
-            return True
-    return False
+    # The position read last is kept in locals on the per-message path.
+    ledger_now, entry_now = progress.ledger, progress.entry
+    try:
+        while len(builder) < settings.arrow_batch_rows:
+            try:
+                msg = await reader.read_next(settings.poll_timeout_ms)
+            except Timeout:
+                if await reader.has_message_available():
+                    continue  # slow, not gone
+                report(progress.end_missing(), settings.fail_on_data_loss)
+                return True
+            mid = msg.message_id()
+            ledger, entry = mid.ledger_id(), mid.entry_id()
+            if ledger != ledger_now:
+                prev = None if ledger_now < 0 else (ledger_now, entry_now)
+                await progress.ledger_changed(prev, (ledger, entry))
+                ledger_now = ledger
+            entry_now = entry
+            include, done = is_past(ledger, entry, mid.batch_index(), mid.batch_size(), end)
+            if include:
+                builder.add(msg)
+            if done:
+                return True
+        return False
+    finally:
+        progress.ledger, progress.entry = ledger_now, entry_now
