@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import sys
 import time
@@ -24,6 +25,29 @@ __all__ = ["create_partitioned_topics", "run_consume", "run_produce"]
 # producer's CPU and 3 % of the official consumer's (measured with gc.callbacks).
 # The hot paths make almost no reference cycles, so rarer collections lose nothing.
 GC_THRESHOLDS = (20_000, 50, 1_000)
+
+# glibc malloc: keep freed memory for reuse instead of returning it to the kernel.
+# A producer builds and frees a 128 KiB batch every ~1 ms; with glibc's default
+# (dynamic) thresholds much of each batch landed in fresh pages, ~25 page faults per
+# batch (0.2-0.4 us per message), as a JVM with a preallocated heap would not see.
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+MALLOC_TRIM_THRESHOLD_BYTES = 64 * 1024 * 1024
+MALLOC_MMAP_THRESHOLD_BYTES = 4 * 1024 * 1024
+
+
+def tune_malloc() -> None:
+    """Apply the malloc settings above to this process (glibc only; else nothing).
+
+    They stay in force after the run: they only change when memory goes back to
+    the kernel.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (or no libc symbols): leave it
+        return
+    mallopt(M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD_BYTES)
+    mallopt(M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD_BYTES)
 
 
 @contextlib.contextmanager
@@ -110,6 +134,7 @@ def _run(
     holder.append(ctx)
     if on_context is not None:
         on_context(ctx)
+    tune_malloc()
     with tuned_gc():
         cpu0 = time.process_time()
         t0 = time.monotonic()
