@@ -116,6 +116,11 @@ class State(enum.Enum):
     CLOSED = "closed"
 
 
+# Looking an Enum member up on its class costs ~0.1 us on CPython 3.11; the
+# per-message paths compare the state with these instead.
+_READY, _CLOSING, _CLOSED = State.READY, State.CLOSING, State.CLOSED
+
+
 class ProducerImpl:
     """Producer for a single (non-partitioned topic or partition) topic name."""
 
@@ -322,8 +327,8 @@ class ProducerImpl:
         if (
             txn is None
             and self._slots_used < self._max_pending
-            and self.state is not State.CLOSING
-            and self.state is not State.CLOSED
+            and self.state is not _CLOSING
+            and self.state is not _CLOSED
         ):
             # The common case without a coroutine per message: a slot is free.
             self._slots_used += 1
@@ -337,8 +342,8 @@ class ProducerImpl:
             txn is not None
             and self._slots_used < self._max_pending
             and txn.partition_registered(self.topic)
-            and self.state is not State.CLOSING
-            and self.state is not State.CLOSED
+            and self.state is not _CLOSING
+            and self.state is not _CLOSED
         ):
             # A transaction's later sends to a registered partition: no coroutine per
             # message (the exactly-once Spark sink's path; profiled at twice the
@@ -528,7 +533,7 @@ class ProducerImpl:
         deadline = self.clock.monotonic_ms() + self.conf.send_timeout_millis
         op = OpSend(seq, count, frame, callbacks, deadline, num_bytes, is_batch)
         self._pending.append(op)
-        if self._conn is not None and self.state == State.READY:
+        if self._conn is not None and self.state is _READY:
             self._conn.write_parts(frame)
         self._arm_send_timer()
 
