@@ -204,12 +204,7 @@ class ClientConnection(asyncio.Protocol):
         Frames written during one loop iteration go out in one ``transport.writelines``
         at its end (a syscall per frame costs more than building the frame).
         """
-        if self._closed or self._transport is None:
-            return False
-        self._wbuf.append(data)
-        if not self._flush_scheduled:
-            self._schedule_flush()
-        return True
+        return self.write_parts((data,))
 
     def write_parts(self, parts: Sequence[bytes | bytearray | memoryview]) -> bool:
         """``write`` of a frame given as consecutive pieces (e.g. a SEND's head and its
@@ -219,12 +214,9 @@ class ClientConnection(asyncio.Protocol):
             return False
         self._wbuf.extend(parts)
         if not self._flush_scheduled:
-            self._schedule_flush()
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
         return True
-
-    def _schedule_flush(self) -> None:
-        self._flush_scheduled = True
-        self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
