@@ -104,6 +104,11 @@ class State(enum.Enum):
     CLOSED = "closed"
 
 
+# Looking an Enum member up on its class costs ~0.1 us on CPython 3.11; the
+# per-message check (receive, acknowledge) uses this instead.
+_CLOSED = State.CLOSED
+
+
 def _is_boundary(mid: MessageId | None) -> bool:
     return mid is None or mid.ledger_id() < 0 or mid.ledger_id() == _INT64_MAX
 
@@ -758,7 +763,7 @@ class ConsumerImpl:
             self.queue.close()
 
     def _check_open(self) -> None:
-        if self.state == State.CLOSED:
+        if self.state is _CLOSED:
             raise AlreadyClosed(f"consumer on {self.topic} is closed")
 
 
