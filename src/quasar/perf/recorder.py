@@ -178,7 +178,9 @@ class RunControl:
 
     def __init__(self, limit: int | None = None) -> None:
         self._stop = threading.Event()
-        self._budget_lock = threading.Lock()
+        self._stop_lock = threading.Lock()
+        # Budget indexes: next() on an itertools.count is atomic under the GIL.
+        self._counter = itertools.count()
         self._claimed = 0
         self.limit = limit
         self.reason = ""
@@ -187,32 +189,30 @@ class RunControl:
 
     def claim(self) -> bool:
         """Take one message from the budget; False when it is used up."""
-        # claim_many(1) by hand: consumers call this once per message.
-        lock = self._budget_lock
-        lock.acquire()
+        index = next(self._counter)
+        self._claimed = index + 1
         limit = self.limit
-        claimed = self._claimed
-        granted = limit is None or claimed < limit
-        if granted:
-            self._claimed = claimed = claimed + 1
-        lock.release()
-        if limit is not None and claimed >= limit:
+        if limit is None:
+            return True
+        if index >= limit - 1:
+            # The last message (or one past it): workers stop after handling it.
             self.stop(LIMIT_REACHED)
-        return granted
+        return index < limit
 
     def claim_many(self, count: int) -> int:
         """Take up to ``count`` messages from the budget at once; returns how many
         were granted (0: the budget is used up). Taking the last one stops the run:
         workers stop after handling what they were granted."""
-        with self._budget_lock:
-            limit = self.limit
-            granted = (
-                count if limit is None else max(0, min(count, limit - self._claimed))
-            )
-            self._claimed += granted
-        if limit is not None and self._claimed >= limit:
+        indexes = list(itertools.islice(self._counter, count))
+        if not indexes:
+            return 0
+        self._claimed = max(indexes) + 1
+        limit = self.limit
+        if limit is None:
+            return len(indexes)
+        if self._claimed >= limit:
             self.stop(LIMIT_REACHED)
-        return granted
+        return sum(1 for index in indexes if index < limit)
 
     def grants(self, chunk: int = CLAIM_CHUNK) -> Iterator[None]:
         """One item per message a sending worker may send, taken from the budget
@@ -226,10 +226,8 @@ class RunControl:
             yield from itertools.repeat(None, granted)
 
     def set_limit(self, limit: int) -> None:
-        with self._budget_lock:
-            self.limit = limit
-            used_up = self._claimed >= limit
-        if used_up:
+        self.limit = limit
+        if self._claimed >= limit:
             self.stop(LIMIT_REACHED)
 
     def on_stop(self, callback: Callable[[], None]) -> None:
@@ -239,7 +237,7 @@ class RunControl:
             callback()
 
     def stop(self, reason: str) -> None:
-        with self._budget_lock:
+        with self._stop_lock:
             if self.stopped:
                 return
             self.reason = reason
