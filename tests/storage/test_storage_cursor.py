@@ -14,6 +14,7 @@ from quasar.storage import (
     LATEST,
     InitialPosition,
     ManagedCursor,
+    ManagedCursorImpl,
     ManagedLedgerImpl,
     Position,
 )
@@ -321,19 +322,30 @@ def _gated_puts(
 _GATE_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1)
 
 
+async def _flush_held_in_flight(
+    env: StorageEnv, monkeypatch: pytest.MonkeyPatch
+) -> tuple[
+    ManagedCursorImpl, list[Position], list[concurrent.futures.Future[int]],
+    threading.Event, asyncio.Future[None],
+]:
+    """A cursor with p[0] acked and its flush's write taken and held on the gate."""
+    ml = await env.open(cursor_persist_interval_ms=3_600_000)
+    p = await fill(ml, 6)
+    c = ml.open_cursor("sub", InitialPosition.EARLIEST)
+    writes, gate = _gated_puts(ml, monkeypatch)
+    c.delete([p[0]])
+    flushed = asyncio.ensure_future(c.flush())
+    while not writes:  # the write took its snapshot and is held
+        await asyncio.sleep(0)
+    return c, p, writes, gate, flushed
+
+
 async def test_flush_asked_during_a_write_gets_the_next_write(
     file_env: StorageEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A change made after the write in flight took its snapshot is not durable when
     that write lands: its flush waits for the next write, which holds it."""
-    ml = await file_env.open(cursor_persist_interval_ms=3_600_000)
-    p = await fill(ml, 6)
-    c = ml.open_cursor("sub", InitialPosition.EARLIEST)
-    writes, gate = _gated_puts(ml, monkeypatch)
-    c.delete([p[0]])
-    first = asyncio.ensure_future(c.flush())
-    while not writes:  # the first write took its snapshot and is held
-        await asyncio.sleep(0)
+    c, p, writes, gate, first = await _flush_held_in_flight(file_env, monkeypatch)
     c.delete([p[2]])
     second = asyncio.ensure_future(c.flush())
     # The loop is free while the write is held: other work runs meanwhile.
@@ -356,14 +368,7 @@ async def test_persist_waits_for_the_write_in_flight(
 ) -> None:
     """close() writes synchronously; a background write still in flight lands first,
     so the close's write carries the next version instead of failing on it."""
-    ml = await file_env.open(cursor_persist_interval_ms=3_600_000)
-    p = await fill(ml, 6)
-    c = ml.open_cursor("sub", InitialPosition.EARLIEST)
-    writes, gate = _gated_puts(ml, monkeypatch)
-    c.delete([p[0]])
-    flushed = asyncio.ensure_future(c.flush())
-    while not writes:
-        await asyncio.sleep(0)
+    c, p, _, gate, flushed = await _flush_held_in_flight(file_env, monkeypatch)
     c.delete([p[1]])
     threading.Timer(0.05, gate.set).start()
     c.close()  # blocks until the held write landed, then writes p[1]
