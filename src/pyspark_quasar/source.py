@@ -213,8 +213,10 @@ class QuasarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
         # The caps of the latestOffset call that made ``end`` (none when a restarted
-        # query replays its last batch): their ledgers are known to be stored.
-        newest = _newest_ledgers(self._latest or {})
+        # query replays its last batch, and AvailableNow's were frozen at its start):
+        # their ledgers are known to be stored.
+        fresh = self._latest if self._latest is not None and self._target is None else {}
+        newest = _newest_ledgers(fresh)
         return plan_ranges(
             decode_offset(start), decode_offset(end), self.view.ledger_spans, newest,
             self.opts.fail_on_data_loss,
