@@ -202,6 +202,29 @@ def test_split_batch_falls_back_or_rejects_like_parse_batch(meta: bytes) -> None
     assert (parsed, body) == expected[0] or (parsed is None and body == expected[0][1])
 
 
+@settings(max_examples=200, deadline=None)
+@given(_seq, st.integers(1, 300), st.binary(max_size=12))
+def test_split_batch_of_a_producer_batch(first: int, count: int, tail: bytes) -> None:
+    # Records sharing "18 <size> 40" take the look-alike fast path; the last one's
+    # sequence id is replaced by arbitrary bytes, which must be judged as before.
+    seqs = [s for s in range(first, first + count) if s < 1 << 64]
+    bodies = [b"x" * 5] * len(seqs)
+    good = encode_plain_batch(seqs, bodies)
+    bad_meta = b"\x18\x05\x40" + tail
+    raw = good + struct.pack(">I", len(bad_meta)) + bad_meta + b"x" * 5
+    n = len(seqs) + 1
+    try:
+        expected = parse_batch(raw, n)
+    except RemoteProtocolError:
+        with pytest.raises(RemoteProtocolError):
+            split_batch(raw, n)
+        return
+    got = split_batch(raw, n)
+    assert [b for _, b in got] == [b for _, b in expected]
+    assert all(meta is None for meta, _ in got[:-1])
+    assert got[-1][0] is None or got[-1][0] == expected[-1][0]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=64), st.integers(min_value=0, max_value=4))
 def test_split_batch_agrees_with_parse_batch_on_garbage(raw: bytes, count: int) -> None:

@@ -168,17 +168,19 @@ def encode_plain_batch(
     return b"".join(parts)
 
 
-def _plain_payload_size(meta: bytes) -> int:
-    """``payload_size`` if ``meta`` is exactly ``18 <varint> [40 <varint>]``, else -1."""
+def _plain_record(meta: bytes) -> tuple[int, int]:
+    """``(payload_size, start of the sequence id)`` if ``meta`` is exactly
+    ``18 <varint> [40 <varint>]`` (the start is ``len(meta)`` without a sequence id),
+    else ``(-1, 0)``."""
     n = len(meta)
     if n < 2 or meta[0] != 0x18:
-        return -1
+        return -1, 0
     size = 0
     shift = 0
     i = 1
     while True:
         if i >= n or shift > 28:
-            return -1
+            return -1, 0
         b = meta[i]
         i += 1
         size |= (b & 0x7F) << shift
@@ -186,20 +188,25 @@ def _plain_payload_size(meta: bytes) -> int:
             break
         shift += 7
     if size > _INT32_MAX:
-        return -1
+        return -1, 0
     if i == n:
-        return size
+        return size, n
     if meta[i] != 0x40:
-        return -1
+        return -1, 0
     i += 1
-    # The sequence id: a well-formed varint of at most ten bytes ending the record.
-    end = min(n, i + 10)
-    while i < end:
-        b = meta[i]
-        i += 1
-        if b < 0x80:
-            return size if i == n else -1
-    return -1
+    if _ends_with_one_varint(meta, i):
+        return size, i
+    return -1, 0
+
+
+def _ends_with_one_varint(meta: bytes, start: int) -> bool:
+    """Whether ``meta[start:]`` is one well-formed varint of at most ten bytes."""
+    length = len(meta) - start
+    return (
+        0 < length <= 10
+        and meta[-1] < 0x80
+        and (length == 1 or min(meta[start:-1]) >= 0x80)
+    )
 
 
 def split_batch(
@@ -218,6 +225,11 @@ def split_batch(
     out: list[tuple[pb.SingleMessageMetadata | None, bytes]] = []
     append = out.append
     unpack = U32.unpack_from
+    # "18 <payload_size> 40" of the last plain record with a sequence id: the
+    # records of a batch mostly share it, so a record that starts with it needs only
+    # its sequence id checked.
+    prefix = b""
+    prefix_size = -1
     for index in range(count):
         if size - pos < 4:
             raise RemoteProtocolError(
@@ -230,7 +242,12 @@ def split_batch(
                 f"batch message {index}: metadata overruns the payload"
             )
         raw = data[meta_start:meta_end]
-        body_size = _plain_payload_size(raw)
+        if prefix and raw.startswith(prefix) and _ends_with_one_varint(raw, len(prefix)):
+            body_size = prefix_size
+        else:
+            body_size, seq_start = _plain_record(raw)
+            if body_size >= 0 and seq_start < len(raw):
+                prefix, prefix_size = raw[:seq_start], body_size
         meta: pb.SingleMessageMetadata | None = None
         if body_size < 0:
             meta = parse_message(
