@@ -19,6 +19,13 @@ thousands of messages per second in Python.
 Back-pressure: when more than ``max_pending_publish`` sends await their receipts,
 reading from the socket pauses until half of them complete (Pulsar's
 ``maxPendingPublishRequestsPerConnection``).
+
+Keep-alive (Pulsar's ``keepAliveIntervalSeconds``): every interval the broker sends a
+PING; if nothing at all arrived from the client since the previous PING, the client is
+gone (a half-open TCP connection, a frozen process) and the connection is closed, which
+frees its producers and hands its consumers' unacknowledged messages to others. A
+connection that has not sent CONNECT by the first tick is closed too. While reading is
+paused for back-pressure, an answer could not be seen, so nobody is closed for that.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from .txn_commands import TransactionCommands
 log = logging.getLogger(__name__)
 
 SERVER_VERSION = "quasar-0.1.0"
+_PING_FRAME = encode_command(pb.BaseCommand(type=pb.BaseCommand.PING, ping=pb.CommandPing()))
 U64 = 1 << 64
 
 
@@ -61,7 +69,12 @@ def signed64(v: int) -> int:
 class ServerConnection(
     ProducerCommands, ConsumerCommands, LookupCommands, TransactionCommands, asyncio.Protocol
 ):
-    def __init__(self, service: BrokerService, max_pending_publish: int = 1000) -> None:
+    def __init__(
+        self,
+        service: BrokerService,
+        max_pending_publish: int = 1000,
+        keep_alive_s: float = 30.0,
+    ) -> None:
         self.service = service
         self.settings = service.settings
         self._decoder = FrameDecoder(self.settings.max_message_size + FRAME_PADDING)
@@ -82,6 +95,9 @@ class ServerConnection(
         self.pending_publish = 0
         self.max_pending_publish = max_pending_publish
         self._reading_paused = False
+        self._keep_alive_s = keep_alive_s
+        self._keep_alive: asyncio.TimerHandle | None = None
+        self._heard = False  # anything received since the last keep-alive PING
         self._handlers: dict[int, Callable[[pb.BaseCommand, Frame], None]] = (
             self._build_handlers()
         )
@@ -108,8 +124,34 @@ class ServerConnection(
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
+        self._arm_keep_alive()
+
+    def _arm_keep_alive(self) -> None:
+        if self._keep_alive_s > 0:
+            self._keep_alive = asyncio.get_running_loop().call_later(
+                self._keep_alive_s, self._keep_alive_tick
+            )
+
+    def _keep_alive_tick(self) -> None:
+        self._keep_alive = None
+        if self.closed:
+            return
+        if not self.connected:
+            log.info("closing connection from %s: no CONNECT within %g s",
+                     self._remote, self._keep_alive_s)
+            self.abort()
+            return
+        if not self._heard and not self._reading_paused:
+            log.info("closing connection from %s: nothing received for %g s "
+                     "(no answer to the keep-alive PING)", self._remote, self._keep_alive_s)
+            self.abort()
+            return
+        self._heard = False
+        self.write(_PING_FRAME)
+        self._arm_keep_alive()
 
     def data_received(self, data: bytes) -> None:
+        self._heard = True
         try:
             frames = self._decoder.feed(data)
         except ProtocolError as e:
@@ -128,6 +170,9 @@ class ServerConnection(
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._keep_alive is not None:
+            self._keep_alive.cancel()
+            self._keep_alive = None
         for task in list(self._tasks):
             task.cancel()
         for producer, topic in list(self.producers.values()):

@@ -103,11 +103,12 @@ class Standalone:
         loop = asyncio.get_running_loop()
         bind = self.config.broker.bind_address
         max_pending = self.config.broker.max_pending_publish_requests_per_connection
+        keep_alive_s = self.config.broker.keep_alive_interval_seconds
         service = self.service
         # Admin first: once the binary port accepts, the whole broker is ready.
         await self._start_admin(bind)
         self._server = await loop.create_server(
-            lambda: ServerConnection(service, max_pending),
+            lambda: ServerConnection(service, max_pending, keep_alive_s),
             host=bind,
             port=self.settings.broker_service_port,
             reuse_address=True,
