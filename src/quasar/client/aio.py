@@ -41,6 +41,7 @@ from quasar.client.config import (
 )
 from quasar.client.connection import ConnectionPool
 from quasar.client.consumer import ConsumerConfig, ConsumerImpl
+from quasar.client.consumer import State as ConsumerState
 from quasar.client.enums import (
     BatchingType,
     CompressionType,
@@ -59,6 +60,7 @@ from quasar.client.message_id import MessageId
 from quasar.client.multi_consumer import MultiTopicsConsumer
 from quasar.client.partitioned_producer import PartitionedProducerImpl
 from quasar.client.producer import ProducerConfig, ProducerImpl
+from quasar.client.producer import State as ProducerState
 from quasar.client.reader import reader_subscription_name
 from quasar.client.receive_queue import ReceiveQueue
 from quasar.client.schema import BytesSchema, Schema
@@ -177,7 +179,11 @@ class Client:
         )
         self.pool = ConnectionPool(self.config)
         self.lookup = LookupService(self.config, self.pool)
+        # Producers, consumers and readers to close with the client; closed ones are
+        # dropped as new ones come (a long-lived client creating many must not keep
+        # them all).
         self._handles: list[Any] = []
+        self._prune_at = _PRUNE_AT_LEAST
         self._closed = False
         self.transaction_coordinator: TransactionCoordinatorClient | None = (
             TransactionCoordinatorClient(self.config, self.pool, self.lookup)
@@ -288,7 +294,7 @@ class Client:
         else:
             impl = ProducerImpl(full, -1, conf, self.pool, self.lookup)
         await impl.start()
-        self._handles.append(impl)
+        self._track(impl)
         return Producer(impl, full, schema)
 
     async def subscribe(
@@ -362,7 +368,7 @@ class Client:
         else:
             name = _full_name(topic)
             impl = await self._single_or_partitioned(conf, name)
-        self._handles.append(impl)
+        self._track(impl)
         return Consumer(impl, name, conf, message_listener)
 
     def _child_factory(
@@ -473,7 +479,7 @@ class Client:
             start_message_id_inclusive=start_message_id_inclusive,
         )
         impl = await self._single_or_partitioned(conf, full)
-        self._handles.append(impl)
+        self._track(impl)
         return Reader(impl, full)
 
     async def new_transaction(self, timeout_ms: int = 60_000) -> Transaction:
@@ -628,6 +634,12 @@ class Client:
             self.config.operation_timeout_s,
         )
 
+    def _track(self, impl: Any) -> None:
+        if len(self._handles) >= self._prune_at:
+            self._handles = [h for h in self._handles if not _is_closed(h)]
+            self._prune_at = max(_PRUNE_AT_LEAST, 2 * len(self._handles))
+        self._handles.append(impl)
+
     async def close(self) -> None:
         """Close every producer, consumer and reader, then the connections.
 
@@ -654,3 +666,15 @@ class Client:
         self._closed = True
         self._stop_transactions()
         self.pool.close()
+
+
+_PRUNE_AT_LEAST = 64
+
+
+def _is_closed(handle: Any) -> bool:
+    """True once a producer, consumer or reader implementation is closed for good."""
+    if isinstance(handle, PartitionedProducerImpl):
+        return all(_is_closed(p) for p in handle.partitions)
+    if isinstance(handle, MultiTopicsConsumer):
+        return handle.closed
+    return handle.state in (ProducerState.CLOSED, ConsumerState.CLOSED)

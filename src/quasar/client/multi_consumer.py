@@ -205,6 +205,10 @@ class MultiTopicsConsumer:
         await asyncio.gather(*(c.unsubscribe() for c in self.children.values()))
         await self.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     async def close(self) -> None:
         if self._closed:
             return
