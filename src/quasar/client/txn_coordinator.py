@@ -260,7 +260,7 @@ class TransactionCoordinatorClient:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._config.operation_timeout_s
-        backoff = Backoff(self._config.initial_backoff_ms, self._config.max_backoff_ms)
+        backoff: Backoff | None = None  # only a failure needs one
         while True:
             self._check_open()
             try:
@@ -268,6 +268,10 @@ class TransactionCoordinatorClient:
             except QuasarError as exc:
                 if not exc.retryable or self._closed:
                     raise
+                if backoff is None:
+                    backoff = Backoff(
+                        self._config.initial_backoff_ms, self._config.max_backoff_ms
+                    )
                 delay = backoff.next_delay_ms() / 1000.0
                 if loop.time() + delay >= deadline:
                     raise
