@@ -105,6 +105,29 @@ def make_command(type_: int, field: str, **fields: Any) -> Any:
     return cmd
 
 
+# A piece at least this large is written as it is; smaller neighbours are joined.
+GATHER_PIECE_BYTES_MIN = 16 * 1024
+
+
+def _gather(
+    buf: list[bytes | bytearray | memoryview],
+) -> list[bytes | bytearray | memoryview]:
+    """``buf`` with each run of small pieces joined into one."""
+    out: list[bytes | bytearray | memoryview] = []
+    run: list[bytes | bytearray | memoryview] = []
+    for piece in buf:
+        if len(piece) < GATHER_PIECE_BYTES_MIN:
+            run.append(piece)
+            continue
+        if run:
+            out.append(run[0] if len(run) == 1 else b"".join(run))
+            run = []
+        out.append(piece)
+    if run:
+        out.append(run[0] if len(run) == 1 else b"".join(run))
+    return out
+
+
 class ClientConnection(asyncio.Protocol):
     """A connection in one of three states: connecting, ready, closed."""
 
@@ -117,6 +140,8 @@ class ClientConnection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._wbuf: list[bytes | bytearray | memoryview] = []
+        # Some frame in _wbuf came in pieces (write_parts): keep large pieces apart.
+        self._wbuf_pieces = False
         self._flush_scheduled = False
         self._decoder = FrameDecoder(config.max_frame_bytes)
         self._connected: asyncio.Future[None] = self._loop.create_future()
@@ -213,6 +238,8 @@ class ClientConnection(asyncio.Protocol):
         if self._closed or self._transport is None:
             return False
         self._wbuf.extend(parts)
+        if len(parts) > 1:
+            self._wbuf_pieces = True
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
@@ -221,14 +248,20 @@ class ClientConnection(asyncio.Protocol):
     def _flush(self) -> None:
         self._flush_scheduled = False
         buf, self._wbuf = self._wbuf, []
+        pieces, self._wbuf_pieces = self._wbuf_pieces, False
         if self._closed or self._transport is None or not buf:
             return
         if len(buf) == 1:
             self._transport.write(buf[0])
+        elif not pieces:
+            # Whole frames, mostly small (acks, flow, unbatched SENDs): one copy
+            # into one buffer costs less than gathering many buffers.
+            self._transport.write(b"".join(buf))
         else:
-            # uvloop writes the pieces with one writev; joining them first would copy
-            # every batch (128 KiB each) once more, in fresh memory.
-            self._transport.writelines(buf)
+            # Batch payloads stay separate buffers, written with the rest by one
+            # writev (uvloop): joining them would copy every batch (128 KiB)
+            # once more, in fresh memory.
+            self._transport.writelines(_gather(buf))
 
     def send_command(self, cmd: Any) -> bool:
         return self.write(encode_command(cmd))

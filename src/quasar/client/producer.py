@@ -512,6 +512,10 @@ class ProducerImpl:
         frame = encode_plain_send_parts(
             self.producer_id, seq, batch_count, meta, payload
         )
+        if batch_count is None:
+            # One small message: a single piece (joining ~1 KiB is cheaper than
+            # handing the transport one more buffer to gather).
+            frame = (b"".join(frame),)
         self._queue_send(
             frame,
             seq,
