@@ -194,12 +194,16 @@ class _Transaction:
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is not None:
-            self._conn.execute("ROLLBACK")
+            # SQLite rolls back by itself on some errors (I/O, disk full, out of
+            # memory); a second ROLLBACK would then raise and hide the real error.
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
                 raise MetadataError(f"metadata write failed: {exc}") from exc
             return
         try:
             self._conn.execute("COMMIT")
         except sqlite3.Error as err:
-            self._conn.execute("ROLLBACK")
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
             raise MetadataError(f"metadata commit failed: {err}") from err
