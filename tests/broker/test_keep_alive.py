@@ -5,7 +5,6 @@ broker's PINGs (a raw one, the official client, quasar's own) stay connected."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pulsar
 import pytest
