@@ -13,6 +13,9 @@ State, as in Pulsar's ManagedCursorImpl:
 Persistence (durable cursors only). A change marks the cursor dirty and arms one
 timer of ``cursor_persist_interval_ms`` on the event loop; when it fires, the whole
 state is written to the metadata store. ``flush()`` and ``close()`` write at once.
+Timer and ``flush()`` writes run on the metadata-writer thread (the loop does not wait
+for SQLite's fsync), one per cursor at a time so versions stay in order; ``close()``
+and the first write of a new cursor are synchronous.
 After a crash a subscription therefore redelivers at most what was acknowledged in
 the last interval, never less than the persisted mark-delete.
 

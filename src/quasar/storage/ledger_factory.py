@@ -165,5 +165,3 @@ class BaseManagedLedgerFactory:
                 await ml.close()
             except Exception:
                 log.exception("failed to close managed ledger %s", ml.name)
-        if self._metadata_writer is not None:
-            self._metadata_writer.close()

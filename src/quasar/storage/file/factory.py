@@ -89,6 +89,7 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
             metadata_store,
             clock=clock if clock is not None else SystemClock(),
             loop=loop,
+            # Stopped in _release (close and abandon), after the ledgers are closed.
             metadata_writer=BackgroundMetadataWriter(metadata_store),
         )
         self._writer_started = False
