@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from quasar.errors import BadVersion, NotFound
+from quasar.errors import BadVersion, MetadataError, NotFound
 from quasar.storage import MemoryMetadataStore, MetadataStore, SqliteMetadataStore
 
 
@@ -111,3 +111,19 @@ def test_sqlite_uses_wal_full_sync(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "m.db")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
+
+
+def test_sqlite_full_disk_reports_the_real_error(tmp_path: Path) -> None:
+    """On a full database SQLite rolls the write back by itself; the store reports
+    that error (not a failed second ROLLBACK) and keeps what was stored."""
+    s = SqliteMetadataStore(tmp_path / "meta.db")
+    try:
+        s.put("/kept", b"x")
+        pages = s._conn.execute("PRAGMA page_count").fetchone()[0]
+        s._conn.execute(f"PRAGMA max_page_count={pages}")  # no room for one more page
+        with pytest.raises(MetadataError, match="full"):
+            s.put("/big", b"y" * 100_000)
+        assert s.get("/kept") is not None and s.get("/kept").value == b"x"
+        assert s.get("/big") is None
+    finally:
+        s.close()
