@@ -25,13 +25,11 @@ from pathlib import Path
 
 import pytest
 
+from quasar.testing.process import free_port
+
 STARTUP_TIMEOUT_S = 30.0
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _quasar_command() -> list[str]:

@@ -9,6 +9,7 @@ handshake (a bounded wait on an event, never a fixed sleep), and can stop it pol
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import struct
@@ -18,8 +19,28 @@ import time
 from pathlib import Path
 from typing import IO
 
+# Brokers are restarted in place (kill -9, then the same ports): a port from the
+# kernel's ephemeral range may meanwhile become the local port of some outgoing
+# connection, and the restart then fails with "address already in use". Ports below
+# that range are never handed out that way.
+_PORTS_BELOW_EPHEMERAL = (20_000, 32_000)
+_HANDED_OUT: set[int] = set()
+
 
 def free_port() -> int:
+    """A free port below the ephemeral range (see above); any free port as a fallback."""
+    rng = random.Random()
+    for _ in range(100):
+        port = rng.randrange(*_PORTS_BELOW_EPHEMERAL)
+        if port in _HANDED_OUT:  # chosen before but maybe not bound yet
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
