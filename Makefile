@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
+$(STAMP): $(BIN)/python pyproject.toml setup.py src/quasar/storage/file/_syncio.c
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
@@ -34,3 +34,4 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info
+	find src -name "*.so" -delete
