@@ -99,6 +99,8 @@ CASES = [
     ("pa.after_ack_before_commit", ABORT, False),
     # The pending-ack COMMIT record is durable, the cursor not yet moved.
     ("pa.after_commit_record_before_cursor", COMMIT, True),
+    # The COMMIT record and the cursor flush both issued, neither known durable.
+    ("pa.commit_beside_flush_started", COMMIT, True),
 ]
 
 

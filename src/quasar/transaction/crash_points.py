@@ -26,7 +26,10 @@ Points placed so far (the harness can enumerate ``KNOWN_POINTS``):
 * ``pa.after_ack_before_commit``: a transactional ACK record is durable, the end has
   not reached the subscription;
 * ``pa.after_commit_record_before_cursor``: the COMMIT record is durable, the acks are
-  not yet applied to the cursor.
+  not yet applied to the cursor (with the default beside-the-record flush: the
+  cursor flush may or may not have landed too);
+* ``pa.commit_beside_flush_started``: a commit's record append and cursor flush are
+  both issued, neither is known to be durable.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ KNOWN_POINTS = (
     "tb.during_snapshot",
     "pa.after_ack_before_commit",
     "pa.after_commit_record_before_cursor",
+    "pa.commit_beside_flush_started",
 )
 
 _armed: str | None = os.environ.get(ENV_VAR) or None

@@ -123,6 +123,7 @@ CHILD = textwrap.dedent(
     from quasar.storage.api import InitialPosition
     from quasar.transaction import AsyncioScheduler, TxnId
     from quasar.transaction.pending_ack import PendingAckHandle, pending_ack_ledger_name
+    from quasar.transaction.pending_ack.config import PendingAckConfig
 
     async def main(root):
         meta = SqliteMetadataStore(root / "metadata.db")
@@ -133,8 +134,9 @@ CHILD = textwrap.dedent(
         cursor = topic.open_cursor({sub!r}, InitialPosition.EARLIEST)
         await cursor.flush()
         log = await factory.open(pending_ack_ledger_name({topic!r}, {sub!r}), cfg)
+        config = PendingAckConfig(commit_flush_beside_record=sys.argv[2] == "beside")
         handle = PendingAckHandle(cursor, log, {topic!r}, {sub!r}, ManualClock(),
-                                  AsyncioScheduler())
+                                  AsyncioScheduler(), config)
         await handle.recover()
         txn = TxnId(0, 1)
         await handle.individual_ack(txn, [(p, None, None) for p in positions[:3]])
@@ -146,10 +148,12 @@ CHILD = textwrap.dedent(
 ).format(topic_ledger=TOPIC_LEDGER, sub=SUB, topic=TOPIC)
 
 
-def run_child(root: Path, point: str) -> subprocess.CompletedProcess[str]:
+def run_child(
+    root: Path, point: str, commit: str = "record-first"
+) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, QUASAR_CRASH_POINT=point)
     return subprocess.run(
-        [sys.executable, "-c", CHILD, str(root)],
+        [sys.executable, "-c", CHILD, str(root), commit],
         env=env, capture_output=True, text=True, timeout=120,
     )
 
@@ -168,6 +172,35 @@ async def test_sigkill_after_commit_record_before_cursor(tmp_path: Path) -> None
         assert env.cursor.mark_delete_position == env.p(2)
         await env.crash()
         assert env.cursor.mark_delete_position == env.p(2)
+    finally:
+        await env.close()
+
+
+@pytest.mark.crash
+async def test_sigkill_while_commit_record_and_cursor_flush_are_in_flight(
+    tmp_path: Path,
+) -> None:
+    """The default commit writes its record and flushes the cursor at once. Killed
+    then, any of the two may have landed; whichever did, the acks are pending or
+    committed after recovery, and the coordinator's repeated commit (it never got
+    an answer) leaves them committed for good."""
+    child = run_child(tmp_path, "pa.commit_beside_flush_started", commit="beside")
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    env = PaEnv("file", tmp_path, entries=0)
+    await env.open_ledgers()
+    try:
+        first = env.topic.first_position
+        env.positions = [Position(first.ledger_id, first.entry_id + i) for i in range(5)]
+        handle = await env.start()
+        if handle.pending_positions():  # neither landed: the acks are still pending
+            assert handle.pending_positions() == env.positions[:3]
+        else:
+            assert env.cursor.mark_delete_position == env.p(2)
+        await handle.commit(T1, -1)  # the coordinator, still COMMITTING, ends it again
+        assert env.cursor.mark_delete_position == env.p(2)
+        handle = await env.crash()
+        assert env.cursor.mark_delete_position == env.p(2)
+        assert handle.pending_positions() == []
     finally:
         await env.close()
 

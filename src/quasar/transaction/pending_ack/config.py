@@ -29,6 +29,10 @@ class PendingAckConfig:
     * ``replay_read_entries``: log entries per read during recovery (Pulsar: 100).
     * ``cursor_flush_retry_interval_ms``: after a commit's cursor flush failed, the
       delay before the handle tries again by itself (the coordinator retries too).
+    * ``commit_flush_beside_record``: a commit flushes the cursor while its COMMIT
+      record is being written (one storage round trip) rather than after it (two).
+      Both orders are crash-safe; ``False`` keeps the record-first order, which the
+      tests of that crash window use.
     """
 
     max_ongoing_transactions: int = 10_000
@@ -37,6 +41,7 @@ class PendingAckConfig:
     max_ended_transactions: int = 10_000
     replay_read_entries: int = 100
     cursor_flush_retry_interval_ms: int = 1_000
+    commit_flush_beside_record: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_ongoing_transactions", "max_pending_positions"):

@@ -374,8 +374,14 @@ class PendingAckHandle:
             applied = await self._store.write(PendingAckRecord(PendingAckOp.ABORT, ack_type, txn_id))
             self.counters.aborted += 1
             return abort_result(applied)
-        applied = await self._store.write(PendingAckRecord(PendingAckOp.COMMIT, ack_type, txn_id))
-        await self._store.flush_cursor()
+        record = PendingAckRecord(PendingAckOp.COMMIT, ack_type, txn_id)
+        if not self._config.commit_flush_beside_record or self._store.has_inflight(txn_id):
+            # (With an ACK of it still being written, its acks are not in the state
+            # yet: the update can only be computed once the COMMIT is applied.)
+            applied = await self._store.write(record)
+            await self._store.flush_cursor()
+        else:
+            applied = await self._store.commit_beside_flush(record)
         self.counters.committed += 1
         self.counters.observe_commit_latency(self._clock.monotonic_ms() - started)
         return commit_result(applied)

@@ -288,6 +288,12 @@ class PendingAckState:
             record, released=tuple(sorted(txn.individual)), released_cumulative=txn.cumulative
         )
 
+    def preview_commit(self, txn_id: TxnId, cursor: CursorView) -> CursorUpdate | None:
+        """The cursor update a COMMIT of ``txn_id`` would make now, changing nothing
+        (``None``: nothing is pending for it)."""
+        txn = self._txns.get(txn_id)
+        return None if txn is None else self._commit_update(txn, cursor)
+
     def _txn(self, txn_id: TxnId, log_position: Position) -> TxnAcks:
         txn = self._txns.get(txn_id)
         if txn is None:

@@ -18,8 +18,8 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, NoReturn
 
 from quasar.errors import (
     BadVersion,
@@ -141,8 +141,13 @@ class PendingAckStore:
 
     # ------------------------------------------------------------------ write + apply
 
-    def write(self, record: PendingAckRecord) -> asyncio.Future[ApplyResult]:
+    def write(
+        self, record: PendingAckRecord, pre_applied: CursorUpdate | None = None
+    ) -> asyncio.Future[ApplyResult]:
         """Append ``record``; once durable, apply it (in log order) and resolve.
+
+        ``pre_applied``: a COMMIT's cursor update the caller already made (see
+        ``commit_beside_flush``).
 
         Raises (through the future):
             TransactionConflict: an ACK lost a race on apply; the record stays in the
@@ -180,7 +185,7 @@ class PendingAckStore:
                 _resolve(result, error=self._life.not_ready("apply the pending-ack log"))
                 return
             try:
-                applied = self.apply(record, as_log_position(f.result()))
+                applied = self.apply(record, as_log_position(f.result()), pre_applied)
             except TransactionConflict as exc:
                 self._counters.conflicts += 1
                 _resolve(result, error=exc)
@@ -194,8 +199,16 @@ class PendingAckStore:
         appended.add_done_callback(on_durable)
         return result
 
-    def apply(self, record: PendingAckRecord, position: LogPosition) -> ApplyResult:
+    def apply(
+        self,
+        record: PendingAckRecord,
+        position: LogPosition,
+        pre_applied: CursorUpdate | None = None,
+    ) -> ApplyResult:
         """The only mutator, shared by live requests and replay.
+
+        ``pre_applied``: the COMMIT's cursor update is on the cursor already; it is
+        the result, and the cursor is not changed again.
 
         Raises:
             TransactionConflict: the record is refused (nothing changed).
@@ -212,12 +225,57 @@ class PendingAckStore:
         self.remember_ended(record.txn_id, TxnAction.COMMIT
                              if record.op is PendingAckOp.COMMIT else TxnAction.ABORT)
         first = self._first.pop(record.txn_id, None)
-        if applied.cursor_update is not None and before is not None:
+        if pre_applied is not None:
+            applied = replace(applied, cursor_update=pre_applied)
+        elif applied.cursor_update is not None and before is not None:
             self._update_cursor(applied.cursor_update)
+        if applied.cursor_update is not None and before is not None:
             if first is None:
                 first = LogPosition(before.first_log)
             self._unflushed[record.txn_id] = _Unflushed(first, commit_result(applied))
         if not self._replaying:
+            self.release_log()
+        return applied
+
+    async def commit_beside_flush(self, record: PendingAckRecord) -> ApplyResult:
+        """A COMMIT whose cursor flush runs beside the record's append, not after it
+        (one storage round trip per commit instead of two).
+
+        The commit's update is computed from the state (which still holds the
+        transaction's acks) and made on the cursor first; the flush starts at once and
+        the record, when durable, is applied without touching the cursor again. The
+        log keeps the transaction's records until both are done. Either order
+        survives a crash: a durable cursor without the COMMIT record replays the acks
+        as pending, and the coordinator, still COMMITTING, ends them again (they are
+        acknowledged already); a COMMIT record without the flush is re-applied by
+        replay, as for ``write`` + ``flush_cursor``.
+
+        Only for a transaction with no record in flight (all its acks applied, none
+        can be added once its end started): the caller checks ``has_inflight``.
+
+        Raises:
+            As ``write`` and ``flush_cursor``. A failed flush is raised once the record
+            is applied, so a repeated commit finds it unflushed and flushes again.
+        """
+        txn_id = record.txn_id
+        update = self._state.preview_commit(txn_id, self._cursor)
+        if update is not None:
+            try:
+                self._update_cursor(update)
+            except Exception as exc:  # the cursor is closed: as a refused apply
+                self._life.fence(exc)
+                raise
+        written = self.write(record, pre_applied=update)
+        crash_point("pa.commit_beside_flush_started")
+        flush_failure: Exception | None = None
+        try:
+            await self._cursor.flush()
+        except Exception as exc:  # raised below, once the record is applied
+            flush_failure = exc
+        applied = await written
+        if flush_failure is not None:
+            self._flush_failed(flush_failure)
+        if self._unflushed.pop(txn_id, None) is not None:
             self.release_log()
         return applied
 
@@ -241,15 +299,19 @@ class PendingAckStore:
         covered = list(self._unflushed)
         try:
             await self._cursor.flush()
-        except _FENCING_CURSOR_ERRORS as exc:
-            self._life.fence(exc)
-            raise self._life.not_ready("flush the subscription cursor") from exc
-        except Exception:
-            self._arm_flush_retry()
-            raise
+        except Exception as exc:
+            self._flush_failed(exc)
         for txn_id in covered:
             self._unflushed.pop(txn_id, None)
         self.release_log()
+
+    def _flush_failed(self, exc: BaseException) -> NoReturn:
+        """Raise a failed cursor flush: fenced for good, or retried by a timer."""
+        if isinstance(exc, _FENCING_CURSOR_ERRORS):
+            self._life.fence(exc)
+            raise self._life.not_ready("flush the subscription cursor") from exc
+        self._arm_flush_retry()
+        raise exc
 
     def _arm_flush_retry(self) -> None:
         if self._flush_timer is not None:
