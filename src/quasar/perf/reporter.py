@@ -124,6 +124,9 @@ class Reporter(threading.Thread):
             if self._begun.is_set():
                 if not self.recorder.measuring and now >= self._start + self.warmup_s:
                     self.recorder.start_measuring(now)
+                    # That folded the interval so far away: the next line's rate is
+                    # over what is left of it, not the whole (a false dip otherwise).
+                    last_tick = now
                 if self.time_s > 0 and now >= self._start + self.time_s:
                     self.control.stop("time limit reached")
             if now >= next_tick and not self._begun.is_set():
