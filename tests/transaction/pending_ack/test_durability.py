@@ -158,15 +158,21 @@ def run_child(
     )
 
 
+async def env_after_child(root: Path, point: str, commit: str = "record-first") -> PaEnv:
+    """Run the child until it kills itself at ``point``; open what it left behind."""
+    child = run_child(root, point, commit)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    env = PaEnv("file", root, entries=0)
+    await env.open_ledgers()
+    first = env.topic.first_position
+    env.positions = [Position(first.ledger_id, first.entry_id + i) for i in range(5)]
+    return env
+
+
 @pytest.mark.crash
 async def test_sigkill_after_commit_record_before_cursor(tmp_path: Path) -> None:
-    child = run_child(tmp_path, "pa.after_commit_record_before_cursor")
-    assert child.returncode == -signal.SIGKILL, child.stderr
-    env = PaEnv("file", tmp_path, entries=0)
-    await env.open_ledgers()
+    env = await env_after_child(tmp_path, "pa.after_commit_record_before_cursor")
     try:
-        first = env.topic.first_position
-        env.positions = [Position(first.ledger_id, first.entry_id + i) for i in range(5)]
         assert not env.cursor.is_acknowledged(env.p(0))  # the cursor never saw it
         await env.start()
         assert env.cursor.mark_delete_position == env.p(2)
@@ -184,13 +190,8 @@ async def test_sigkill_while_commit_record_and_cursor_flush_are_in_flight(
     then, any of the two may have landed; whichever did, the acks are pending or
     committed after recovery, and the coordinator's repeated commit (it never got
     an answer) leaves them committed for good."""
-    child = run_child(tmp_path, "pa.commit_beside_flush_started", commit="beside")
-    assert child.returncode == -signal.SIGKILL, child.stderr
-    env = PaEnv("file", tmp_path, entries=0)
-    await env.open_ledgers()
+    env = await env_after_child(tmp_path, "pa.commit_beside_flush_started", commit="beside")
     try:
-        first = env.topic.first_position
-        env.positions = [Position(first.ledger_id, first.entry_id + i) for i in range(5)]
         handle = await env.start()
         if handle.pending_positions():  # neither landed: the acks are still pending
             assert handle.pending_positions() == env.positions[:3]
@@ -207,13 +208,8 @@ async def test_sigkill_while_commit_record_and_cursor_flush_are_in_flight(
 
 @pytest.mark.crash
 async def test_sigkill_after_ack_before_commit(tmp_path: Path) -> None:
-    child = run_child(tmp_path, "pa.after_ack_before_commit")
-    assert child.returncode == -signal.SIGKILL, child.stderr
-    env = PaEnv("file", tmp_path, entries=0)
-    await env.open_ledgers()
+    env = await env_after_child(tmp_path, "pa.after_ack_before_commit")
     try:
-        first = env.topic.first_position
-        env.positions = [Position(first.ledger_id, first.entry_id + i) for i in range(5)]
         handle = await env.start()
         assert handle.pending_positions() == env.positions[:3]
         with pytest.raises(TransactionConflict):

@@ -186,6 +186,15 @@ static int *parse_fds(PyObject *fd_list, int *count_out) {
     return fds;
 }
 
+/* None, or OSError for a failed call's errno (0 = success). */
+static PyObject *none_or_oserror(int err) {
+    if (err != 0) {
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(pwrite_all_doc,
 "pwrite_all(writes, /)\n--\n\n"
 "Write each (fd, bytes-like, offset) of ``writes`` completely, in order, with the\n"
@@ -199,12 +208,7 @@ static PyObject *pwrite_all(PyObject *module, PyObject *writes) {
         Py_BEGIN_ALLOW_THREADS
         err = write_batch_run(&batch);
         Py_END_ALLOW_THREADS
-        if (err != 0) {
-            errno = err;
-            PyErr_SetFromErrno(PyExc_OSError);
-        } else {
-            result = Py_NewRef(Py_None);
-        }
+        result = none_or_oserror(err);
     }
     write_batch_release(&batch);
     return result;
@@ -228,11 +232,7 @@ static PyObject *fdatasync_all(PyObject *module, PyObject *fd_list) {
         Py_END_ALLOW_THREADS
     }
     PyMem_Free(fds);
-    if (err != 0) {
-        errno = err;
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
-    Py_RETURN_NONE;
+    return none_or_oserror(err);
 }
 
 PyDoc_STRVAR(write_and_sync_doc,
@@ -257,12 +257,7 @@ static PyObject *write_and_sync(PyObject *module, PyObject *const *args, Py_ssiz
             err = sync_all(fds, count);
         }
         Py_END_ALLOW_THREADS
-        if (err != 0) {
-            errno = err;
-            PyErr_SetFromErrno(PyExc_OSError);
-        } else {
-            result = Py_NewRef(Py_None);
-        }
+        result = none_or_oserror(err);
     }
     PyMem_Free(fds);
     write_batch_release(&batch);
