@@ -332,3 +332,21 @@ async def test_too_many_redirects_fail(fake: FakeBroker, client: aio.Client) -> 
     fake.redirects = 100
     with pytest.raises(pulsar_exceptions.LookupError):
         await client.create_producer("fake")
+
+
+async def test_an_unanswered_request_times_out_and_a_late_answer_is_ignored(
+    fake: FakeBroker,
+) -> None:
+    c = aio.Client(fake.url, operation_timeout_seconds=0.3)
+    try:
+        partitions = await c.get_topic_partitions("fake")  # connected and answering
+        for conn in fake.connections:
+            conn.mute = True
+        with pytest.raises(Timeout):
+            await c.get_topic_partitions("fake")
+        assert not any(conn._pending for conn in c.pool._conns.values())  # none kept
+        for conn in fake.connections:
+            conn.mute = False
+        assert await c.get_topic_partitions("fake") == partitions
+    finally:
+        await c.close()

@@ -288,12 +288,19 @@ class ClientConnection(asyncio.Protocol):
         fut: asyncio.Future[Any] = self._loop.create_future()
         self._pending[request_id] = fut
         self.send_command(cmd)
+        if wait_forever:
+            try:
+                return await fut
+            finally:
+                self._pending.pop(request_id, None)
         timeout = self.config.operation_timeout_s if timeout_s is None else timeout_s
+        # A timer that fails the future itself: ``asyncio.wait_for`` would add a
+        # second future, a task hand-off and a timeout context to every request.
+        expiry = self._loop.call_later(timeout, self._expire, request_id, fut)
         try:
-            return await (fut if wait_forever else asyncio.wait_for(fut, timeout))
-        except TimeoutError:
-            raise Timeout(f"request {request_id} to {self.url} timed out") from None
+            return await fut
         finally:
+            expiry.cancel()
             self._pending.pop(request_id, None)
 
     def close(self, reason: BaseException | None = None) -> None:
@@ -341,6 +348,10 @@ class ClientConnection(asyncio.Protocol):
         self._heard_since_ping = False
         self.send_command(make_command(T.PING, "ping"))
         self._schedule_keepalive()
+
+    def _expire(self, request_id: int, fut: asyncio.Future[Any]) -> None:
+        if not fut.done():
+            fut.set_exception(Timeout(f"request {request_id} to {self.url} timed out"))
 
     def _resolve(
         self, request_id: int, result: Any = None, error: BaseException | None = None
