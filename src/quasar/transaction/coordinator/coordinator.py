@@ -594,7 +594,7 @@ class TransactionCoordinator:
         if result.garbage:
             self._log.delete(result.garbage, self._state.max_local_txn_id)
 
-    def _record(self, op: int, seq: int) -> Record:
+    def _record(self, op: Record.TransactionMetadataOp, seq: int) -> Record:
         record = Record(
             metadata_op=op,
             txnid_most_bits=self._tc_id,

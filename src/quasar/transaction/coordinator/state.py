@@ -37,10 +37,10 @@ class Op:
     attributes: reading one from the protobuf enum wrapper is a Python call, paid on
     every record written and applied."""
 
-    NEW: Final[int] = Record.NEW
-    ADD_PARTITION: Final[int] = Record.ADD_PARTITION
-    ADD_SUBSCRIPTION: Final[int] = Record.ADD_SUBSCRIPTION
-    UPDATE: Final[int] = Record.UPDATE
+    NEW: Final = Record.NEW
+    ADD_PARTITION: Final = Record.ADD_PARTITION
+    ADD_SUBSCRIPTION: Final = Record.ADD_SUBSCRIPTION
+    UPDATE: Final = Record.UPDATE
 
 
 class ApplyResult(NamedTuple):
