@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 from pathlib import Path
 
 import pytest
 
+from quasar.errors import FatalStorageError
+from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
 from quasar.storage.file import OsDisk, _syncio, disk
 
 
@@ -147,3 +150,45 @@ def test_the_python_fallback_calls_pwrite_for_each_buffer(tmp_path: Path) -> Non
         assert os.pread(fd, 10, 0) == b"abcd"
     finally:
         os.close(fd)
+
+
+async def test_a_failed_native_write_fails_the_group_and_stops_the_storage(
+    tmp_path: Path,
+) -> None:
+    """The native path's failure takes the same road as the os calls': every append of
+    the group fails (none is acknowledged) and the storage reports itself unusable."""
+    meta = SqliteMetadataStore(tmp_path / "meta.db")
+    fatal: list[BaseException] = []
+    factory = FileManagedLedgerFactory(tmp_path / "data", meta, on_fatal=fatal.append)
+    try:
+        ledgers = [await factory.open(f"t{i}") for i in range(2)]
+        await asyncio.gather(*(ml.add_entry(b"durable") for ml in ledgers))
+        # Swap one ledger file's descriptor for a read-only one behind the writer's
+        # back: its next pwrite fails with EBADF inside the native call.
+        victim = next(
+            fd for fd in map(int, os.listdir("/proc/self/fd"))
+            if _points_into(fd, tmp_path / "data") and _is_ledger_file(fd)
+        )
+        readonly = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(readonly, victim)
+        os.close(readonly)
+        group = [ml.add_entry(b"lost") for ml in ledgers]
+        for fut in group:
+            with pytest.raises(FatalStorageError):
+                await fut
+        assert len(fatal) == 1 and isinstance(fatal[0].__cause__, OSError)
+        assert fatal[0].__cause__.errno == errno.EBADF
+    finally:
+        await factory.close()
+        meta.close()
+
+
+def _points_into(fd: int, directory: Path) -> bool:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}").startswith(str(directory))
+    except OSError:
+        return False
+
+
+def _is_ledger_file(fd: int) -> bool:
+    return os.readlink(f"/proc/self/fd/{fd}").endswith(".log")
