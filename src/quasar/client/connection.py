@@ -288,19 +288,17 @@ class ClientConnection(asyncio.Protocol):
         fut: asyncio.Future[Any] = self._loop.create_future()
         self._pending[request_id] = fut
         self.send_command(cmd)
-        if wait_forever:
-            try:
-                return await fut
-            finally:
-                self._pending.pop(request_id, None)
-        timeout = self.config.operation_timeout_s if timeout_s is None else timeout_s
         # A timer that fails the future itself: ``asyncio.wait_for`` would add a
         # second future, a task hand-off and a timeout context to every request.
-        expiry = self._loop.call_later(timeout, self._expire, request_id, fut)
+        expiry = None if wait_forever else self._loop.call_later(
+            self.config.operation_timeout_s if timeout_s is None else timeout_s,
+            self._expire, request_id, fut,
+        )
         try:
             return await fut
         finally:
-            expiry.cancel()
+            if expiry is not None:
+                expiry.cancel()
             self._pending.pop(request_id, None)
 
     def close(self, reason: BaseException | None = None) -> None:

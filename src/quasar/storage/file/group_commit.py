@@ -1,9 +1,12 @@
 """Group commit: one writer thread per data directory makes appends durable in batches.
 
 The event loop queues appends from every managed ledger (``append``); the writer
-thread takes everything queued, writes it (one ``pwrite`` per file per round), keeps
-taking whatever arrived meanwhile, and then makes the group durable with one
-``fdatasync`` per dirty file, issued concurrently. A group is flushed when (BookKeeper's journal triggers):
+thread takes everything queued, keeps taking whatever arrived meanwhile, and then
+writes the group (one ``pwrite`` per file) and makes it durable with one ``fdatasync``
+per dirty file, issued concurrently. With the C extension ``_syncio`` (``disk.py``)
+the writes and syncs are one call that gives up the GIL once: a thread waiting to get
+the GIL back behind a busy event loop waits up to the switch interval each time.
+A group is flushed when (BookKeeper's journal triggers):
 
 * the queue is empty (nobody is waiting to join, so waiting would only add latency);
 * ``max_group_wait_ms`` have passed since the group's first append

@@ -256,12 +256,18 @@ class PendingAckState:
     # ------------------------------------------------------------------ the mutator
 
     def apply(
-        self, record: PendingAckRecord, log_position: Position, cursor: CursorView
+        self,
+        record: PendingAckRecord,
+        log_position: Position,
+        cursor: CursorView,
+        update: CursorUpdate | None = None,
     ) -> ApplyResult:
         """Apply one durable record (see the module docstring).
 
         COMMIT computes the cursor update against the cursor as it is now; the caller
-        performs it on the cursor before anything else runs.
+        performs it on the cursor before anything else runs. ``update``: a COMMIT's
+        update computed earlier (``preview_commit``) and already made; it is the
+        result instead.
 
         Raises:
             TransactionConflict: an ACK breaks a rule; nothing changed.
@@ -283,7 +289,9 @@ class PendingAckState:
         if txn is None:
             return ApplyResult(record, known=False)
         if record.op is PendingAckOp.COMMIT:
-            return ApplyResult(record, cursor_update=self._commit_update(txn, cursor))
+            if update is None:
+                update = self._commit_update(txn, cursor)
+            return ApplyResult(record, cursor_update=update)
         return ApplyResult(
             record, released=tuple(sorted(txn.individual)), released_cumulative=txn.cumulative
         )

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from quasar.errors import (
@@ -217,7 +217,7 @@ class PendingAckStore:
         if position > self._last_applied:
             self._last_applied = position
         before = self._state.get(record.txn_id)
-        applied = self._state.apply(record, position.position, self._cursor)
+        applied = self._state.apply(record, position.position, self._cursor, pre_applied)
         if record.op is PendingAckOp.ACK:
             if record.txn_id not in self._first:
                 self._first[record.txn_id] = position
@@ -225,11 +225,9 @@ class PendingAckStore:
         self.remember_ended(record.txn_id, TxnAction.COMMIT
                              if record.op is PendingAckOp.COMMIT else TxnAction.ABORT)
         first = self._first.pop(record.txn_id, None)
-        if pre_applied is not None:
-            applied = replace(applied, cursor_update=pre_applied)
-        elif applied.cursor_update is not None and before is not None:
-            self._update_cursor(applied.cursor_update)
         if applied.cursor_update is not None and before is not None:
+            if pre_applied is None:
+                self._update_cursor(applied.cursor_update)
             if first is None:
                 first = LogPosition(before.first_log)
             self._unflushed[record.txn_id] = _Unflushed(first, commit_result(applied))
