@@ -20,6 +20,14 @@ Back-pressure: when more than ``max_pending_publish`` sends await their receipts
 reading from the socket pauses until half of them complete (Pulsar's
 ``maxPendingPublishRequestsPerConnection``).
 
+Fair turns: after a large read (``YIELD_AFTER_READ_BYTES``) reading pauses until the
+loop has run what became ready meanwhile. libuv reads a busy socket up to 32 times
+(256 KiB each) in one go, so without the pause a publishing client's burst (1,000
+unbatched sends) was decoded whole before any storage completion, receipt or dispatch
+could run: its receipts came back together, the client sent its next burst only then,
+and broker and client took turns instead of overlapping. Measured in
+``docs/benchmarks.md`` (session 5).
+
 Keep-alive (Pulsar's ``keepAliveIntervalSeconds``): every interval the broker sends a
 PING; if nothing at all arrived from the client since the previous PING, the client is
 gone (a half-open TCP connection, a frozen process) and the connection is closed, which
@@ -57,6 +65,10 @@ from .txn_commands import TransactionCommands
 log = logging.getLogger(__name__)
 
 SERVER_VERSION = "quasar-0.1.0"
+# A read at least this large suggests more is waiting: the connection then pauses
+# reading for one loop turn (see "Fair turns" above). uvloop reads up to 256 KiB.
+YIELD_AFTER_READ_BYTES = 64 * 1024
+
 _PING_FRAME = encode_command(pb.BaseCommand(type=pb.BaseCommand.PING, ping=pb.CommandPing()))
 U64 = 1 << 64
 
@@ -94,7 +106,9 @@ class ServerConnection(
         self.consumer_futures: dict[int, asyncio.Future[None]] = {}
         self.pending_publish = 0
         self.max_pending_publish = max_pending_publish
-        self._reading_paused = False
+        self._reading_paused = False  # back-pressure: too many publishes in flight
+        self._read_yielded = False  # a turn given up after a large read
+        self._reading = True  # what the transport was last told
         self._keep_alive_s = keep_alive_s
         self._keep_alive: asyncio.TimerHandle | None = None
         self._heard = False  # anything received since the last keep-alive PING
@@ -152,6 +166,10 @@ class ServerConnection(
 
     def data_received(self, data: bytes) -> None:
         self._heard = True
+        if len(data) >= YIELD_AFTER_READ_BYTES and not self._read_yielded:
+            self._read_yielded = True
+            self._update_reading()
+            asyncio.get_running_loop().call_soon(self._end_read_turn)
         try:
             frames = self._decoder.feed(data)
         except ProtocolError as e:
@@ -167,6 +185,22 @@ class ServerConnection(
                 log.warning("closing connection from %s: %s", self._remote, e)
                 self.abort()
                 return
+
+    def _end_read_turn(self) -> None:
+        self._read_yielded = False
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        """Pause or resume the transport: it reads unless back-pressure or a yielded
+        turn holds it."""
+        want = not (self._reading_paused or self._read_yielded)
+        if want is self._reading or self.closed or self._transport is None:
+            return
+        self._reading = want
+        if want:
+            self._transport.resume_reading()
+        else:
+            self._transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -284,15 +318,13 @@ class ServerConnection(
         self.pending_publish -= 1
         if self._reading_paused and self.pending_publish <= self.max_pending_publish // 2:
             self._reading_paused = False
-            if self._transport is not None and not self.closed:
-                self._transport.resume_reading()
+            self._update_reading()
 
     def publish_started(self) -> None:
         self.pending_publish += 1
         if not self._reading_paused and self.pending_publish >= self.max_pending_publish:
             self._reading_paused = True
-            if self._transport is not None:
-                self._transport.pause_reading()
+            self._update_reading()
 
 
 def error_code_and_message(error: BaseException) -> tuple[int, str]:

@@ -1,0 +1,116 @@
+"""The broker connection's read turns: after a large read it stops reading for one loop
+turn, so storage completions, receipts and dispatch run between a client's bursts; and
+the turn never resumes reading that publish back-pressure has paused."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from types import SimpleNamespace
+from typing import Any
+
+from quasar.server.connection import YIELD_AFTER_READ_BYTES, ServerConnection
+
+
+class FakeTransport:
+    """Records what the connection asked of it, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def pause_reading(self) -> None:
+        self.calls.append("pause")
+
+    def resume_reading(self) -> None:
+        self.calls.append("resume")
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 1)}.get(name, default)
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+def _connection(max_pending_publish: int = 1000) -> tuple[ServerConnection, FakeTransport]:
+    # No command reaches the service in these tests (only part of one large frame is
+    # fed): the connection reads nothing of it but its settings.
+    service = SimpleNamespace(settings=SimpleNamespace(max_message_size=5 * 1024 * 1024))
+    conn = ServerConnection(service, max_pending_publish, keep_alive_s=0)  # type: ignore[arg-type]
+    transport = FakeTransport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    return conn, transport
+
+
+def _partial_frame(nbytes: int) -> bytes:
+    """The first ``nbytes`` of a frame that needs more: buffered, nothing handled."""
+    return struct.pack(">I", 1024 * 1024) + b"\0" * (nbytes - 4)
+
+
+async def _one_turn() -> None:
+    # call_soon callbacks queued before this run before it resumes.
+    await asyncio.sleep(0)
+
+
+async def test_a_large_read_gives_up_one_loop_turn() -> None:
+    conn, transport = _connection()
+    conn.data_received(_partial_frame(YIELD_AFTER_READ_BYTES))
+    assert transport.calls == ["pause"]
+    await _one_turn()
+    assert transport.calls == ["pause", "resume"]
+
+
+async def test_small_reads_do_not_pause() -> None:
+    conn, transport = _connection()
+    for _ in range(8):
+        conn.data_received(_partial_frame(YIELD_AFTER_READ_BYTES // 8))
+    await _one_turn()
+    assert transport.calls == []
+
+
+async def test_reads_within_one_turn_pause_once() -> None:
+    conn, transport = _connection()
+    conn.data_received(_partial_frame(YIELD_AFTER_READ_BYTES))
+    # libuv may deliver a read it had already taken before the pause took effect.
+    conn.data_received(b"\0" * YIELD_AFTER_READ_BYTES)
+    await _one_turn()
+    assert transport.calls == ["pause", "resume"]
+
+
+async def test_the_end_of_a_turn_keeps_back_pressure() -> None:
+    conn, transport = _connection(max_pending_publish=2)
+    conn.publish_started()
+    conn.publish_started()  # two sends in flight: back-pressure pauses reading
+    assert transport.calls == ["pause"]
+    conn.data_received(_partial_frame(YIELD_AFTER_READ_BYTES))  # already read by libuv
+    await _one_turn()
+    assert transport.calls == ["pause"], "the turn ended but back-pressure still holds"
+    conn.publish_completed()  # one left in flight = half of the limit
+    assert transport.calls == ["pause", "resume"]
+
+
+async def test_back_pressure_released_during_a_turn_waits_for_its_end() -> None:
+    conn, transport = _connection(max_pending_publish=2)
+    conn.publish_started()
+    conn.publish_started()
+    conn.data_received(_partial_frame(YIELD_AFTER_READ_BYTES))
+    conn.publish_completed()
+    assert transport.calls == ["pause"], "the yielded turn still holds reading"
+    await _one_turn()
+    assert transport.calls == ["pause", "resume"]
+
+
+async def test_a_closed_connection_is_not_resumed() -> None:
+    conn, transport = _connection()
+    conn.data_received(_partial_frame(YIELD_AFTER_READ_BYTES))
+    conn.connection_lost(None)
+    await _one_turn()
+    assert transport.calls == ["pause"]
