@@ -4,6 +4,7 @@ publishes when none is open, waited for without spinning."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -143,3 +144,31 @@ async def test_earliest_until_recovered(env: TbEnv) -> None:
     assert tb.max_read_position == EARLIEST
     await tb.recover()
     assert tb.max_read_position == env.ml.last_confirmed_entry
+
+
+@pytest.mark.parametrize("kind", ["memory", "file"])
+async def test_plain_entry_completing_with_an_earlier_txn_entry_stays_held(
+    kind: str, tmp_path: Path
+) -> None:
+    # A transactional publish and a plain one from two producers, appended back to back:
+    # their storage completions arrive in one group, and the plain entry's completion
+    # must not make the open transaction's entry readable.
+    env = TbEnv(kind, tmp_path if kind == "file" else None)
+    try:
+        tb = await env.ready()
+        p0 = await env.send(b"plain-0")
+        done: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        t1 = tb.append_transactional(T1, entry(b"t1-a", T1))
+        tb.append_non_transactional_cb(
+            entry(b"plain-1"),
+            lambda pos, exc: done.set_exception(exc) if exc else done.set_result(pos),
+        )
+        t1_position, p1 = await t1, await done
+        await drain()
+        assert t1_position < p1
+        assert tb.max_read_position == p0, "the open transaction's entry became readable"
+        assert await env.visible() == [b"plain-0"]
+        await env.commit(T1)
+        assert await env.visible() == [b"plain-0", b"t1-a", b"plain-1"]
+    finally:
+        await env.close()

@@ -92,6 +92,18 @@ def _failed(exc: BaseException) -> asyncio.Future[Position]:
     return fut
 
 
+def _settle(
+    fut: asyncio.Future[Position], position: Position | None, exc: BaseException | None
+) -> None:
+    """An append callback's outcome into a caller's future (which it may have dropped)."""
+    if fut.done():
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(position)  # type: ignore[arg-type]
+
+
 class TopicTransactionBuffer:
     """The transaction buffer of one topic partition; see the module docstring.
 
@@ -313,18 +325,8 @@ class TopicTransactionBuffer:
             RemoteProtocolError: the entry's metadata cannot be decoded.
             PersistenceError / FatalStorageError / ManagedLedgerClosed: from storage.
         """
-        if action_for(self._state, TbOp.APPEND_PLAIN) is TbAction.REJECT_CLOSED:
-            return _failed(ServiceNotReady(f"transaction buffer of {self.topic} is closed"))
-        if self.config.verify_client_entries:
-            try:
-                check_client_entry(data, None)
-            except (BrokerError, RemoteProtocolError) as exc:
-                return _failed(exc)
-        try:
-            fut = self._ledger.add_entry(data)
-        except ManagedLedgerClosed as exc:
-            return _failed(exc)
-        fut.add_done_callback(self._plain_added)
+        fut: asyncio.Future[Position] = self._loop.create_future()
+        self.append_non_transactional_cb(data, partial(_settle, fut))
         return fut
 
     def append_non_transactional_cb(
@@ -333,7 +335,14 @@ class TopicTransactionBuffer:
         callback: Callable[[Position | None, BaseException | None], None],
     ) -> None:
         """``append_non_transactional`` with ``callback(position, error)`` instead of a
-        future (the broker's publish hot path); the same checks and failures."""
+        future (the broker's publish hot path); the same checks and failures.
+
+        Every append here (plain, transactional, marker) is applied from its storage
+        callback, which runs in completion order = position order. A future's own
+        callbacks run a loop turn later: a transactional entry applied that way let a
+        plain entry completing in the same storage group move the max read position
+        past it, making the open transaction's entry readable.
+        """
         if action_for(self._state, TbOp.APPEND_PLAIN) is TbAction.REJECT_CLOSED:
             callback(None, ServiceNotReady(f"transaction buffer of {self.topic} is closed"))
             return
@@ -344,11 +353,18 @@ class TopicTransactionBuffer:
                 callback(None, exc)
                 return
         apply = self._apply
+        ongoing = self._buf.ongoing
 
         def added(position: Position | None, exc: BaseException | None) -> None:
             if exc is None:
                 assert position is not None
-                apply(PLAIN, position)
+                if not ongoing and self._state is TbState.READY:
+                    # Nothing open ahead of it: readable at once. This is what _apply
+                    # computes for a plain entry, without its general case, on every
+                    # publish to a topic that has no transaction in progress.
+                    self._move_max_read(position)
+                else:
+                    apply(PLAIN, position)
             callback(position, exc)
 
         try:
@@ -383,31 +399,40 @@ class TopicTransactionBuffer:
             )
 
     def _append_txn_now(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]:
-        try:
-            fut = self._ledger.add_entry(data)
-        except ManagedLedgerClosed as exc:
-            return _failed(exc)
+        fut: asyncio.Future[Position] = self._loop.create_future()
+        # Counted first: a failed ledger answers inside append_entry.
         self._pending_appends[txn] = self._pending_appends.get(txn, 0) + 1
-        fut.add_done_callback(partial(self._txn_data_added, txn))
+        try:
+            self._ledger.append_entry(data, partial(self._txn_data_added, txn, fut))
+        except BaseException as exc:
+            self._txn_append_settled(txn)
+            if isinstance(exc, ManagedLedgerClosed):
+                return _failed(exc)
+            raise
         return fut
 
-    def _txn_data_added(self, txn: TxnId, fut: asyncio.Future[Position]) -> None:
+    def _txn_append_settled(self, txn: TxnId) -> None:
         left = self._pending_appends[txn] - 1
         if left:
             self._pending_appends[txn] = left
         else:
             del self._pending_appends[txn]
-        if fut.cancelled() or fut.exception() is not None:
-            return
-        self._apply(TbRecord(RecordKind.TXN_DATA, txn), fut.result())
-        if self._buf.is_fenced(txn) and txn in self._buf.ongoing:
-            # Accepted just before a low watermark covering it arrived: an orphan.
-            self._cleaner.trigger()
 
-    def _plain_added(self, fut: asyncio.Future[Position]) -> None:
-        if fut.cancelled() or fut.exception() is not None:
-            return
-        self._apply(PLAIN, fut.result())
+    def _txn_data_added(
+        self,
+        txn: TxnId,
+        fut: asyncio.Future[Position],
+        position: Position | None,
+        exc: BaseException | None,
+    ) -> None:
+        self._txn_append_settled(txn)
+        if exc is None:
+            assert position is not None
+            self._apply(TbRecord(RecordKind.TXN_DATA, txn), position)
+            if self._buf.is_fenced(txn) and txn in self._buf.ongoing:
+                # Accepted just before a low watermark covering it arrived: an orphan.
+                self._cleaner.trigger()
+        _settle(fut, position, exc)
 
     def _apply(self, record: TbRecord, position: Position) -> None:
         """The live path into ``BufferState.apply``; then move the max read position."""
@@ -498,14 +523,18 @@ class TopicTransactionBuffer:
         ):
             return  # ended everywhere already and has no data here: nothing to mark
         marker = make_marker(txn, action, self._clock.wall_ms())
-        try:
-            fut = self._ledger.add_entry(marker)
-        except ManagedLedgerClosed as exc:
-            raise PersistenceError(f"{self.topic}: {exc}") from exc
         ending = _Ending(action, self._loop.create_future())
         ending.done.add_done_callback(_quiet)
+        # Registered first: a failed ledger answers inside append_entry.
         self._ending[txn] = ending
-        fut.add_done_callback(partial(self._marker_added, txn, ending))
+        try:
+            self._ledger.append_entry(marker, partial(self._marker_added, txn, ending))
+        except BaseException as exc:
+            if self._ending.get(txn) is ending:
+                del self._ending[txn]
+            if isinstance(exc, ManagedLedgerClosed):
+                raise PersistenceError(f"{self.topic}: {exc}") from exc
+            raise
         await asyncio.shield(ending.done)
 
     def _conflict(self, txn: TxnId, done: TxnAction, asked: TxnAction) -> BrokerError:
@@ -514,18 +543,21 @@ class TopicTransactionBuffer:
             f"Transaction {txn} was {past} on {self.topic}; cannot {asked.name.lower()} it"
         )
 
-    def _marker_added(self, txn: TxnId, ending: _Ending, fut: asyncio.Future[Position]) -> None:
+    def _marker_added(
+        self,
+        txn: TxnId,
+        ending: _Ending,
+        position: Position | None,
+        exc: BaseException | None,
+    ) -> None:
         if self._ending.get(txn) is ending:
             del self._ending[txn]
-        if fut.cancelled():
-            ending.done.cancel()
-            return
-        exc = fut.exception()
         if exc is not None:
             ending.done.set_exception(exc)
             return
+        assert position is not None
         crash_point("tb.after_marker_before_state")
-        self._apply(marker_record(txn, ending.action), fut.result())
+        self._apply(marker_record(txn, ending.action), position)
         if ending.action is TxnAction.COMMIT:
             self.committed_count += 1
         else:
