@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,13 @@ class CountingDisk(OsDisk):
         super().pwrite(fd, data, offset)
 
 
+def _spin(seconds: float) -> None:
+    """Hold the loop thread busy in Python (the GIL can switch meanwhile)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
 def make(
     tmp_path: Path, disk: OsDisk, **kw: object
 ) -> tuple[FileManagedLedgerFactory, SqliteMetadataStore]:
@@ -74,6 +83,31 @@ async def test_concurrent_appends_share_fsyncs(tmp_path: Path) -> None:
     assert appends_syncs <= 3, appends_syncs
     stats = factory.writer_stats()
     assert stats.appends == 500 and stats.groups <= 3
+    await factory.close()
+    meta.close()
+
+
+async def test_appends_of_one_loop_turn_are_one_group_even_for_an_idle_writer(
+    tmp_path: Path,
+) -> None:
+    # Handing the first append to an idle writer at once made a group of one, and the
+    # rest of the turn's appends waited a whole fsync for the next group.
+    disk = CountingDisk()
+    factory, meta = make(tmp_path, disk)
+    ml = await factory.open("t")
+    groups_before = factory.writer_stats().groups
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # let the writer thread run between the appends
+    try:
+        futures = []
+        for _ in range(64):  # one loop turn, the writer idle at its start
+            futures.append(ml.add_entry(b"z" * 100))
+            _spin(0.0002)
+    finally:
+        sys.setswitchinterval(interval)
+    await asyncio.gather(*futures)
+    stats = factory.writer_stats()
+    assert stats.groups - groups_before == 1
     await factory.close()
     meta.close()
 

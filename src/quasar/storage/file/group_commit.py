@@ -16,12 +16,16 @@ A group is flushed when (BookKeeper's journal triggers):
 Completions for the whole group are posted with ONE ``loop.call_soon_threadsafe``
 carrying the list, and run in append order.
 
-The hand-off is batched the same way in the other direction: while the writer is
-busy, ``append`` only stages the record on the loop, and the records staged during one
-loop iteration go to the writer under one lock acquisition with at most one wake-up
-(``_handoff``, scheduled with ``call_soon``), instead of a lock round trip and a notify
-per entry. An append that finds the writer idle hands over at once (no added latency
-when the load is light).
+The hand-off is batched the same way in the other direction: ``append`` only stages
+the record on the loop, and the records staged during one loop iteration go to the
+writer under one lock acquisition with at most one wake-up (``_handoff``, scheduled
+with ``call_soon``), instead of a lock round trip and a notify per entry. This holds
+even when the writer is idle: handing the first record over at once started a group
+of one, and the records the same iteration staged right after it (64 transactions
+resuming together) waited a whole fsync for the next group, so every durable step of
+a transaction cost two rounds (measured: groups of 1 and of 64 alternating; see
+``docs/benchmarks.md``, session 5). Under light load the iteration ends microseconds
+after the append.
 
 Ordering across ledgers: appends of one managed ledger (one ``owner``) must never be
 durable out of order. When a group holds appends of one owner to two files (a
@@ -183,11 +187,6 @@ class GroupCommitWriter:
 
     def _stage(self, item: _Item) -> None:
         self._staged.append(item)
-        if self._idle and not self._handoff_scheduled:
-            # The writer waits for work (read without the lock: a hint; _handoff
-            # decides under it): hand over now rather than a loop iteration later.
-            self._handoff()
-            return
         if not self._handoff_scheduled:
             self._handoff_scheduled = True
             assert self._loop is not None
