@@ -182,6 +182,19 @@ class ManagedCursor(Protocol):
         ...
 
 
+def resolve_append(
+    fut: asyncio.Future[Position], position: Position | None, exc: BaseException | None
+) -> None:
+    """An ``append_entry`` callback's outcome into a future (its owner may have dropped
+    or cancelled it already)."""
+    if fut.done():
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(position)  # type: ignore[arg-type]
+
+
 @runtime_checkable
 class ManagedLedger(Protocol):
     """An ordered, durable log of entries spread over a list of ledgers."""

@@ -41,6 +41,7 @@ from quasar.storage.api import (
     MetadataStore,
     Position,
     new_position,
+    resolve_append,
 )
 from quasar.storage.cursor import ManagedCursorImpl
 from quasar.storage.ledger_list import LedgerList, LedgerState
@@ -198,7 +199,7 @@ class ManagedLedgerImpl:
             ValueError: the entry is larger than the storage accepts.
         """
         fut: asyncio.Future[Position] = self.loop.create_future()
-        self.append_entry(data, partial(_resolve, fut))
+        self.append_entry(data, partial(resolve_append, fut))
         return fut
 
     def append_entry(self, data: bytes, callback: AppendCallback) -> None:
@@ -542,12 +543,3 @@ class ManagedLedgerImpl:
 AppendCallback = Callable[[Position | None, BaseException | None], None]
 
 
-def _resolve(
-    fut: asyncio.Future[Position], position: Position | None, exc: BaseException | None
-) -> None:
-    if fut.done():
-        return
-    if exc is not None:
-        fut.set_exception(exc)
-    else:
-        fut.set_result(position)  # type: ignore[arg-type]

@@ -42,7 +42,7 @@ from quasar.errors import (
     ServiceNotReady,
     TooManyRequests,
 )
-from quasar.storage.api import EARLIEST, ManagedLedger, Position
+from quasar.storage.api import EARLIEST, ManagedLedger, Position, resolve_append
 
 from ..crash_points import crash_point
 from ..scheduler import Scheduler
@@ -90,18 +90,6 @@ def _failed(exc: BaseException) -> asyncio.Future[Position]:
     fut: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
     fut.set_exception(exc)
     return fut
-
-
-def _settle(
-    fut: asyncio.Future[Position], position: Position | None, exc: BaseException | None
-) -> None:
-    """An append callback's outcome into a caller's future (which it may have dropped)."""
-    if fut.done():
-        return
-    if exc is not None:
-        fut.set_exception(exc)
-    else:
-        fut.set_result(position)  # type: ignore[arg-type]
 
 
 class TopicTransactionBuffer:
@@ -326,7 +314,7 @@ class TopicTransactionBuffer:
             PersistenceError / FatalStorageError / ManagedLedgerClosed: from storage.
         """
         fut: asyncio.Future[Position] = self._loop.create_future()
-        self.append_non_transactional_cb(data, partial(_settle, fut))
+        self.append_non_transactional_cb(data, partial(resolve_append, fut))
         return fut
 
     def append_non_transactional_cb(
@@ -432,7 +420,7 @@ class TopicTransactionBuffer:
             if self._buf.is_fenced(txn) and txn in self._buf.ongoing:
                 # Accepted just before a low watermark covering it arrived: an orphan.
                 self._cleaner.trigger()
-        _settle(fut, position, exc)
+        resolve_append(fut, position, exc)
 
     def _apply(self, record: TbRecord, position: Position) -> None:
         """The live path into ``BufferState.apply``; then move the max read position."""
