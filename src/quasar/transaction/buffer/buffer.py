@@ -323,14 +323,7 @@ class TopicTransactionBuffer:
         callback: Callable[[Position | None, BaseException | None], None],
     ) -> None:
         """``append_non_transactional`` with ``callback(position, error)`` instead of a
-        future (the broker's publish hot path); the same checks and failures.
-
-        Every append here (plain, transactional, marker) is applied from its storage
-        callback, which runs in completion order = position order. A future's own
-        callbacks run a loop turn later: a transactional entry applied that way let a
-        plain entry completing in the same storage group move the max read position
-        past it, making the open transaction's entry readable.
-        """
+        future (the broker's publish hot path); the same checks and failures."""
         if action_for(self._state, TbOp.APPEND_PLAIN) is TbAction.REJECT_CLOSED:
             callback(None, ServiceNotReady(f"transaction buffer of {self.topic} is closed"))
             return
@@ -341,18 +334,11 @@ class TopicTransactionBuffer:
                 callback(None, exc)
                 return
         apply = self._apply
-        ongoing = self._buf.ongoing
 
         def added(position: Position | None, exc: BaseException | None) -> None:
             if exc is None:
                 assert position is not None
-                if not ongoing and self._state is TbState.READY:
-                    # Nothing open ahead of it: readable at once. This is what _apply
-                    # computes for a plain entry, without its general case, on every
-                    # publish to a topic that has no transaction in progress.
-                    self._move_max_read(position)
-                else:
-                    apply(PLAIN, position)
+                apply(PLAIN, position)
             callback(position, exc)
 
         try:
@@ -423,11 +409,19 @@ class TopicTransactionBuffer:
         resolve_append(fut, position, exc)
 
     def _apply(self, record: TbRecord, position: Position) -> None:
-        """The live path into ``BufferState.apply``; then move the max read position."""
-        before = len(self._buf.aborted)
-        self._buf.apply(record, position)
-        if self._state is TbState.READY and len(self._buf.aborted) != before:
-            self._snapshots.changed()
+        """The live path into ``BufferState.apply``; then move the max read position.
+
+        Every append (plain, transactional, marker) is applied from its storage
+        callback, which runs in completion order = position order. A future's own
+        callbacks run a loop turn later: a transactional entry applied that way let a
+        plain entry completing in the same storage group move the max read position
+        past it, making the open transaction's entry readable.
+        """
+        if record is not PLAIN:  # a plain entry changes no transaction's state
+            before = len(self._buf.aborted)
+            self._buf.apply(record, position)
+            if self._state is TbState.READY and len(self._buf.aborted) != before:
+                self._snapshots.changed()
         if self._state in (TbState.READY, TbState.NO_SNAPSHOT):
             first = self._buf.first_ongoing_position()
             self._move_max_read(
