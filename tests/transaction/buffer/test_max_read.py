@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from quasar.errors import ServiceNotReady
+from quasar.errors import PersistenceError, ServiceNotReady
 from quasar.storage import EARLIEST, Position
 from quasar.transaction import TxnId
 from quasar.transaction.buffer import TbState
@@ -172,3 +172,36 @@ async def test_plain_entry_completing_with_an_earlier_txn_entry_stays_held(
         assert await env.visible() == [b"plain-0", b"t1-a", b"plain-1"]
     finally:
         await env.close()
+
+
+async def test_a_failed_storage_write_fails_the_append_and_the_end_cleanly(
+    env: TbEnv,
+) -> None:
+    # Appends are applied from storage callbacks; a failed write must fail the caller's
+    # future, leave no pending append behind and move nothing, and a ledger that has
+    # failed answers later appends (and markers) inside the call.
+    tb = await env.ready()
+    p0 = await env.send(b"plain-0")
+    storage = env.factory._memory  # type: ignore[attr-defined]
+    real_append = storage.append
+
+    def failing_append(ledger_id, entry_id, data, owner, done):  # type: ignore[no-untyped-def]
+        storage._ledgers[ledger_id].append(data)
+        storage.loop.call_soon(done, PersistenceError("injected write failure"))
+
+    storage.append = failing_append
+    try:
+        with pytest.raises(PersistenceError):
+            await tb.append_transactional(T1, entry(b"t1-a", T1))
+        assert tb._pending_appends == {}
+        assert tb.max_read_position == p0
+        # The ledger has failed: the next append is answered at once, with its error.
+        with pytest.raises(PersistenceError):
+            await tb.append_transactional(T2, entry(b"t2-a", T2))
+        assert tb._pending_appends == {}
+        with pytest.raises(PersistenceError):
+            await env.commit(T1)
+        assert tb._ending == {}
+        assert tb.max_read_position == p0
+    finally:
+        storage.append = real_append
