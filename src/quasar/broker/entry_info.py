@@ -16,7 +16,20 @@ from dataclasses import dataclass
 from quasar.protocol.entry import parse_entry
 from quasar.storage.api import Position
 
-RECENT_INFOS_MAX = 4096  # entries whose parsed metadata a topic keeps for dispatch
+# The broker keeps the parsed metadata of about as many entries as the entry cache
+# (``managedLedgerCacheSizeMB``) can hold bytes of: one info per KiB of cache, never
+# fewer than RECENT_INFOS_MIN. A consumer that falls behind by more entries than the
+# info cache holds, yet still reads from the entry cache, would otherwise make the
+# broker parse every entry's metadata a second time: with 4,096 infos per topic a
+# consumer catching up on 40,000 cached 1 KiB messages cost the broker 600-650 ms of
+# CPU instead of 340-380 ms (docs/benchmarks.md, session 6).
+RECENT_INFOS_MIN = 4096
+ENTRY_CACHE_BYTES_PER_INFO = 1024
+
+
+def info_capacity(entry_cache_bytes: int) -> int:
+    """How many entries' parsed metadata to keep beside an entry cache of this size."""
+    return max(RECENT_INFOS_MIN, entry_cache_bytes // ENTRY_CACHE_BYTES_PER_INFO)
 
 
 # Not frozen: a frozen dataclass's __init__ goes through object.__setattr__ per field,
@@ -69,14 +82,16 @@ def entry_info(data: bytes) -> EntryInfo:
 
 
 class EntryInfoCache:
-    """The parsed metadata of the most recently published entries of one topic.
+    """The parsed metadata of the most recently published entries of every topic.
 
     Tailing consumers get entries right after they are published; keeping their
-    ``EntryInfo`` saves parsing the same metadata again at dispatch. Keys are ints
+    ``EntryInfo`` saves parsing the same metadata again at dispatch. One cache serves
+    the whole broker, as the entry cache does, and evicts oldest first: ledger ids are
+    unique across topics, so ``(ledger, entry)`` keys never collide. Keys are ints
     (never tracked by the garbage collector, unlike ``Position``).
     """
 
-    def __init__(self, max_entries: int = RECENT_INFOS_MAX) -> None:
+    def __init__(self, max_entries: int = RECENT_INFOS_MIN) -> None:
         self._max = max_entries
         self._infos: OrderedDict[int, EntryInfo] = OrderedDict()
 

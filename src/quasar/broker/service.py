@@ -36,6 +36,7 @@ from quasar.storage.api import (
     RetentionPolicy,
 )
 
+from .entry_info import EntryInfoCache, info_capacity
 from .resources import AlreadyExistsError, Policies, PulsarResources
 from .schema import SchemaRegistry
 from .topic import PersistentTopic
@@ -63,6 +64,8 @@ class BrokerSettings:
     default_num_partitions: int = 1  # defaultNumPartitions
     broker_deduplication_enabled: bool = False  # brokerDeduplicationEnabled
     max_unacked_messages_per_consumer: int = 50_000  # maxUnackedMessagesPerConsumer
+    # Parsed metadata kept for dispatch, sized from managedLedgerCacheSizeMB.
+    entry_info_cache_entries: int = info_capacity(64 * 1024 * 1024)
     ledger: ManagedLedgerConfig = field(default_factory=ManagedLedgerConfig)
 
     @property
@@ -91,6 +94,7 @@ class BrokerService:
         self.store = store
         self.resources = PulsarResources(store)
         self.schemas = SchemaRegistry(store)
+        self.entry_infos = EntryInfoCache(settings.entry_info_cache_entries)
         self.topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Future[PersistentTopic]] = {}
         self._producer_seq = 0

@@ -37,7 +37,7 @@ from quasar.transaction.txn_status import TxnAction
 from .compaction import COMPACTION_CURSOR, CompactionService
 from .consumer import Consumer
 from .dedup import DEDUP_CURSOR, DupStatus, MessageDeduplication
-from .entry_info import EntryInfo, EntryInfoCache, entry_info
+from .entry_info import EntryInfo, entry_info
 from .producer import (
     ACCESS_EXCLUSIVE,
     ACCESS_EXCLUSIVE_WITH_FENCING,
@@ -96,7 +96,7 @@ class PersistentTopic:
         self.bytes_in = 0
         self._trim_handle: asyncio.TimerHandle | None = None
         self.txn_buffer: TopicTransactionBuffer | None = None
-        self.recent_infos = EntryInfoCache()
+        self.recent_infos = service.entry_infos
         self.txn_sends = TransactionalSends()
         # The lambdas look the hooks up at call time: the transaction buffer may
         # replace them after construction.

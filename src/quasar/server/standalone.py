@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from quasar.broker.entry_info import info_capacity
 from quasar.broker.service import BrokerService, BrokerSettings
 from quasar.broker.transactions import TransactionService, TransactionSettings
 from quasar.config import BatchedWriteConfig, ServiceConfiguration
@@ -32,6 +33,11 @@ from .connection import ServerConnection
 log = logging.getLogger("quasar.standalone")
 
 EXIT_FATAL_STORAGE = 70
+
+
+def entry_cache_bytes(config: ServiceConfiguration) -> int:
+    """``managedLedgerCacheSizeMB`` in bytes."""
+    return config.managed_ledger.managed_ledger_cache_size_mb * 1024 * 1024
 
 
 def settings_from_config(config: ServiceConfiguration) -> BrokerSettings:
@@ -48,6 +54,7 @@ def settings_from_config(config: ServiceConfiguration) -> BrokerSettings:
         default_num_partitions=p.default_num_partitions,
         broker_deduplication_enabled=p.broker_deduplication_enabled,
         max_unacked_messages_per_consumer=config.dispatch.max_unacked_messages_per_consumer,
+        entry_info_cache_entries=info_capacity(entry_cache_bytes(config)),
         ledger=config.managed_ledger_config(),
     )
 
@@ -93,9 +100,7 @@ class Standalone:
             journal_sync_data=journal.journal_sync_data,
             journal_max_group_wait_ms=journal.journal_max_group_wait_msec,
             journal_buffered_writes_threshold_bytes=journal.journal_buffered_writes_threshold,
-            cache_size_bytes_max=self.config.managed_ledger.managed_ledger_cache_size_mb
-            * 1024
-            * 1024,
+            cache_size_bytes_max=entry_cache_bytes(self.config),
             on_fatal=self._on_fatal,
         )
         self.service = BrokerService(self.settings, self._ledgers, self._store)
