@@ -309,10 +309,12 @@ class TransactionConfig(_Section):
     transaction_coordinator_enabled: bool = _setting(
         True, "transactionCoordinatorEnabled"
     )
-    # quasar's own key. 16 is the partition count Pulsar's
-    # initialize-transaction-coordinator-metadata gives the assign topic by default.
+    # quasar's own key: the partitions the coordinator-assign topic gets when it is
+    # created. 1 is what Pulsar's standalone creates (PulsarStandalone); a cluster set
+    # up with initialize-transaction-coordinator-metadata gets 16 by default. An
+    # existing assign topic keeps its count.
     transaction_coordinator_count: int = _setting(
-        16, "transactionCoordinatorCount", _at_least(1)
+        1, "transactionCoordinatorCount", _at_least(1)
     )
     # Pulsar default (broker.conf transactionBufferSnapshotMaxTransactionCount).
     transaction_buffer_snapshot_max_transaction_count: int = _setting(

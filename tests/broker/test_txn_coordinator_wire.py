@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -12,19 +14,64 @@ from quasar.testing.raw import Raw, RawCoordinator
 
 T = pb.BaseCommand
 ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
+COORDINATORS = 16  # what a Pulsar cluster gets from initialize-transaction-coordinator-metadata
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
 
-def test_assign_topic_has_one_partition_per_coordinator(broker: BrokerProcess) -> None:
-    raw = Raw(broker.port)
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker with 16 coordinators, so that ids other than 0 are exercised."""
+    proc = BrokerProcess(
+        tmp_path_factory.mktemp("tc-wire") / "data",
+        extra_env={"QUASAR_transactionCoordinatorCount": str(COORDINATORS)},
+    ).start()
+    yield proc
+    assert proc.stop() == 0, proc.read_log()
+
+
+def assign_partitions(port: int) -> int:
+    raw = Raw(port)
     raw.connect()
     cmd = T(type=T.PARTITIONED_METADATA)
     cmd.partitionMetadata.topic = ASSIGN
     cmd.partitionMetadata.request_id = 1
     resp = raw.request(cmd, T.PARTITIONED_METADATA_RESPONSE).partitionMetadataResponse
     assert resp.response == pb.CommandPartitionedTopicMetadataResponse.Success
-    assert resp.partitions == 16
+    return int(resp.partitions)
+
+
+def test_assign_topic_has_one_partition_per_coordinator(broker: BrokerProcess) -> None:
+    assert assign_partitions(broker.port) == COORDINATORS
+
+
+def test_standalone_has_one_coordinator_by_default_and_a_data_dir_keeps_its_count(
+    tmp_path: Path,
+) -> None:
+    """Like Pulsar's standalone, one coordinator by default. A data directory created
+    with more keeps them all on restart, whatever the setting says then: a coordinator
+    dropped would take its open transactions with it."""
+    with BrokerProcess(tmp_path / "default") as default:
+        assert assign_partitions(default.port) == 1
+        tc = RawCoordinator(default.port)
+        assert not tc.connect(0).HasField("error")
+        assert tc.connect(1).error == pb.TransactionCoordinatorNotFound
+
+    data = tmp_path / "sixteen"
+    proc = BrokerProcess(data, extra_env={"QUASAR_transactionCoordinatorCount": "16"})
+    with proc:
+        tc = RawCoordinator(proc.port)
+        tc.connect(9)
+        txn = tc.new_txn(9)
+        assert not txn.HasField("error")
+    proc.extra_env = {}  # back to the default of one
+    with proc:
+        assert assign_partitions(proc.port) == 16
+        tc = RawCoordinator(proc.port)
+        assert not tc.connect(9).HasField("error")
+        ended = tc.end(txn.txnid_most_bits, txn.txnid_least_bits, pb.COMMIT)
+        assert not ended.HasField("error"), ended.message
+        assert "keeping 16 transaction coordinators" in proc.read_log()
 
 
 def test_tc_connect_known_and_unknown_ids(broker: BrokerProcess) -> None:

@@ -59,7 +59,7 @@ PRESERVER_COMPACT_EVERY_WRITES = 1000
 @dataclass(frozen=True)
 class TransactionSettings:
     enabled: bool = True  # transactionCoordinatorEnabled
-    coordinator_count: int = 16  # transactionCoordinatorCount
+    coordinator_count: int = 1  # transactionCoordinatorCount
     max_active_transactions: int = 0  # maxActiveTransactionsPerCoordinator (0 = unlimited)
     end_retry_interval_ms: int = 1000  # transactionEndRetryIntervalMs
     meta_persist_count: int = 64  # transactionMetaPersistCount (0 = no preserver)
@@ -113,6 +113,7 @@ class TransactionService:
     ) -> None:
         self.settings = settings
         self.service = service
+        self.coordinator_count = self._coordinator_count()
         self.buffer_client = LocalTransactionBufferClient(service)
         self._snapshot_tables: dict[str, SystemTopicTable] = {}
         self._preserver_tables: dict[int, SystemTopicTable] = {}
@@ -124,7 +125,7 @@ class TransactionService:
         self.registry = TransactionCoordinatorRegistry(
             service.ledgers,
             self.buffer_client,
-            coordinator_count=settings.coordinator_count,
+            coordinator_count=self.coordinator_count,
             clock=clock or SystemClock(),
             config=CoordinatorConfig(
                 max_active_transactions=settings.max_active_transactions,
@@ -188,12 +189,29 @@ class TransactionService:
         table = self.snapshot_table(name.namespace_name)
         await table.delete(name.full)
 
+    def _coordinator_count(self) -> int:
+        """The partitions of the coordinator-assign topic if it exists, as in Pulsar
+        (the count is fixed when the topic is created); else the configured count.
+
+        A data directory keeps the coordinators it was created with: each one has a
+        log with the state of its transactions, and clients address coordinators by
+        partition, so changing ``transactionCoordinatorCount`` later must not drop any.
+        """
+        stored = self.service.partitions_of(TopicName.parse(TC_ASSIGN_TOPIC))
+        if stored and stored != self.settings.coordinator_count:
+            log.warning(
+                "%s has %d partitions: keeping %d transaction coordinators "
+                "(transactionCoordinatorCount=%d applies when the topic is created)",
+                TC_ASSIGN_TOPIC, stored, stored, self.settings.coordinator_count,
+            )
+        return stored or self.settings.coordinator_count
+
     def create_assign_topic(self) -> None:
         """Record the coordinator-assign partitioned topic (idempotent)."""
         name = TopicName.parse(TC_ASSIGN_TOPIC)
         if self.service.partitions_of(name) == 0:
             self.service.resources.partitioned_topics.create(
-                TC_ASSIGN_TOPIC, self.settings.coordinator_count
+                TC_ASSIGN_TOPIC, self.coordinator_count
             )
 
     async def close(self) -> None:
