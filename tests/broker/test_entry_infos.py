@@ -5,6 +5,7 @@ reads cached entries gets them without the broker parsing their metadata again."
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 
 import pytest
@@ -26,7 +27,7 @@ from quasar.config import ServiceConfiguration
 from quasar.protocol import FrameDecoder, TopicName, make_entry, pb
 from quasar.server.standalone import settings_from_config
 from quasar.storage import MemoryManagedLedgerFactory
-from quasar.storage.api import InitialPosition, Position
+from quasar.storage.api import InitialPosition, Position, resolve_append
 from quasar.storage.metadata.memory import MemoryMetadataStore
 
 
@@ -107,18 +108,20 @@ async def _topic(service: BrokerService, name: str) -> PersistentTopic:
     )
 
 
+def _message(seq: int) -> bytes:
+    md = pb.MessageMetadata(producer_name="p", sequence_id=seq, publish_time=1)
+    return make_entry(md, b"x" * 100)
+
+
 async def _publish(topic: PersistentTopic, count: int) -> None:
     producer = Producer(producer_id=1, producer_name="p", connection=_Connection())
     await topic.add_producer(producer)
     loop = asyncio.get_running_loop()
-    done = [loop.create_future() for _ in range(count)]
+    done: list[asyncio.Future[Position]] = [loop.create_future() for _ in range(count)]
     for seq in range(count):
-        md = pb.MessageMetadata(producer_name="p", sequence_id=seq, publish_time=1)
-
-        def callback(pos: Position | None, exc: Exception | None, f=done[seq]) -> None:
-            f.set_exception(exc) if exc is not None else f.set_result(pos)
-
-        topic.publish(producer, seq, seq, 1, make_entry(md, b"x" * 100), callback)
+        topic.publish(
+            producer, seq, seq, 1, _message(seq), functools.partial(resolve_append, done[seq])
+        )
     await asyncio.gather(*done)
 
 
@@ -132,11 +135,7 @@ async def test_topics_share_the_service_cache(service: BrokerService) -> None:
     for topic in (a, b):
         ledger = topic.ledger.last_confirmed_entry.ledger_id
         assert [service.entry_infos.get(Position(ledger, e)) for e in (0, 1)] == [
-            entry_info(make_entry(
-                pb.MessageMetadata(producer_name="p", sequence_id=s, publish_time=1),
-                b"x" * 100,
-            ))
-            for s in (0, 1)
+            entry_info(_message(s)) for s in (0, 1)
         ]
 
 

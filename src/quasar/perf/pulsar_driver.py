@@ -249,12 +249,12 @@ def _batch_receive_loop(
     recorder, control = ctx.recorder, ctx.control
     record_many = recorder.record_many
     clock, wall = time.monotonic, time.time
-    # The binding's own consumer (``_pulsar.Consumer``) when the wrapper exposes it:
-    # the wrapper builds a Python ``Message`` per received message and dispatches on
-    # its type per acknowledgement, about 15 % of the consumer process's CPU per
-    # message. The messages, their order and the acknowledgement of each one are the
-    # same; pulsar-perf has no such layer between it and the client.
-    native = getattr(consumer, "_consumer", consumer)
+    # The binding's own consumer (``_pulsar.Consumer``, behind the wrapper of the
+    # pinned pulsar-client): the wrapper builds a Python ``Message`` per received
+    # message and dispatches on its type per acknowledgement, about 15 % of the
+    # consumer process's CPU per message. The messages, their order and the
+    # acknowledgement of each one are the same; pulsar-perf has no such layer.
+    native = consumer._consumer
     batch_receive, acknowledge = native.batch_receive, native.acknowledge
     while not control.stopped:
         try:
