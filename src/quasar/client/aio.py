@@ -55,6 +55,7 @@ from quasar.client.enums import (
 from quasar.client.exceptions import InvalidConfiguration, TransactionsNotEnabled
 from quasar.client.handles import Consumer, Producer, Reader
 from quasar.client.lookup import LookupService, retry_until
+from quasar.client.memory_limit import DEFAULT_MEMORY_LIMIT_BYTES
 from quasar.client.message import Message
 from quasar.client.message_id import MessageId
 from quasar.client.multi_consumer import MultiTopicsConsumer
@@ -96,7 +97,9 @@ def _txn_id(value: Any) -> TxnID:
     """``value`` as a TxnID; raises InvalidConfiguration unless two ints >= 0."""
     try:
         most, least = value
-        if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+        if all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
+        ):
             return TxnID(most, least)
     except (TypeError, ValueError):
         pass
@@ -132,9 +135,15 @@ class Client:
     ``admin_url``: the broker's admin REST API for :meth:`get_client_transactions`;
     default ``http://<first host of service_url>:8080`` (Pulsar standalone's).
 
+    ``memory_limit_bytes``: the bytes of messages waiting for receipts, over all of
+    this client's producers (0: no bound; default 64 MiB, the C++ client's). A send
+    beyond it waits (``block_if_queue_full``) or raises ``MemoryBufferIsFull``. With
+    it, a producer's ``max_pending_messages=0`` means no count limit, as in Pulsar.
+
     Raises:
         InvalidUrl: ``service_url`` is not ``pulsar://host:port``.
-        InvalidConfiguration: ``client_name`` is empty or not a string.
+        InvalidConfiguration: ``client_name`` is empty or not a string, or
+            ``memory_limit_bytes`` is negative.
     """
 
     def __init__(
@@ -150,9 +159,14 @@ class Client:
         transaction_end_timeout_ms: float | None = DEFAULT_TRANSACTION_END_TIMEOUT_MS,
         transaction_journal_dir: str | os.PathLike[str] | None = None,
         admin_url: str | None = None,
+        memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
         **kwargs: Any,
     ) -> None:
         parse_service_url(service_url)
+        if memory_limit_bytes < 0:
+            raise InvalidConfiguration(
+                f"memory_limit_bytes must be >= 0, got {memory_limit_bytes}"
+            )
         if client_name is not None and (
             not isinstance(client_name, str) or not client_name
         ):
@@ -163,7 +177,9 @@ class Client:
         # logging) are accepted so that code written for pulsar keeps working.
         self._ignored = kwargs
         journal_dir = (
-            None if transaction_journal_dir is None else os.fspath(transaction_journal_dir)
+            None
+            if transaction_journal_dir is None
+            else os.fspath(transaction_journal_dir)
         )
         self.config = ClientConfig(
             service_url=service_url,
@@ -176,6 +192,7 @@ class Client:
             client_name=client_name or new_client_name(),
             transaction_journal_dir=journal_dir,
             admin_url=admin_url or admin_url_for(service_url),
+            memory_limit_bytes=memory_limit_bytes,
         )
         self.pool = ConnectionPool(self.config)
         self.lookup = LookupService(self.config, self.pool)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from quasar.client.exceptions import InvalidUrl
+from quasar.client.memory_limit import DEFAULT_MEMORY_LIMIT_BYTES, MemoryLimit
 
 try:  # The distribution may not be installed (running from a source tree).
     from importlib.metadata import version as _dist_version
@@ -62,6 +63,10 @@ class ClientConfig:
     # The broker's admin REST API (get_client_transactions); None: derived from
     # service_url (see admin_url_for).
     admin_url: str | None = None
+    # Bytes of messages awaiting receipts, summed over the client's producers (0: no
+    # bound); see quasar.client.memory_limit.
+    memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES
+    memory: MemoryLimit = field(init=False, repr=False)
     _ids: itertools.count[int] = field(default_factory=itertools.count, repr=False)
     _producer_ids: itertools.count[int] = field(
         default_factory=itertools.count, repr=False
@@ -69,6 +74,9 @@ class ClientConfig:
     _consumer_ids: itertools.count[int] = field(
         default_factory=itertools.count, repr=False
     )
+
+    def __post_init__(self) -> None:
+        self.memory = MemoryLimit(self.memory_limit_bytes)
 
     @property
     def operation_timeout_s(self) -> float:

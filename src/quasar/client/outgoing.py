@@ -147,6 +147,8 @@ class Batch:
     callbacks: list[Any] = field(default_factory=list)
     # Every message is plain (see OutgoingMessage.is_plain).
     plain: bool = True
+    # The messages' payload bytes (what they reserved of the client's memory).
+    payload_bytes: int = 0
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -195,7 +197,8 @@ class BatchContainer:
         )
 
     def take(self) -> Batch:
-        batch, self.batch, self.num_bytes = self.batch, Batch(), 0
+        batch, self.batch = self.batch, Batch()
+        batch.payload_bytes, self.num_bytes = self.num_bytes, 0
         return batch
 
 

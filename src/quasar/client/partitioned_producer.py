@@ -39,12 +39,17 @@ class PartitionedProducerImpl:
         self.topic = topic
         self.num_partitions = num_partitions
         self.conf = conf
-        per_partition = max(
-            1,
-            min(
-                conf.max_pending_messages,
-                conf.max_pending_messages_across_partitions // num_partitions,
-            ),
+        # 0 (no count limit, the client's memory limit applies) stays 0.
+        per_partition = (
+            max(
+                1,
+                min(
+                    conf.max_pending_messages,
+                    conf.max_pending_messages_across_partitions // num_partitions,
+                ),
+            )
+            if conf.max_pending_messages > 0
+            else 0
         )
         self.partitions = [
             make_partition(partition_name(topic, i), i, per_partition)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import sys
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,11 @@ from typing import Any
 from quasar.client.backoff import Backoff
 from quasar.client.connection import ClientConnection, ConnectionPool, make_command
 from quasar.client.enums import BatchingType, CompressionType, ProducerAccessMode
-from quasar.client.exceptions import MessageTooBig, ProducerQueueIsFull
+from quasar.client.exceptions import (
+    MemoryBufferIsFull,
+    MessageTooBig,
+    ProducerQueueIsFull,
+)
 from quasar.client.lookup import LookupService, retry_until
 from quasar.client.message_id import MessageId
 from quasar.client.outgoing import (
@@ -153,7 +158,10 @@ class ProducerImpl:
         self._next_seq = 0
         self.last_sequence_id_published = -1
         self._pending = PendingSends()
-        self._max_pending = max_pending or conf.max_pending_messages
+        count_limit = conf.max_pending_messages if max_pending is None else max_pending
+        # 0: no count limit; the client's memory limit bounds the pending messages.
+        self._max_pending = count_limit if count_limit > 0 else sys.maxsize
+        self._memory = self.config.memory
         self._slots_used = 0
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
         self._batching = conf.batching_enabled
@@ -318,24 +326,27 @@ class ProducerImpl:
         first waits until this partition is registered with the transaction.
 
         Raises:
-            AlreadyClosed, ProducerQueueIsFull, MessageTooBig: the message was not queued.
+            AlreadyClosed, ProducerQueueIsFull, MemoryBufferIsFull, MessageTooBig: the
+                message was not queued.
             InvalidTxnStatus: the transaction is no longer OPEN (nothing was sent).
             TransactionNotFound, TransactionCoordinatorNotFound, Timeout, ...: the
                 partition could not be registered with the transaction.
         """
         txn = msg.txn
+        size = len(msg.payload)
         if (
             txn is None
             and self._slots_used < self._max_pending
             and self.state is not _CLOSING
             and self.state is not _CLOSED
+            and self._memory.try_reserve(size)
         ):
             # The common case without a coroutine per message: a slot is free.
             self._slots_used += 1
             try:
                 self._enqueue(msg, callback)
             except BaseException:
-                self._release_slots(1)
+                self._release_slots(1, size)
                 raise
             return
         if (
@@ -344,6 +355,7 @@ class ProducerImpl:
             and txn.partition_registered(self.topic)
             and self.state is not _CLOSING
             and self.state is not _CLOSED
+            and self._memory.try_reserve(size)
         ):
             # A transaction's later sends to a registered partition: no coroutine per
             # message (the exactly-once Spark sink's path; profiled at twice the
@@ -354,7 +366,7 @@ class ProducerImpl:
             try:
                 self._enqueue(msg, op.wrap(callback))
             except BaseException as exc:
-                self._release_slots(1)
+                self._release_slots(1, size)
                 op.finish(exc)
                 raise
             return
@@ -364,11 +376,11 @@ class ProducerImpl:
                 assert txn is not None
                 await txn.register_partition(self.topic)
                 callback = op.wrap(callback)
-            await self._acquire_slot()
+            await self._acquire_slot(size)
             try:
                 self._enqueue(msg, callback)
             except BaseException:
-                self._release_slots(1)
+                self._release_slots(1, size)
                 raise
         except BaseException as exc:
             # Not queued: the transaction must not commit without this message.
@@ -376,13 +388,22 @@ class ProducerImpl:
                 op.finish(exc)
             raise
 
-    async def _acquire_slot(self) -> None:
+    async def _acquire_slot(self, size: int) -> None:
+        """Take a pending-message slot and ``size`` bytes of the client's memory."""
         while True:
             if self.state in (State.CLOSING, State.CLOSED):
                 raise AlreadyClosed(f"producer on {self.topic} is closed")
             if self._slots_used < self._max_pending:
-                self._slots_used += 1
-                return
+                if self._memory.try_reserve(size):
+                    self._slots_used += 1
+                    return
+                if not self.conf.block_if_queue_full:
+                    raise MemoryBufferIsFull(
+                        f"the client's memory limit ({self._memory.limit} bytes) is "
+                        f"reached; {size} more bytes do not fit"
+                    )
+                await self._memory.wait_for_room()
+                continue
             if not self.conf.block_if_queue_full:
                 raise ProducerQueueIsFull(
                     f"{self._max_pending} messages pending on {self.topic}"
@@ -395,8 +416,10 @@ class ProducerImpl:
                 if waiter in self._slot_waiters:
                     self._slot_waiters.remove(waiter)
 
-    def _release_slots(self, n: int) -> None:
+    def _release_slots(self, n: int, num_bytes: int) -> None:
+        """Give back ``n`` slots and the ``num_bytes`` their messages reserved."""
         self._slots_used -= n
+        self._memory.release(num_bytes)
         if not self._slot_waiters:
             return
         for _ in range(n):
@@ -425,11 +448,11 @@ class ProducerImpl:
             and msg.deliver_at_ms is None
             and not self.conf.compression_type
         ):
-            self._send_plain(msg.payload, seq, None, [callback])
+            self._send_plain(msg.payload, seq, None, [callback], len(msg.payload))
             return
         md = self._new_metadata(seq, msg.txn_id)
         msg.fill_metadata(md)
-        self._send_entry(md, msg.payload, seq, 1, [callback])
+        self._send_entry(md, msg.payload, seq, 1, [callback], len(msg.payload))
 
     def _max_message_size(self) -> int:
         conn = self._conn
@@ -459,6 +482,7 @@ class ProducerImpl:
         seq: int,
         count: int,
         callbacks: list[SendCallback],
+        reserved: int,
     ) -> None:
         codec = int(self.conf.compression_type)
         if codec:
@@ -484,7 +508,7 @@ class ProducerImpl:
             seq,
             count,
             callbacks,
-            len(payload),
+            reserved,
             md.HasField("num_messages_in_batch"),
         )
 
@@ -494,6 +518,7 @@ class ProducerImpl:
         seq: int,
         batch_count: int | None,
         callbacks: list[SendCallback],
+        reserved: int,
     ) -> None:
         """``_send_entry`` for an entry whose metadata holds only the producer name,
         sequence id, publish time, schema version and (a batch) the message count:
@@ -521,7 +546,7 @@ class ProducerImpl:
             seq,
             1 if batch_count is None else batch_count,
             callbacks,
-            len(payload),
+            reserved,
             batch_count is not None,
         )
 
@@ -531,11 +556,11 @@ class ProducerImpl:
         seq: int,
         count: int,
         callbacks: list[SendCallback],
-        num_bytes: int,
+        reserved: int,
         is_batch: bool,
     ) -> None:
         deadline = self.clock.monotonic_ms() + self.conf.send_timeout_millis
-        op = OpSend(seq, count, frame, callbacks, deadline, num_bytes, is_batch)
+        op = OpSend(seq, count, frame, callbacks, deadline, reserved, is_batch)
         self._pending.append(op)
         if self._conn is not None and self.state is _READY:
             self._conn.write_parts(frame)
@@ -603,20 +628,29 @@ class ProducerImpl:
                 and not self.conf.compression_type
             ):
                 self._send_plain(
-                    batch_payload(batch), first_seq, len(batch), batch.callbacks
+                    batch_payload(batch),
+                    first_seq,
+                    len(batch),
+                    batch.callbacks,
+                    batch.payload_bytes,
                 )
                 return
             md = self._new_metadata(first_seq, first.txn_id)
             fill_batch_metadata(md, batch)
             self._send_entry(
-                md, batch_payload(batch), first_seq, len(batch), batch.callbacks
+                md,
+                batch_payload(batch),
+                first_seq,
+                len(batch),
+                batch.callbacks,
+                batch.payload_bytes,
             )
         except QuasarError as exc:
             self._fail_batch(batch, exc)
 
     def _fail_batch(self, batch: Batch, exc: BaseException) -> None:
         """Fail the messages of a batch that was never sent."""
-        self._release_slots(len(batch))
+        self._release_slots(len(batch), batch.payload_bytes)
         for callback in batch.callbacks:
             callback(exc, None)
 
@@ -657,7 +691,7 @@ class ProducerImpl:
                 MessageId(self.partition, ledger, entry, i, n, self.topic)
                 for i in range(n)
             ]
-        self._release_slots(op.num_messages)
+        self._release_slots(op.num_messages, op.reserved_bytes)
         op.complete(None, ids)
         self._arm_send_timer()
 
@@ -679,7 +713,7 @@ class ProducerImpl:
             and head.sequence_id == error.sequence_id
         ):
             op = self._pending.pop_head()
-            self._release_slots(op.num_messages)
+            self._release_slots(op.num_messages, op.reserved_bytes)
             op.complete(fail_head(error.message), None)
             self._arm_send_timer()
             return
@@ -699,7 +733,7 @@ class ProducerImpl:
     def _on_send_timer(self) -> None:
         self._send_timer = None
         for op in self._pending.pop_expired(self.clock.monotonic_ms()):
-            self._release_slots(op.num_messages)
+            self._release_slots(op.num_messages, op.reserved_bytes)
             op.complete(Timeout(f"send to {self.topic} timed out"), None)
         self._arm_send_timer()
 
@@ -707,11 +741,12 @@ class ProducerImpl:
         for container in [self._batch, *self._batches.values()]:
             self._fail_batch(container.take(), exc)
         for op in self._pending.drain():
-            self._release_slots(op.num_messages)
+            self._release_slots(op.num_messages, op.reserved_bytes)
             op.complete(exc, None)
         for waiter in self._slot_waiters:
             if not waiter.done():
                 waiter.set_result(None)
+        self._memory.wake_all()
 
     # --- flush / close ---------------------------------------------------------------
 

@@ -47,7 +47,9 @@ class OpSend:
     frame: FramePieces
     callbacks: list[SendCallback]
     deadline_ms: float
-    num_bytes: int = 0
+    # Client memory reserved by the SEND's messages (their payloads as given to send),
+    # released when it completes.
+    reserved_bytes: int = 0
     # A batch entry: its messages get ids with batch indexes 0..n-1.
     is_batch: bool = False
     # Called once after the callbacks (used by flush() to wait for this op).

@@ -12,7 +12,10 @@ trip and a loop wake-up per message: about 6,000 messages/s). The pipe instead:
 * delivers completion callbacks to the listener thread in batches, in completion order.
 
 A slot is released when the message's callback is handed over, so the loop-side
-producer never has more than ``max_pending`` messages queued from this facade.
+producer never has more than ``max_pending`` messages queued from this facade. With
+``max_pending`` 0 (no count limit) the client's memory limit bounds the producer
+instead; the pipe then admits at most ``HANDOFF_SLOTS`` messages not yet handed to
+the producer, so a caller blocks (or fails) when the producer waits for memory.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from quasar.client.exceptions import ProducerQueueIsFull, result_for
 
 Callback = Callable[[Any, Any], None]
 SendAsync = Callable[[Any, Callable[[BaseException | None, Any], None]], Any]
+
+# Messages admitted but not yet queued in the producer, without a count limit.
+HANDOFF_SLOTS = 1000
 
 
 class CallbackRunner:
@@ -76,7 +82,10 @@ class SendPipe:
         self._loop = loop
         self._send_async = send_async
         self._callbacks = callbacks
-        self._max_pending = max(1, max_pending)
+        # With a count limit a slot is held until the receipt; without one, only until
+        # the producer has queued the message (it reserved the client's memory).
+        self._count_limited = max_pending > 0
+        self._max_pending = max_pending if self._count_limited else HANDOFF_SLOTS
         self._slots = threading.Semaphore(self._max_pending)
         self._block = block_if_queue_full
         self._outbox: collections.deque[tuple[Any, Callback]] = collections.deque()
@@ -91,7 +100,9 @@ class SendPipe:
         elif not self._slots.acquire(blocking=False):
             self._callbacks.call(
                 callback,
-                result_for(ProducerQueueIsFull(f"{self._max_pending} messages pending")),
+                result_for(
+                    ProducerQueueIsFull(f"{self._max_pending} messages pending")
+                ),
                 None,
             )
             return
@@ -123,10 +134,13 @@ class SendPipe:
                     await self._send_async(message, done)
                 except Exception as exc:  # closed, too big, queue full: via the callback
                     done(exc, None)
+                if not self._count_limited:
+                    self._slots.release()
 
     def _completion(self, callback: Callback) -> Callable[[BaseException | None, Any], None]:
         def done(err: BaseException | None, message_id: Any) -> None:
-            self._slots.release()
+            if self._count_limited:
+                self._slots.release()
             self._callbacks.call(callback, result_for(err), message_id)
 
         return done

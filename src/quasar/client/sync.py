@@ -43,6 +43,7 @@ from quasar.client.enums import (
     Result,
 )
 from quasar.client.handles import build_outgoing
+from quasar.client.memory_limit import DEFAULT_MEMORY_LIMIT_BYTES
 from quasar.client.message import Message
 from quasar.client.message_id import MessageId
 from quasar.client.partitioned_producer import PartitionedProducerImpl
@@ -141,7 +142,11 @@ class Producer:
     """Blocking producer (see ``pulsar.Producer``)."""
 
     def __init__(
-        self, client: Client, impl: aio.Producer, max_pending: int, block_if_queue_full: bool
+        self,
+        client: Client,
+        impl: aio.Producer,
+        max_pending: int,
+        block_if_queue_full: bool,
     ) -> None:
         self._client = client
         self._impl = impl
@@ -449,7 +454,7 @@ class Client:
     ``enable_transaction=True`` allows :meth:`new_transaction`. The transaction
     options (``client_name``, ``transaction_end_timeout_ms`` and its deprecated alias
     ``transaction_end_retry_timeout_ms``, ``transaction_journal_dir``, ``admin_url``)
-    are described on :class:`quasar.client.aio.Client`.
+    and ``memory_limit_bytes`` are described on :class:`quasar.client.aio.Client`.
 
     Raises:
         InvalidUrl: the service URL is not ``pulsar://host:port``.
@@ -480,6 +485,7 @@ class Client:
         transaction_end_timeout_ms: float | None = DEFAULT_TRANSACTION_END_TIMEOUT_MS,
         transaction_journal_dir: str | os.PathLike[str] | None = None,
         admin_url: str | None = None,
+        memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
     ) -> None:
         self._aio = aio.Client(
             service_url,
@@ -492,6 +498,7 @@ class Client:
             transaction_end_timeout_ms=transaction_end_timeout_ms,
             transaction_journal_dir=transaction_journal_dir,
             admin_url=admin_url,
+            memory_limit_bytes=memory_limit_bytes,
         )
         self._loop = _LoopThread("quasar-client-io")
         self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -547,7 +554,9 @@ class Client:
         return Producer(
             self,
             impl,
-            max_pending_messages_across_partitions if partitioned else max_pending_messages,
+            max_pending_messages_across_partitions
+            if partitioned
+            else max_pending_messages,
             block_if_queue_full,
         )
 

@@ -52,7 +52,7 @@ class ProduceOptions(CommonOptions):
     batch_max_messages: int = 1000
     batch_max_delay_ms: int = 1
     batch_max_bytes: int = 128 * 1024
-    max_pending: int = 1000
+    max_pending: int = 0  # 0: no count limit (the client's memory limit applies)
     send_timeout_ms: int = 30_000
 
 
@@ -216,9 +216,12 @@ def _add_produce(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-o",
         "--max-pending",
-        type=_positive_int,
-        default=1000,
-        help="messages awaiting a receipt per producer; sends block beyond (default 1000)",
+        "--max-outstanding",
+        type=_non_negative_int,
+        default=0,
+        help="messages awaiting a receipt per producer; sends block beyond. 0 (the "
+        "default, as in pulsar-perf): no count limit, the client's 64 MiB memory "
+        "limit bounds the messages in flight",
     )
     p.add_argument(
         "--send-timeout-ms",
