@@ -11,7 +11,8 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml setup.py src/quasar/storage/file/_syncio.c
+$(STAMP): $(BIN)/python pyproject.toml setup.py src/quasar/storage/file/_syncio.c \
+		src/quasar/protocol/_batchsplit.c
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
