@@ -26,6 +26,7 @@ every malformed batch, goes through the Python code, which reports the reason.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 from google.protobuf.message import EncodeError
 
@@ -230,8 +231,8 @@ def split_batch(
     data = bytes(payload)
     if _batchsplit is not None:
         records = _batchsplit.split_plain(data, count)
-        if records is not None:
-            return records  # every record plain and well-formed
+        if records is not None:  # every record plain and well-formed
+            return cast("list[tuple[pb.SingleMessageMetadata | None, bytes]]", records)
     size = len(data)
     pos = 0
     out: list[tuple[pb.SingleMessageMetadata | None, bytes]] = []
