@@ -16,7 +16,9 @@ target, and prints a table and the floors. The figures go to ``--out`` as JSON
 (``quasar/pulsar`` pairs quasar's producer, the cheaper one per message, with the
 official client's consumer, the cheaper one there).
 
-Scenarios (1 topic, 1 partition, 1 KB messages, 1 producer, 1 consumer):
+Scenarios (1 topic, 1 partition, 1 KB messages, 1 producer, 1 consumer; the
+producer keeps ``quasar perf``'s default window, pulsar-perf's: no count limit on
+pending messages, the client's 64 MiB memory limit instead):
 
 * ``batched-max``: client batching (1 ms, 128 KiB, 1000 msgs), unbounded rate.
   Floor: >= 100,000 msg/s published and consumed. The official client's consumer
