@@ -1,4 +1,6 @@
-"""Fixtures for the client tests: a real ``quasar standalone`` broker subprocess.
+"""Fixtures for the client tests: a real ``quasar standalone`` broker subprocess, and
+the in-process fake broker (``fake``; modules that need it set up differently, e.g.
+with transactions, define their own).
 
 The broker listens on free loopback ports with a temporary data directory. Start-up
 is awaited by polling the port within a bounded deadline (the process is also checked,
@@ -20,12 +22,14 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from quasar.testing.process import free_port
+
+from .fake_broker import FakeBroker
 
 STARTUP_TIMEOUT_S = 30.0
 
@@ -192,3 +196,11 @@ def service_url(broker: BrokerProcess) -> str:
 def topic() -> str:
     """A fresh topic name per test, so tests never see each other's messages."""
     return f"persistent://public/default/t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeBroker]:
+    broker = FakeBroker()
+    await broker.start()
+    yield broker
+    await broker.stop()

@@ -22,14 +22,6 @@ TOPIC = "persistent://public/default/fake"
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeBroker]:
-    broker = FakeBroker()
-    await broker.start()
-    yield broker
-    await broker.stop()
-
-
-@pytest.fixture
 async def client(fake: FakeBroker) -> AsyncIterator[aio.Client]:
     c = aio.Client(fake.url, operation_timeout_seconds=5)
     # Fast reconnects keep the tests short; the schedule itself is unit-tested.

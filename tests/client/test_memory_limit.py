@@ -7,6 +7,7 @@ holds receipts back so that exactly the bytes in flight are known.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
@@ -79,14 +80,6 @@ def test_the_default_is_the_cpp_clients() -> None:
 # --- producers -------------------------------------------------------------------------
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeBroker]:
-    broker = FakeBroker()
-    await broker.start()
-    yield broker
-    await broker.stop()
-
-
 def _recorder() -> tuple[list[Any], Any]:
     results: list[Any] = []
 
@@ -96,12 +89,27 @@ def _recorder() -> tuple[list[Any], Any]:
     return results, done
 
 
+@contextlib.asynccontextmanager
+async def _limited(
+    fake: FakeBroker, limit: int, **producer_options: Any
+) -> AsyncIterator[tuple[aio.Client, aio.Producer]]:
+    """A client with ``limit`` bytes of memory and a producer on "mem" without a count
+    limit; whatever the fake still holds is released before the client closes."""
+    client = aio.Client(fake.url, memory_limit_bytes=limit)
+    try:
+        producer = await client.create_producer(
+            "mem", max_pending_messages=0, **producer_options
+        )
+        yield client, producer
+    finally:
+        fake.release_held()
+        await client.close()
+
+
 async def test_no_count_limit_and_memory_bound_without_blocking(
     fake: FakeBroker,
 ) -> None:
-    client = aio.Client(fake.url, memory_limit_bytes=10 * KIB)
-    try:
-        producer = await client.create_producer("mem", max_pending_messages=0)
+    async with _limited(fake, 10 * KIB) as (client, producer):
         fake.hold_receipts = True
         results, done = _recorder()
         for _ in range(10):
@@ -116,16 +124,10 @@ async def test_no_count_limit_and_memory_bound_without_blocking(
         await wait_for(lambda: len(results) == 10)
         assert not any(isinstance(r, BaseException) for r in results)
         assert client.config.memory.used == 0
-    finally:
-        await client.close()
 
 
 async def test_a_blocked_send_waits_for_receipts(fake: FakeBroker) -> None:
-    client = aio.Client(fake.url, memory_limit_bytes=4 * KIB)
-    try:
-        producer = await client.create_producer(
-            "mem", max_pending_messages=0, block_if_queue_full=True
-        )
+    async with _limited(fake, 4 * KIB, block_if_queue_full=True) as (client, producer):
         fake.hold_receipts = True
         results, done = _recorder()
         for _ in range(4):
@@ -140,8 +142,6 @@ async def test_a_blocked_send_waits_for_receipts(fake: FakeBroker) -> None:
         fake.release_held()
         await wait_for(lambda: len(results) == 5)
         assert client.config.memory.used == 0
-    finally:
-        await client.close()
 
 
 async def test_producers_of_one_client_share_the_limit(fake: FakeBroker) -> None:
@@ -162,15 +162,13 @@ async def test_producers_of_one_client_share_the_limit(fake: FakeBroker) -> None
 
 
 async def test_batches_release_what_their_messages_reserved(fake: FakeBroker) -> None:
-    client = aio.Client(fake.url, memory_limit_bytes=1024 * KIB)
-    try:
-        producer = await client.create_producer(
-            "mem",
-            max_pending_messages=0,
-            batching_enabled=True,
-            batching_max_messages=7,
-            batching_max_publish_delay_ms=1,
-        )
+    async with _limited(
+        fake,
+        1024 * KIB,
+        batching_enabled=True,
+        batching_max_messages=7,
+        batching_max_publish_delay_ms=1,
+    ) as (client, producer):
         fake.hold_receipts = True
         results, done = _recorder()
         for i in range(20):
@@ -180,19 +178,12 @@ async def test_batches_release_what_their_messages_reserved(fake: FakeBroker) ->
         fake.release_held()
         await wait_for(lambda: len(results) == 20)
         assert client.config.memory.used == 0
-    finally:
-        await client.close()
 
 
 async def test_send_timeouts_return_memory(fake: FakeBroker) -> None:
-    client = aio.Client(fake.url, memory_limit_bytes=2 * KIB)
-    try:
-        producer = await client.create_producer(
-            "mem",
-            max_pending_messages=0,
-            block_if_queue_full=True,
-            send_timeout_millis=100,
-        )
+    async with _limited(
+        fake, 2 * KIB, block_if_queue_full=True, send_timeout_millis=100
+    ) as (client, producer):
         fake.drop_sends = True
         results, done = _recorder()
         await producer.send_async(b"q" * KIB, done)
@@ -202,21 +193,17 @@ async def test_send_timeouts_return_memory(fake: FakeBroker) -> None:
         await wait_for(lambda: len(results) == 3)
         assert all(type(r).__name__ == "Timeout" for r in results), results
         assert client.config.memory.used == 0
-    finally:
-        await client.close()
 
 
 async def test_closing_a_producer_fails_senders_waiting_for_memory(
     fake: FakeBroker,
 ) -> None:
-    client = aio.Client(fake.url, memory_limit_bytes=2 * KIB)
-    try:
-        producer = await client.create_producer(
-            "mem",
-            max_pending_messages=0,
-            block_if_queue_full=True,
-            send_timeout_millis=0,  # no timeout: only the close frees the memory
-        )
+    async with _limited(
+        fake,
+        2 * KIB,
+        block_if_queue_full=True,
+        send_timeout_millis=0,  # no timeout: only the close frees the memory
+    ) as (client, producer):
         fake.hold_receipts = True
         results, done = _recorder()
         await producer.send_async(b"q" * KIB, done)
@@ -229,9 +216,6 @@ async def test_closing_a_producer_fails_senders_waiting_for_memory(
             await asyncio.wait_for(blocked, 5)
         assert [type(r).__name__ for r in results] == ["AlreadyClosed"] * 2
         assert client.config.memory.used == 0
-    finally:
-        fake.release_held()
-        await client.close()
 
 
 async def test_sync_producer_without_count_limit_blocks_on_memory(

@@ -140,20 +140,18 @@ def test_encode_plain_batch_rejects_bad_sequence_ids() -> None:
         encode_plain_batch([1, 2], [b"x"])
 
 
-@settings(max_examples=200, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.one_of(st.none(), _seq),
-            st.binary(max_size=300),
-            st.sampled_from(["plain", "key", "event", "null"]),
-        ),
+def _records(*kinds: str) -> st.SearchStrategy[list[tuple[int | None, bytes, str]]]:
+    """Up to 8 batch records: (sequence id or none, payload, metadata kind)."""
+    return st.lists(
+        st.tuples(st.one_of(st.none(), _seq), st.binary(max_size=300), st.sampled_from(kinds)),
         max_size=8,
     )
-)
-def test_split_batch_matches_parse_batch(
+
+
+def _batch_of(
     records: list[tuple[int | None, bytes, str]],
-) -> None:
+) -> list[tuple[pb.SingleMessageMetadata, bytes]]:
+    """The records as (SingleMessageMetadata, payload) pairs, metadata by kind."""
     batch = []
     for seq, body, kind in records:
         meta = pb.SingleMessageMetadata(payload_size=len(body))
@@ -166,6 +164,15 @@ def test_split_batch_matches_parse_batch(
         elif kind == "null":
             meta.null_value = True
         batch.append((meta, body))
+    return batch
+
+
+@settings(max_examples=200, deadline=None)
+@given(_records("plain", "key", "event", "null"))
+def test_split_batch_matches_parse_batch(
+    records: list[tuple[int | None, bytes, str]],
+) -> None:
+    batch = _batch_of(records)
     raw = build_batch(batch)
     split = split_batch(raw, len(batch))
     assert [body for _, body in split] == [body for _, body in parse_batch(raw, len(batch))]
@@ -281,25 +288,9 @@ def test_the_batch_extension_is_built() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.one_of(st.none(), _seq),
-            st.binary(max_size=300),
-            st.sampled_from(["plain", "plain", "plain", "key"]),
-        ),
-        max_size=8,
-    )
-)
+@given(_records("plain", "plain", "plain", "key"))
 def test_native_split_matches_python(records: list[tuple[int | None, bytes, str]]) -> None:
-    batch = []
-    for seq, body, kind in records:
-        meta = pb.SingleMessageMetadata(payload_size=len(body))
-        if seq is not None:
-            meta.sequence_id = seq
-        if kind == "key":
-            meta.partition_key = "k"
-        batch.append((meta, body))
+    batch = _batch_of(records)
     raw = build_batch(batch)
     _assert_native_agrees(raw, len(batch))
     for cut in (1, 4, 7):  # truncated, and with stray bytes
