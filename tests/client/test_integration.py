@@ -38,6 +38,45 @@ def receive_n(consumer: pulsar.Consumer, n: int) -> list[pulsar.Message]:
 
 
 @pytest.mark.parametrize("batching", [False, True])
+def test_memory_limit_without_count_limit(
+    service_url: str, topic: str, batching: bool
+) -> None:
+    """``max_pending_messages=0`` against the real broker: far more messages than the
+    old default window are in flight at once, bounded by a 256 KiB memory limit the
+    sends block on; every one arrives once, in order, and the memory comes back."""
+    client = pulsar.Client(
+        service_url, operation_timeout_seconds=15, memory_limit_bytes=256 * 1024
+    )
+    try:
+        consumer = client.subscribe(topic, "sub", receiver_queue_size=5000)
+        producer = client.create_producer(
+            topic,
+            max_pending_messages=0,
+            block_if_queue_full=True,
+            batching_enabled=batching,
+        )
+        memory = client._aio.config.memory
+        results: list[pulsar.Result] = []
+        in_use: list[int] = []
+
+        def done(result: pulsar.Result, _mid: object) -> None:
+            results.append(result)
+            in_use.append(memory.used)
+
+        payloads = [b"%05d" % i + b"x" * 1019 for i in range(3000)]  # 3 MiB in all
+        for payload in payloads:
+            producer.send_async(payload, done)
+        producer.flush()
+        assert results == [pulsar.Result.Ok] * len(payloads)
+        assert max(in_use) <= 256 * 1024  # the sends did wait for memory
+        assert memory.used == 0
+        got = receive_n(consumer, len(payloads))
+        assert [m.data() for m in got] == payloads
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("batching", [False, True])
 def test_produce_consume(client: pulsar.Client, topic: str, batching: bool) -> None:
     consumer = client.subscribe(topic, "sub")
     producer = client.create_producer(
