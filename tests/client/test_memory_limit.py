@@ -54,7 +54,7 @@ def test_a_message_larger_than_the_limit_goes_alone() -> None:
 def test_zero_means_no_limit() -> None:
     mem = MemoryLimit(0)
     assert all(mem.try_reserve(1 << 30) for _ in range(10))
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidConfiguration):
         MemoryLimit(-1)
 
 

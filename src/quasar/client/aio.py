@@ -97,9 +97,7 @@ def _txn_id(value: Any) -> TxnID:
     """``value`` as a TxnID; raises InvalidConfiguration unless two ints >= 0."""
     try:
         most, least = value
-        if all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
-        ):
+        if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
             return TxnID(most, least)
     except (TypeError, ValueError):
         pass
@@ -163,10 +161,6 @@ class Client:
         **kwargs: Any,
     ) -> None:
         parse_service_url(service_url)
-        if memory_limit_bytes < 0:
-            raise InvalidConfiguration(
-                f"memory_limit_bytes must be >= 0, got {memory_limit_bytes}"
-            )
         if client_name is not None and (
             not isinstance(client_name, str) or not client_name
         ):
@@ -177,9 +171,7 @@ class Client:
         # logging) are accepted so that code written for pulsar keeps working.
         self._ignored = kwargs
         journal_dir = (
-            None
-            if transaction_journal_dir is None
-            else os.fspath(transaction_journal_dir)
+            None if transaction_journal_dir is None else os.fspath(transaction_journal_dir)
         )
         self.config = ClientConfig(
             service_url=service_url,

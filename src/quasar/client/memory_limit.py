@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 
+from quasar.client.exceptions import InvalidConfiguration
+
 __all__ = ["DEFAULT_MEMORY_LIMIT_BYTES", "MemoryLimit"]
 
 DEFAULT_MEMORY_LIMIT_BYTES = 64 * 1024 * 1024
@@ -20,7 +22,8 @@ DEFAULT_MEMORY_LIMIT_BYTES = 64 * 1024 * 1024
 class MemoryLimit:
     """Bytes reserved by the producers of one client, against ``limit`` (0: none).
 
-    A reservation that does not fit fails, except when nothing is reserved: a message
+    Raises ``InvalidConfiguration`` for a negative limit. A reservation that does not
+    fit fails, except when nothing is reserved: a message
     larger than the whole limit can still be sent, alone, instead of never.
     """
 
@@ -28,7 +31,7 @@ class MemoryLimit:
 
     def __init__(self, limit: int = DEFAULT_MEMORY_LIMIT_BYTES) -> None:
         if limit < 0:
-            raise ValueError(f"memory limit must be >= 0, got {limit}")
+            raise InvalidConfiguration(f"memory_limit_bytes must be >= 0, got {limit}")
         self.limit = limit
         self.used = 0
         self._waiters: list[asyncio.Future[None]] = []

@@ -344,7 +344,7 @@ class ProducerImpl:
             # The common case without a coroutine per message: a slot is free.
             self._slots_used += 1
             try:
-                self._enqueue(msg, callback)
+                self._enqueue(msg, callback, size)
             except BaseException:
                 self._release_slots(1, size)
                 raise
@@ -364,7 +364,7 @@ class ProducerImpl:
             op = txn.begin_op()
             self._slots_used += 1
             try:
-                self._enqueue(msg, op.wrap(callback))
+                self._enqueue(msg, op.wrap(callback), size)
             except BaseException as exc:
                 self._release_slots(1, size)
                 op.finish(exc)
@@ -378,7 +378,7 @@ class ProducerImpl:
                 callback = op.wrap(callback)
             await self._acquire_slot(size)
             try:
-                self._enqueue(msg, callback)
+                self._enqueue(msg, callback, size)
             except BaseException:
                 self._release_slots(1, size)
                 raise
@@ -429,15 +429,14 @@ class ProducerImpl:
                     waiter.set_result(None)
                     break
 
-    def _enqueue(self, msg: OutgoingMessage, callback: SendCallback) -> None:
+    def _enqueue(self, msg: OutgoingMessage, callback: SendCallback, size: int) -> None:
+        """Batch or send ``msg``, whose ``size`` payload bytes are already reserved."""
         seq = msg.sequence_id
         if seq is None:
             seq = self._next_seq
             self._next_seq = seq + 1
-        if len(msg.payload) > self._max_message_size():
-            raise MessageTooBig(
-                f"{len(msg.payload)} bytes exceed {self._max_message_size()}"
-            )
+        if size > self._max_message_size():
+            raise MessageTooBig(f"{size} bytes exceed {self._max_message_size()}")
         if self._batching and msg.deliver_at_ms is None:
             self._add_to_batch(msg, seq, callback)
             return
@@ -448,11 +447,11 @@ class ProducerImpl:
             and msg.deliver_at_ms is None
             and not self.conf.compression_type
         ):
-            self._send_plain(msg.payload, seq, None, [callback], len(msg.payload))
+            self._send_plain(msg.payload, seq, None, [callback], size)
             return
         md = self._new_metadata(seq, msg.txn_id)
         msg.fill_metadata(md)
-        self._send_entry(md, msg.payload, seq, 1, [callback], len(msg.payload))
+        self._send_entry(md, msg.payload, seq, 1, [callback], size)
 
     def _max_message_size(self) -> int:
         conn = self._conn

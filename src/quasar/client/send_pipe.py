@@ -100,9 +100,7 @@ class SendPipe:
         elif not self._slots.acquire(blocking=False):
             self._callbacks.call(
                 callback,
-                result_for(
-                    ProducerQueueIsFull(f"{self._max_pending} messages pending")
-                ),
+                result_for(ProducerQueueIsFull(f"{self._max_pending} messages pending")),
                 None,
             )
             return

@@ -142,11 +142,7 @@ class Producer:
     """Blocking producer (see ``pulsar.Producer``)."""
 
     def __init__(
-        self,
-        client: Client,
-        impl: aio.Producer,
-        max_pending: int,
-        block_if_queue_full: bool,
+        self, client: Client, impl: aio.Producer, max_pending: int, block_if_queue_full: bool
     ) -> None:
         self._client = client
         self._impl = impl
@@ -554,9 +550,7 @@ class Client:
         return Producer(
             self,
             impl,
-            max_pending_messages_across_partitions
-            if partitioned
-            else max_pending_messages,
+            max_pending_messages_across_partitions if partitioned else max_pending_messages,
             block_if_queue_full,
         )
 

@@ -67,7 +67,7 @@ static PyObject *split_plain(PyObject *self, PyObject *args) {
     const unsigned char *buf = (const unsigned char *)view.buf;
     const Py_ssize_t size = view.len;
     PyObject *out = NULL;
-    if (count < 0 || count > size / 5 + 1) {
+    if (count < 0 || count > size / 6) {
         /* Each record takes at least 4 + 2 bytes: a count this large cannot fit. */
         goto not_plain;
     }
