@@ -544,6 +544,30 @@ async def test_commit_waits_for_in_flight_acks(fake: FakeBroker, client: aio.Cli
     assert txn.state() is S.COMMITTED
 
 
+async def test_a_commit_given_up_by_its_caller_still_waits_then_ends_once(
+    fake: FakeBroker, client: aio.Client
+) -> None:
+    producer = await client.create_producer("fake")
+    txn = await client.new_transaction()
+    fake.hold_receipts = True
+    done: list[Any] = []
+    for i in range(2):
+        await producer.send_async(bytes([i]), lambda e, m: done.append(e), txn=txn)
+    await wait_for(lambda: len(fake.commands(T.SEND)) == 2)
+    first = asyncio.ensure_future(txn.commit())
+    await asyncio.sleep(0.05)
+    first.cancel()  # the caller gives up; the commit goes on waiting for the sends
+    second = asyncio.ensure_future(txn.commit())  # joins it
+    await asyncio.sleep(0.05)
+    assert fake.commands(T.END_TXN) == [] and done == []
+    fake.hold_receipts = False
+    fake.release_held()
+    await asyncio.wait_for(second, 5)
+    assert done == [None, None]  # each send's own callback ran
+    assert txn.state() is S.COMMITTED
+    assert len(fake.commands(T.END_TXN)) == 1
+
+
 async def test_failed_registration_fails_send_and_commit(
     fake: FakeBroker, client: aio.Client
 ) -> None:

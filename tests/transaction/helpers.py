@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from quasar.clock import ManualClock
+from quasar.errors import ManagedLedgerClosed, PersistenceError
 from quasar.protocol import pb
 from quasar.storage import (
     FileManagedLedgerFactory,
@@ -15,7 +17,7 @@ from quasar.storage import (
     MemoryMetadataStore,
     SqliteMetadataStore,
 )
-from quasar.storage.api import ManagedLedger
+from quasar.storage.api import ManagedLedger, Position
 from quasar.storage.ledger_factory import BaseManagedLedgerFactory
 from quasar.transaction import (
     CoordinatorConfig,
@@ -189,3 +191,49 @@ async def end_task(
     task = asyncio.get_running_loop().create_task(tc.end_txn(txn, action))  # type: ignore[arg-type]
     await asyncio.sleep(0)  # one step of the event loop, not a wait for time
     return task
+
+
+class FailingLedger:
+    """A managed ledger whose appends fail on demand (an I/O error from storage).
+
+    Appends fail while ``failing`` is set, or once ``ok`` appends have succeeded;
+    with ``raise_now`` they raise ``ManagedLedgerClosed`` at the call. Both append
+    forms fail the same way, on the next loop turn as a real I/O error would.
+    Everything else is the wrapped ledger's.
+    """
+
+    def __init__(self, inner: ManagedLedger, ok: int | None = None) -> None:
+        self._inner = inner
+        self._ok = ok
+        self.failing = False
+        self.raise_now = False
+
+    def _fails(self) -> bool:
+        if self.raise_now:
+            raise ManagedLedgerClosed("closed")
+        if self.failing:
+            return True
+        if self._ok is None:
+            return False
+        if self._ok > 0:
+            self._ok -= 1
+            return False
+        return True
+
+    def add_entry(self, data: bytes) -> asyncio.Future[Position]:
+        if not self._fails():
+            return self._inner.add_entry(data)
+        fut: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(fut.set_exception, PersistenceError("disk"))
+        return fut
+
+    def append_entry(
+        self, data: bytes, callback: Callable[[Position | None, BaseException | None], None]
+    ) -> None:
+        if not self._fails():
+            self._inner.append_entry(data, callback)
+            return
+        asyncio.get_running_loop().call_soon(callback, None, PersistenceError("disk"))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
@@ -14,7 +13,6 @@ from quasar.errors import (
     TransactionCoordinatorNotFound,
     TransactionNotFound,
 )
-from quasar.storage.api import ManagedLedger, Position
 from quasar.transaction import (
     CoordinatorConfig,
     CoordinatorStatus,
@@ -25,7 +23,7 @@ from quasar.transaction import (
     TxnStatus,
 )
 
-from .helpers import P1, P2, S1, TcEnv, end_task
+from .helpers import P1, P2, S1, FailingLedger, TcEnv, end_task
 
 COMMIT, ABORT = TxnAction.COMMIT, TxnAction.ABORT
 
@@ -209,25 +207,6 @@ async def test_low_watermark(env: TcEnv) -> None:
     assert tc.low_watermark() == 2
     t3 = await tc.new_txn(60_000)
     assert t3.least == 3 and tc.low_watermark() == 2
-
-
-class FailingLedger:
-    """A managed ledger whose appends fail after ``ok`` successes."""
-
-    def __init__(self, inner: ManagedLedger, ok: int) -> None:
-        self._inner = inner
-        self._ok = ok
-
-    def add_entry(self, data: bytes) -> asyncio.Future[Position]:
-        if self._ok > 0:
-            self._ok -= 1
-            return self._inner.add_entry(data)
-        fut: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-        fut.set_exception(PersistenceError("disk on fire"))
-        return fut
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 async def test_failed_append_fences_the_coordinator(env: TcEnv) -> None:

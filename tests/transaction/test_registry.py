@@ -27,7 +27,7 @@ from quasar.transaction import (
     transaction_log_topic,
 )
 
-from .test_coordinator import FailingLedger
+from .helpers import FailingLedger
 
 
 class Env:

@@ -361,21 +361,21 @@ class ProducerImpl:
             # message (the exactly-once Spark sink's path; profiled at twice the
             # per-message cost of a plain send before). Order is the callers' await
             # order, as on the slow path (a send returns once its message is queued).
-            op = txn.begin_op()
+            op = txn.begin_op(callback)
             self._slots_used += 1
             try:
-                self._enqueue(msg, op.wrap(callback), size)
+                self._enqueue(msg, op, size)
             except BaseException as exc:
                 self._release_slots(1, size)
                 op.finish(exc)
                 raise
             return
-        op = txn.begin_op() if txn is not None else None
+        op = txn.begin_op(callback) if txn is not None else None
         try:
             if op is not None:
                 assert txn is not None
                 await txn.register_partition(self.topic)
-                callback = op.wrap(callback)
+                callback = op
             await self._acquire_slot(size)
             try:
                 self._enqueue(msg, callback, size)

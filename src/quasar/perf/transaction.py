@@ -1,7 +1,12 @@
 """``quasar perf transaction``: consume-transform-produce in transactions.
 
-``-c`` workers share one client (one event loop, one connection), one consumer per
-input topic and one producer per output topic. Each worker loops::
+``-c`` workers share one client (one event loop, one connection) and one consumer per
+input topic; each worker has its own producer per output topic, as each of
+pulsar-perf's threads has. So a loop's messages form batches of their own in both
+modes: the transactional loop cannot batch across transactions (a batch holds one
+transaction's messages), and with shared producers the ``--txn-disable`` baseline
+would batch across workers, which measures batching rather than the transaction.
+Each worker loops::
 
     t0   txn = await client.new_transaction(timeout_ms=-tto)
          receive -nmc messages from each input topic
@@ -98,7 +103,7 @@ class _Shared:
         opts: TransactionOptions,
         client: aio.Client,
         consumers: list[aio.Consumer],
-        producers: list[aio.Producer],
+        producers: list[list[aio.Producer]],
         recorder: TxnRecorder,
         control: RunControl,
     ) -> None:
@@ -116,7 +121,7 @@ class _Shared:
         # budget is used up (claimed transactions are then finished).
         self.abandon = False
         self.abandoned = 0
-        self.produced_per_txn = opts.messages_produced * len(producers)
+        self.produced_per_txn = opts.messages_produced * len(producers[0])
         self.consumed_per_txn = opts.messages_consumed * len(consumers)
 
     def choose_abort(self) -> bool:
@@ -138,7 +143,9 @@ async def _receive(shared: _Shared, consumer: aio.Consumer) -> aio.Message:
         return msg
 
 
-async def _produce(shared: _Shared, txn: aio.Transaction | None) -> None:
+async def _produce(
+    shared: _Shared, producers: list[aio.Producer], txn: aio.Transaction | None
+) -> None:
     """Send -nmp messages to each output (pipelined) and wait for every receipt.
 
     Raises:
@@ -159,7 +166,7 @@ async def _produce(shared: _Shared, txn: aio.Transaction | None) -> None:
 
     kwargs = {} if txn is None else {"txn": txn}
     payload = shared.payload
-    for producer in shared.producers:
+    for producer in producers:
         for _ in range(shared.opts.messages_produced):
             await producer.send_async(payload, on_receipt, **kwargs)
     await done
@@ -187,7 +194,10 @@ async def _ack_in_txn(
 
 
 async def _ack_and_produce(
-    shared: _Shared, received: list[tuple[aio.Consumer, aio.Message]], txn: aio.Transaction
+    shared: _Shared,
+    producers: list[aio.Producer],
+    received: list[tuple[aio.Consumer, aio.Message]],
+    txn: aio.Transaction,
 ) -> tuple[float | None, float | None]:
     """The transaction's acks and sends, in flight together (pulsar-perf issues
     ``acknowledgeAsync`` and ``sendAsync`` and waits for all of them before the end).
@@ -201,9 +211,14 @@ async def _ack_and_produce(
         await phase
         return (time.monotonic() - started) * 1e6
 
+    if not received:
+        # Produce-only: one phase, awaited in place (no task per transaction).
+        return None, await timed(_produce(shared, producers, txn))
     phases: list[asyncio.Future[float] | None] = [
         asyncio.ensure_future(timed(_ack_in_txn(received, txn))) if received else None,
-        asyncio.ensure_future(timed(_produce(shared, txn))) if shared.producers else None,
+        asyncio.ensure_future(timed(_produce(shared, producers, txn)))
+        if producers
+        else None,
     ]
     running = [p for p in phases if p is not None]
     await asyncio.wait(running)
@@ -222,7 +237,8 @@ async def _abort_quietly(txn: aio.Transaction) -> None:
             pass
 
 
-async def _worker(shared: _Shared) -> None:
+async def _worker(shared: _Shared, producers: list[aio.Producer]) -> None:
+    """One loop of transactions; ``producers``: this worker's, one per output topic."""
     opts, control, recorder = shared.opts, shared.control, shared.recorder
     client = shared.client
     clock = time.monotonic
@@ -244,13 +260,15 @@ async def _worker(shared: _Shared) -> None:
                 for _ in range(opts.messages_consumed):
                     received.append((consumer, await _receive(shared, consumer)))
             if txn is not None:
-                ack_us, send_us = await _ack_and_produce(shared, received, txn)
+                ack_us, send_us = await _ack_and_produce(
+                    shared, producers, received, txn
+                )
             else:
                 for consumer, msg in received:
                     await consumer.acknowledge(msg)
-                if shared.producers:
+                if producers:
                     ts = clock()
-                    await _produce(shared, None)
+                    await _produce(shared, producers, None)
                     send_us = (clock() - ts) * 1e6
             t1 = clock()
             if txn is not None:
@@ -381,11 +399,11 @@ async def _drive(
             for topic in inputs
         ]
         producers = [
-            await client.create_producer(
-                topic,
-                **producer_settings(opts),
-            )
-            for topic in outputs
+            [
+                await client.create_producer(topic, **producer_settings(opts))
+                for topic in outputs
+            ]
+            for _ in range(opts.concurrency)
         ]
         prefill = opts.prefill_count() if inputs else 0
         seconds = 0.0
@@ -404,7 +422,7 @@ async def _drive(
         start = time.monotonic()
         shared.last_input = start
         reporter.begin(start)
-        tasks = [loop.create_task(_worker(shared)) for _ in range(opts.concurrency)]
+        tasks = [loop.create_task(_worker(shared, own)) for own in producers]
         watcher = None
         if consumers and opts.input_idle_timeout_s > 0:
             watcher = loop.create_task(_watch_input(shared, opts.input_idle_timeout_s))

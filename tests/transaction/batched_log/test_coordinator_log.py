@@ -13,7 +13,7 @@ import pytest
 from quasar.errors import PersistenceError, TransactionCoordinatorNotFound
 from quasar.metrics import Registry
 from quasar.protocol.ack_set import unacked_indexes
-from quasar.storage.api import ManagedLedger, Position
+from quasar.storage.api import ManagedLedger
 from quasar.transaction import CoordinatorConfig, TransactionCoordinator
 from quasar.transaction.batched_log import (
     BatchedLogs,
@@ -22,7 +22,7 @@ from quasar.transaction.batched_log import (
 )
 from quasar.transaction.txn_status import TxnAction, TxnStatus
 
-from ..helpers import TcEnv, ledger_config
+from ..helpers import FailingLedger, TcEnv, ledger_config
 
 T = TypeVar("T")
 COMMIT = TxnAction.COMMIT
@@ -146,22 +146,6 @@ async def test_restart_with_batching_switched(tmp_path: Path, first_on: bool) ->
         assert tc.active_transactions() == 0
     finally:
         await env.close()
-
-
-class FailingLedger:
-    def __init__(self, inner: ManagedLedger) -> None:
-        self._inner = inner
-        self.failing = False
-
-    def add_entry(self, data: bytes) -> asyncio.Future[Position]:
-        if not self.failing:
-            return self._inner.add_entry(data)
-        fut: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-        fut.set_exception(PersistenceError("disk on fire"))
-        return fut
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 async def test_a_failed_batch_fails_every_request_in_it(benv: TcEnv) -> None:

@@ -10,10 +10,10 @@ from typing import Any, TypeVar
 
 import pytest
 
-from quasar.errors import PersistenceError, ServiceNotReady
+from quasar.errors import ServiceNotReady
 from quasar.metrics import Registry
 from quasar.protocol.ack_set import unacked_indexes
-from quasar.storage.api import ManagedLedger, Position
+from quasar.storage.api import ManagedLedger
 from quasar.transaction.batched_log import (
     BatchedLogControl,
     BatchedLogs,
@@ -23,6 +23,7 @@ from quasar.transaction.batched_log import (
 from quasar.transaction.pending_ack import PendingAckHandle
 from quasar.transaction.pending_ack.log import pending_ack_writer
 
+from ..helpers import FailingLedger
 from ..pending_ack.helpers import SUB, T1, T2, T3, TOPIC, PaEnv, individual
 
 T = TypeVar("T")
@@ -128,22 +129,6 @@ async def test_restart_with_batching_switched(tmp_path: Path, first_on: bool) ->
         assert env.cursor.is_acknowledged(env.p(2))
     finally:
         await env.close()
-
-
-class FailingLedger:
-    def __init__(self, inner: ManagedLedger) -> None:
-        self._inner = inner
-        self.failing = False
-
-    def add_entry(self, data: bytes) -> asyncio.Future[Position]:
-        if not self.failing:
-            return self._inner.add_entry(data)
-        fut: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-        fut.set_exception(PersistenceError("disk on fire"))
-        return fut
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 async def test_a_failed_batch_fails_every_ack_in_it() -> None:

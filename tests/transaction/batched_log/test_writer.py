@@ -9,7 +9,7 @@ import pytest
 
 from quasar.errors import ManagedLedgerClosed, PersistenceError
 from quasar.metrics import Registry, render
-from quasar.storage.api import ManagedLedger, Position
+from quasar.storage.api import ManagedLedger
 from quasar.transaction.batched_log import (
     BatchedWriteSettings,
     LogPosition,
@@ -23,6 +23,7 @@ from quasar.transaction.batched_log.metrics import (
 )
 from quasar.transaction.scheduler import settle
 
+from ..helpers import FailingLedger
 from .conftest import Env
 
 
@@ -163,27 +164,6 @@ async def test_many_records_keep_order(wenv: Env) -> None:
     assert seen == sorted(seen)
     data = await _entries(wenv.ledger)
     assert [r for d in data for r in _records_of(d)] == [_rec(i) for i in range(100)]
-
-
-class FailingLedger:
-    """Appends fail (through the future) while ``failing`` is set."""
-
-    def __init__(self, inner: ManagedLedger) -> None:
-        self._inner = inner
-        self.failing = False
-        self.raise_now = False
-
-    def add_entry(self, data: bytes) -> asyncio.Future[Position]:
-        if self.raise_now:
-            raise ManagedLedgerClosed("closed")
-        if not self.failing:
-            return self._inner.add_entry(data)
-        fut: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-        asyncio.get_running_loop().call_soon(fut.set_exception, PersistenceError("disk"))
-        return fut
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 async def test_failed_write_fails_every_record_of_the_batch(wenv: Env) -> None:

@@ -18,6 +18,7 @@ from quasar.transaction.pending_ack import (
     decode_entry,
 )
 
+from ..helpers import FailingLedger
 from .helpers import T1, T2, T3, PaEnv, batch_ack_set, individual
 
 
@@ -221,35 +222,15 @@ async def test_an_end_waits_for_acks_in_flight(pa: PaEnv) -> None:
 # ---------------------------------------------------------------------------- log failures
 
 
-class FailingAppends:
-    """A log ledger whose appends fail (an I/O error reported by the storage)."""
-
-    def __init__(self, real: object) -> None:
-        self._real = real
-        self.fail = False
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._real, name)
-
-    def add_entry(self, data: bytes) -> asyncio.Future[Position]:
-        if not self.fail:
-            return self._real.add_entry(data)  # type: ignore[attr-defined, no-any-return]
-        from quasar.errors import PersistenceError
-
-        future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-        future.set_exception(PersistenceError("disk on fire"))
-        return future
-
-
 async def test_a_failed_log_append_fences_the_handle() -> None:
     env = PaEnv()
     await env.open_ledgers()
-    failing = FailingAppends(env.log_ledger)
+    failing = FailingLedger(env.log_ledger)
     env._log = failing  # type: ignore[assignment]
     await env.start()
     try:
         await env.handle.individual_ack(T1, individual(env, 0))
-        failing.fail = True
+        failing.failing = True
         with pytest.raises(ServiceNotReady) as info:
             await env.handle.individual_ack(T2, individual(env, 1))
         assert info.value.retryable
@@ -258,8 +239,8 @@ async def test_a_failed_log_append_fences_the_handle() -> None:
         with pytest.raises(ServiceNotReady):
             await env.handle.commit(T1, -1)
         # A fresh handle decides from the log what really happened.
-        failing.fail = False
-        env._log = failing._real  # type: ignore[assignment]
+        failing.failing = False
+        env._log = failing._inner  # type: ignore[assignment]
         handle = await env.restart()
         assert handle.pending_positions() == [env.p(0)]
         await handle.commit(T1, -1)
