@@ -126,7 +126,7 @@ class Producer:
         return await self._impl.send(build_outgoing(self._schema, content, **kwargs))
 
     async def send_async(
-        self, content: Any, callback: SendCallback, **kwargs: Any
+        self, content: Any, callback: SendCallback, txn: Any = None, **kwargs: Any
     ) -> None:
         """Queue a message; ``callback(error_or_None, message_id)`` runs on the loop.
 
@@ -140,15 +140,14 @@ class Producer:
                 could not be registered with ``txn``.
         """
         if not kwargs and content is not None:
-            # No options: what build_outgoing would produce, without its checks.
-            msg = OutgoingMessage(self._schema.encode(content))
-        elif len(kwargs) == 1 and content is not None and kwargs.get("txn") is not None:
-            # Only a transaction (the exactly-once sinks' and perf's common case).
+            # No options but maybe a transaction (the exactly-once sinks' and perf's
+            # common case): what build_outgoing would produce, without its checks.
             msg = OutgoingMessage(
-                self._schema.encode(content), txn=transaction_impl(kwargs["txn"])
+                self._schema.encode(content),
+                txn=None if txn is None else transaction_impl(txn),
             )
         else:
-            msg = build_outgoing(self._schema, content, **kwargs)
+            msg = build_outgoing(self._schema, content, txn=txn, **kwargs)
         await self._impl.send_async(msg, callback)
 
     async def flush(self) -> None:

@@ -181,7 +181,7 @@ def add_transaction_parser(sub: argparse._SubParsersAction) -> None:  # type: ig
         metavar="N",
         type=_positive_int,
         default=1,
-        help="transactions in flight (workers; default 1)",
+        help="transactions in flight (workers, each with its own producers; default 1)",
     )
     p.add_argument(
         "-tto",

@@ -33,7 +33,7 @@ T = pb.BaseCommand
 _NOT_ENABLED = "Transactions are not enabled on this broker"
 
 # request type -> (response type, request field, response field)
-_RESPONSES = {
+_FIELDS = {
     T.TC_CLIENT_CONNECT_REQUEST: (
         T.TC_CLIENT_CONNECT_RESPONSE, "tcClientConnectRequest", "tcClientConnectResponse"
     ),
@@ -56,6 +56,17 @@ _RESPONSES = {
         "endTxnOnSubscriptionResponse",
     ),
 }
+
+
+def _echoes_txn(resp_type: int, req_field: str, resp_field: str) -> bool:
+    """Whether the request and its response both carry a transaction id."""
+    req = getattr(pb.BaseCommand(), req_field)
+    resp = getattr(pb.BaseCommand(type=resp_type), resp_field)
+    return hasattr(req, "txnid_most_bits") and hasattr(resp, "txnid_most_bits")
+
+
+# ... plus whether the response echoes the request's transaction id (decided once).
+_RESPONSES = {t: (*f, _echoes_txn(*f)) for t, f in _FIELDS.items()}
 
 
 def _txn_of(req: Any) -> TxnId:
@@ -93,14 +104,12 @@ class TransactionCommands:
     async def _txn_request(  # type: ignore[misc]
         self: ServerConnection, cmd: pb.BaseCommand, handler: Callable[[Any], Awaitable[Any]]
     ) -> None:
-        from .connection import error_code_and_message
-
-        resp_type, req_field, resp_field = _RESPONSES[cmd.type]
+        resp_type, req_field, resp_field, echoes_txn = _RESPONSES[cmd.type]
         req = getattr(cmd, req_field)
         out = pb.BaseCommand(type=resp_type)
         resp = getattr(out, resp_field)
         resp.request_id = req.request_id
-        if hasattr(req, "txnid_most_bits") and hasattr(resp, "txnid_most_bits"):
+        if echoes_txn:
             resp.txnid_most_bits = req.txnid_most_bits
             resp.txnid_least_bits = req.txnid_least_bits
         try:
@@ -110,12 +119,16 @@ class TransactionCommands:
             if isinstance(txn, TxnId):
                 resp.txnid_most_bits, resp.txnid_least_bits = txn.most, txn.least
         except QuasarError as e:
+            from .connection import error_code_and_message  # (import cycle)
+
             code, message = error_code_and_message(e)
             resp.error = code
             resp.message = message
             if cmd.type == T.NEW_TXN:
                 resp.txnid_most_bits = req.tc_id  # as Pulsar: the coordinator that failed
         except Exception as e:  # a bug: answer, log, keep the connection
+            from .connection import error_code_and_message  # (import cycle)
+
             log.exception("transaction request failed")
             code, message = error_code_and_message(e)
             resp.error = code

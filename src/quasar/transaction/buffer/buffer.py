@@ -358,14 +358,17 @@ class TopicTransactionBuffer:
         if txn in buf.ongoing or txn in self._pending_appends:
             return
         cfg = self.config
-        # Open = ongoing, or first entry still being written (not applied yet).
-        starting = len(buf.ongoing) + sum(
-            1 for t in self._pending_appends if t not in buf.ongoing
-        )
-        if cfg.max_ongoing_transactions and starting >= cfg.max_ongoing_transactions:
-            raise TooManyRequests(
-                f"{self.topic} already has {starting} open transactions"
+        limit = cfg.max_ongoing_transactions
+        # Open = ongoing, or first entry still being written (not applied yet). The
+        # sum of both bounds that from above; count exactly only near the limit.
+        if limit and len(buf.ongoing) + len(self._pending_appends) >= limit:
+            starting = len(buf.ongoing) + sum(
+                1 for t in self._pending_appends if t not in buf.ongoing
             )
+            if starting >= limit:
+                raise TooManyRequests(
+                    f"{self.topic} already has {starting} open transactions"
+                )
         if cfg.max_aborted_transactions and len(buf.aborted) >= cfg.max_aborted_transactions:
             raise TooManyRequests(
                 f"{self.topic} keeps {len(buf.aborted)} aborted transactions; "

@@ -60,6 +60,10 @@ class EndFanOut:
         if not targets:
             return
         acknowledged: list[Participant] = []
+        if len(targets) == 1:
+            # One participant (a produce-only transaction): no task to wait for.
+            await self._end_on(targets[0], txn_id, action, acknowledged)
+            return
         tasks = [
             asyncio.ensure_future(self._end_on(p, txn_id, action, acknowledged))
             for p in targets
