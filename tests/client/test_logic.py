@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -32,6 +33,7 @@ from quasar.client.routing import (
     partition_for_key,
 )
 from quasar.client.schema import BytesSchema, JsonSchema, StringSchema
+from quasar.client.waiters import park, wake_all
 from quasar.clock import ManualClock
 from quasar.protocol import parse_batch
 
@@ -359,3 +361,18 @@ def test_schemas() -> None:
     assert j.decode(j.encode(p)) == p
     with pytest.raises(TypeError):
         BytesSchema().encode("not bytes")
+
+
+async def test_parked_waiters_wake_together_and_a_cancelled_one_leaves() -> None:
+    waiters: list[asyncio.Future[None]] = []
+    first = asyncio.ensure_future(park(waiters))
+    second = asyncio.ensure_future(park(waiters))
+    gone = asyncio.ensure_future(park(waiters))
+    await asyncio.sleep(0)
+    assert len(waiters) == 3
+    gone.cancel()
+    await asyncio.gather(gone, return_exceptions=True)
+    assert len(waiters) == 2  # the cancelled waiter took itself out
+    wake_all(waiters)
+    assert waiters == []
+    await asyncio.wait_for(asyncio.gather(first, second), 1)

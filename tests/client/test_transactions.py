@@ -506,14 +506,23 @@ async def test_abort_after_cumulative_ack_asks_for_redelivery(
 # --- commit and in-flight operations --------------------------------------------------
 
 
-async def test_commit_waits_for_in_flight_sends(fake: FakeBroker, client: aio.Client) -> None:
+async def _sends_held(
+    fake: FakeBroker, client: aio.Client, count: int
+) -> tuple[aio.Transaction, list[Any]]:
+    """A transaction with ``count`` sends whose receipts the broker holds back, and
+    the list their callbacks append their errors to."""
     producer = await client.create_producer("fake")
     txn = await client.new_transaction()
     fake.hold_receipts = True
     done: list[Any] = []
-    for i in range(3):
+    for i in range(count):
         await producer.send_async(bytes([i]), lambda e, m: done.append(e), txn=txn)
-    await wait_for(lambda: len(fake.commands(T.SEND)) == 3)
+    await wait_for(lambda: len(fake.commands(T.SEND)) == count)
+    return txn, done
+
+
+async def test_commit_waits_for_in_flight_sends(fake: FakeBroker, client: aio.Client) -> None:
+    txn, done = await _sends_held(fake, client, 3)
     commit = asyncio.ensure_future(txn.commit())
     await asyncio.sleep(0.1)  # nothing to await: END_TXN must NOT be sent yet
     assert fake.commands(T.END_TXN) == []
@@ -547,13 +556,7 @@ async def test_commit_waits_for_in_flight_acks(fake: FakeBroker, client: aio.Cli
 async def test_a_commit_given_up_by_its_caller_still_waits_then_ends_once(
     fake: FakeBroker, client: aio.Client
 ) -> None:
-    producer = await client.create_producer("fake")
-    txn = await client.new_transaction()
-    fake.hold_receipts = True
-    done: list[Any] = []
-    for i in range(2):
-        await producer.send_async(bytes([i]), lambda e, m: done.append(e), txn=txn)
-    await wait_for(lambda: len(fake.commands(T.SEND)) == 2)
+    txn, done = await _sends_held(fake, client, 2)
     first = asyncio.ensure_future(txn.commit())
     await asyncio.sleep(0.05)
     first.cancel()  # the caller gives up; the commit goes on waiting for the sends

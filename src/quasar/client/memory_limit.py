@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 
 from quasar.client.exceptions import InvalidConfiguration
+from quasar.client.waiters import park, wake_all
 
 __all__ = ["DEFAULT_MEMORY_LIMIT_BYTES", "MemoryLimit"]
 
@@ -50,20 +51,11 @@ class MemoryLimit:
         if self._waiters:
             # Each waiter tries again; whoever does not fit waits again. Waking all
             # (few producers per client) avoids losing a wake-up to a cancelled one.
-            waiters, self._waiters = self._waiters, []
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
+            wake_all(self._waiters)
 
     async def wait_for_room(self) -> None:
         """Return after the next release (the caller then tries to reserve again)."""
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            await waiter
-        finally:
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
+        await park(self._waiters)
 
     def wake_all(self) -> None:
         """Wake every waiter (a producer closing: its waiting senders must see it)."""

@@ -50,6 +50,7 @@ from quasar.client.receipts import (
 )
 from quasar.client.schema import BytesSchema, Schema
 from quasar.client.txn_state import TxnID
+from quasar.client.waiters import park
 from quasar.clock import Clock, SystemClock
 from quasar.errors import (
     AlreadyClosed,
@@ -408,13 +409,7 @@ class ProducerImpl:
                 raise ProducerQueueIsFull(
                     f"{self._max_pending} messages pending on {self.topic}"
                 )
-            waiter: asyncio.Future[None] = self._loop.create_future()
-            self._slot_waiters.append(waiter)
-            try:
-                await waiter
-            finally:
-                if waiter in self._slot_waiters:
-                    self._slot_waiters.remove(waiter)
+            await park(self._slot_waiters)
 
     def _release_slots(self, n: int, num_bytes: int) -> None:
         """Give back ``n`` slots and the ``num_bytes`` their messages reserved."""

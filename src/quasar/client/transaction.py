@@ -75,6 +75,7 @@ from quasar.client.receipts import SendCallback
 from quasar.client.txn_coordinator import TransactionCoordinatorClient
 from quasar.client.txn_journal import TransactionJournal
 from quasar.client.txn_state import TransactionState, TxnID, check_transition
+from quasar.client.waiters import park, wake_all
 from quasar.errors import (
     AlreadyClosed,
     BrokerError,
@@ -253,21 +254,12 @@ class TransactionImpl:
             self._failures.append(error)
         self._in_flight -= 1
         if self._in_flight == 0 and self._idle_waiters:
-            waiters, self._idle_waiters = self._idle_waiters, []
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
+            wake_all(self._idle_waiters)
 
     async def _wait_idle(self) -> None:
         """Return once no send or ack of this transaction is in flight."""
         while self._in_flight:
-            waiter: asyncio.Future[None] = self._loop.create_future()
-            self._idle_waiters.append(waiter)
-            try:
-                await waiter
-            finally:
-                if waiter in self._idle_waiters:
-                    self._idle_waiters.remove(waiter)
+            await park(self._idle_waiters)
 
     @property
     def ops_in_flight(self) -> int:
