@@ -214,19 +214,15 @@ async def _ack_and_produce(
     if not received:
         # Produce-only: one phase, awaited in place (no task per transaction).
         return None, await timed(_produce(shared, producers, txn))
-    phases: list[asyncio.Future[float] | None] = [
-        asyncio.ensure_future(timed(_ack_in_txn(received, txn))) if received else None,
-        asyncio.ensure_future(timed(_produce(shared, producers, txn)))
-        if producers
-        else None,
-    ]
-    running = [p for p in phases if p is not None]
-    await asyncio.wait(running)
-    for phase in running:
+    if not producers:
+        return await timed(_ack_in_txn(received, txn)), None
+    ack = asyncio.ensure_future(timed(_ack_in_txn(received, txn)))
+    send = asyncio.ensure_future(timed(_produce(shared, producers, txn)))
+    await asyncio.wait([ack, send])
+    for phase in (ack, send):
         if phase.exception() is not None:
             raise phase.exception()  # type: ignore[misc]
-    ack, send = (None if p is None else p.result() for p in phases)
-    return ack, send
+    return ack.result(), send.result()
 
 
 async def _abort_quietly(txn: aio.Transaction) -> None:
