@@ -119,13 +119,7 @@ class TxnOp:
         self._txn._op_finished(error)
 
     def __call__(self, error: BaseException | None, message_id: Any) -> None:
-        if not self._done:
-            self._done = True
-            txn = self._txn
-            if error is None and txn._in_flight > 1:
-                txn._in_flight -= 1  # _op_finished's common case, inline (per message)
-            else:
-                txn._op_finished(error)
+        self.finish(error)
         callback = self._callback
         if callback is not None:
             callback(error, message_id)

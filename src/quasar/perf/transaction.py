@@ -103,14 +103,13 @@ class _Shared:
         opts: TransactionOptions,
         client: aio.Client,
         consumers: list[aio.Consumer],
-        producers: list[list[aio.Producer]],
+        outputs: int,
         recorder: TxnRecorder,
         control: RunControl,
     ) -> None:
         self.opts = opts
         self.client = client
         self.consumers = consumers
-        self.producers = producers
         self.recorder = recorder
         self.control = control
         self.payload = make_payload(opts.size)
@@ -121,7 +120,7 @@ class _Shared:
         # budget is used up (claimed transactions are then finished).
         self.abandon = False
         self.abandoned = 0
-        self.produced_per_txn = opts.messages_produced * len(producers[0])
+        self.produced_per_txn = opts.messages_produced * outputs
         self.consumed_per_txn = opts.messages_consumed * len(consumers)
 
     def choose_abort(self) -> bool:
@@ -164,11 +163,10 @@ async def _produce(
         if remaining == 0 and not done.done():
             done.set_result(None)
 
-    kwargs = {} if txn is None else {"txn": txn}
     payload = shared.payload
     for producer in producers:
         for _ in range(shared.opts.messages_produced):
-            await producer.send_async(payload, on_receipt, **kwargs)
+            await producer.send_async(payload, on_receipt, txn=txn)
     await done
     if first_error:
         raise first_error[0]
@@ -413,7 +411,7 @@ async def _drive(
             txn = await client.new_transaction(timeout_ms=opts.txn_timeout_ms)
             await txn.abort()
             info["setup_transactions"] = 1
-        shared = _Shared(opts, client, consumers, producers, recorder, control)
+        shared = _Shared(opts, client, consumers, len(outputs), recorder, control)
         loop = asyncio.get_running_loop()
         start = time.monotonic()
         shared.last_input = start

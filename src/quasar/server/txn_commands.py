@@ -118,18 +118,13 @@ class TransactionCommands:
             txn = await handler(req)
             if isinstance(txn, TxnId):
                 resp.txnid_most_bits, resp.txnid_least_bits = txn.most, txn.least
-        except QuasarError as e:
+        except Exception as e:
             from .connection import error_code_and_message  # (import cycle)
 
-            code, message = error_code_and_message(e)
-            resp.error = code
-            resp.message = message
-            if cmd.type == T.NEW_TXN:
+            if not isinstance(e, QuasarError):  # a bug: answer, log, keep the connection
+                log.exception("transaction request failed")
+            elif cmd.type == T.NEW_TXN:
                 resp.txnid_most_bits = req.tc_id  # as Pulsar: the coordinator that failed
-        except Exception as e:  # a bug: answer, log, keep the connection
-            from .connection import error_code_and_message  # (import cycle)
-
-            log.exception("transaction request failed")
             code, message = error_code_and_message(e)
             resp.error = code
             resp.message = message
