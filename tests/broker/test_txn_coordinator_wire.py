@@ -14,18 +14,16 @@ from quasar.testing.raw import Raw, RawCoordinator
 
 T = pb.BaseCommand
 ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
-COORDINATORS = 16  # what a Pulsar cluster gets from initialize-transaction-coordinator-metadata
+COORDINATORS = 16  # the default, as a cluster's initialize-transaction-coordinator-metadata
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker with 16 coordinators, so that ids other than 0 are exercised."""
-    proc = BrokerProcess(
-        tmp_path_factory.mktemp("tc-wire") / "data",
-        extra_env={"QUASAR_transactionCoordinatorCount": str(COORDINATORS)},
-    ).start()
+    """A broker with the default coordinators (16), so that ids other than 0 are
+    exercised."""
+    proc = BrokerProcess(tmp_path_factory.mktemp("tc-wire") / "data").start()
     yield proc
     assert proc.stop() == 0, proc.read_log()
 
@@ -43,35 +41,49 @@ def assign_partitions(port: int) -> int:
 
 def test_assign_topic_has_one_partition_per_coordinator(broker: BrokerProcess) -> None:
     assert assign_partitions(broker.port) == COORDINATORS
+    tc = RawCoordinator(broker.port)
+    assert not tc.connect(COORDINATORS - 1).HasField("error")
+    assert tc.connect(COORDINATORS).error == pb.TransactionCoordinatorNotFound
 
 
-def test_standalone_has_one_coordinator_by_default_and_a_data_dir_keeps_its_count(
+def test_a_data_dir_keeps_the_coordinator_count_it_was_created_with(
     tmp_path: Path,
 ) -> None:
-    """Like Pulsar's standalone, one coordinator by default. A data directory created
-    with more keeps them all on restart, whatever the setting says then: a coordinator
-    dropped would take its open transactions with it."""
-    with BrokerProcess(tmp_path / "default") as default:
-        assert assign_partitions(default.port) == 1
-        tc = RawCoordinator(default.port)
+    """A data directory created with one coordinator (what Pulsar's standalone makes)
+    keeps one on restart with the default of 16, and one created with 16 keeps 16 when
+    the setting says 1: a coordinator dropped would take its open transactions with it,
+    and one added would change where clients send them."""
+    one = BrokerProcess(tmp_path / "one", extra_env={"QUASAR_transactionCoordinatorCount": "1"})
+    with one:
+        assert assign_partitions(one.port) == 1
+        tc = RawCoordinator(one.port)
+        tc.connect(0)
+        txn = tc.new_txn(0)
+        assert not txn.HasField("error")
+    one.extra_env = {}  # the default of 16
+    with one:
+        assert assign_partitions(one.port) == 1
+        tc = RawCoordinator(one.port)
         assert not tc.connect(0).HasField("error")
         assert tc.connect(1).error == pb.TransactionCoordinatorNotFound
+        ended = tc.end(txn.txnid_most_bits, txn.txnid_least_bits, pb.COMMIT)
+        assert not ended.HasField("error"), ended.message
+        assert "keeping 1 transaction coordinators" in one.read_log()
 
-    data = tmp_path / "sixteen"
-    proc = BrokerProcess(data, extra_env={"QUASAR_transactionCoordinatorCount": "16"})
-    with proc:
-        tc = RawCoordinator(proc.port)
+    sixteen = BrokerProcess(tmp_path / "sixteen")
+    with sixteen:
+        tc = RawCoordinator(sixteen.port)
         tc.connect(9)
         txn = tc.new_txn(9)
         assert not txn.HasField("error")
-    proc.extra_env = {}  # back to the default of one
-    with proc:
-        assert assign_partitions(proc.port) == 16
-        tc = RawCoordinator(proc.port)
+    sixteen.extra_env = {"QUASAR_transactionCoordinatorCount": "1"}
+    with sixteen:
+        assert assign_partitions(sixteen.port) == 16
+        tc = RawCoordinator(sixteen.port)
         assert not tc.connect(9).HasField("error")
         ended = tc.end(txn.txnid_most_bits, txn.txnid_least_bits, pb.COMMIT)
         assert not ended.HasField("error"), ended.message
-        assert "keeping 16 transaction coordinators" in proc.read_log()
+        assert "keeping 16 transaction coordinators" in sixteen.read_log()
 
 
 def test_tc_connect_known_and_unknown_ids(broker: BrokerProcess) -> None:
