@@ -22,7 +22,7 @@ on/off ratios. With ``--repeat N`` the modes alternate N times (off, on, off, on
 and the median of each is reported, which tames a shared machine's noise.
 
 ``--coordinators`` runs the pair once per coordinator count
-(``transactionCoordinatorCount``; 16 is the default, 1 what Pulsar's standalone makes). A coordinator batches only the
+(``transactionCoordinatorCount``; 1 is the standalone default, 16 a cluster's). A coordinator batches only the
 records of transactions in flight on it at the same time, and a transaction has one
 record in flight at a time, so with C coordinators and 64 transactions in flight a
 coordinator-log entry holds at most about 64 / C records: 4 with 16, 64 with one. The
@@ -215,9 +215,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--warmup", type=float, default=5)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--coordinators", default="16",
-                        help="comma-separated coordinator counts (default 16, the "
-                        "broker's default; 1 is what Pulsar's standalone makes)")
+    parser.add_argument("--coordinators", default="1",
+                        help="comma-separated coordinator counts (default 1, the "
+                        "standalone default; 16 is a cluster's)")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--max-delay-ms", type=int, default=1)
     parser.add_argument("--out", type=Path)

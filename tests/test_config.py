@@ -53,7 +53,7 @@ EXPECTED_DEFAULTS = {
     "maxUnackedMessagesPerSubscription": 200000,
     "brokerShutdownTimeoutMs": 60000,
     "transactionCoordinatorEnabled": True,  # quasar (Pulsar: false)
-    "transactionCoordinatorCount": 16,
+    "transactionCoordinatorCount": 1,
     "transactionBufferSnapshotMaxTransactionCount": 1000,
     "transactionBufferSnapshotMinTimeInMillis": 5000,
     "maxActiveTransactionsPerCoordinator": 0,

@@ -310,11 +310,11 @@ class TransactionConfig(_Section):
         True, "transactionCoordinatorEnabled"
     )
     # quasar's own key: the partitions the coordinator-assign topic gets when it is
-    # created. 16, as a cluster set up with initialize-transaction-coordinator-metadata
-    # gets (and as quasar's transaction design specifies); Pulsar's standalone creates
-    # 1, which this key can ask for. An existing assign topic keeps its count.
+    # created. 1 is what Pulsar's standalone creates (PulsarStandalone); a cluster set
+    # up with initialize-transaction-coordinator-metadata gets 16 by default. An
+    # existing assign topic keeps its count.
     transaction_coordinator_count: int = _setting(
-        16, "transactionCoordinatorCount", _at_least(1)
+        1, "transactionCoordinatorCount", _at_least(1)
     )
     # Pulsar default (broker.conf transactionBufferSnapshotMaxTransactionCount).
     transaction_buffer_snapshot_max_transaction_count: int = _setting(

@@ -14,16 +14,18 @@ from quasar.testing.raw import Raw, RawCoordinator
 
 T = pb.BaseCommand
 ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
-COORDINATORS = 16  # the default, as a cluster's initialize-transaction-coordinator-metadata
+COORDINATORS = 16  # what a Pulsar cluster gets from initialize-transaction-coordinator-metadata
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker with the default coordinators (16), so that ids other than 0 are
-    exercised."""
-    proc = BrokerProcess(tmp_path_factory.mktemp("tc-wire") / "data").start()
+    """A broker with 16 coordinators, so that ids other than 0 are exercised."""
+    proc = BrokerProcess(
+        tmp_path_factory.mktemp("tc-wire") / "data",
+        extra_env={"QUASAR_transactionCoordinatorCount": str(COORDINATORS)},
+    ).start()
     yield proc
     assert proc.stop() == 0, proc.read_log()
 
@@ -46,21 +48,22 @@ def test_assign_topic_has_one_partition_per_coordinator(broker: BrokerProcess) -
     assert tc.connect(COORDINATORS).error == pb.TransactionCoordinatorNotFound
 
 
-def test_a_data_dir_keeps_the_coordinator_count_it_was_created_with(
+def test_one_coordinator_by_default_and_a_data_dir_keeps_its_count(
     tmp_path: Path,
 ) -> None:
-    """A data directory created with one coordinator (what Pulsar's standalone makes)
-    keeps one on restart with the default of 16, and one created with 16 keeps 16 when
-    the setting says 1: a coordinator dropped would take its open transactions with it,
-    and one added would change where clients send them."""
-    one = BrokerProcess(tmp_path / "one", extra_env={"QUASAR_transactionCoordinatorCount": "1"})
+    """One coordinator by default, as Pulsar's standalone creates the assign topic. A
+    data directory keeps the count it was created with, in both directions: a
+    coordinator dropped would take its open transactions with it, and one added would
+    change where clients send them."""
+    one = BrokerProcess(tmp_path / "one")
     with one:
         assert assign_partitions(one.port) == 1
         tc = RawCoordinator(one.port)
-        tc.connect(0)
+        assert not tc.connect(0).HasField("error")
+        assert tc.connect(1).error == pb.TransactionCoordinatorNotFound
         txn = tc.new_txn(0)
         assert not txn.HasField("error")
-    one.extra_env = {}  # the default of 16
+    one.extra_env = {"QUASAR_transactionCoordinatorCount": "16"}
     with one:
         assert assign_partitions(one.port) == 1
         tc = RawCoordinator(one.port)
@@ -70,13 +73,15 @@ def test_a_data_dir_keeps_the_coordinator_count_it_was_created_with(
         assert not ended.HasField("error"), ended.message
         assert "keeping 1 transaction coordinators" in one.read_log()
 
-    sixteen = BrokerProcess(tmp_path / "sixteen")
+    sixteen = BrokerProcess(
+        tmp_path / "sixteen", extra_env={"QUASAR_transactionCoordinatorCount": "16"}
+    )
     with sixteen:
         tc = RawCoordinator(sixteen.port)
         tc.connect(9)
         txn = tc.new_txn(9)
         assert not txn.HasField("error")
-    sixteen.extra_env = {"QUASAR_transactionCoordinatorCount": "1"}
+    sixteen.extra_env = {}  # back to the default of one
     with sixteen:
         assert assign_partitions(sixteen.port) == 16
         tc = RawCoordinator(sixteen.port)

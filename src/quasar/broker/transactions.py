@@ -59,7 +59,7 @@ PRESERVER_COMPACT_EVERY_WRITES = 1000
 @dataclass(frozen=True)
 class TransactionSettings:
     enabled: bool = True  # transactionCoordinatorEnabled
-    coordinator_count: int = 16  # transactionCoordinatorCount
+    coordinator_count: int = 1  # transactionCoordinatorCount
     max_active_transactions: int = 0  # maxActiveTransactionsPerCoordinator (0 = unlimited)
     end_retry_interval_ms: int = 1000  # transactionEndRetryIntervalMs
     meta_persist_count: int = 64  # transactionMetaPersistCount (0 = no preserver)
