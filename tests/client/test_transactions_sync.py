@@ -173,3 +173,28 @@ def test_a_transaction_belongs_to_its_client(fake: ThreadedFake, client: pulsar.
         txn.commit()  # the refused send is not an operation of the transaction
     finally:
         other.close()
+
+
+def test_a_transaction_refuses_another_clients_handles_on_every_path(
+    fake: ThreadedFake, client: pulsar.Client
+) -> None:
+    """A send to a partition the transaction already registered takes the producer's
+    fast path, and an ack the consumer's: both still refuse a transaction of another
+    client, and neither counts as one of its operations."""
+    other = pulsar.Client(fake.broker.url, enable_transaction=True)
+    try:
+        own = client.create_producer("fake")
+        foreign = other.create_producer("fake")
+        consumer = other.subscribe("fake", "sub")
+        own.send(b"plain")
+        msg = consumer.receive(2000)
+        txn = client.new_transaction()
+        own.send(b"in txn", txn=txn)  # registers the partition with txn
+        with pytest.raises(pulsar.InvalidConfiguration, match="another client"):
+            foreign.send(b"x", txn=txn)
+        with pytest.raises(pulsar.InvalidConfiguration, match="another client"):
+            consumer.acknowledge(msg, txn)
+        txn.commit()
+        assert txn.state() == pulsar.TransactionState.COMMITTED
+    finally:
+        other.close()
