@@ -42,6 +42,9 @@ from quasar.testing.process import BrokerProcess  # noqa: E402
 
 SHAPES = {"produce-50": ["-nmc", "0", "-nmp", "50"], "1c1p": ["-nmc", "1", "-nmp", "1"]}
 SAMPLE_INTERVAL_S = 0.001
+REPORT_INTERVAL_S = 2  # quasar perf's progress interval (-i): its first line marks the clock
+START_TIMEOUT_S = 300.0  # set-up (prefill) before the run's clock starts
+PROGRESS_LABELS = (b"[txn]", b"[no-txn]")  # the progress line's tag in either mode
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -127,30 +130,50 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         cmd = [sys.executable, "-m", "quasar.perf", "transaction", "-u", broker.url,
                "--admin-url", broker.admin_url, "-s", "1024", "-t", str(args.seconds),
                "--warmup", str(args.warmup), "-c", str(args.concurrency),
-               "--json", str(workdir / "perf.json"), *SHAPES[args.shape]]
+               "-i", str(REPORT_INTERVAL_S), "--json", str(workdir / "perf.json"),
+               *SHAPES[args.shape]]
         if args.txn_disable:
             cmd.append("--txn-disable")
         with open(workdir / "perf.log", "wb") as log:
             perf = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=penv)
-            # The warm-up also covers start-up (prefill, coordinator discovery): sample
-            # from its end for a bit less than the measured window.
-            time.sleep(args.warmup + 2)
-            threads = {
-                "generator": (perf.pid, perf.pid),
-                "broker loop": (broker_pid, broker_pid),
-                "broker writer": (broker_pid, _busiest_other_thread(broker_pid)),
-            }
-            sampler = StateSampler(threads)
-            sampler.start()
-            # -t counts the warm-up too: stop 2 s before the run does.
-            time.sleep(max(1.0, args.seconds - args.warmup - 4))
-            sampler.stop()
-            perf.wait(timeout=args.seconds + 300)
+            try:
+                sampler = _sample_run(args, perf, broker_pid, workdir / "perf.log")
+                perf.wait(timeout=args.seconds + 300)
+            finally:
+                if perf.poll() is None:
+                    perf.kill()
+                    perf.wait()
     finally:
         broker.stop()
     summary_path = workdir / "perf.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     return {"sampler": sampler, "summary": summary}
+
+
+def _sample_run(
+    args: argparse.Namespace, perf: subprocess.Popen[bytes], broker_pid: int, log: Path
+) -> StateSampler:
+    """Sample from the end of the warm-up until about a second before the run ends.
+
+    The run's clock starts after set-up (prefill, coordinator discovery) and its first
+    progress line comes one report interval later: that line marks the clock.
+    """
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not any(label in log.read_bytes() for label in PROGRESS_LABELS):
+        if perf.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"perf did not start its run; see {log}")
+        time.sleep(0.05)
+    time.sleep(max(0.0, args.warmup - REPORT_INTERVAL_S))
+    threads = {
+        "generator": (perf.pid, perf.pid),
+        "broker loop": (broker_pid, broker_pid),
+        "broker writer": (broker_pid, _busiest_other_thread(broker_pid)),
+    }
+    sampler = StateSampler(threads)
+    sampler.start()
+    time.sleep(max(1.0, args.seconds - max(args.warmup, REPORT_INTERVAL_S) - 1))
+    sampler.stop()
+    return sampler
 
 
 def report(args: argparse.Namespace, sampler: StateSampler, summary: dict[str, Any]) -> dict[str, Any]:
