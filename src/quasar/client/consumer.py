@@ -446,7 +446,7 @@ class ConsumerImpl:
             raise CumulativeAcknowledgementNotAllowedError(
                 "cumulative acks are not allowed on Shared and Key_Shared subscriptions"
             )
-        op = txn.begin_op(loop=self._loop)
+        op = txn.begin_op(self._loop)
         # As for plain acks: the message is no longer due for redelivery. If the
         # transaction aborts, the broker makes it deliverable again.
         if cumulative:

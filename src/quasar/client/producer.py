@@ -362,7 +362,7 @@ class ProducerImpl:
             # message (the exactly-once Spark sink's path; profiled at twice the
             # per-message cost of a plain send before). Order is the callers' await
             # order, as on the slow path (a send returns once its message is queued).
-            op = txn.begin_op(callback, self._loop)
+            op = txn.begin_op(self._loop, callback)
             self._slots_used += 1
             try:
                 self._enqueue(msg, op, size)
@@ -371,7 +371,7 @@ class ProducerImpl:
                 op.finish(exc)
                 raise
             return
-        op = txn.begin_op(callback, self._loop) if txn is not None else None
+        op = txn.begin_op(self._loop, callback) if txn is not None else None
         try:
             if op is not None:
                 assert txn is not None

@@ -223,22 +223,21 @@ class TransactionImpl:
     # --- operations ----------------------------------------------------------------------
 
     def begin_op(
-        self,
-        callback: SendCallback | None = None,
-        loop: asyncio.AbstractEventLoop | None = None,
+        self, loop: asyncio.AbstractEventLoop, callback: SendCallback | None = None
     ) -> TxnOp:
         """Count a send or ack as in flight; ``commit()`` waits for it.
 
+        ``loop``: the event loop of the producer or consumer asking (compared with the
+        transaction's; asking asyncio instead costs a ``getpid()`` system call per
+        message on Python 3.11).
         ``callback``: for a send, the caller's callback; the returned op is then the
         message's callback (it settles the operation and calls ``callback``).
-        ``loop``: the caller's event loop, when it keeps one (a producer or consumer):
-        on Python 3.11 asking asyncio costs a ``getpid()`` system call per message.
 
         Raises:
             InvalidTxnStatus: the transaction is not OPEN.
             InvalidConfiguration: the transaction belongs to another client.
         """
-        if (loop if loop is not None else asyncio.get_running_loop()) is not self._loop:
+        if loop is not self._loop:
             # Its state lives on its own client's loop (thread, in the blocking API).
             raise InvalidConfiguration(
                 f"transaction {self.txn_id} belongs to another client"
