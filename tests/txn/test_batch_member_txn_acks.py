@@ -32,7 +32,7 @@ def _one_batch(client: qc.Client, topic: str, count: int) -> None:
         batching_max_publish_delay_ms=60_000,
     )
     for i in range(count):
-        producer.send_async(b"m%d" % i, None)
+        producer.send_async(b"m%d" % i, lambda result, msg_id: None)
     producer.flush()
     producer.close()
 
@@ -78,6 +78,50 @@ def test_members_acked_in_transactions_stay_apart(broker: BrokerProcess) -> None
         consumer.acknowledge(msgs[b"m3"], txn=last)
         consumer.acknowledge(again if again.data() == b"m2" else msgs[b"m2"], txn=last)
         last.commit()
+        assert _backlog(broker, topic, "s") == 0
+    finally:
+        client.close()
+
+
+def test_a_batch_whose_open_members_are_all_pending_is_not_redelivered(
+    broker: BrokerProcess,
+) -> None:
+    # Three members acknowledged on the cursor, the fourth pending in an open
+    # transaction: nothing of the entry is left to deliver. The broker once sent it
+    # anyway with an empty ack set, which on the wire reads "every member", so a
+    # committed member came again and again (found by the kill -9 CTP test).
+    topic = "persistent://public/default/batch-all-pending"
+    client = qc.Client(broker.url, enable_transaction=True)
+    try:
+        consumer = client.subscribe(
+            topic, "s", consumer_type=qc.ConsumerType.Shared,
+            initial_position=qc.InitialPosition.Earliest,
+        )
+        _one_batch(client, topic, 4)
+        msgs = _receive_all(consumer, 4)
+        done = client.new_transaction()
+        for key in (b"m0", b"m1", b"m2"):
+            consumer.acknowledge(msgs[key], txn=done)
+        done.commit()
+        holder = client.new_transaction()
+        consumer.acknowledge(msgs[b"m3"], txn=holder)
+
+        consumer.redeliver_unacknowledged_messages()
+        # Redelivered entries go before new ones, so the next message tells whether
+        # the batch came again.
+        producer = client.create_producer(topic, batching_enabled=False)
+        producer.send(b"after")
+        after = consumer.receive(timeout_millis=RECEIVE_MS)
+        assert after.data() == b"after"
+
+        holder.abort()  # m3 is released: it, and only it, comes again
+        again = consumer.receive(timeout_millis=RECEIVE_MS)
+        assert (again.data(), again.message_id().batch_index()) == (b"m3", 3)
+        last = client.new_transaction()
+        consumer.acknowledge(again, txn=last)
+        consumer.acknowledge(after, txn=last)
+        last.commit()
+        producer.close()
         assert _backlog(broker, topic, "s") == 0
     finally:
         client.close()

@@ -210,8 +210,15 @@ class Dispatcher:
 
     def delivery(
         self, e: Entry, info: EntryInfo, retained: list[int] | None = None
-    ) -> Delivery:
-        """``retained``: the messages of a compacted batch that compaction kept."""
+    ) -> Delivery | None:
+        """The entry as it goes out, or ``None`` when no member of it is left to send.
+
+        ``retained``: the messages of a compacted batch that compaction kept. A batch
+        goes with the ack set of its members still to deliver: not acknowledged on the
+        cursor, not pending in an open transaction, kept by compaction. When that set
+        is empty the entry must not go at all: on the wire an absent ack set means
+        "every member", so sending it would redeliver members that are acknowledged.
+        """
         if retained is None and not info.is_batch:
             # A single message: no ack set can apply to it.
             return Delivery(e, info, self.sub.redelivery_count(e.position), None)
@@ -223,6 +230,8 @@ class Dispatcher:
             if pending is not None:
                 # Members acknowledged in an open transaction are not delivered again.
                 ack_set = and_(pending, ack_set) if ack_set is not None else pending
+        if ack_set is not None and not any(ack_set):
+            return None
         return Delivery(e, info, self.sub.redelivery_count(e.position), ack_set)
 
     async def read_compacted(
@@ -351,16 +360,15 @@ class SingleActiveConsumerDispatcher(Dispatcher):
             batch, moved = await self.read_compacted(want)
             if c is not self.active or c.closed:
                 return True  # the active consumer changed while reading (rewound)
-            deliveries = [self.delivery(e, info, kept) for e, info, kept in batch]
+            found = [self.delivery(e, info, kept) for e, info, kept in batch]
         else:
             plain, moved = await self.read_new(want)
             if c is not self.active or c.closed:
                 # The active consumer changed while reading; a rewind already happened.
                 return True
             delivery = self.delivery
-            deliveries = [delivery(e, info) for e, info in plain]
-        # A compacted batch whose kept messages were all acknowledged has nothing left.
-        deliveries = [d for d in deliveries if d.ack_set is None or any(d.ack_set)]
+            found = [delivery(e, info) for e, info in plain]
+        deliveries = [d for d in found if d is not None]
         if deliveries:
             c.deliver(deliveries)
         return moved
@@ -416,11 +424,14 @@ class SharedDispatcher(Dispatcher):
     def _send(self, batch: list[tuple[Entry, EntryInfo]]) -> bool:
         sent = False
         for e, info in batch:
+            d = self.delivery(e, info)
+            if d is None:
+                continue  # nothing left in it to deliver
             c = self._next_available()
             if c is None:
                 self.add_replay([e.position], count_redelivery=False)
                 continue
-            c.deliver([self.delivery(e, info)])
+            c.deliver([d])
             sent = True
         return sent
 
@@ -482,6 +493,9 @@ class KeySharedDispatcher(SharedDispatcher):
         sent = False
         blocked: set[Consumer] = set()
         for e, info in batch:
+            d = self.delivery(e, info)
+            if d is None:
+                continue  # nothing left in it to deliver
             c = self.consumer_for(info.key)
             if (
                 c is None
@@ -494,6 +508,6 @@ class KeySharedDispatcher(SharedDispatcher):
                     blocked.add(c)
                 self.add_replay([e.position], count_redelivery=False)
                 continue
-            c.deliver([self.delivery(e, info)])
+            c.deliver([d])
             sent = True
         return sent
