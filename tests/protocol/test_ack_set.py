@@ -12,6 +12,7 @@ from quasar.protocol import (
     full_ack_set,
     is_acked,
     is_all_acked,
+    or_,
     unacked_indexes,
 )
 
@@ -66,6 +67,13 @@ def test_and_merges_partial_acks() -> None:
     assert unacked_indexes(and_(a, b), 5) == [0, 2, 4]
     assert and_([-1, 5], [-1]) == [-1]
     assert and_([1], [2]) == []
+
+
+def test_or_unites_members() -> None:
+    assert or_([0b0101], [0b0011]) == [0b0111]
+    assert or_([1], [0, -1]) == [1, -1]  # the shorter one counts as zero-filled
+    assert or_([0, 0], []) == []
+    assert unacked_indexes(or_([1 << 63], [0, 1]), 70) == [63, 64]
 
 
 def test_arguments_are_not_modified() -> None:

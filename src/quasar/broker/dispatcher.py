@@ -27,11 +27,11 @@ import asyncio
 import bisect
 import logging
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from quasar.errors import RemoteProtocolError, StorageError
-from quasar.protocol import and_
+from quasar.protocol import and_, or_
 from quasar.storage.api import Entry, Position
 
 from .consumer import Consumer, Delivery
@@ -56,6 +56,10 @@ class Dispatcher:
         self.consumers: list[Consumer] = []
         self._replay: list[Position] = []  # sorted
         self._replay_set: set[Position] = set()
+        # Replayed batches to deliver only some members of (an abort released them
+        # while the entry's other members may be in a consumer's hands): position ->
+        # wire ack set, bit set = deliver. Kept until the entry goes out.
+        self._replay_members: dict[Position, list[int]] = {}
         self._task: asyncio.Task[None] | None = None
         self._again = False
         self._epoch = 0  # bumped on rewind/seek so a read in flight is discarded
@@ -72,20 +76,43 @@ class Dispatcher:
         self.schedule()
 
     # -- replay set --------------------------------------------------------------------
-    def add_replay(self, positions: Iterable[Position], count_redelivery: bool) -> None:
+    def add_replay(
+        self,
+        positions: Iterable[Position],
+        count_redelivery: bool,
+        members: Mapping[Position, Sequence[int]] | None = None,
+    ) -> None:
+        """Queue entries for redelivery. ``members``: of these, batches to redeliver
+        only some members of (wire ack set, bit set = deliver); the rest go whole,
+        which also lifts an earlier restriction on them."""
+        restricted = self._replay_members
         for p in positions:
-            if (
-                p in self._replay_set
-                or self.sub.cursor.is_acknowledged(p)
-                or self.sub.txns.is_pending(p)
-            ):
+            only = members.get(p) if members is not None else None
+            queued = p in self._replay_set
+            if only is None:
+                restricted.pop(p, None)
+            elif p in restricted:
+                restricted[p] = or_(restricted[p], only)
+            elif not queued:
+                restricted[p] = list(only)
+            # (queued without a restriction: it goes whole anyway)
+            if queued:
                 continue
-            self._replay_set.add(p)
-            bisect.insort(self._replay, p)
+            if self.sub.cursor.is_acknowledged(p) or self.sub.txns.is_pending(p):
+                restricted.pop(p, None)
+                continue
+            self._requeue(p)
             if count_redelivery:
                 self.sub.count_redelivery(p)
 
+    def _requeue(self, p: Position) -> None:
+        """Back into the replay set, as it was (an entry no consumer could take)."""
+        if p not in self._replay_set:
+            self._replay_set.add(p)
+            bisect.insort(self._replay, p)
+
     def discard_replay(self, position: Position) -> None:
+        self._replay_members.pop(position, None)
         if position in self._replay_set:
             self._replay_set.discard(position)
             i = bisect.bisect_left(self._replay, position)
@@ -96,11 +123,13 @@ class Dispatcher:
         i = bisect.bisect_right(self._replay, position)
         for p in self._replay[:i]:
             self._replay_set.discard(p)
+            self._replay_members.pop(p, None)
         del self._replay[:i]
 
     def clear_replay(self) -> None:
         self._replay.clear()
         self._replay_set.clear()
+        self._replay_members.clear()
 
     @property
     def replay_size(self) -> int:
@@ -178,14 +207,12 @@ class Dispatcher:
         while self._replay and len(out) < max_entries:
             p = self._replay.pop(0)
             self._replay_set.discard(p)
-            if cursor.is_acknowledged(p):
+            e = None if cursor.is_acknowledged(p) else await self.sub.topic.ledger.read_entry(p)
+            info = self._filter(e) if e is not None else None
+            if e is None or info is None:
+                self._replay_members.pop(p, None)
                 continue
-            e = await self.sub.topic.ledger.read_entry(p)
-            if e is None:
-                continue
-            info = self._filter(e)
-            if info is not None:
-                out.append((e, info))
+            out.append((e, info))
         return out
 
     def _filter(self, e: Entry) -> EntryInfo | None:
@@ -230,6 +257,9 @@ class Dispatcher:
             if pending is not None:
                 # Members acknowledged in an open transaction are not delivered again.
                 ack_set = and_(pending, ack_set) if ack_set is not None else pending
+            only = self._replay_members.get(e.position)
+            if only is not None:
+                ack_set = and_(only, ack_set) if ack_set is not None else list(only)
         if ack_set is not None and not any(ack_set):
             return None
         return Delivery(e, info, self.sub.redelivery_count(e.position), ack_set)
@@ -426,11 +456,13 @@ class SharedDispatcher(Dispatcher):
         for e, info in batch:
             d = self.delivery(e, info)
             if d is None:
+                self._replay_members.pop(e.position, None)
                 continue  # nothing left in it to deliver
             c = self._next_available()
             if c is None:
-                self.add_replay([e.position], count_redelivery=False)
+                self._requeue(e.position)
                 continue
+            self._replay_members.pop(e.position, None)
             c.deliver([d])
             sent = True
         return sent
@@ -495,6 +527,7 @@ class KeySharedDispatcher(SharedDispatcher):
         for e, info in batch:
             d = self.delivery(e, info)
             if d is None:
+                self._replay_members.pop(e.position, None)
                 continue  # nothing left in it to deliver
             c = self.consumer_for(info.key)
             if (
@@ -506,8 +539,9 @@ class KeySharedDispatcher(SharedDispatcher):
                 # Later entries for this consumer must wait too, or a key's order breaks.
                 if c is not None:
                     blocked.add(c)
-                self.add_replay([e.position], count_redelivery=False)
+                self._requeue(e.position)
                 continue
+            self._replay_members.pop(e.position, None)
             c.deliver([d])
             sent = True
         return sent

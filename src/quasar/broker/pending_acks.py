@@ -139,14 +139,14 @@ class SubscriptionTransactions:
         handle = await self.ensure()
         result = await handle.end_txn(txn, action, low_watermark)
         if isinstance(result, AbortResult):
-            self.sub.redeliver_released(list(result.positions))
+            self.sub.redeliver_released(result)
         else:
             self.sub.topic.on_subscription_acked()
             if self.sub.dispatcher is not None:
                 self.sub.dispatcher.schedule()
 
     def _on_low_watermark_abort(self, txn: TxnId, result: AbortResult) -> None:
-        self.sub.redeliver_released(list(result.positions))
+        self.sub.redeliver_released(result)
 
     def _on_fenced(self, handle: PendingAckHandle) -> None:
         log.error("pending acks of %s fenced; reloading on next use", self.sub.describe())

@@ -20,6 +20,7 @@ from quasar.errors import ConsumerBusy, NotAllowedError
 from quasar.protocol import ack_set as ack_sets
 from quasar.protocol import encode_command, pb
 from quasar.storage.api import ManagedCursor, Position
+from quasar.transaction.pending_ack.results import AbortResult
 from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
 
@@ -249,9 +250,12 @@ class Subscription:
         """Commit or abort ``txn``'s pending acks here (idempotent)."""
         await self.txns.end_txn(txn, action, low_watermark)
 
-    def redeliver_released(self, positions: list[Position]) -> None:
-        """Entries an aborted transaction had acknowledged are delivered again."""
+    def redeliver_released(self, released: AbortResult) -> None:
+        """What an aborted transaction had acknowledged is delivered again: whole
+        entries, and of batches only the members it held (the others may be in a
+        consumer's hands; sending them again would duplicate them)."""
         d = self.dispatcher
+        positions = released.positions
         if d is None or not positions:
             return
         if isinstance(d, SingleActiveConsumerDispatcher):
@@ -259,7 +263,8 @@ class Subscription:
                 self.count_redelivery(p)
             d.rewind()  # one consumer, in order: restart at the first unacked entry
         else:
-            d.add_replay(positions, count_redelivery=True)
+            d.add_replay(positions, count_redelivery=True,
+                         members=dict(released.batch_members))
             d.schedule()
 
     # -- seek --------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from .ack_set import (
     full_ack_set,
     is_acked,
     is_all_acked,
+    or_,
     unacked_indexes,
 )
 from .batch import build_batch, parse_batch
@@ -81,6 +82,7 @@ __all__ = [
     "full_ack_set",
     "is_acked",
     "is_all_acked",
+    "or_",
     "make_entry",
     "markers_pb",
     "parse_batch",

@@ -126,3 +126,13 @@ def and_(a: Sequence[int], b: Sequence[int]) -> list[int]:
     """
     words = [(x & y) & _MASK64 for x, y in zip(a, b, strict=False)]
     return [_signed(w) for w in _trim(words)]
+
+
+def or_(a: Sequence[int], b: Sequence[int]) -> list[int]:
+    """Return the word-wise OR of two ack sets: a bit set in either stays set."""
+    n = max(len(a), len(b))
+    words = [
+        ((a[i] if i < len(a) else 0) | (b[i] if i < len(b) else 0)) & _MASK64
+        for i in range(n)
+    ]
+    return [_signed(w) for w in _trim(words)]

@@ -151,7 +151,10 @@ async def test_abort_returns_positions_for_redelivery(pa: PaEnv) -> None:
     await pa.handle.individual_ack(T1, individual(pa, 5, 1))
     await pa.handle.individual_ack(T1, [(pa.p(3), 4, batch_ack_set(4, {1}))])
     result = await pa.handle.abort(T1, -1)
-    assert result == AbortResult(positions=(pa.p(1), pa.p(3), pa.p(5)))
+    # Entry 3 was held by batch index: only member 1 (bit 1 set) is released.
+    assert result == AbortResult(
+        positions=(pa.p(1), pa.p(3), pa.p(5)), batch_members=((pa.p(3), (0b10,)),)
+    )
     assert pa.cursor.mark_delete_position < pa.p(0)  # nothing acked
     assert pa.handle.pending_positions() == []
     await pa.handle.individual_ack(T2, individual(pa, 5, 1))  # re-ackable
@@ -162,8 +165,11 @@ async def test_abort_of_batch_members_leaves_other_transactions_members(pa: PaEn
     p = pa.p(2)
     await pa.handle.individual_ack(T1, [(p, 6, batch_ack_set(6, {0, 1}))])
     await pa.handle.individual_ack(T2, [(p, 6, batch_ack_set(6, {2}))])
-    assert await pa.handle.abort(T2, -1) == AbortResult(positions=(p,))
-    # The dispatcher redelivers only what neither the cursor nor T1 holds (#14327).
+    # Only T2's member comes again (#14327): the result names it, and the dispatcher
+    # also filters out what the cursor or T1 holds.
+    assert await pa.handle.abort(T2, -1) == AbortResult(
+        positions=(p,), batch_members=((p, (0b100,)),)
+    )
     assert pa.handle.pending_ack_set(p) == batch_ack_set(6, {0, 1})
 
 

@@ -30,13 +30,19 @@ class AbortResult:
     ``positions``: entries the transaction had individually (or by batch index)
     acknowledged; they are deliverable again and the broker must redeliver them and
     bump their redelivery counts (the dispatcher filters out members other
-    transactions or the cursor still hold). ``cumulative_position``: the pending
-    cumulative ack that was dropped, if any; Pulsar no longer redelivers those from
-    the server (#14371): the client redelivers its unacknowledged messages itself.
+    transactions or the cursor still hold). ``batch_members``: for the entries of
+    ``positions`` the transaction held only some members of, those members as a wire
+    ack set (bit set = released); only they are redelivered, since the entry's other
+    members may be in a consumer's hands right now (INV-EO: after an abort exactly
+    the aborted transaction's messages come again). An entry not listed there was
+    held whole. ``cumulative_position``: the pending cumulative ack that was
+    dropped, if any; Pulsar no longer redelivers those from the server (#14371): the
+    client redelivers its unacknowledged messages itself.
     """
 
     positions: tuple[Position, ...] = ()
     cumulative_position: Position | None = None
+    batch_members: tuple[tuple[Position, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True)

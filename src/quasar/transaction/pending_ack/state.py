@@ -105,7 +105,8 @@ class ApplyResult:
 
     ``known``: for COMMIT/ABORT, whether the transaction held acks here.
     ``cursor_update``: COMMIT only. ``released``/``released_cumulative``: ABORT only,
-    the entries that become deliverable again.
+    the entries that become deliverable again; ``released_members``: of those, the
+    ones held by batch index, with the members held (wire words, bit set = held).
     """
 
     record: PendingAckRecord
@@ -113,6 +114,7 @@ class ApplyResult:
     cursor_update: CursorUpdate | None = None
     released: tuple[Position, ...] = ()
     released_cumulative: Position | None = None
+    released_members: tuple[tuple[Position, tuple[int, ...]], ...] = ()
 
 
 Normalized = dict[Position, tuple[int, int | None]]
@@ -292,8 +294,16 @@ class PendingAckState:
             if update is None:
                 update = self._commit_update(txn, cursor)
             return ApplyResult(record, cursor_update=update)
+        held = sorted(txn.individual.items())
         return ApplyResult(
-            record, released=tuple(sorted(txn.individual)), released_cumulative=txn.cumulative
+            record,
+            released=tuple(pos for pos, _ in held),
+            released_cumulative=txn.cumulative,
+            released_members=tuple(
+                (pos, tuple(masks.int_to_words(mask & masks.full(n))))
+                for pos, (mask, n) in held
+                if mask != WHOLE and n is not None
+            ),
         )
 
     def preview_commit(self, txn_id: TxnId, cursor: CursorView) -> CursorUpdate | None:

@@ -368,7 +368,9 @@ def commit_result(applied: ApplyResult) -> CommitResult:
 
 def abort_result(applied: ApplyResult) -> AbortResult:
     """What an applied ABORT released, for the broker."""
-    return AbortResult(applied.released, applied.released_cumulative)
+    return AbortResult(
+        applied.released, applied.released_cumulative, applied.released_members
+    )
 
 
 def _resolve(
