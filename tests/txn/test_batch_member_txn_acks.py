@@ -26,7 +26,15 @@ def _backlog(proc: BrokerProcess, topic: str, sub: str) -> int:
         return int(json.load(r)["subscriptions"][sub]["msgBacklog"])
 
 
-def _one_batch(client: qc.Client, topic: str, count: int) -> None:
+def _consume_one_batch(
+    client: qc.Client, topic: str, count: int
+) -> tuple[qc.Consumer, dict[bytes, qc.Message]]:
+    """A Shared consumer that has received every member of one batch entry of
+    ``count`` messages ``m0``, ``m1``, ...: (consumer, data -> message)."""
+    consumer = client.subscribe(
+        topic, "s", consumer_type=qc.ConsumerType.Shared,
+        initial_position=qc.InitialPosition.Earliest,
+    )
     producer = client.create_producer(
         topic, batching_enabled=True, batching_max_messages=count,
         batching_max_publish_delay_ms=60_000,
@@ -35,26 +43,18 @@ def _one_batch(client: qc.Client, topic: str, count: int) -> None:
         producer.send_async(b"m%d" % i, lambda result, msg_id: None)
     producer.flush()
     producer.close()
-
-
-def _receive_all(consumer: qc.Consumer, count: int) -> dict[bytes, qc.Message]:
     got = {}
     for _ in range(count):
         msg = consumer.receive(timeout_millis=RECEIVE_MS)
         got[msg.data()] = msg
-    return got
+    return consumer, got
 
 
 def test_members_acked_in_transactions_stay_apart(broker: BrokerProcess) -> None:
     topic = "persistent://public/default/batch-member-txn-acks"
     client = qc.Client(broker.url, enable_transaction=True)
     try:
-        consumer = client.subscribe(
-            topic, "s", consumer_type=qc.ConsumerType.Shared,
-            initial_position=qc.InitialPosition.Earliest,
-        )
-        _one_batch(client, topic, 4)
-        msgs = _receive_all(consumer, 4)
+        consumer, msgs = _consume_one_batch(client, topic, 4)
         assert {m.message_id().batch_index() for m in msgs.values()} == {0, 1, 2, 3}
 
         first = client.new_transaction()
@@ -93,12 +93,7 @@ def test_a_batch_whose_open_members_are_all_pending_is_not_redelivered(
     topic = "persistent://public/default/batch-all-pending"
     client = qc.Client(broker.url, enable_transaction=True)
     try:
-        consumer = client.subscribe(
-            topic, "s", consumer_type=qc.ConsumerType.Shared,
-            initial_position=qc.InitialPosition.Earliest,
-        )
-        _one_batch(client, topic, 4)
-        msgs = _receive_all(consumer, 4)
+        consumer, msgs = _consume_one_batch(client, topic, 4)
         done = client.new_transaction()
         for key in (b"m0", b"m1", b"m2"):
             consumer.acknowledge(msgs[key], txn=done)
@@ -134,12 +129,7 @@ def test_an_abort_redelivers_only_the_members_it_held(broker: BrokerProcess) -> 
     topic = "persistent://public/default/batch-abort-members"
     client = qc.Client(broker.url, enable_transaction=True)
     try:
-        consumer = client.subscribe(
-            topic, "s", consumer_type=qc.ConsumerType.Shared,
-            initial_position=qc.InitialPosition.Earliest,
-        )
-        _one_batch(client, topic, 4)
-        msgs = _receive_all(consumer, 4)
+        consumer, msgs = _consume_one_batch(client, topic, 4)
         aborted = client.new_transaction()
         consumer.acknowledge(msgs[b"m1"], txn=aborted)
         aborted.abort()
