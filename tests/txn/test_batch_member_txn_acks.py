@@ -50,6 +50,14 @@ def _consume_one_batch(
     return consumer, got
 
 
+def _commit_acks(client: qc.Client, consumer: qc.Consumer, *msgs: qc.Message) -> None:
+    """Acknowledge ``msgs`` in one new transaction and commit it."""
+    txn = client.new_transaction()
+    for msg in msgs:
+        consumer.acknowledge(msg, txn=txn)
+    txn.commit()
+
+
 def test_members_acked_in_transactions_stay_apart(broker: BrokerProcess) -> None:
     topic = "persistent://public/default/batch-member-txn-acks"
     client = qc.Client(broker.url, enable_transaction=True)
@@ -57,10 +65,7 @@ def test_members_acked_in_transactions_stay_apart(broker: BrokerProcess) -> None
         consumer, msgs = _consume_one_batch(client, topic, 4)
         assert {m.message_id().batch_index() for m in msgs.values()} == {0, 1, 2, 3}
 
-        first = client.new_transaction()
-        consumer.acknowledge(msgs[b"m0"], txn=first)
-        consumer.acknowledge(msgs[b"m1"], txn=first)
-        first.commit()
+        _commit_acks(client, consumer, msgs[b"m0"], msgs[b"m1"])
         assert _backlog(broker, topic, "s") == 1  # the entry: two members still open
 
         # Another transaction may not take a member the first one holds pending.
@@ -74,10 +79,9 @@ def test_members_acked_in_transactions_stay_apart(broker: BrokerProcess) -> None
 
         again = consumer.receive(timeout_millis=RECEIVE_MS)
         assert again.data() in (b"m2", b"m3")
-        last = client.new_transaction()
-        consumer.acknowledge(msgs[b"m3"], txn=last)
-        consumer.acknowledge(again if again.data() == b"m2" else msgs[b"m2"], txn=last)
-        last.commit()
+        _commit_acks(
+            client, consumer, msgs[b"m3"], again if again.data() == b"m2" else msgs[b"m2"]
+        )
         assert _backlog(broker, topic, "s") == 0
     finally:
         client.close()
@@ -94,10 +98,7 @@ def test_a_batch_whose_open_members_are_all_pending_is_not_redelivered(
     client = qc.Client(broker.url, enable_transaction=True)
     try:
         consumer, msgs = _consume_one_batch(client, topic, 4)
-        done = client.new_transaction()
-        for key in (b"m0", b"m1", b"m2"):
-            consumer.acknowledge(msgs[key], txn=done)
-        done.commit()
+        _commit_acks(client, consumer, msgs[b"m0"], msgs[b"m1"], msgs[b"m2"])
         holder = client.new_transaction()
         consumer.acknowledge(msgs[b"m3"], txn=holder)
 
@@ -112,10 +113,7 @@ def test_a_batch_whose_open_members_are_all_pending_is_not_redelivered(
         holder.abort()  # m3 is released: it, and only it, comes again
         again = consumer.receive(timeout_millis=RECEIVE_MS)
         assert (again.data(), again.message_id().batch_index()) == (b"m3", 3)
-        last = client.new_transaction()
-        consumer.acknowledge(again, txn=last)
-        consumer.acknowledge(after, txn=last)
-        last.commit()
+        _commit_acks(client, consumer, again, after)
         producer.close()
         assert _backlog(broker, topic, "s") == 0
     finally:
@@ -142,10 +140,7 @@ def test_an_abort_redelivers_only_the_members_it_held(broker: BrokerProcess) -> 
         after = consumer.receive(timeout_millis=RECEIVE_MS)
         assert after.data() == b"after"
 
-        done = client.new_transaction()
-        for msg in (msgs[b"m0"], again, msgs[b"m2"], msgs[b"m3"], after):
-            consumer.acknowledge(msg, txn=done)
-        done.commit()
+        _commit_acks(client, consumer, msgs[b"m0"], again, msgs[b"m2"], msgs[b"m3"], after)
         producer.close()
         assert _backlog(broker, topic, "s") == 0
     finally:

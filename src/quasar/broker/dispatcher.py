@@ -245,6 +245,7 @@ class Dispatcher:
         cursor, not pending in an open transaction, kept by compaction. When that set
         is empty the entry must not go at all: on the wire an absent ack set means
         "every member", so sending it would redeliver members that are acknowledged.
+        Such an entry is done with, and a replay restriction on it goes too.
         """
         if retained is None and not info.is_batch:
             # A single message: no ack set can apply to it.
@@ -261,8 +262,14 @@ class Dispatcher:
             if only is not None:
                 ack_set = and_(only, ack_set) if ack_set is not None else list(only)
         if ack_set is not None and not any(ack_set):
+            self._replay_members.pop(e.position, None)
             return None
         return Delivery(e, info, self.sub.redelivery_count(e.position), ack_set)
+
+    def _hand_over(self, c: Consumer, d: Delivery) -> None:
+        """Send a (possibly replayed) entry; its replay restriction is used up."""
+        self._replay_members.pop(d.entry.position, None)
+        c.deliver([d])
 
     async def read_compacted(
         self, max_entries: int
@@ -456,14 +463,12 @@ class SharedDispatcher(Dispatcher):
         for e, info in batch:
             d = self.delivery(e, info)
             if d is None:
-                self._replay_members.pop(e.position, None)
                 continue  # nothing left in it to deliver
             c = self._next_available()
             if c is None:
                 self._requeue(e.position)
                 continue
-            self._replay_members.pop(e.position, None)
-            c.deliver([d])
+            self._hand_over(c, d)
             sent = True
         return sent
 
@@ -527,7 +532,6 @@ class KeySharedDispatcher(SharedDispatcher):
         for e, info in batch:
             d = self.delivery(e, info)
             if d is None:
-                self._replay_members.pop(e.position, None)
                 continue  # nothing left in it to deliver
             c = self.consumer_for(info.key)
             if (
@@ -541,7 +545,6 @@ class KeySharedDispatcher(SharedDispatcher):
                     blocked.add(c)
                 self._requeue(e.position)
                 continue
-            self._replay_members.pop(e.position, None)
-            c.deliver([d])
+            self._hand_over(c, d)
             sent = True
         return sent
