@@ -99,6 +99,18 @@ async def test_batches_with_compression_are_split(
     await wait_for(lambda: fake.topic(TOPIC).acked == {0})
 
 
+async def test_send_async_refuses_a_callback_that_is_not_callable(
+    fake: FakeBroker, client: aio.Client
+) -> None:
+    producer = await client.create_producer("fake")
+    with pytest.raises(TypeError, match="callable"):
+        await producer.send_async(b"refused", 42)  # type: ignore[arg-type]
+    await producer.send_async(b"fire-and-forget", None)  # type: ignore[arg-type]
+    await producer.flush()
+    assert [c.send.sequence_id for c in fake.commands(T.SEND)] == [0]
+    assert fake.topic(TOPIC).entries and len(fake.topic(TOPIC).entries) == 1
+
+
 async def test_producer_resends_pending_after_connection_loss(
     fake: FakeBroker, client: aio.Client
 ) -> None:

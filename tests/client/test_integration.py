@@ -97,6 +97,22 @@ def test_produce_consume(client: pulsar.Client, topic: str, batching: bool) -> N
     assert drain(consumer) == []
 
 
+def test_send_async_callback_none_or_not_callable(
+    client: pulsar.Client, topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """None is fire-and-forget, as in ``pulsar``; a non-callable is refused at the call."""
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic)
+    with pytest.raises(TypeError, match="callable"):
+        producer.send_async(b"refused", "not a function")  # type: ignore[arg-type]
+    with caplog.at_level("WARNING"):
+        producer.send_async(b"fire-and-forget", None)  # type: ignore[arg-type]
+        producer.flush()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= 30] == []
+    assert [m.data() for m in receive_n(consumer, 1)] == [b"fire-and-forget"]
+    assert drain(consumer) == []  # the refused message was never queued
+
+
 @pytest.mark.parametrize("codec", list(pulsar.CompressionType))
 def test_compression(
     client: pulsar.Client, topic: str, codec: pulsar.CompressionType

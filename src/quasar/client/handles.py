@@ -23,7 +23,7 @@ from quasar.client.outgoing import OutgoingMessage
 from quasar.client.partitioned_producer import PartitionedProducerImpl
 from quasar.client.producer import ProducerImpl
 from quasar.client.reader import child_has_message_available
-from quasar.client.receipts import SendCallback
+from quasar.client.receipts import SendCallback, checked_send_callback
 from quasar.client.schema import Schema
 from quasar.client.transaction import Transaction, transaction_impl
 from quasar.errors import AlreadyClosed
@@ -138,7 +138,10 @@ class Producer:
             InvalidTxnStatus: ``txn`` is no longer OPEN.
             TransactionNotFound, TransactionCoordinatorNotFound, ...: the partition
                 could not be registered with ``txn``.
+            TypeError: ``callback`` is neither callable nor None (None: nobody is
+                told, as in ``pulsar``).
         """
+        callback = checked_send_callback(callback)
         if not kwargs and content is not None:
             # No options but maybe a transaction (the exactly-once sinks' and perf's
             # common case): what build_outgoing would produce, without its checks.

@@ -22,6 +22,28 @@ from typing import Any
 
 # A completion callback gets (exception or None, message id or None).
 SendCallback = Callable[[BaseException | None, Any], None]
+
+
+def _no_callback(_error: object, _message_id: object) -> None:
+    """The callback of a ``send_async`` given ``None``: nobody is told."""
+
+
+def checked_send_callback(callback: Any) -> Any:
+    """``callback`` for ``send_async``, checked before anything is queued.
+
+    ``None`` means fire-and-forget, as in ``pulsar`` (its C++ core skips an empty
+    callback). Anything else must be callable, or ``TypeError`` is raised at the call
+    instead of an error being logged at every receipt.
+    """
+    if callback is None:
+        return _no_callback
+    if not callable(callback):
+        raise TypeError(
+            f"send_async callback must be callable or None, not {type(callback).__name__}"
+        )
+    return callback
+
+
 # An encoded frame as pieces written back to back (a SEND's head and its batch
 # payload are not copied into one buffer).
 FramePieces = tuple[bytes | bytearray | memoryview, ...]

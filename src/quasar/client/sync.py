@@ -47,6 +47,7 @@ from quasar.client.memory_limit import DEFAULT_MEMORY_LIMIT_BYTES
 from quasar.client.message import Message
 from quasar.client.message_id import MessageId
 from quasar.client.partitioned_producer import PartitionedProducerImpl
+from quasar.client.receipts import checked_send_callback
 from quasar.client.schema import BytesSchema, Schema
 from quasar.client.send_pipe import CallbackRunner, SendPipe
 from quasar.client.table_view import TableView, open_table_view
@@ -217,7 +218,12 @@ class Producer:
         ``txn``, ``txn.commit()`` waits for this message and fails if it failed
         (the callback then gets the error, e.g. ``InvalidTxnStatusError`` when the
         transaction was no longer open).
+
+        Raises:
+            TypeError: ``callback`` is neither callable nor None (None: nobody is
+                told, as in ``pulsar``); nothing is queued.
         """
+        callback = checked_send_callback(callback)
         values = locals()
         kwargs = {k: values[k] for k in _SEND_KWARGS}
         # Built here so bad content raises TypeError/ValueError to the caller, as in
