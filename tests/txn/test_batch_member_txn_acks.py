@@ -145,3 +145,35 @@ def test_an_abort_redelivers_only_the_members_it_held(broker: BrokerProcess) -> 
         assert _backlog(broker, topic, "s") == 0
     finally:
         client.close()
+
+
+def _unacked(proc: BrokerProcess, topic: str, sub: str) -> int:
+    path = topic.replace("persistent://", "persistent/")
+    with urllib.request.urlopen(f"{proc.admin_url}/admin/v2/{path}/stats", timeout=30) as r:
+        consumers = json.load(r)["subscriptions"][sub]["consumers"]
+    return sum(int(c["unackedMessages"]) for c in consumers)
+
+
+def test_a_batch_deleted_by_commits_leaves_its_consumer(broker: BrokerProcess) -> None:
+    # A batch acknowledged member by member in transactions is deleted by the last
+    # commit; the entry must leave the consumer's unacked messages then (it once
+    # stayed until the consumer left), and a redelivery request must not bring
+    # anything back.
+    topic = "persistent://public/default/batch-committed-leaves-consumer"
+    client = qc.Client(broker.url, enable_transaction=True)
+    try:
+        consumer, msgs = _consume_one_batch(client, topic, 3)
+        assert _unacked(broker, topic, "s") == 3
+        _commit_acks(client, consumer, msgs[b"m0"])
+        assert _unacked(broker, topic, "s") == 3  # the entry is still in flight
+        _commit_acks(client, consumer, msgs[b"m1"], msgs[b"m2"])
+        assert _backlog(broker, topic, "s") == 0
+        assert _unacked(broker, topic, "s") == 0
+
+        consumer.redeliver_unacknowledged_messages()
+        producer = client.create_producer(topic, batching_enabled=False)
+        producer.send(b"after")
+        assert consumer.receive(timeout_millis=RECEIVE_MS).data() == b"after"
+        producer.close()
+    finally:
+        client.close()

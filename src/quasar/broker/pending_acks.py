@@ -141,9 +141,7 @@ class SubscriptionTransactions:
         if isinstance(result, AbortResult):
             self.sub.redeliver_released(result)
         else:
-            self.sub.topic.on_subscription_acked()
-            if self.sub.dispatcher is not None:
-                self.sub.dispatcher.schedule()
+            self.sub.apply_committed(result)
 
     def _on_low_watermark_abort(self, txn: TxnId, result: AbortResult) -> None:
         self.sub.redeliver_released(result)

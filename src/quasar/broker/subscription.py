@@ -20,7 +20,7 @@ from quasar.errors import ConsumerBusy, NotAllowedError
 from quasar.protocol import ack_set as ack_sets
 from quasar.protocol import encode_command, pb
 from quasar.storage.api import ManagedCursor, Position
-from quasar.transaction.pending_ack.results import AbortResult
+from quasar.transaction.pending_ack.results import AbortResult, CommitResult
 from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
 
@@ -174,16 +174,23 @@ class Subscription:
         if not whole:
             return
         self.cursor.delete(whole)
+        self._forget_acked(whole, consumer)
+        self._after_ack()
+
+    def _forget_acked(self, positions: Sequence[Position], acker: Consumer | None) -> None:
+        """Entries now deleted on the cursor leave the redelivery counters, the replay
+        set and the pending map of the consumer they were dispatched to (``acker``'s,
+        usually; a commit has no acking consumer at hand)."""
         d = self.dispatcher
-        for pos in whole:
+        others = d.consumers if d is not None else []
+        for pos in positions:
             self._redelivery.pop(pos, None)
             if d is not None:
                 d.discard_replay(pos)
-                if not consumer.acked(pos):
-                    for other in d.consumers:
-                        if other.acked(pos):
-                            break
-        self._after_ack()
+            if acker is None or not acker.acked(pos):
+                for other in others:
+                    if other.acked(pos):
+                        break
 
     def _merge_ack_set(self, pos: Position, ack_set: Sequence[int]) -> list[int]:
         current = self.cursor.batch_ack_set(pos)
@@ -200,12 +207,29 @@ class Subscription:
         if position <= self.cursor.mark_delete_position:
             return
         self.cursor.mark_delete(position)
-        consumer.acked_up_to(position)
+        self._forget_acked_up_to(position, [consumer])
+        self._after_ack()
+
+    def _forget_acked_up_to(self, position: Position, consumers: Sequence[Consumer]) -> None:
+        for c in consumers:
+            c.acked_up_to(position)
         for p in [p for p in self._redelivery if p <= position]:
             del self._redelivery[p]
         if self.dispatcher is not None:
             self.dispatcher.discard_replay_up_to(position)
-        self._after_ack()
+
+    def apply_committed(self, result: CommitResult) -> None:
+        """A commit applied its acks to the cursor: forget those entries as a plain
+        ack would. A batch acknowledged member by member in transactions stays
+        pending on its consumer until the last member's commit deletes it."""
+        if result.acked:
+            self._forget_acked(result.acked, None)
+        if result.mark_delete is not None:
+            consumers = self.dispatcher.consumers if self.dispatcher is not None else []
+            self._forget_acked_up_to(result.mark_delete, consumers)
+        self.topic.on_subscription_acked()
+        if self.dispatcher is not None:
+            self.dispatcher.schedule()
 
     def _after_ack(self) -> None:
         self.topic.on_subscription_acked()
@@ -228,14 +252,9 @@ class Subscription:
             TransactionConflict, NotAllowedError, TooManyRequests, ServiceNotReady.
         """
         await self.txns.individual_ack(txn, acks, consumer.pending)
-        d = self.dispatcher
-        for pos, ack_set in acks:
-            if ack_set:
-                continue  # a batch member: the entry stays in flight for the others
-            self._redelivery.pop(pos, None)
-            if d is not None:
-                d.discard_replay(pos)
-            consumer.acked(pos)
+        # A batch member's entry stays in flight for the others (and for the commit
+        # that deletes it: apply_committed).
+        self._forget_acked([pos for pos, ack_set in acks if not ack_set], consumer)
 
     async def ack_cumulative_in_txn(
         self, consumer: Consumer, txn: TxnId, position: Position
