@@ -8,13 +8,9 @@ more than the rest of the frame codec together.
 
 from __future__ import annotations
 
-import crc32c as _impl
-
-from ._wire import BytesLike
+from ._wire import KEEP_GIL, BytesLike, crc32c_c
 
 __all__ = ["crc32c"]
-
-_crc32c = _impl.crc32c
 
 
 def crc32c(data: BytesLike, value: int = 0) -> int:
@@ -24,4 +20,4 @@ def crc32c(data: BytesLike, value: int = 0) -> int:
     pieces without joining them. Raises ``TypeError`` if ``data`` is not a bytes-like
     object.
     """
-    return int(_crc32c(data, value))
+    return int(crc32c_c(data, value, KEEP_GIL))

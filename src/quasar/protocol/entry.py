@@ -31,6 +31,7 @@ from quasar.errors import LocalProtocolError, RemoteProtocolError
 
 from ._generated import pulsar_api_pb2 as pb
 from ._wire import (
+    KEEP_GIL,
     MAGIC_CRC32C,
     MAGIC_CRC32C_BYTES,
     U16,
@@ -91,7 +92,7 @@ def parse_entry(data: BytesLike, verify_checksum: bool = True) -> ParsedEntry:
     view = memoryview(data)
     checksum_ok: bool | None = None
     if has_checksum and verify_checksum:
-        checksum_ok = crc32c_c(view[6:]) == U32.unpack_from(view, 2)[0]
+        checksum_ok = crc32c_c(view[6:], 0, KEEP_GIL) == U32.unpack_from(view, 2)[0]
     metadata = parse_message(pb.MessageMetadata, view[start:end], "MessageMetadata")
     return ParsedEntry(metadata, end, has_checksum, checksum_ok)
 
@@ -116,7 +117,7 @@ def verify_entry(data: BytesLike) -> bool:
         return True
     if len(view) < 6:
         return False
-    return bool(crc32c_c(view[6:]) == U32.unpack_from(view, 2)[0])
+    return bool(crc32c_c(view[6:], 0, KEEP_GIL) == U32.unpack_from(view, 2)[0])
 
 
 def make_entry(
@@ -137,5 +138,5 @@ def make_entry(
     if not checksum:
         return b"".join((head, payload))
     # Checksum the two pieces incrementally so the payload is copied only once.
-    crc = crc32c_c(payload, crc32c_c(head))
+    crc = crc32c_c(payload, crc32c_c(head, 0, KEEP_GIL), KEEP_GIL)
     return b"".join((MAGIC_CRC32C_BYTES, U32.pack(crc), head, payload))

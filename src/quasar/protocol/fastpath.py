@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from quasar.errors import LocalProtocolError
 
 from ._wire import (
+    KEEP_GIL,
     MAGIC_CRC32C_BYTES,
     MASK64,
     MAX_U32,
@@ -194,7 +195,7 @@ def encode_plain_send_parts(
         send += b"\x18" + _varint(num_messages & MASK64)
     cmd = b"\x08\x06\x32" + _varint(len(send)) + send
     head = U32.pack(len(metadata)) + metadata
-    crc = crc32c_c(payload, crc32c_c(head))
+    crc = crc32c_c(payload, crc32c_c(head, 0, KEEP_GIL), KEEP_GIL)
     size = len(cmd)
     total = 4 + size + 6 + len(head) + len(payload)
     if total > MAX_U32:

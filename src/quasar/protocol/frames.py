@@ -42,6 +42,7 @@ from quasar.errors import (
 
 from ._generated import pulsar_api_pb2 as pb
 from ._wire import (
+    KEEP_GIL,
     MAGIC_BROKER_ENTRY_METADATA,
     MAGIC_CRC32C,
     MAX_U32,
@@ -265,7 +266,9 @@ def _decode_payload(
     if end - pos >= 2 and U16.unpack_from(view, pos)[0] == MAGIC_CRC32C:
         if end - pos < 10:
             raise RemoteProtocolError("payload too short for checksum and metadataSize")
-        checksum_ok = crc32c_c(view[pos + 6 : end]) == U32.unpack_from(view, pos + 2)[0]
+        checksum_ok = (
+            crc32c_c(view[pos + 6 : end], 0, KEEP_GIL) == U32.unpack_from(view, pos + 2)[0]
+        )
     elif end - pos < 4:
         raise RemoteProtocolError("payload command without message metadata")
     return Frame(command, bytes(view[pos:end]), checksum_ok, broker_entry_metadata)

@@ -81,12 +81,21 @@ def check_file_header(data: bytes, ledger_id: int, path: str) -> None:
         )
 
 
+# crc32c's gil_release_mode: never give up the GIL. The group-commit writer thread
+# checksums every record; giving the GIL up for a large one (the package's default
+# from 32 KiB) means waiting up to the switch interval to get it back from the busy
+# event loop: 62 us instead of 2.6 us for a 50 KiB batch on the 2-core machine.
+_KEEP_GIL = 0
+
+
+def _record_crc(length_bytes: bytes, payload: bytes | memoryview) -> int:
+    return int(crc32c.crc32c(payload, crc32c.crc32c(length_bytes, 0, _KEEP_GIL), _KEEP_GIL))
+
+
 def record_header(payload: bytes) -> bytes:
     """The 8-byte header that precedes ``payload`` on disk."""
-    length = len(payload)
-    length_bytes = length.to_bytes(4, "big")
-    crc = crc32c.crc32c(payload, crc32c.crc32c(length_bytes))
-    return length_bytes + crc.to_bytes(4, "big")
+    length_bytes = len(payload).to_bytes(4, "big")
+    return length_bytes + _record_crc(length_bytes, payload).to_bytes(4, "big")
 
 
 def payload_matches(header: bytes | memoryview, payload: bytes | memoryview) -> bool:
@@ -94,7 +103,7 @@ def payload_matches(header: bytes | memoryview, payload: bytes | memoryview) -> 
     length, crc = RECORD_HEADER.unpack_from(header)
     if length != len(payload):
         return False
-    return bool(crc32c.crc32c(payload, crc32c.crc32c(bytes(header[:4]))) == crc)
+    return bool(_record_crc(bytes(header[:4]), payload) == crc)
 
 
 class _Window:
