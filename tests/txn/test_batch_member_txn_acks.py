@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from typing import Any
 
 import pytest
 
@@ -20,10 +21,21 @@ from quasar.testing.process import BrokerProcess
 RECEIVE_MS = 10_000
 
 
-def _backlog(proc: BrokerProcess, topic: str, sub: str) -> int:
+def _sub_stats(proc: BrokerProcess, topic: str, sub: str) -> dict[str, Any]:
+    """The subscription's part of the topic stats (admin REST)."""
     path = topic.replace("persistent://", "persistent/")
     with urllib.request.urlopen(f"{proc.admin_url}/admin/v2/{path}/stats", timeout=30) as r:
-        return int(json.load(r)["subscriptions"][sub]["msgBacklog"])
+        stats: dict[str, Any] = json.load(r)["subscriptions"][sub]
+        return stats
+
+
+def _backlog(proc: BrokerProcess, topic: str, sub: str) -> int:
+    return int(_sub_stats(proc, topic, sub)["msgBacklog"])
+
+
+def _unacked(proc: BrokerProcess, topic: str, sub: str) -> int:
+    """Unacknowledged messages over the subscription's consumers."""
+    return sum(int(c["unackedMessages"]) for c in _sub_stats(proc, topic, sub)["consumers"])
 
 
 def _consume_one_batch(
@@ -145,13 +157,6 @@ def test_an_abort_redelivers_only_the_members_it_held(broker: BrokerProcess) -> 
         assert _backlog(broker, topic, "s") == 0
     finally:
         client.close()
-
-
-def _unacked(proc: BrokerProcess, topic: str, sub: str) -> int:
-    path = topic.replace("persistent://", "persistent/")
-    with urllib.request.urlopen(f"{proc.admin_url}/admin/v2/{path}/stats", timeout=30) as r:
-        consumers = json.load(r)["subscriptions"][sub]["consumers"]
-    return sum(int(c["unackedMessages"]) for c in consumers)
 
 
 def test_a_batch_deleted_by_commits_leaves_its_consumer(broker: BrokerProcess) -> None:

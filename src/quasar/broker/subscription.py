@@ -225,8 +225,9 @@ class Subscription:
         if result.acked:
             self._forget_acked(result.acked, None)
         if result.mark_delete is not None:
-            consumers = self.dispatcher.consumers if self.dispatcher is not None else []
-            self._forget_acked_up_to(result.mark_delete, consumers)
+            self._forget_acked_up_to(result.mark_delete, self.consumers)
+        # Unlike a plain ack (_after_ack), always look for work: the commit may have
+        # been the last thing holding an entry or a consumer back.
         self.topic.on_subscription_acked()
         if self.dispatcher is not None:
             self.dispatcher.schedule()
