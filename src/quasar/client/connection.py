@@ -30,7 +30,7 @@ from quasar.errors import (
     Timeout,
     error_for_code,
 )
-from quasar.protocol import FrameDecoder, encode_command, pb
+from quasar.protocol import EAGER_FLUSH_BYTES, FrameDecoder, encode_command, pb
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +142,7 @@ class ClientConnection(asyncio.Protocol):
         self._wbuf: list[bytes | bytearray | memoryview] = []
         # Some frame in _wbuf came in pieces (write_parts): keep large pieces apart.
         self._wbuf_pieces = False
+        self._wbuf_bytes = 0
         self._flush_scheduled = False
         self._decoder = FrameDecoder(config.max_frame_bytes)
         self._connected: asyncio.Future[None] = self._loop.create_future()
@@ -227,7 +228,8 @@ class ClientConnection(asyncio.Protocol):
         """Write bytes; False when the connection is already closed.
 
         Frames written during one loop iteration go out in one ``transport.writelines``
-        at its end (a syscall per frame costs more than building the frame).
+        at its end (a syscall per frame costs more than building the frame), except
+        that ``EAGER_FLUSH_BYTES`` buffered go out at once.
         """
         return self.write_parts((data,))
 
@@ -240,6 +242,10 @@ class ClientConnection(asyncio.Protocol):
         self._wbuf.extend(parts)
         if len(parts) > 1:
             self._wbuf_pieces = True
+        self._wbuf_bytes += sum(map(len, parts))
+        if self._wbuf_bytes >= EAGER_FLUSH_BYTES:
+            self._flush()
+            return True
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
@@ -247,6 +253,7 @@ class ClientConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        self._wbuf_bytes = 0
         buf, self._wbuf = self._wbuf, []
         pieces, self._wbuf_pieces = self._wbuf_pieces, False
         if self._closed or self._transport is None or not buf:

@@ -35,6 +35,7 @@ from .fastpath import (
     encode_send_receipt,
 )
 from .frames import (
+    EAGER_FLUSH_BYTES,
     Frame,
     FrameDecoder,
     encode_command,
@@ -55,6 +56,7 @@ PROTOCOL_VERSION_MAX = 20
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
+    "EAGER_FLUSH_BYTES",
     "FRAME_PADDING",
     "MAGIC_BROKER_ENTRY_METADATA",
     "MAGIC_CRC32C",

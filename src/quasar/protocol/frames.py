@@ -55,6 +55,7 @@ from ._wire import (
 from .entry import make_entry
 
 __all__ = [
+    "EAGER_FLUSH_BYTES",
     "Frame",
     "FrameDecoder",
     "encode_command",
@@ -64,6 +65,16 @@ __all__ = [
 
 _SEND = pb.BaseCommand.SEND
 _MESSAGE = pb.BaseCommand.MESSAGE
+
+# Outgoing bytes a connection writes at once instead of at the end of its loop
+# iteration (both ends coalesce small frames per iteration: a syscall per frame costs
+# more than building it). A process that fills batch after batch in one iteration (a
+# producer per worker, flushed by one timer; a dispatcher serving many consumers)
+# would otherwise hold them all back until the last one is built, leaving the peer
+# idle and then handing it one burst; past this size a write is cheap next to the
+# work it lets the peer start. `quasar perf transaction --txn-disable -nmp 50 -c 64`:
+# +12-28 % loops/s (docs/benchmarks.md, session 12).
+EAGER_FLUSH_BYTES = 32 * 1024
 
 # A buffer holding a partial frame is compacted (consumed bytes dropped) once the
 # consumed prefix is at least this large and no smaller than the unconsumed rest, so

@@ -49,6 +49,7 @@ from quasar.broker.service import BrokerService
 from quasar.broker.topic import PersistentTopic
 from quasar.errors import BrokerError, ProtocolError, ServerError
 from quasar.protocol import (
+    EAGER_FLUSH_BYTES,
     FRAME_PADDING,
     PROTOCOL_VERSION_MAX,
     Frame,
@@ -93,6 +94,7 @@ class ServerConnection(
         self._transport: asyncio.Transport | None = None
         self._wbuf: list[bytes] = []
         self._flush_scheduled = False
+        self._wbuf_bytes = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self.connected = False
         self.closed = False
@@ -228,12 +230,17 @@ class ServerConnection(
         if self.closed:
             return
         self._wbuf.append(frame)
+        self._wbuf_bytes += len(frame)
+        if self._wbuf_bytes >= EAGER_FLUSH_BYTES:
+            self._flush()
+            return
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        self._wbuf_bytes = 0
         if self.closed or self._transport is None or not self._wbuf:
             self._wbuf.clear()
             return
