@@ -536,6 +536,50 @@ async def test_commit_waits_for_in_flight_sends(fake: FakeBroker, client: aio.Cl
     assert kinds == [T.SEND, T.SEND, T.SEND, T.END_TXN]
 
 
+async def test_commit_waits_for_an_open_batch(
+    fake: FakeBroker, client: aio.Client
+) -> None:
+    producer = await client.create_producer(
+        "fake", batching_enabled=True, batching_max_publish_delay_ms=60_000
+    )
+    txn = await client.new_transaction()
+    done: list[Any] = []
+    for i in range(3):
+        await producer.send_async(bytes([i]), lambda e, m: done.append(e), txn=txn)
+    commit = asyncio.ensure_future(txn.commit())
+    await asyncio.sleep(0.05)
+    assert fake.commands(T.END_TXN) == [] and not commit.done()
+    # A send joining the open batch after the commit began is refused all the same.
+    with pytest.raises(InvalidTxnStatus):
+        await producer.send_async(b"late", lambda e, m: done.append(e), txn=txn)
+    await producer.flush()
+    await asyncio.wait_for(commit, 5)
+    assert done == [None, None, None]
+    assert len(fake.commands(T.SEND)) == 1
+    assert txn.state() is S.COMMITTED
+
+
+async def test_a_failed_batch_fails_the_commit_and_every_callback(
+    fake: FakeBroker, client: aio.Client
+) -> None:
+    producer = await client.create_producer(
+        "fake",
+        batching_enabled=True,
+        batching_max_publish_delay_ms=1,
+        send_timeout_millis=100,
+    )
+    txn = await client.new_transaction()
+    fake.drop_sends = True
+    errors: list[Any] = []
+    for i in range(3):
+        await producer.send_async(bytes([i]), lambda e, m: errors.append(e), txn=txn)
+    with pytest.raises(TransactionHasOperationFailed) as info:
+        await txn.commit()
+    assert isinstance(info.value.failures[0], Timeout)
+    assert len(errors) == 3 and all(isinstance(e, Timeout) for e in errors)
+    assert [c.endTxn.txn_action for c in fake.commands(T.END_TXN)] == [pb.ABORT]
+
+
 async def test_commit_waits_for_in_flight_acks(fake: FakeBroker, client: aio.Client) -> None:
     consumer = await client.subscribe("fake", "sub")
     producer = await client.create_producer("fake")
