@@ -328,6 +328,19 @@ class TransactionCoordinator:
         client is answered after the transaction ended. A blank name counts as none.
 
         Raises:
+            As ``new_txn_nowait``, and its future's errors.
+        """
+        txn_id, durable = self.new_txn_nowait(timeout_ms, owner, client_name)
+        await durable
+        return txn_id
+
+    def new_txn_nowait(
+        self, timeout_ms: int, owner: str | None = None, client_name: str | None = None
+    ) -> tuple[TxnId, asyncio.Future[ApplyResult]]:
+        """``new_txn`` for a caller that waits by callback (the broker's requests):
+        the id, and the future that resolves once its record is durable and applied.
+
+        Raises:
             TransactionCoordinatorNotFound: not ready (recovering, closing, fenced).
             ReachMaxActiveTxn: ``max_active_transactions`` are live.
             NotAllowedError: ``client_name`` is longer than ``CLIENT_NAME_LENGTH_MAX``.
@@ -353,11 +366,21 @@ class TransactionCoordinator:
         if client_name is not None:
             record.clientName = client_name
         self._pending_new.add(seq)
-        await self._write(record)
-        return TxnId(self._tc_id, seq)
+        return TxnId(self._tc_id, seq), self._write(record)
 
     async def add_partitions(self, txn_id: TxnId, partitions: Sequence[str]) -> None:
         """Register topic partitions the transaction produces to.
+
+        Raises:
+            As ``add_partitions_nowait``, and its future's errors.
+        """
+        await _when_durable(self.add_partitions_nowait(txn_id, partitions))
+
+    def add_partitions_nowait(
+        self, txn_id: TxnId, partitions: Sequence[str]
+    ) -> asyncio.Future[ApplyResult] | None:
+        """``add_partitions`` for a caller that waits by callback: the future of the
+        record, or ``None`` when every partition was registered already.
 
         Raises:
             TransactionCoordinatorNotFound: not ready.
@@ -367,15 +390,27 @@ class TransactionCoordinator:
         self._check_ready("add produced partition")
         meta = self._registrable(txn_id)
         new = [p for p in dict.fromkeys(partitions) if p not in meta.produced_partitions]
-        if new:
-            record = self._record(Op.ADD_PARTITION, txn_id.least)
-            record.partitions.extend(new)
-            await self._write(record)
+        if not new:
+            return None
+        record = self._record(Op.ADD_PARTITION, txn_id.least)
+        record.partitions.extend(new)
+        return self._write(record)
 
     async def add_subscriptions(
         self, txn_id: TxnId, subscriptions: Sequence[tuple[str, str]]
     ) -> None:
         """Register ``(topic, subscription)`` pairs the transaction acknowledges on.
+
+        Raises:
+            As ``add_subscriptions_nowait``, and its future's errors.
+        """
+        await _when_durable(self.add_subscriptions_nowait(txn_id, subscriptions))
+
+    def add_subscriptions_nowait(
+        self, txn_id: TxnId, subscriptions: Sequence[tuple[str, str]]
+    ) -> asyncio.Future[ApplyResult] | None:
+        """``add_subscriptions`` for a caller that waits by callback (see
+        ``add_partitions_nowait``).
 
         Raises:
             TransactionCoordinatorNotFound: not ready.
@@ -385,10 +420,11 @@ class TransactionCoordinator:
         self._check_ready("add acked subscription")
         meta = self._registrable(txn_id)
         new = [s for s in dict.fromkeys(subscriptions) if s not in meta.acked_subscriptions]
-        if new:
-            record = self._record(Op.ADD_SUBSCRIPTION, txn_id.least)
-            record.subscriptions.extend(pb.Subscription(topic=t, subscription=s) for t, s in new)
-            await self._write(record)
+        if not new:
+            return None
+        record = self._record(Op.ADD_SUBSCRIPTION, txn_id.least)
+        record.subscriptions.extend(pb.Subscription(topic=t, subscription=s) for t, s in new)
+        return self._write(record)
 
     async def end_txn(
         self, txn_id: TxnId, action: TxnAction, client_name: str | None = None
@@ -411,28 +447,54 @@ class TransactionCoordinator:
             ValueError: ``action`` is not a ``TxnAction`` value (Pulsar: unsupported
                 action).
         """
+        driver = self.end_txn_nowait(txn_id, action, client_name)
+        if driver is None:
+            return
+        try:
+            await asyncio.shield(driver)
+        except asyncio.CancelledError:
+            if driver.cancelled():
+                raise self._closed_while_ending(txn_id) from None
+            raise
+
+    def end_txn_nowait(
+        self, txn_id: TxnId, action: TxnAction, client_name: str | None = None
+    ) -> asyncio.Task[None] | None:
+        """``end_txn`` for a caller that waits by callback: the task driving the end
+        (shared with repeated requests: wait for it, never cancel it), or ``None`` when
+        the request is answered already (from the preserver). Once the task is done,
+        ``end_failure`` says what to answer.
+
+        Raises:
+            As ``end_txn``, for what is known before the end starts.
+        """
         self._check_ready("end transaction")
         action = TxnAction(action)
         client_name = _client_name(client_name)
         meta = self._state.get(txn_id.least) if txn_id.most == self._tc_id else None
         if meta is None:
             self._answer_from_preserver(txn_id, action, client_name)
-            return
+            return None
         driver = self._ending.get(txn_id.least)
         if driver is None:
             end_step(meta.status, action, txn_id)  # raises on the opposite decision
             driver = self._start_end(txn_id.least, action, is_timeout=False)
         elif driver.action is not action:
             expect_status(ending_status(driver.action), ending_status(action), txn_id)
-        try:
-            await asyncio.shield(driver.task)
-        except asyncio.CancelledError:
-            if driver.task.cancelled():
-                why = f"Transaction coordinator {self._tc_id} closed while ending {txn_id}"
-                if self.preserver.enabled:
-                    raise TransactionPreserverClosed(why) from None
-                raise TransactionCoordinatorNotFound(why) from None
-            raise
+        return driver.task
+
+    def end_failure(self, txn_id: TxnId, driver: asyncio.Task[None]) -> BaseException | None:
+        """The error to answer for a finished end of ``end_txn_nowait`` (``None``:
+        it succeeded). A cancelled end means this coordinator closed while ending."""
+        if driver.cancelled():
+            return self._closed_while_ending(txn_id)
+        return driver.exception()
+
+    def _closed_while_ending(self, txn_id: TxnId) -> BrokerError:
+        why = f"Transaction coordinator {self._tc_id} closed while ending {txn_id}"
+        if self.preserver.enabled:
+            return TransactionPreserverClosed(why)
+        return TransactionCoordinatorNotFound(why)
 
     def _answer_from_preserver(
         self, txn_id: TxnId, action: TxnAction, client_name: str | None
@@ -638,6 +700,12 @@ class TransactionCoordinator:
         current = ending_status(driver.action) if driver is not None else meta.status
         expect_status(current, TxnStatus.OPEN, txn_id)
         return meta
+
+
+async def _when_durable(record: asyncio.Future[ApplyResult] | None) -> None:
+    """Wait for a registration's record, if it needed one."""
+    if record is not None:
+        await record
 
 
 def _client_name(name: str | None) -> str | None:
