@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Two builds of the broker compared by CPU per transaction, running at the same time.
+
+    python benchmarks/txn_side_by_side.py (--base REV | --a-src DIR) [--b-src DIR]
+                                          [--shape produce-50|1c1p] [--concurrency 64]
+                                          [--seconds 12] [--pairs 4] [--out FILE.json]
+
+Build A is ``--a-src`` (a directory holding the ``quasar`` package) or this
+repository's ``src`` at git revision ``--base``; build B is ``--b-src``, this
+repository's ``src`` by default. Each pair starts one broker of each build, each with
+its own data directory and ports, and one ``quasar perf transaction`` per broker (both
+generators run build B's client), all at once; they stop together. The script reads
+each broker's event-loop thread CPU (user + system, ``/proc``) before and after and
+prints it per transaction, next to each run's txn/s and commit p99. The brokers are
+started in the opposite order in every other pair.
+
+Why: the host of this project moves throughput by up to 30 % between runs minutes
+apart, so one run after the other needs many pairs to show a 5 % change. Side by side,
+both builds see the same host at the same time, and a 5 % difference in CPU per
+transaction shows in every pair. The absolute figures are lower than a run alone (two
+pairs share two cores); compare the two columns, not them with other runs.
+
+``--base REV`` exports ``src`` at REV with ``git archive`` and copies this tree's built
+C extensions (``*.so``) into it, so REV must have the same C sources. Linux only.
+Nothing here asserts speed; ``docs/benchmarks.md`` (session 13) has figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from quasar.testing.process import BrokerProcess  # noqa: E402
+
+SHAPES = {"produce-50": ["-nmc", "0", "-nmp", "50"], "1c1p": ["-nmc", "1", "-nmp", "1"]}
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def loop_cpu_s(pid: int) -> float:
+    """User + system CPU of a process's main thread (the broker's event loop)."""
+    raw = Path(f"/proc/{pid}/task/{pid}/stat").read_bytes()
+    fields = raw[raw.rindex(b")") + 2 :].split()  # fields[11], [12]: utime, stime
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def export_revision(rev: str, dest: Path) -> Path:
+    """``src`` of ``rev`` under ``dest``, with this tree's built C extensions."""
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", rev, "src"],
+        cwd=ROOT, check=True, capture_output=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest, filter="data")
+    for built in (ROOT / "src").rglob("*.so"):
+        target = dest / built.relative_to(ROOT)
+        if target.parent.is_dir():
+            shutil.copy2(built, target)
+    return dest / "src"
+
+
+def perf_command(broker: BrokerProcess, args: argparse.Namespace, out: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "quasar.perf", "transaction", "-u", broker.url,
+        "--admin-url", broker.admin_url, "-s", "1024", "-t", str(args.seconds),
+        "-c", str(args.concurrency), "--json", str(out), *SHAPES[args.shape],
+    ]
+
+
+def run_pair(
+    args: argparse.Namespace, srcs: dict[str, Path], order: list[str], workdir: Path
+) -> dict[str, dict[str, Any]]:
+    """One pair: both brokers and both generators at once; figures per build."""
+    brokers: dict[str, BrokerProcess] = {}
+    try:
+        for name in order:
+            brokers[name] = BrokerProcess(
+                workdir / f"data-{name}",
+                extra_env={"PYTHONPATH": str(srcs[name])},
+                log_path=workdir / f"broker-{name}.log",
+            ).start()
+        cpu0 = {}
+        for name, broker in brokers.items():
+            assert broker.proc is not None
+            cpu0[name] = loop_cpu_s(broker.proc.pid)
+        gen_env = {**os.environ, "PYTHONPATH": str(srcs["B"])}
+        perfs = {}
+        for name in order:
+            with open(workdir / f"perf-{name}.log", "wb") as log:
+                perfs[name] = subprocess.Popen(
+                    perf_command(brokers[name], args, workdir / f"perf-{name}.json"),
+                    stdout=log, stderr=subprocess.STDOUT, env=gen_env,
+                )
+        for perf in perfs.values():
+            perf.wait(timeout=args.seconds + 600)
+        out: dict[str, dict[str, Any]] = {}
+        for name, broker in brokers.items():
+            assert broker.proc is not None
+            cpu = loop_cpu_s(broker.proc.pid) - cpu0[name]
+            summary = json.loads((workdir / f"perf-{name}.json").read_text())
+            txns = summary["transactions"] or 1
+            commit = summary["latency_ms"].get("commit", {})
+            out[name] = {
+                "txn_per_s": summary["throughput"]["txn_s"],
+                "commit_p99_ms": commit.get("p99"),
+                "broker_loop_us_per_txn": cpu / txns * 1e6,
+                "transactions": summary["transactions"],
+            }
+        return out
+    finally:
+        for broker in brokers.values():
+            broker.stop()
+        for name in order:
+            shutil.rmtree(workdir / f"data-{name}", ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--base", help="git revision of build A")
+    which.add_argument("--a-src", type=Path, help="source directory of build A")
+    parser.add_argument("--b-src", type=Path, default=ROOT / "src",
+                        help="source directory of build B (default: this tree)")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="produce-50")
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=12)
+    parser.add_argument("--pairs", type=int, default=4)
+    parser.add_argument("--out", type=Path, help="write the figures as JSON")
+    args = parser.parse_args(argv)
+
+    with TemporaryDirectory(prefix="side-by-side-") as tmp:
+        workdir = Path(tmp)
+        a_src = args.a_src if args.base is None else export_revision(args.base, workdir / "a")
+        srcs = {"A": a_src.resolve(), "B": args.b_src.resolve()}
+        print(f"A: {args.base or srcs['A']}\nB: {srcs['B']}\n"
+              f"{args.shape}, -c {args.concurrency}, {args.seconds:g} s, {args.pairs} pairs")
+        print(f"{'pair':>4}  {'A txn/s':>8} {'B txn/s':>8}  {'A p99':>6} {'B p99':>6}  "
+              f"{'A loop µs':>9} {'B loop µs':>9}  {'B/A':>6}")
+        pairs = []
+        for i in range(args.pairs):
+            order = ["A", "B"] if i % 2 == 0 else ["B", "A"]
+            got = run_pair(args, srcs, order, workdir)
+            a, b = got["A"], got["B"]
+            ratio = b["broker_loop_us_per_txn"] / a["broker_loop_us_per_txn"]
+            pairs.append({"order": order, "A": a, "B": b, "loop_ratio": ratio})
+            print(f"{i + 1:>4}  {a['txn_per_s']:>8,.0f} {b['txn_per_s']:>8,.0f}  "
+                  f"{a['commit_p99_ms'] or 0:>6.1f} {b['commit_p99_ms'] or 0:>6.1f}  "
+                  f"{a['broker_loop_us_per_txn']:>9,.0f} {b['broker_loop_us_per_txn']:>9,.0f}"
+                  f"  {ratio:>6.3f}")
+        median = statistics.median(p["loop_ratio"] for p in pairs)
+        print(f"broker loop CPU per transaction, B against A: median {median:.3f}")
+        if args.out is not None:
+            args.out.write_text(json.dumps(
+                {"base": args.base, "a_src": str(srcs["A"]), "b_src": str(srcs["B"]),
+                 "shape": args.shape, "concurrency": args.concurrency,
+                 "seconds": args.seconds, "pairs": pairs, "median_loop_ratio": median},
+                indent=2,
+            ))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
