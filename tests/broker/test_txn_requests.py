@@ -183,3 +183,22 @@ async def test_a_bug_is_answered_and_logged_and_the_connection_kept(
     assert answer.newTxnResponse.error == pb.UnknownError
     assert "transaction request failed" in caplog.text
     assert not client.conn.closed
+
+
+async def test_an_answer_due_after_the_connection_closed_is_dropped(env: TcEnv) -> None:
+    """The end goes on without its requester (the coordinator owns it); its answer
+    has nowhere to go and is dropped quietly."""
+    tc = await env.start()
+    txn = await tc.new_txn(60_000)
+    await tc.add_partitions(txn, [P1.topic])
+    env.client.hold(P1)
+    client = _Client(tc)
+    client.request(
+        T.END_TXN, "endTxn", txnid_most_bits=txn.most, txnid_least_bits=txn.least,
+        txn_action=pb.COMMIT,
+    )
+    assert await client.answers() == []
+    client.conn.connection_lost(None)
+    env.client.release(P1)
+    assert await client.answers() == []
+    assert tc.active_transactions() == 0  # committed all the same
