@@ -148,7 +148,8 @@ async def test_refusals_are_answered_with_pulsar_codes(env: TcEnv) -> None:
     await aborting
 
 
-async def test_an_end_cut_short_by_close_is_answered_retryable(env: TcEnv) -> None:
+async def _commit_waiting_for_p1(env: TcEnv) -> tuple[TransactionCoordinator, _Client]:
+    """A coordinator, and a client whose END_TXN(COMMIT) waits for participant P1."""
     tc = await env.start()
     txn = await tc.new_txn(60_000)
     await tc.add_partitions(txn, [P1.topic])
@@ -158,6 +159,11 @@ async def test_an_end_cut_short_by_close_is_answered_retryable(env: TcEnv) -> No
         T.END_TXN, "endTxn", txnid_most_bits=txn.most, txnid_least_bits=txn.least,
         txn_action=pb.COMMIT,
     )
+    return tc, client
+
+
+async def test_an_end_cut_short_by_close_is_answered_retryable(env: TcEnv) -> None:
+    tc, client = await _commit_waiting_for_p1(env)
     assert await client.answers() == []  # waiting for the participant
     await tc.close()
     (answer,) = await client.answers()
@@ -188,15 +194,7 @@ async def test_a_bug_is_answered_and_logged_and_the_connection_kept(
 async def test_an_answer_due_after_the_connection_closed_is_dropped(env: TcEnv) -> None:
     """The end goes on without its requester (the coordinator owns it); its answer
     has nowhere to go and is dropped quietly."""
-    tc = await env.start()
-    txn = await tc.new_txn(60_000)
-    await tc.add_partitions(txn, [P1.topic])
-    env.client.hold(P1)
-    client = _Client(tc)
-    client.request(
-        T.END_TXN, "endTxn", txnid_most_bits=txn.most, txnid_least_bits=txn.least,
-        txn_action=pb.COMMIT,
-    )
+    tc, client = await _commit_waiting_for_p1(env)
     assert await client.answers() == []
     client.conn.connection_lost(None)
     env.client.release(P1)
