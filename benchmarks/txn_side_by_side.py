@@ -3,16 +3,19 @@
 
     python benchmarks/txn_side_by_side.py (--base REV | --a-src DIR) [--b-src DIR]
                                           [--shape produce-50|1c1p] [--concurrency 64]
-                                          [--seconds 12] [--pairs 4] [--out FILE.json]
+                                          [--seconds 12] [--pairs 4] [--own-clients]
+                                          [--out FILE.json]
 
 Build A is ``--a-src`` (a directory holding the ``quasar`` package) or this
 repository's ``src`` at git revision ``--base``; build B is ``--b-src``, this
 repository's ``src`` by default. Each pair starts one broker of each build, each with
-its own data directory and ports, and one ``quasar perf transaction`` per broker (both
-generators run build B's client), all at once; they stop together. The script reads
-each broker's event-loop thread CPU (user + system, ``/proc``) before and after and
-prints it per transaction, next to each run's txn/s and commit p99. The brokers are
-started in the opposite order in every other pair.
+its own data directory and ports, and one ``quasar perf transaction`` per broker, all
+at once; they stop together. Both generators run build B's client, or each its own
+build's with ``--own-clients`` (to compare client changes). The script reads each
+broker's event-loop thread CPU (user + system, ``/proc``) before and after and prints
+it per transaction, next to each run's txn/s, commit p99 and the generator's CPU per
+transaction (all its threads, from its summary). The brokers are started in the
+opposite order in every other pair.
 
 Why: the host of this project moves throughput by up to 30 % between runs minutes
 apart, so one run after the other needs many pairs to show a 5 % change. Side by side,
@@ -95,13 +98,14 @@ def run_pair(
         for name, broker in brokers.items():
             assert broker.proc is not None
             cpu0[name] = loop_cpu_s(broker.proc.pid)
-        gen_env = {**os.environ, "PYTHONPATH": str(srcs["B"])}
         perfs = {}
         for name in order:
+            client_src = srcs[name] if args.own_clients else srcs["B"]
             with open(workdir / f"perf-{name}.log", "wb") as log:
                 perfs[name] = subprocess.Popen(
                     perf_command(brokers[name], args, workdir / f"perf-{name}.json"),
-                    stdout=log, stderr=subprocess.STDOUT, env=gen_env,
+                    stdout=log, stderr=subprocess.STDOUT,
+                    env={**os.environ, "PYTHONPATH": str(client_src)},
                 )
         for perf in perfs.values():
             perf.wait(timeout=args.seconds + 600)
@@ -116,6 +120,7 @@ def run_pair(
                 "txn_per_s": summary["throughput"]["txn_s"],
                 "commit_p99_ms": commit.get("p99"),
                 "broker_loop_us_per_txn": cpu / txns * 1e6,
+                "generator_us_per_txn": summary["cpu"]["us_per_txn"],
                 "transactions": summary["transactions"],
             }
         return out
@@ -137,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=12)
     parser.add_argument("--pairs", type=int, default=4)
+    parser.add_argument("--own-clients", action="store_true",
+                        help="each generator runs its own build's client (default: B's)")
     parser.add_argument("--out", type=Path, help="write the figures as JSON")
     args = parser.parse_args(argv)
 
@@ -144,10 +151,12 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tmp)
         a_src = args.a_src if args.base is None else export_revision(args.base, workdir / "a")
         srcs = {"A": a_src.resolve(), "B": args.b_src.resolve()}
+        clients = "each its own build's" if args.own_clients else "B's"
         print(f"A: {args.base or srcs['A']}\nB: {srcs['B']}\n"
-              f"{args.shape}, -c {args.concurrency}, {args.seconds:g} s, {args.pairs} pairs")
+              f"{args.shape}, -c {args.concurrency}, {args.seconds:g} s, {args.pairs} pairs, "
+              f"generators running {clients} client")
         print(f"{'pair':>4}  {'A txn/s':>8} {'B txn/s':>8}  {'A p99':>6} {'B p99':>6}  "
-              f"{'A loop µs':>9} {'B loop µs':>9}  {'B/A':>6}")
+              f"{'A loop µs':>9} {'B loop µs':>9}  {'B/A':>6}  {'A gen µs':>8} {'B gen µs':>8}")
         pairs = []
         for i in range(args.pairs):
             order = ["A", "B"] if i % 2 == 0 else ["B", "A"]
@@ -158,13 +167,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{i + 1:>4}  {a['txn_per_s']:>8,.0f} {b['txn_per_s']:>8,.0f}  "
                   f"{a['commit_p99_ms'] or 0:>6.1f} {b['commit_p99_ms'] or 0:>6.1f}  "
                   f"{a['broker_loop_us_per_txn']:>9,.0f} {b['broker_loop_us_per_txn']:>9,.0f}"
-                  f"  {ratio:>6.3f}")
+                  f"  {ratio:>6.3f}  {a['generator_us_per_txn']:>8,.0f}"
+                  f" {b['generator_us_per_txn']:>8,.0f}")
         median = statistics.median(p["loop_ratio"] for p in pairs)
         print(f"broker loop CPU per transaction, B against A: median {median:.3f}")
         if args.out is not None:
             args.out.write_text(json.dumps(
                 {"base": args.base, "a_src": str(srcs["A"]), "b_src": str(srcs["B"]),
                  "shape": args.shape, "concurrency": args.concurrency,
+                 "own_clients": args.own_clients,
                  "seconds": args.seconds, "pairs": pairs, "median_loop_ratio": median},
                 indent=2,
             ))
