@@ -50,27 +50,27 @@ async def penv() -> AsyncIterator[Env]:
 async def test_ends_are_answered_after_a_reload(penv: Env) -> None:
     reg = penv.registry()
     await reg.start()
-    committed = await reg.new_txn(1, 60_000, client_name=NAME)
-    aborted = await reg.new_txn(2, 60_000, client_name=NAME)
-    await reg.end_txn(committed, TxnAction.COMMIT, NAME)
-    await reg.end_txn(aborted, TxnAction.ABORT, NAME)
+    committed = await reg.get(1).new_txn(60_000, client_name=NAME)
+    aborted = await reg.get(2).new_txn(60_000, client_name=NAME)
+    await reg.route(committed).end_txn(committed, TxnAction.COMMIT, NAME)
+    await reg.route(aborted).end_txn(aborted, TxnAction.ABORT, NAME)
     await reg.unload(1)
     await reg.connect(1)
-    await reg.end_txn(committed, TxnAction.COMMIT, NAME)
+    await reg.route(committed).end_txn(committed, TxnAction.COMMIT, NAME)
     with pytest.raises(InvalidTxnStatus, match="ABORTED"):
-        await reg.end_txn(aborted, TxnAction.COMMIT, NAME)
+        await reg.route(aborted).end_txn(aborted, TxnAction.COMMIT, NAME)
     with pytest.raises(TransactionNotFound):
-        await reg.end_txn(committed, TxnAction.COMMIT)
+        await reg.route(committed).end_txn(committed, TxnAction.COMMIT)
     await reg.close()
 
 
 async def test_client_transactions_over_every_coordinator(penv: Env) -> None:
     reg = penv.registry()
     await reg.start()
-    ended = await reg.new_txn(0, 60_000, client_name=NAME)
-    await reg.end_txn(ended, TxnAction.COMMIT, NAME)
-    live = await reg.new_txn(1, 60_000, client_name=NAME)
-    await reg.new_txn(1, 60_000, client_name="someone-else")
+    ended = await reg.get(0).new_txn(60_000, client_name=NAME)
+    await reg.route(ended).end_txn(ended, TxnAction.COMMIT, NAME)
+    live = await reg.get(1).new_txn(60_000, client_name=NAME)
+    await reg.get(1).new_txn(60_000, client_name="someone-else")
     # Coordinator 2 is not loaded, and cannot load: its preserver is unreadable.
     await reg.unload(2)
     penv.stores[2].fail_reads(10)

@@ -63,12 +63,12 @@ async def test_lazy_load_and_routing(renv: Env) -> None:
     tc = await reg.connect(2)
     assert reg.get(2) is tc and reg.loaded() == [2]
     assert tc.ledger.name == "pulsar/system/persistent/__transaction_log_2"
-    txn = await reg.new_txn(2, 60_000)
+    txn = await reg.get(2).new_txn(60_000)
     assert txn == TxnId(2, 0)
     assert reg.route(txn) is tc
-    await reg.add_partitions(txn, ["p"])
-    await reg.add_subscriptions(txn, [("t", "s")])
-    await reg.end_txn(txn, TxnAction.COMMIT)
+    await reg.route(txn).add_partitions(txn, ["p"])
+    await reg.route(txn).add_subscriptions(txn, [("t", "s")])
+    await reg.route(txn).end_txn(txn, TxnAction.COMMIT)
     assert tc.active_transactions() == 0
     with pytest.raises(TransactionCoordinatorNotFound):
         reg.route(TxnId(1, 0))  # coordinator 1 is not loaded here

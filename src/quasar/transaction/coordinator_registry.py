@@ -42,7 +42,6 @@ from .coordinator.preserver import PreserverStore
 from .coordinator.preserver_format import TerminatedTxn
 from .scheduler import AsyncioScheduler, Scheduler
 from .txn_id import TxnId
-from .txn_status import TxnAction
 
 log = logging.getLogger(__name__)
 
@@ -242,32 +241,6 @@ class TransactionCoordinatorRegistry:
             TransactionCoordinatorNotFound: as ``get``.
         """
         return self.get(txn_id.most)
-
-    async def new_txn(
-        self,
-        tc_id: int,
-        timeout_ms: int,
-        owner: str | None = None,
-        client_name: str | None = None,
-    ) -> TxnId:
-        """``get(tc_id).new_txn(...)``; raises what both raise."""
-        return await self.get(tc_id).new_txn(timeout_ms, owner, client_name)
-
-    async def add_partitions(self, txn_id: TxnId, partitions: Sequence[str]) -> None:
-        """``route(txn_id).add_partitions(...)``; raises what both raise."""
-        await self.route(txn_id).add_partitions(txn_id, partitions)
-
-    async def add_subscriptions(
-        self, txn_id: TxnId, subscriptions: Sequence[tuple[str, str]]
-    ) -> None:
-        """``route(txn_id).add_subscriptions(...)``; raises what both raise."""
-        await self.route(txn_id).add_subscriptions(txn_id, subscriptions)
-
-    async def end_txn(
-        self, txn_id: TxnId, action: TxnAction, client_name: str | None = None
-    ) -> None:
-        """``route(txn_id).end_txn(...)``; raises what both raise."""
-        await self.route(txn_id).end_txn(txn_id, action, client_name)
 
     async def client_transactions(self, client_name: str) -> ClientTransactions:
         """``client_name``'s live and preserved transactions on every coordinator.
