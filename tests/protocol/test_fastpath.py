@@ -137,6 +137,7 @@ def test_partition_minus_one_is_omitted() -> None:
     st.one_of(st.none(), st.integers(0, (1 << 31) - 1)),
     st.binary(max_size=12),
     st.binary(max_size=64),
+    st.one_of(st.none(), st.tuples(u64, u64)),
 )
 def test_plain_send_matches_protobuf(
     producer_id: int,
@@ -147,6 +148,7 @@ def test_plain_send_matches_protobuf(
     in_batch: int | None,
     schema_version: bytes,
     payload: bytes,
+    txn_id: tuple[int, int] | None,
 ) -> None:
     from quasar.protocol import (
         encode_message,
@@ -162,15 +164,23 @@ def test_plain_send_matches_protobuf(
         md.num_messages_in_batch = in_batch
     if schema_version:
         md.schema_version = schema_version
-    meta = encode_plain_metadata(name, sequence_id, publish_time, in_batch, schema_version)
-    assert meta == md.SerializeToString()
     send = pb.CommandSend(producer_id=producer_id, sequence_id=sequence_id)
     if num_messages is not None:
         send.num_messages = num_messages
+    if txn_id is not None:
+        md.txnid_most_bits, md.txnid_least_bits = txn_id
+        send.txnid_most_bits, send.txnid_least_bits = txn_id
+    meta = encode_plain_metadata(
+        name, sequence_id, publish_time, in_batch, schema_version, txn_id
+    )
+    assert meta == md.SerializeToString()
     expected = encode_message(pb.BaseCommand(type=T.SEND, send=send), md, payload)
-    assert encode_plain_send(producer_id, sequence_id, num_messages, meta, payload) == expected
+    assert (
+        encode_plain_send(producer_id, sequence_id, num_messages, meta, payload, txn_id)
+        == expected
+    )
     head, body = encode_plain_send_parts(
-        producer_id, sequence_id, num_messages, meta, payload
+        producer_id, sequence_id, num_messages, meta, payload, txn_id
     )
     assert head + body == expected and body is payload  # the payload is not copied
 
@@ -185,6 +195,10 @@ def test_plain_metadata_rejects_values_outside_uint64() -> None:
         encode_plain_metadata("p", -1, 0)
     with pytest.raises(LocalProtocolError):
         encode_plain_metadata("p", 0, 1 << 64)
+    with pytest.raises(LocalProtocolError):
+        encode_plain_metadata("p", 0, 0, txn_id=(0, -1))
+    with pytest.raises(LocalProtocolError):
+        encode_plain_metadata("p", 0, 0, txn_id=(1 << 64, 0))
 
 
 def test_varint_matches_protobuf_at_every_length_boundary() -> None:

@@ -1,5 +1,6 @@
 """Hand-written encoders for the two frames a broker sends most, MESSAGE and
-SEND_RECEIPT, and for the SEND a client writes for a plain message.
+SEND_RECEIPT, and for the SEND a client writes for a plain message (in a
+transaction or not).
 
 Building a ``BaseCommand`` object per message costs several microseconds in Python;
 these functions write the same protobuf bytes directly. Tests compare them byte for
@@ -19,8 +20,10 @@ Protobuf tags used below are ``(field_number << 3) | wire_type`` with wire type 
     MessageIdData    08 ledgerId          10 entryId           18 partition
     BaseCommand      32 send (6)
     CommandSend      08 producer_id       10 sequence_id       18 num_messages
+                     20 txnid_least_bits  28 txnid_most_bits
     MessageMetadata  0a producer_name     10 sequence_id       18 publish_time
                      58 num_messages_in_batch (11)             82 01 schema_version (16)
+                     b0 01 txnid_least_bits (22)               b8 01 txnid_most_bits (23)
 """
 
 from __future__ import annotations
@@ -130,14 +133,16 @@ def encode_plain_metadata(
     publish_time: int,
     num_messages_in_batch: int | None = None,
     schema_version: bytes = b"",
+    txn_id: tuple[int, int] | None = None,
 ) -> bytes:
     """The serialized ``MessageMetadata`` of an entry with nothing but these fields.
 
     Equal to protobuf's serialization of ``MessageMetadata(producer_name,
-    sequence_id, publish_time)`` plus ``num_messages_in_batch`` when not None and
-    ``schema_version`` when not empty. Ids and times must be in 0..2^64-1 and
-    ``num_messages_in_batch`` in 0..2^31-1; an id or time outside that range raises
-    ``LocalProtocolError``.
+    sequence_id, publish_time)`` plus ``num_messages_in_batch`` when not None,
+    ``schema_version`` when not empty and, for an entry of a transaction,
+    ``txnid_most_bits`` / ``txnid_least_bits`` from ``txn_id`` = (most, least). Ids
+    and times must be in 0..2^64-1 and ``num_messages_in_batch`` in 0..2^31-1; an id
+    or time outside that range raises ``LocalProtocolError``.
     """
     if not (0 <= sequence_id <= MASK64 and 0 <= publish_time <= MASK64):
         raise LocalProtocolError(
@@ -154,7 +159,18 @@ def encode_plain_metadata(
         meta += b"\x58" + _varint(num_messages_in_batch)
     if schema_version:
         meta += b"\x82\x01" + _varint(len(schema_version)) + schema_version
+    if txn_id is not None:
+        meta += _txn_fields(b"\xb0\x01", b"\xb8\x01", txn_id)
     return meta
+
+
+def _txn_fields(least_tag: bytes, most_tag: bytes, txn_id: tuple[int, int]) -> bytes:
+    """A transaction id's two uint64 fields, least significant bits first (their
+    field-number order in both MessageMetadata and CommandSend)."""
+    most, least = txn_id
+    if not (0 <= most <= MASK64 and 0 <= least <= MASK64):
+        raise LocalProtocolError(f"transaction id {txn_id} is not a pair of uint64")
+    return least_tag + _varint(least) + most_tag + _varint(most)
 
 
 def encode_plain_send(
@@ -163,16 +179,19 @@ def encode_plain_send(
     num_messages: int | None,
     metadata: bytes,
     payload: BytesLike,
+    txn_id: tuple[int, int] | None = None,
 ) -> bytes:
     """A complete SEND frame with a checksummed entry built from ``metadata``.
 
     Equal to ``encode_message(BaseCommand{SEND{producer_id, sequence_id,
-    num_messages if not None}}, metadata, payload)`` where ``metadata`` is the
-    serialized ``MessageMetadata`` (e.g. from ``encode_plain_metadata``). Raises
-    ``LocalProtocolError`` if the frame would not fit a u32 size.
+    num_messages if not None, txnid_least_bits and txnid_most_bits from txn_id =
+    (most, least) if not None}}, metadata, payload)`` where ``metadata`` is the
+    serialized ``MessageMetadata`` (e.g. from ``encode_plain_metadata``, given the
+    same ``txn_id``). Raises ``LocalProtocolError`` if the frame would not fit a u32
+    size.
     """
     head, body = encode_plain_send_parts(
-        producer_id, sequence_id, num_messages, metadata, payload
+        producer_id, sequence_id, num_messages, metadata, payload, txn_id
     )
     return b"".join((head, body))
 
@@ -183,6 +202,7 @@ def encode_plain_send_parts(
     num_messages: int | None,
     metadata: bytes,
     payload: BytesLike,
+    txn_id: tuple[int, int] | None = None,
 ) -> tuple[bytes, BytesLike]:
     """``encode_plain_send`` as ``(head, payload)``: the frame is ``head + payload``.
 
@@ -193,6 +213,8 @@ def encode_plain_send_parts(
     send = b"\x08" + _varint(producer_id & MASK64) + b"\x10" + _varint(sequence_id & MASK64)
     if num_messages is not None:
         send += b"\x18" + _varint(num_messages & MASK64)
+    if txn_id is not None:
+        send += _txn_fields(b"\x20", b"\x28", txn_id)
     cmd = b"\x08\x06\x32" + _varint(len(send)) + send
     head = U32.pack(len(metadata)) + metadata
     crc = crc32c_c(payload, crc32c_c(head, 0, KEEP_GIL), KEEP_GIL)
