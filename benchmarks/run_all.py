@@ -87,7 +87,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -534,10 +534,25 @@ class TxnScenario:
     baseline: bool = True
 
 
+# Both transaction logs batched, written at the end of the event-loop turn.
+BATCHED_LOGS = tuple(
+    (f"QUASAR_{prefix}BatchedWrite{key}", value)
+    for prefix in ("transactionLog", "transactionPendingAck")
+    for key, value in (("Enabled", "true"), ("MaxDelayInMillis", "0"))
+)
+
+
 def txn_scenarios(concurrency: int, seconds: float) -> list[TxnScenario]:
     # Enough input for the plain loop (which runs at well over 10,000/s) to last the
     # run; a run that drains it still reports rates over the time it had input.
     prefill = int(min(600_000, max(50_000, 25_000 * seconds)))
+    consume_produce = TxnScenario(
+        "consume-produce-64",
+        "1 consumed + 1 produced per txn, 64 in flight",
+        ("-nmc", "1", "-nmp", "1", "-c", "64"),
+        ">= 1,000 txn/s and commit p99 <= 50 ms",
+        prefill=prefill,
+    )
     return [
         TxnScenario(
             "produce-50",
@@ -545,31 +560,15 @@ def txn_scenarios(concurrency: int, seconds: float) -> list[TxnScenario]:
             ("-nmc", "0", "-nmp", "50", "-c", str(concurrency)),
             "txn msg/s >= 70 % of --txn-disable",
         ),
-        TxnScenario(
-            "consume-produce-64",
-            "1 consumed + 1 produced per txn, 64 in flight",
-            ("-nmc", "1", "-nmp", "1", "-c", "64"),
-            ">= 1,000 txn/s and commit p99 <= 50 ms",
-            prefill=prefill,
-        ),
-        TxnScenario(
-            "cp-64-batched",
-            "1 consumed + 1 produced per txn, 64 in flight, PIP-160 batching on",
-            ("-nmc", "1", "-nmp", "1", "-c", "64"),
-            ">= 1,000 txn/s and commit p99 <= 50 ms",
-            prefill=prefill,
+        consume_produce,
+        replace(
+            consume_produce,
+            name="cp-64-batched",
+            title=consume_produce.title + ", PIP-160 batching on",
             broker_env=BATCHED_LOGS,
             baseline=False,
         ),
     ]
-
-
-# Both transaction logs batched, written at the end of the event-loop turn.
-BATCHED_LOGS = tuple(
-    (f"QUASAR_{prefix}BatchedWrite{key}", value)
-    for prefix in ("transactionLog", "transactionPendingAck")
-    for key, value in (("Enabled", "true"), ("MaxDelayInMillis", "0"))
-)
 
 
 TXN_LOG_PREFIX = "pulsar/system/persistent/__transaction_log_"
