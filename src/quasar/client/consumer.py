@@ -485,6 +485,9 @@ class ConsumerImpl:
             AlreadyClosed: the consumer closed meanwhile.
             NotConnected: still reconnecting after the operation timeout.
         """
+        self._check_open()
+        if self._conn is not None:
+            return self._conn  # the usual case: no timeout scope (3.7 µs) to set up
         try:
             async with asyncio.timeout(self.config.operation_timeout_s):
                 while True:
