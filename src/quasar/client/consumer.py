@@ -487,7 +487,7 @@ class ConsumerImpl:
         """
         self._check_open()
         if self._conn is not None:
-            return self._conn  # the usual case: no timeout scope (3.7 µs) to set up
+            return self._conn  # the usual case: no timeout scope to set up (~6 µs)
         try:
             async with asyncio.timeout(self.config.operation_timeout_s):
                 while True:
