@@ -264,17 +264,25 @@ class ModelBroker(_Writer):
                 )
             )
 
+        # The model has one partition, so one marker (and the maxReadPosition it
+        # moves); COMMITTED follows the last marker of the transaction.
+        markers_left = [0]
+
         def marker_durable(position: int) -> None:
             state.ongoing.pop(least, None)
             state.max_read_position = position
-            state.log.append(update(txnlog.COMMITTING, txnlog.COMMITTED), committed)
+            markers_left[0] -= 1
+            if markers_left[0] == 0:
+                state.log.append(update(txnlog.COMMITTING, txnlog.COMMITTED), committed)
 
         def committing(_position: int) -> None:
             marker = pb.MessageMetadata(
                 producer_name="model-tc", sequence_id=0, publish_time=_now_ms(),
                 marker_type=MARKER_COMMIT, txnid_least_bits=least, txnid_most_bits=0,
             ).SerializeToString()
-            for _partition in state.partitions[least]:
+            partitions = state.partitions[least]
+            markers_left[0] = len(partitions)
+            for _partition in partitions:
                 state.data.append(marker, marker_durable)
 
         state.log.append(update(txnlog.OPEN, txnlog.COMMITTING), committing)
