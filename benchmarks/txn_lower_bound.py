@@ -62,11 +62,11 @@ from quasar.protocol.fastpath import (  # noqa: E402
     encode_send_receipt,
 )
 from quasar.protocol.frames import FrameDecoder, encode_command  # noqa: E402
+from quasar.transaction.buffer.records import TXN_COMMIT  # noqa: E402
 
 T = pb.BaseCommand
 Record = txnlog.TransactionMetadataEntry
 TOPIC = "persistent://public/default/lower-bound"
-MARKER_COMMIT = 21
 
 
 def _now_ms() -> int:
@@ -278,7 +278,7 @@ class ModelBroker(_Writer):
         def committing(_position: int) -> None:
             marker = pb.MessageMetadata(
                 producer_name="model-tc", sequence_id=0, publish_time=_now_ms(),
-                marker_type=MARKER_COMMIT, txnid_least_bits=least, txnid_most_bits=0,
+                marker_type=TXN_COMMIT, txnid_least_bits=least, txnid_most_bits=0,
             ).SerializeToString()
             partitions = state.partitions[least]
             markers_left[0] = len(partitions)
