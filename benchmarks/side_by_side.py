@@ -1,21 +1,35 @@
 #!/usr/bin/env python3
-"""Two builds of the broker compared by CPU per transaction, running at the same time.
+"""Two builds of the broker compared by CPU per unit of work, running at the same time.
 
-    python benchmarks/txn_side_by_side.py (--base REV | --a-src DIR) [--b-src DIR]
-                                          [--shape produce-50|1c1p] [--concurrency 64]
-                                          [--seconds 12] [--pairs 4] [--own-clients]
-                                          [--out FILE.json]
+    python benchmarks/side_by_side.py (--base REV | --a-src DIR) [--b-src DIR]
+                                      [--shape publish|publish-batched|produce-50|1c1p]
+                                      [--concurrency 64] [--seconds 12] [--pairs 4]
+                                      [--own-clients] [--out FILE.json]
 
 Build A is ``--a-src`` (a directory holding the ``quasar`` package) or this
 repository's ``src`` at git revision ``--base``; build B is ``--b-src``, this
 repository's ``src`` by default. Each pair starts one broker of each build, each with
-its own data directory and ports, and one ``quasar perf transaction`` per broker, all
-at once; they stop together. Both generators run build B's client, or each its own
-build's with ``--own-clients`` (to compare client changes). The script reads each
-broker's event-loop thread CPU (user + system, ``/proc``) before and after and prints
-it per transaction, next to each run's txn/s, commit p99 and the generator's CPU per
-transaction (all its threads, from its summary). The brokers are started in the
-opposite order in every other pair.
+its own data directory and ports, and one load generator per broker, all at once;
+they stop together. Both generators run build B's client, or each its own build's with
+``--own-clients`` (to compare client changes). The script reads each broker's
+event-loop thread CPU (user + system, ``/proc``) before and after and prints it per
+unit of work, next to each run's rate, p99 latency and the generator's CPU per unit
+(all its threads, from its summary). The brokers are started in the opposite order in
+every other pair.
+
+Shapes (1 KB messages):
+
+* ``publish``: ``quasar perf produce`` without batching at a fixed 4,000 msg/s; the
+  unit is one published message (one SEND, one entry, one receipt).
+* ``publish-batched``: ``quasar perf produce`` with the default batching at a fixed
+  40,000 msg/s; the unit is one message.
+* ``produce-50``: ``quasar perf transaction -nmc 0 -nmp 50``; the unit is one
+  transaction of 50 sends.
+* ``1c1p``: ``quasar perf transaction -nmc 1 -nmp 1``; the unit is one transaction
+  that consumes one message and produces one.
+
+Fixed rates keep both brokers below saturation, so each does the same work and the
+CPU per unit is what differs.
 
 Why: the host of this project moves throughput by up to 30 % between runs minutes
 apart, so one run after the other needs many pairs to show a 5 % change. Side by side,
@@ -25,7 +39,7 @@ pairs share two cores); compare the two columns, not them with other runs.
 
 ``--base REV`` exports ``src`` at REV with ``git archive`` and copies this tree's built
 C extensions (``*.so``) into it, so REV must have the same C sources. Linux only.
-Nothing here asserts speed; ``docs/benchmarks.md`` (session 13) has figures.
+Nothing here asserts speed; ``docs/performance.md`` says how to read the figures.
 """
 
 from __future__ import annotations
@@ -48,7 +62,12 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from quasar.testing.process import BrokerProcess  # noqa: E402
 
-SHAPES = {"produce-50": ["-nmc", "0", "-nmp", "50"], "1c1p": ["-nmc", "1", "-nmp", "1"]}
+TXN_SHAPES = {"produce-50": ["-nmc", "0", "-nmp", "50"], "1c1p": ["-nmc", "1", "-nmp", "1"]}
+PUBLISH_SHAPES = {
+    "publish": ["--no-batching", "-r", "4000"],
+    "publish-batched": ["--batching", "-r", "40000"],
+}
+SHAPES = sorted([*TXN_SHAPES, *PUBLISH_SHAPES])
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -75,11 +94,36 @@ def export_revision(rev: str, dest: Path) -> Path:
 
 
 def perf_command(broker: BrokerProcess, args: argparse.Namespace, out: Path) -> list[str]:
+    if args.shape in PUBLISH_SHAPES:
+        return [
+            sys.executable, "-m", "quasar.perf", "produce", "-u", broker.url,
+            "-s", "1024", "-t", str(args.seconds), "--warmup", "2", "--json", str(out),
+            *PUBLISH_SHAPES[args.shape], "side-by-side",
+        ]
     return [
         sys.executable, "-m", "quasar.perf", "transaction", "-u", broker.url,
         "--admin-url", broker.admin_url, "-s", "1024", "-t", str(args.seconds),
-        "-c", str(args.concurrency), "--json", str(out), *SHAPES[args.shape],
+        "-c", str(args.concurrency), "--json", str(out), *TXN_SHAPES[args.shape],
     ]
+
+
+def figures(summary: dict[str, Any], loop_cpu_s: float) -> dict[str, Any]:
+    """One run's figures per unit of work (a message or a transaction)."""
+    if "transactions" in summary:
+        units = summary["transactions"] or 1
+        p99 = summary["latency_ms"].get("commit", {}).get("p99")
+        return {
+            "rate": summary["throughput"]["txn_s"], "p99_ms": p99,
+            "broker_loop_us": loop_cpu_s / units * 1e6,
+            "generator_us": summary["cpu"]["us_per_txn"], "units": units,
+        }
+    # The broker ran for the whole run, warm-up included: divide by every message.
+    units = summary["messages"] or 1
+    return {
+        "rate": summary["throughput"]["msg_s"], "p99_ms": summary["latency_ms"].get("p99"),
+        "broker_loop_us": loop_cpu_s / units * 1e6,
+        "generator_us": summary["cpu"]["us_per_msg"], "units": units,
+    }
 
 
 def run_pair(
@@ -114,15 +158,7 @@ def run_pair(
             assert broker.proc is not None
             cpu = loop_cpu_s(broker.proc.pid) - cpu0[name]
             summary = json.loads((workdir / f"perf-{name}.json").read_text())
-            txns = summary["transactions"] or 1
-            commit = summary["latency_ms"].get("commit", {})
-            out[name] = {
-                "txn_per_s": summary["throughput"]["txn_s"],
-                "commit_p99_ms": commit.get("p99"),
-                "broker_loop_us_per_txn": cpu / txns * 1e6,
-                "generator_us_per_txn": summary["cpu"]["us_per_txn"],
-                "transactions": summary["transactions"],
-            }
+            out[name] = figures(summary, cpu)
         return out
     finally:
         for broker in brokers.values():
@@ -138,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--a-src", type=Path, help="source directory of build A")
     parser.add_argument("--b-src", type=Path, default=ROOT / "src",
                         help="source directory of build B (default: this tree)")
-    parser.add_argument("--shape", choices=sorted(SHAPES), default="produce-50")
+    parser.add_argument("--shape", choices=SHAPES, default="produce-50")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=12)
     parser.add_argument("--pairs", type=int, default=4)
@@ -152,25 +188,29 @@ def main(argv: list[str] | None = None) -> int:
         a_src = args.a_src if args.base is None else export_revision(args.base, workdir / "a")
         srcs = {"A": a_src.resolve(), "B": args.b_src.resolve()}
         clients = "each its own build's" if args.own_clients else "B's"
+        shape = args.shape if args.shape in PUBLISH_SHAPES else (
+            f"{args.shape}, -c {args.concurrency}")
         print(f"A: {args.base or srcs['A']}\nB: {srcs['B']}\n"
-              f"{args.shape}, -c {args.concurrency}, {args.seconds:g} s, {args.pairs} pairs, "
+              f"{shape}, {args.seconds:g} s, {args.pairs} pairs, "
               f"generators running {clients} client")
-        print(f"{'pair':>4}  {'A txn/s':>8} {'B txn/s':>8}  {'A p99':>6} {'B p99':>6}  "
-              f"{'A loop µs':>9} {'B loop µs':>9}  {'B/A':>6}  {'A gen µs':>8} {'B gen µs':>8}")
+        unit = "txn" if args.shape in TXN_SHAPES else "msg"
+        print(f"{'pair':>4}  {'A ' + unit + '/s':>8} {'B ' + unit + '/s':>8}  {'A p99':>6} "
+              f"{'B p99':>6}  {'A loop µs':>9} {'B loop µs':>9}  {'B/A':>6}  "
+              f"{'A gen µs':>8} {'B gen µs':>8}")
         pairs = []
         for i in range(args.pairs):
             order = ["A", "B"] if i % 2 == 0 else ["B", "A"]
             got = run_pair(args, srcs, order, workdir)
             a, b = got["A"], got["B"]
-            ratio = b["broker_loop_us_per_txn"] / a["broker_loop_us_per_txn"]
+            ratio = b["broker_loop_us"] / a["broker_loop_us"]
             pairs.append({"order": order, "A": a, "B": b, "loop_ratio": ratio})
-            print(f"{i + 1:>4}  {a['txn_per_s']:>8,.0f} {b['txn_per_s']:>8,.0f}  "
-                  f"{a['commit_p99_ms'] or 0:>6.1f} {b['commit_p99_ms'] or 0:>6.1f}  "
-                  f"{a['broker_loop_us_per_txn']:>9,.0f} {b['broker_loop_us_per_txn']:>9,.0f}"
-                  f"  {ratio:>6.3f}  {a['generator_us_per_txn']:>8,.0f}"
-                  f" {b['generator_us_per_txn']:>8,.0f}")
+            print(f"{i + 1:>4}  {a['rate']:>8,.0f} {b['rate']:>8,.0f}  "
+                  f"{a['p99_ms'] or 0:>6.1f} {b['p99_ms'] or 0:>6.1f}  "
+                  f"{a['broker_loop_us']:>9,.1f} {b['broker_loop_us']:>9,.1f}"
+                  f"  {ratio:>6.3f}  {a['generator_us']:>8,.1f}"
+                  f" {b['generator_us']:>8,.1f}")
         median = statistics.median(p["loop_ratio"] for p in pairs)
-        print(f"broker loop CPU per transaction, B against A: median {median:.3f}")
+        print(f"broker loop CPU per {unit}, B against A: median {median:.3f}")
         if args.out is not None:
             args.out.write_text(json.dumps(
                 {"base": args.base, "a_src": str(srcs["A"]), "b_src": str(srcs["B"]),
