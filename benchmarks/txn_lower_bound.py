@@ -27,9 +27,9 @@ API (the model sends one pre-built batch payload per loop; ``--per-message-us``
 spends that much CPU per message in the client instead, in both loops, to stand for
 a real producer API).
 
-Why: ``docs/benchmarks.md`` (session 15) compares quasar's CPU per transaction and
-per baseline loop with this model's, to tell how much of the gap to the issue's
-produce-50 floor the design forces and how much is implementation. Linux only;
+Why: comparing quasar's CPU per transaction and per baseline loop with this model's
+tells how much of the gap to the produce-50 target (``docs/performance.md``) the
+design forces and how much is implementation. Linux only;
 nothing here asserts speed.
 """
 

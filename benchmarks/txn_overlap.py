@@ -17,8 +17,7 @@ occurred and each thread's CPU (user + system) over the same window.
 Why: a transaction is a chain of dependent steps that alternate between the two
 processes (request, durable write, answer, next request). If the processes mostly run
 one at a time, the run is bound by the SUM of their CPU per transaction, not by the
-larger of the two, and more transactions in flight do not help. ``docs/benchmarks.md``
-(session 9) has the figures. Linux only. Nothing here asserts speed.
+larger of the two, and more transactions in flight do not help. Linux only. Nothing here asserts speed.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Each mode gets a fresh broker (default configuration otherwise, fsync on), a pre
 input topic, and ``quasar perf transaction -nmc 1 -nmp 1 -c 64`` (the workload of
 ``txn_batched_log.py``; every transaction has the perf tool's one client name, so the
 preserver rewrites that name's entry on every flush: its worst case). With ``--repeat
-N`` the modes alternate N times and medians are reported. The issue's bar: on >= 0.90
+N`` the modes alternate N times and medians are reported. The target: on >= 0.90
 of off. Numbers are for this machine and this commit; nothing here asserts speed.
 """
 

@@ -1,7 +1,6 @@
 """Exactly-once windowed aggregation over two quasar topics with PySpark.
 
-The scenario of the acknowledgement article (``../shared/seeds/003``): consume two
-topics, aggregate per event-time window, write the results to a third topic — and do it
+The classic exactly-once pipeline: consume two topics, aggregate per event-time window, write the results to a third topic — and do it
 exactly once, even when the job is killed and restarted from its checkpoint.
 
 Each input message is JSON ``{"key": "sensor-3", "amount": 5}`` with its event time as

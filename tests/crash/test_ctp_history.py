@@ -1,6 +1,6 @@
 """Exactly-once consume-transform-produce under kill -9, and the history checker.
 
-Scenario 32/33 of failure-scenarios.md: a worker *process*
+A worker *process*
 (``quasar.testing.ctp_worker``) reads two input topics and, in one transaction per
 step, writes one output per input to a partitioned output topic and acks the inputs.
 The test kills the broker, the worker, or both with SIGKILL at seeded moments (after

@@ -1,6 +1,7 @@
 """kill -9 at every named transaction crash point; one outcome everywhere after restart.
 
-Each case (failure-scenarios.md scenarios 1-3, 13, 15, 25; pulsar-transactions.md §8):
+Each case (a crash before, between and after every durable step of a commit or an
+abort: coordinator log, markers, pending-ack log):
 
 1. A broker without a crash point gets an input topic (2 partitions, 8 numbered
    messages) and an output topic (3 partitions). Transaction T0 writes to every output

@@ -22,7 +22,7 @@ A transaction with no ``end`` line was cut by the kill; its outcome is unknown.
 :func:`load_history` replays such files into a :class:`~quasar.testing.history.History`.
 
 Messages are never re-sent in a new transaction after an unknown outcome: the broker
-decides (failure-scenarios.md, "Expose ambiguity correctly").
+decides, and a client that cannot tell must report the outcome as unknown.
 """
 
 from __future__ import annotations

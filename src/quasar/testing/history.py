@@ -19,7 +19,7 @@ transaction never ended are judged by what was read, but must still be all or
 nothing.
 
 :meth:`History.check` compares the reads with the writes, in the spirit of Jepsen's
-queue checker (failure-scenarios.md A4), and returns every anomaly it finds:
+queue checker, and returns every anomaly it finds:
 
 ==========================  =================================================  =========
 kind                        meaning                                            invariant

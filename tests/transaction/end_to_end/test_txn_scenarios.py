@@ -1,4 +1,4 @@
-"""Transaction scenarios from the issue, end to end through quasar's client and a real
+"""Transaction scenarios end to end through quasar's client and a real
 broker process: a timeout aborts and redelivers acked messages, and a Shared
 subscription with batching and repeated consumer restarts never sees aborted data."""
 

@@ -23,8 +23,8 @@ with ``call_soon``), instead of a lock round trip and a notify per entry. This h
 even when the writer is idle: handing the first record over at once started a group
 of one, and the records the same iteration staged right after it (64 transactions
 resuming together) waited a whole fsync for the next group, so every durable step of
-a transaction cost two rounds (measured: groups of 1 and of 64 alternating; see
-``docs/benchmarks.md``, session 5). Under light load the iteration ends microseconds
+a transaction cost two rounds (measured: groups of 1 and of 64 alternating). Under
+light load the iteration ends microseconds
 after the append.
 
 Ordering across ledgers: appends of one managed ledger (one ``owner``) must never be
