@@ -6,7 +6,7 @@ coordinator whose least bits are ``<=`` it has ended (``-1``: none has). A pendi
 handle keeps the highest value seen per coordinator (it only goes up) and uses it
 twice:
 
-* an ack of a transaction at or below it is refused (a zombie: issue #9722/#15530);
+* an ack of a transaction at or below it is refused (a zombie: Pulsar issues #9722 and #15530);
 * after each end, transactions at or below it still pending here are aborted
   locally. Their coordinator finished them without this subscription (the end was
   lost with an unloaded topic, or the ack arrived after the end), so no end will ever
