@@ -238,7 +238,10 @@ class Client:
         self._check_open()
         full = _full_name(topic)
         n = await self._partitions(full)
-        return [f"{full}-partition-{i}" for i in range(n)] if n > 0 else [full]
+        if n == 0:
+            return [full]
+        name = TopicName.parse(full)
+        return [name.partition(i).full for i in range(n)]
 
     async def create_producer(
         self,

@@ -26,7 +26,7 @@ from quasar.client.producer import ProducerImpl
 from quasar.client.reader import child_has_message_available
 from quasar.client.receipts import SendCallback, checked_send_callback
 from quasar.client.schema import Schema
-from quasar.client.transaction import Transaction, transaction_impl
+from quasar.client.transaction import TransactionHandle, transaction_impl
 from quasar.errors import AlreadyClosed
 
 log = logging.getLogger(__name__)
@@ -260,7 +260,7 @@ class Consumer:
         )
 
     async def acknowledge(
-        self, message: Message | MessageId, txn: Transaction | None = None
+        self, message: Message | MessageId, txn: TransactionHandle | None = None
     ) -> None:
         """Acknowledge one message (sent in a group within ~100 ms).
 
@@ -280,7 +280,7 @@ class Consumer:
             await self._impl.acknowledge_txn(mid, transaction_impl(txn), False)
 
     async def acknowledge_cumulative(
-        self, message: Message | MessageId, txn: Transaction | None = None
+        self, message: Message | MessageId, txn: TransactionHandle | None = None
     ) -> None:
         """Acknowledge a message and all before it (with ``txn``: in that transaction;
         if it aborts, the subscription goes back and the messages come again).

@@ -77,9 +77,10 @@ class MultiTopicsConsumer:
                         // partitions,
                     ),
                 )
+                name = TopicName.parse(topic)
                 for i in range(partitions):
                     new.append(
-                        self.make_child(f"{topic}-partition-{i}", i, self.queue, size)
+                        self.make_child(name.partition(i).full, i, self.queue, size)
                     )
             else:
                 new.append(

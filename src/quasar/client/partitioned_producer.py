@@ -18,10 +18,12 @@ from quasar.client.outgoing import OutgoingMessage
 from quasar.client.producer import ProducerImpl
 from quasar.client.receipts import SendCallback
 from quasar.client.routing import CustomRouter, RoundRobinRouter, SinglePartitionRouter
+from quasar.protocol import TopicName
 
 
 def partition_name(topic: str, index: int) -> str:
-    return f"{topic}-partition-{index}"
+    """The full name of partition ``index`` of ``topic``."""
+    return TopicName.parse(topic).partition(index).full
 
 
 class PartitionedProducerImpl:

@@ -24,6 +24,7 @@ from collections import deque
 from typing import Any
 
 from quasar.client.backoff import Backoff
+from quasar.client.config import ASSUMED_MAX_MESSAGE_SIZE
 from quasar.client.connection import ClientConnection, ConnectionPool, make_command
 from quasar.client.enums import BatchingType, ProducerAccessMode
 from quasar.client.exceptions import (
@@ -430,7 +431,7 @@ class ProducerImpl:
         conn = self._conn
         if conn is not None:
             return conn.max_message_size
-        return 5 * 1024 * 1024 - 10 * 1024
+        return ASSUMED_MAX_MESSAGE_SIZE
 
     def _new_metadata(self, seq: int, txn_id: TxnID | None = None) -> Any:
         md = pb.MessageMetadata(

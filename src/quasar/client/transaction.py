@@ -637,6 +637,13 @@ class Transaction:
         await self._impl.abort()
 
 
+class TransactionHandle(Protocol):
+    """What ``txn=`` takes: a transaction handle of the asyncio or the blocking client."""
+
+    @property
+    def core(self) -> TransactionImpl: ...
+
+
 def transaction_impl(txn: Any) -> TransactionImpl:
     """The core of a transaction handle (asyncio or blocking) passed as ``txn=``.
 
