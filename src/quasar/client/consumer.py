@@ -747,6 +747,17 @@ class ConsumerImpl:
         if self._owns_queue:
             self.queue.close()
 
+    @property
+    def start_message_id(self) -> MessageId | None:
+        """Where a reader reads from (None for a durable subscription); after
+        messages were handed out, the last one of them."""
+        return self._start
+
+    @property
+    def start_message_id_inclusive(self) -> bool:
+        """Whether :attr:`start_message_id` itself is to be read."""
+        return self._start_inclusive
+
     def check_open(self) -> None:
         """Raises AlreadyClosed once the consumer is closed."""
         if self.state is _CLOSED:
