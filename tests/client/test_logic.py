@@ -29,6 +29,7 @@ from quasar.client.receipts import OpSend, PendingSends, ReceiptOutcome
 from quasar.client.routing import (
     RoundRobinRouter,
     SinglePartitionRouter,
+    key_hash,
     murmur3_32,
     partition_for_key,
 )
@@ -117,6 +118,31 @@ def test_murmur3_known_vectors() -> None:
     assert murmur3_32(b"", 1) == 0x514E28B7
     assert murmur3_32(b"hello") == 0x248BFA47
     assert murmur3_32(b"The quick brown fox jumps over the lazy dog") == 0x2E4FF723
+
+
+@pytest.mark.parametrize(
+    ("key", "unsigned_hash", "partition_of_7", "partition_of_16"),
+    [
+        # Hashes at or above 2**31 are negative as a Java int: masking with
+        # Integer.MAX_VALUE (not abs()) is what Pulsar's Murmur3_32Hash does.
+        ("key-0", 0xE337F8BF, 6, 15),
+        ("a", 0x3C2569B2, 4, 2),
+        ("abc", 0xB3DD93FA, 1, 10),
+        ("hello", 0x248BFA47, 6, 7),
+        ("user-42", 0xB972DAD0, 0, 0),
+        ("ключ", 0x9A592042, 6, 2),
+        ("日本語", 0xA5A47297, 6, 7),
+        ("🙂", 0x3E226063, 4, 3),
+    ],
+)
+def test_key_partition_known_vectors(
+    key: str, unsigned_hash: int, partition_of_7: int, partition_of_16: int
+) -> None:
+    assert murmur3_32(key.encode("utf-8")) == unsigned_hash
+    assert key_hash(key) == unsigned_hash & 0x7FFFFFFF
+    assert key_hash(key.encode("utf-8")) == key_hash(key)
+    assert partition_for_key(key, 7) == partition_of_7
+    assert partition_for_key(key, 16) == partition_of_16
 
 
 @given(st.text(min_size=1), st.integers(1, 64))

@@ -24,9 +24,11 @@ gives a handle to ask again (see :mod:`quasar.client.transaction`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import re
+import secrets
 from collections.abc import Callable
 from typing import Any
 
@@ -40,7 +42,7 @@ from quasar.client.config import (
     parse_service_url,
 )
 from quasar.client.connection import ConnectionPool
-from quasar.client.consumer import ConsumerConfig, ConsumerImpl
+from quasar.client.consumer import ConsumerImpl
 from quasar.client.consumer import State as ConsumerState
 from quasar.client.enums import (
     BatchingType,
@@ -58,13 +60,19 @@ from quasar.client.lookup import LookupService, retry_until
 from quasar.client.memory_limit import DEFAULT_MEMORY_LIMIT_BYTES
 from quasar.client.message import Message
 from quasar.client.message_id import MessageId
-from quasar.client.multi_consumer import MultiTopicsConsumer
+from quasar.client.multi_consumer import ChildFactory, MultiTopicsConsumer
+from quasar.client.options import (
+    DEFAULT_SCHEMA,
+    ConsumerOptions,
+    ProducerOptions,
+    ReaderOptions,
+)
 from quasar.client.partitioned_producer import PartitionedProducerImpl
-from quasar.client.producer import ProducerConfig, ProducerImpl
+from quasar.client.producer import ProducerImpl
 from quasar.client.producer import State as ProducerState
 from quasar.client.reader import reader_subscription_name
 from quasar.client.receive_queue import ReceiveQueue
-from quasar.client.schema import BytesSchema, Schema
+from quasar.client.schema import Schema
 from quasar.client.transaction import (
     Transaction,
     TransactionImpl,
@@ -230,13 +238,16 @@ class Client:
         self._check_open()
         full = _full_name(topic)
         n = await self._partitions(full)
-        return [f"{full}-partition-{i}" for i in range(n)] if n > 0 else [full]
+        if n == 0:
+            return [full]
+        name = TopicName.parse(full)
+        return [name.partition(i).full for i in range(n)]
 
     async def create_producer(
         self,
         topic: str,
         producer_name: str | None = None,
-        schema: Schema | None = None,
+        schema: Schema = DEFAULT_SCHEMA,
         initial_sequence_id: int | None = None,
         send_timeout_millis: int = 30000,
         compression_type: CompressionType = CompressionType.NONE,
@@ -257,61 +268,58 @@ class Client:
         access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
         message_router: Callable[[Message, int], int] | None = None,
     ) -> Producer:
-        """Create a producer (see ``pulsar.Client.create_producer``).
+        """Create a producer (see ``pulsar.Client.create_producer`` and
+        :class:`~quasar.client.options.ProducerOptions`).
 
         Raises:
             InvalidTopicName, InvalidConfiguration, Timeout, ProducerBusy,
             TopicNotFound, IncompatibleSchema, ...
         """
         self._check_open()
-        if chunking_enabled and batching_enabled:
-            raise InvalidConfiguration("chunking and batching cannot both be enabled")
-        if encryption_key or crypto_key_reader:
-            raise InvalidConfiguration("end-to-end encryption is not supported")
+        options = ProducerOptions.from_arguments(locals())
+        return await self.create_producer_with(topic, options)
+
+    async def create_producer_with(
+        self, topic: str, options: ProducerOptions
+    ) -> Producer:
+        """Create a producer from options already built (what both facades call).
+
+        Raises:
+            As :meth:`create_producer`.
+        """
+        self._check_open()
         full = _full_name(topic)
-        schema = schema or BytesSchema()
-        conf = ProducerConfig(
-            producer_name=producer_name,
-            schema=schema,
-            initial_sequence_id=initial_sequence_id,
-            send_timeout_millis=send_timeout_millis,
-            compression_type=CompressionType(compression_type),
-            max_pending_messages=max_pending_messages,
-            max_pending_messages_across_partitions=max_pending_messages_across_partitions,
-            block_if_queue_full=block_if_queue_full,
-            batching_enabled=batching_enabled,
-            batching_max_messages=batching_max_messages,
-            batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
-            batching_max_publish_delay_ms=batching_max_publish_delay_ms,
-            batching_type=BatchingType(batching_type),
-            properties=dict(properties or {}),
-            access_mode=ProducerAccessMode(access_mode),
-            txn_enabled=self.transaction_coordinator is not None,
-        )
+        txn_enabled = self.transaction_coordinator is not None
         n = await self._partitions(full)
         impl: ProducerImpl | PartitionedProducerImpl
         if n > 0:
 
             def make(name: str, index: int, max_pending: int) -> ProducerImpl:
                 return ProducerImpl(
-                    name, index, conf, self.pool, self.lookup, max_pending=max_pending
+                    name,
+                    index,
+                    options,
+                    self.pool,
+                    self.lookup,
+                    max_pending=max_pending,
+                    txn_enabled=txn_enabled,
                 )
 
-            impl = PartitionedProducerImpl(
-                full, n, conf, make, message_routing_mode, message_router
-            )
+            impl = PartitionedProducerImpl(full, n, options, make)
         else:
-            impl = ProducerImpl(full, -1, conf, self.pool, self.lookup)
+            impl = ProducerImpl(
+                full, -1, options, self.pool, self.lookup, txn_enabled=txn_enabled
+            )
         await impl.start()
         self._track(impl)
-        return Producer(impl, full, schema)
+        return Producer(impl, full, options)
 
     async def subscribe(
         self,
         topic: str | list[str] | re.Pattern[str],
         subscription_name: str,
         consumer_type: ConsumerType = ConsumerType.Exclusive,
-        schema: Schema | None = None,
+        schema: Schema = DEFAULT_SCHEMA,
         message_listener: Callable[[Consumer, Message], Any] | None = None,
         receiver_queue_size: int = 1000,
         max_total_receiver_queue_size_across_partitions: int = 50000,
@@ -335,96 +343,98 @@ class Client:
         dead_letter_policy: Any = None,
         crypto_failure_action: int = 0,
     ) -> Consumer:
-        """Subscribe to a topic, a list of topics or a regex (see ``pulsar.Client.subscribe``).
+        """Subscribe to a topic, a list of topics or a regex (see
+        ``pulsar.Client.subscribe`` and :class:`~quasar.client.options.ConsumerOptions`).
+
+        ``message_listener(consumer, message)`` runs on the loop for each message;
+        it may be a coroutine function.
 
         Raises:
             InvalidTopicName, InvalidConfiguration, Timeout, ConsumerBusy,
             TopicNotFound, SubscriptionNotFound, ...
         """
         self._check_open()
-        if not subscription_name:
-            raise InvalidConfiguration("subscription_name must not be empty")
-        if receiver_queue_size < 1:
-            raise InvalidConfiguration("receiver_queue_size must be at least 1")
-        conf = ConsumerConfig(
-            subscription=subscription_name,
-            consumer_type=ConsumerType(consumer_type),
-            schema=schema or BytesSchema(),
-            receiver_queue_size=receiver_queue_size,
-            max_total_receiver_queue_size_across_partitions=max_total_receiver_queue_size_across_partitions,
-            consumer_name=consumer_name,
-            unacked_messages_timeout_ms=unacked_messages_timeout_ms,
-            negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
-            initial_position=InitialPosition(initial_position),
-            properties=dict(properties or {}),
-            is_read_compacted=is_read_compacted,
-            batch_index_ack_enabled=batch_index_ack_enabled,
-            key_shared_policy=key_shared_policy,
-            replicate_subscription_state_enabled=replicate_subscription_state_enabled,
-            start_message_id_inclusive=start_message_id_inclusive,
-        )
+        options = ConsumerOptions.from_arguments(locals())
+        return await self.subscribe_with(topic, options)
+
+    async def subscribe_with(
+        self, topic: str | list[str] | re.Pattern[str], options: ConsumerOptions
+    ) -> Consumer:
+        """Subscribe with options already built (what both facades call).
+
+        Raises:
+            As :meth:`subscribe`.
+        """
+        self._check_open()
+        impl: ConsumerImpl | MultiTopicsConsumer
         if isinstance(topic, re.Pattern):
-            impl, name = await self._subscribe_pattern(
-                topic,
-                conf,
-                RegexSubscriptionMode(regex_subscription_mode),
-                pattern_auto_discovery_period,
-            )
+            impl, name = await self._subscribe_pattern(topic, options)
         elif isinstance(topic, (list, tuple)):
             names = [_full_name(t) for t in topic]
-            impl = await self._multi(conf, names, ",".join(names))
+            impl = await self._multi(options, names, ",".join(names))
             name = ",".join(names)
         else:
             name = _full_name(topic)
-            impl = await self._single_or_partitioned(conf, name)
+            impl = await self._single_or_partitioned(options, name)
         self._track(impl)
-        return Consumer(impl, name, conf, message_listener)
+        return Consumer(impl, name, options)
 
     def _child_factory(
-        self, conf: ConsumerConfig
-    ) -> Callable[[str, int, ReceiveQueue, int], ConsumerImpl]:
+        self, options: ConsumerOptions, start_message_id: MessageId | None
+    ) -> tuple[ConsumerOptions, ChildFactory]:
         # Children share one consumer name, as the C++ client's multi-topic consumer does.
-        if conf.consumer_name is None:
-            import secrets
-
-            conf.consumer_name = secrets.token_hex(5)
+        if options.consumer_name is None:
+            options = dataclasses.replace(options, consumer_name=secrets.token_hex(5))
 
         def make(name: str, index: int, queue: ReceiveQueue, size: int) -> ConsumerImpl:
             return ConsumerImpl(
                 name,
                 index,
-                conf,
+                options,
                 self.pool,
                 self.lookup,
                 queue=queue,
                 receiver_queue_size=size,
+                start_message_id=start_message_id,
             )
 
-        return make
+        return options, make
 
     async def _multi(
-        self, conf: ConsumerConfig, topics: list[str], name: str
+        self,
+        options: ConsumerOptions,
+        topics: list[str],
+        name: str,
+        start_message_id: MessageId | None = None,
     ) -> MultiTopicsConsumer:
-        multi = MultiTopicsConsumer(conf, self.lookup, self._child_factory(conf), name)
+        options, make = self._child_factory(options, start_message_id)
+        multi = MultiTopicsConsumer(options, self.lookup, make, name)
         await multi.add_topics(topics)
         return multi
 
     async def _single_or_partitioned(
-        self, conf: ConsumerConfig, full: str
+        self,
+        options: ConsumerOptions,
+        full: str,
+        start_message_id: MessageId | None = None,
     ) -> ConsumerImpl | MultiTopicsConsumer:
         if await self._partitions(full) > 0:
-            return await self._multi(conf, [full], full)
-        impl = ConsumerImpl(full, -1, conf, self.pool, self.lookup)
+            return await self._multi(options, [full], full, start_message_id)
+        impl = ConsumerImpl(
+            full,
+            -1,
+            options,
+            self.pool,
+            self.lookup,
+            start_message_id=start_message_id,
+        )
         await impl.start()
         return impl
 
     async def _subscribe_pattern(
-        self,
-        pattern: re.Pattern[str],
-        conf: ConsumerConfig,
-        mode: RegexSubscriptionMode,
-        period_s: float,
+        self, pattern: re.Pattern[str], options: ConsumerOptions
     ) -> tuple[MultiTopicsConsumer, str]:
+        mode = options.regex_subscription_mode
         text = pattern.pattern
         # The namespace comes from the pattern's fixed prefix, as in pulsar.
         prefix = re.split(r"[\\^$.|?*+()\[\]{}]", text.split("://", 1)[-1], maxsplit=1)[
@@ -445,15 +455,17 @@ class Client:
             f"topics of {namespace}",
         )
         matched = [t for t in topics if pattern.fullmatch(t)]
-        multi = await self._multi(conf, matched, pattern.pattern)
-        multi.start_pattern_discovery(pattern, namespace, mode, period_s)
+        multi = await self._multi(options, matched, pattern.pattern)
+        multi.start_pattern_discovery(
+            pattern, namespace, mode, options.pattern_auto_discovery_period
+        )
         return multi, pattern.pattern
 
     async def create_reader(
         self,
         topic: str,
         start_message_id: MessageId,
-        schema: Schema | None = None,
+        schema: Schema = DEFAULT_SCHEMA,
         reader_listener: Callable[[Reader, Message], Any] | None = None,
         receiver_queue_size: int = 1000,
         reader_name: str | None = None,
@@ -463,31 +475,39 @@ class Client:
         start_message_id_inclusive: bool = False,
         crypto_failure_action: int = 0,
     ) -> Reader:
-        """Create a reader starting at ``start_message_id`` (see ``pulsar.Client.create_reader``).
+        """Create a reader starting at ``start_message_id`` (see
+        ``pulsar.Client.create_reader`` and :class:`~quasar.client.options.ReaderOptions`).
 
         Raises:
             InvalidTopicName, InvalidConfiguration, Timeout, TopicNotFound, ...
         """
         self._check_open()
-        if not isinstance(start_message_id, MessageId):
-            raise InvalidConfiguration("start_message_id must be a MessageId")
-        if reader_listener is not None:
-            raise InvalidConfiguration(
-                "reader_listener is not supported; use read_next()"
-            )
+        options = ReaderOptions.from_arguments(locals())
+        return await self.create_reader_with(topic, options)
+
+    async def create_reader_with(self, topic: str, options: ReaderOptions) -> Reader:
+        """Create a reader from options already built (what both facades call).
+
+        A reader is an exclusive, non-durable subscription that starts at
+        ``options.start_message_id``.
+
+        Raises:
+            As :meth:`create_reader`.
+        """
+        self._check_open()
         full = _full_name(topic)
-        conf = ConsumerConfig(
-            subscription=reader_subscription_name(subscription_role_prefix),
+        subscription = ConsumerOptions(
+            subscription_name=reader_subscription_name(options.subscription_role_prefix),
             consumer_type=ConsumerType.Exclusive,
-            schema=schema or BytesSchema(),
-            receiver_queue_size=max(1, receiver_queue_size),
-            consumer_name=reader_name,
-            is_read_compacted=is_read_compacted,
-            durable=False,
-            start_message_id=start_message_id,
-            start_message_id_inclusive=start_message_id_inclusive,
+            schema=options.schema,
+            receiver_queue_size=options.receiver_queue_size,
+            consumer_name=options.reader_name,
+            is_read_compacted=options.is_read_compacted,
+            start_message_id_inclusive=options.start_message_id_inclusive,
         )
-        impl = await self._single_or_partitioned(conf, full)
+        impl = await self._single_or_partitioned(
+            subscription, full, options.start_message_id
+        )
         self._track(impl)
         return Reader(impl, full)
 

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from quasar.client.exceptions import InvalidUrl
 from quasar.client.memory_limit import DEFAULT_MEMORY_LIMIT_BYTES, MemoryLimit
+from quasar.protocol import DEFAULT_MAX_MESSAGE_SIZE, FRAME_PADDING
 
 try:  # The distribution may not be installed (running from a source tree).
     from importlib.metadata import version as _dist_version
@@ -22,6 +23,10 @@ except Exception:  # pragma: no cover - depends on the environment
 DEFAULT_TRANSACTION_END_TIMEOUT_MS = 60_000.0
 # Pulsar standalone's admin port: the admin URL when none is given.
 DEFAULT_ADMIN_PORT = 8080
+# The largest message a producer sends until CONNECTED tells the broker's
+# max_message_size: the broker default less the room its frame limit keeps for the
+# command and metadata, so that such a message is never refused as too big a frame.
+ASSUMED_MAX_MESSAGE_SIZE = DEFAULT_MAX_MESSAGE_SIZE - FRAME_PADDING
 
 
 def new_client_name() -> str:
@@ -45,7 +50,7 @@ class ClientConfig:
     ack_group_max_ids: int = 1000
     max_lookup_redirects: int = 20
     # Largest frame accepted from the broker before CONNECTED says otherwise.
-    max_frame_bytes: int = 5 * 1024 * 1024 + 10 * 1024
+    max_frame_bytes: int = DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING
     client_version: str = CLIENT_VERSION
     listener_name: str = ""
     # Transactions: an END_TXN without a definite answer is asked again until it gets

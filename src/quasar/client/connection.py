@@ -22,7 +22,11 @@ import socket
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from quasar.client.config import ClientConfig, parse_service_url
+from quasar.client.config import (
+    ASSUMED_MAX_MESSAGE_SIZE,
+    ClientConfig,
+    parse_service_url,
+)
 from quasar.errors import (
     ConnectError,
     QuasarError,
@@ -135,7 +139,7 @@ class ClientConnection(asyncio.Protocol):
         self.url = url
         self.config = config
         self.server_protocol_version = 0
-        self.max_message_size = 5 * 1024 * 1024 - 10 * 1024
+        self.max_message_size = ASSUMED_MAX_MESSAGE_SIZE
         self.server_version = ""
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 from quasar.client.acks import (
@@ -33,7 +32,7 @@ from quasar.client.acks import (
 )
 from quasar.client.backoff import Backoff
 from quasar.client.connection import ClientConnection, ConnectionPool, make_command
-from quasar.client.enums import ConsumerKeySharedPolicy, ConsumerType, InitialPosition
+from quasar.client.enums import ConsumerType
 from quasar.client.exceptions import (
     CumulativeAcknowledgementNotAllowedError,
     NotConnected,
@@ -42,9 +41,9 @@ from quasar.client.incoming import decode_entry
 from quasar.client.lookup import LookupService, retry_until
 from quasar.client.message import Message
 from quasar.client.message_id import MessageId
+from quasar.client.options import ConsumerOptions
 from quasar.client.permits import PermitTracker
 from quasar.client.receive_queue import ReceiveQueue
-from quasar.client.schema import BytesSchema, Schema
 from quasar.client.transaction import TransactionImpl
 from quasar.clock import Clock, SystemClock
 from quasar.errors import (
@@ -72,29 +71,9 @@ FATAL_ON_RESUBSCRIBE = (
 )
 
 
-@dataclass
-class ConsumerConfig:
-    """Consumer options (names and defaults of ``pulsar.Client.subscribe``)."""
-
-    subscription: str
-    consumer_type: ConsumerType = ConsumerType.Exclusive
-    schema: Schema = field(default_factory=BytesSchema)
-    receiver_queue_size: int = 1000
-    max_total_receiver_queue_size_across_partitions: int = 50_000
-    consumer_name: str | None = None
-    unacked_messages_timeout_ms: int | None = None
-    negative_ack_redelivery_delay_ms: int = 60_000
-    initial_position: InitialPosition = InitialPosition.Latest
-    properties: dict[str, str] = field(default_factory=dict)
-    is_read_compacted: bool = False
-    batch_index_ack_enabled: bool = False
-    key_shared_policy: ConsumerKeySharedPolicy | None = None
-    replicate_subscription_state_enabled: bool = False
-    priority_level: int = 0
-    # Readers: a non-durable subscription that starts at a given id.
-    durable: bool = True
-    start_message_id: MessageId | None = None
-    start_message_id_inclusive: bool = False
+# Every consumer of this client subscribes with the same priority (the C++ client's
+# default); Pulsar uses it only to order Shared consumers.
+PRIORITY_LEVEL = 0
 
 
 class State(enum.Enum):
@@ -120,28 +99,31 @@ class ConsumerImpl:
         self,
         topic: str,
         partition: int,
-        conf: ConsumerConfig,
+        options: ConsumerOptions,
         pool: ConnectionPool,
         lookup: LookupService,
         queue: ReceiveQueue | None = None,
         clock: Clock | None = None,
         receiver_queue_size: int | None = None,
+        start_message_id: MessageId | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
-        self.conf = conf
+        self.options = options
+        # A reader's subscription: non-durable, starting at ``start_message_id``.
+        self.durable = start_message_id is None
         self.pool = pool
         self.lookup = lookup
         self.config = pool.config
         self.clock = clock or SystemClock()
         self.consumer_id = self.config.next_consumer_id()
-        self.consumer_name = conf.consumer_name or _random_name()
+        self.consumer_name = options.consumer_name or _random_name()
         self.queue = queue if queue is not None else ReceiveQueue()
         self._owns_queue = queue is None
         self.state = State.INIT
         self._loop = asyncio.get_running_loop()
         self._conn: ClientConnection | None = None
-        self.permits = PermitTracker(receiver_queue_size or conf.receiver_queue_size)
+        self.permits = PermitTracker(receiver_queue_size or options.receiver_queue_size)
         self.batch_acks = BatchAckTracker()
         self.ack_group = AckGroupingTracker(self.config.ack_group_max_ids)
         self.nacks = RedeliveryTracker()
@@ -154,8 +136,8 @@ class ConsumerImpl:
         self._reconnect_task: asyncio.Task[None] | None = None
         self.last_dequeued: MessageId | None = None
         # Messages at or before this id are dropped (non-durable subscriptions only).
-        self._start = conf.start_message_id
-        self._start_inclusive = conf.start_message_id_inclusive
+        self._start = start_message_id
+        self._start_inclusive = options.start_message_id_inclusive
         self._seeked = False
         # After a seek by time (and until a seek by id) only the broker knows where the
         # subscription restarts: the C++ client's hasSoughtByTimestamp.
@@ -182,7 +164,7 @@ class ConsumerImpl:
 
     def _subscribe_start_id(self) -> MessageId | None:
         """Where a (re)subscribing non-durable cursor starts."""
-        if self.conf.durable:
+        if self.durable:
             return None
         if self.last_dequeued is not None:
             return self.last_dequeued
@@ -192,18 +174,18 @@ class ConsumerImpl:
         broker_url = url or await self.lookup.lookup(self.topic)
         conn = await self.pool.get(broker_url)
         rid = self.config.next_request_id()
-        conf = self.conf
+        conf = self.options
         cmd = make_command(
             T.SUBSCRIBE,
             "subscribe",
             topic=self.topic,
-            subscription=conf.subscription,
+            subscription=conf.subscription_name,
             subType=int(conf.consumer_type),
             consumer_id=self.consumer_id,
             request_id=rid,
             consumer_name=self.consumer_name,
-            priority_level=conf.priority_level,
-            durable=conf.durable,
+            priority_level=PRIORITY_LEVEL,
+            durable=self.durable,
             read_compacted=conf.is_read_compacted,
             initialPosition=int(conf.initial_position),
             replicate_subscription_state=conf.replicate_subscription_state_enabled,
@@ -212,7 +194,7 @@ class ConsumerImpl:
         start = self._subscribe_start_id()
         if start is not None:
             sub.start_message_id.CopyFrom(start.to_pb(include_batch=True))
-        for k, v in conf.properties.items():
+        for k, v in (conf.properties or {}).items():
             sub.metadata.add(key=k, value=v)
         schema = conf.schema.schema_info()
         if schema is not None:
@@ -235,7 +217,7 @@ class ConsumerImpl:
             return
         # The broker redelivers everything unacked: what is queued would be duplicates.
         self.queue.remove_where(lambda m: m._consumer is self)
-        if not conf.durable and self.last_dequeued is not None:
+        if not self.durable and self.last_dequeued is not None:
             self._start, self._start_inclusive = self.last_dequeued, False
         conn.consumers[self.consumer_id] = self
         self._conn = conn
@@ -332,7 +314,7 @@ class ConsumerImpl:
             checksum_ok,
             topic=self.topic,
             partition=self.partition,
-            schema=self.conf.schema,
+            schema=self.options.schema,
             consumer=self,
             skip=self._before_start,
         )
@@ -350,7 +332,7 @@ class ConsumerImpl:
         start = self._start
         # Durable subscriptions filter only after a seek (the broker restarts delivery
         # at the seek id itself, like the C++ client expects).
-        if (self.conf.durable and not self._seeked) or _is_boundary(start):
+        if (self.durable and not self._seeked) or _is_boundary(start):
             return False
         assert start is not None
         here, there = mid.entry_key, start.entry_key
@@ -365,7 +347,7 @@ class ConsumerImpl:
     def on_dequeued(self, msg: Message) -> None:
         """Called by the queue when the application takes ``msg``."""
         self.last_dequeued = msg.message_id()
-        timeout = self.conf.unacked_messages_timeout_ms
+        timeout = self.options.unacked_messages_timeout_ms
         if timeout:
             self.unacked.add_if_absent(
                 msg.message_id(), self.clock.monotonic_ms() + timeout
@@ -377,14 +359,14 @@ class ConsumerImpl:
 
     def acknowledge(self, mid: MessageId) -> None:
         """Individual ack (grouped; sent within ``ack_group_time_ms``)."""
-        self._check_open()
+        self.check_open()
         key = mid.entry_key
         self.nacks.remove(mid)
         self.unacked.remove(mid)
         if mid.is_batch_member():
             if self.batch_acks.ack(key, mid.batch_index(), mid.batch_size()):
                 self._queue_individual(key, None)
-            elif self.conf.batch_index_ack_enabled:
+            elif self.options.batch_index_ack_enabled:
                 bits = self.batch_acks.unacked_bits(key, mid.batch_size())
                 self._queue_individual(key, bits_to_words(bits))
         else:
@@ -396,8 +378,8 @@ class ConsumerImpl:
         Raises:
             CumulativeAcknowledgementNotAllowedError: on Shared / Key_Shared.
         """
-        self._check_open()
-        if self.conf.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
+        self.check_open()
+        if self.options.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise CumulativeAcknowledgementNotAllowedError(
                 "cumulative acks are not allowed on Shared and Key_Shared subscriptions"
             )
@@ -407,7 +389,7 @@ class ConsumerImpl:
         if mid.is_batch_member():
             if self.batch_acks.ack_up_to(key, mid.batch_index(), mid.batch_size()):
                 self.ack_group.set_cumulative(key)
-            elif self.conf.batch_index_ack_enabled:
+            elif self.options.batch_index_ack_enabled:
                 bits = self.batch_acks.unacked_bits(key, mid.batch_size())
                 self.ack_group.set_cumulative(key, bits_to_words(bits))
             elif self.batch_acks.claim_cumulative_prev(key):
@@ -438,8 +420,8 @@ class ConsumerImpl:
             TransactionNotFound, TransactionCoordinatorNotFound, NotConnected,
             ConnectError, Timeout, ...: the ack did not (certainly) take effect.
         """
-        self._check_open()
-        if cumulative and self.conf.consumer_type in (
+        self.check_open()
+        if cumulative and self.options.consumer_type in (
             ConsumerType.Shared,
             ConsumerType.KeyShared,
         ):
@@ -457,7 +439,7 @@ class ConsumerImpl:
             self.nacks.remove(mid)
             self.unacked.remove(mid)
         try:
-            await txn.register_subscription(self.topic, self.conf.subscription)
+            await txn.register_subscription(self.topic, self.options.subscription_name)
             conn = await self._wait_connected()
             rid = self.config.next_request_id()
             cmd = make_command(
@@ -485,13 +467,13 @@ class ConsumerImpl:
             AlreadyClosed: the consumer closed meanwhile.
             NotConnected: still reconnecting after the operation timeout.
         """
-        self._check_open()
+        self.check_open()
         if self._conn is not None:
             return self._conn  # the usual case: no timeout scope to set up (~6 µs)
         try:
             async with asyncio.timeout(self.config.operation_timeout_s):
                 while True:
-                    self._check_open()
+                    self.check_open()
                     if self._conn is not None:
                         return self._conn
                     await self._ready.wait()
@@ -558,10 +540,10 @@ class ConsumerImpl:
 
     def negative_acknowledge(self, mid: MessageId) -> None:
         """Ask for redelivery of ``mid`` after ``negative_ack_redelivery_delay_ms``."""
-        self._check_open()
+        self.check_open()
         self.unacked.remove(mid)
         self.nacks.add(
-            mid, self.clock.monotonic_ms() + self.conf.negative_ack_redelivery_delay_ms
+            mid, self.clock.monotonic_ms() + self.options.negative_ack_redelivery_delay_ms
         )
         self._arm_redeliver_timer()
 
@@ -598,7 +580,7 @@ class ConsumerImpl:
         """
         if self._conn is None:
             return
-        shared = self.conf.consumer_type in (
+        shared = self.options.consumer_type in (
             ConsumerType.Shared,
             ConsumerType.KeyShared,
         )
@@ -657,14 +639,14 @@ class ConsumerImpl:
             NotConnected: the seek was confirmed but the consumer is still
                 resubscribing after the operation timeout.
         """
-        self._check_open()
+        self.check_open()
         self._flush_acks()
         if isinstance(target, MessageId):
             fields: dict[str, Any] = {"message_id": target.to_pb()}
             new_start: MessageId | None = target
             # Like the C++ client: the seek id itself is delivered only when the
             # consumer was configured with start_message_id_inclusive.
-            inclusive = self.conf.start_message_id_inclusive
+            inclusive = self.options.start_message_id_inclusive
         else:
             fields = {"message_publish_time": int(target)}
             new_start = MessageId.earliest
@@ -723,7 +705,7 @@ class ConsumerImpl:
         Raises:
             BrokerError: e.g. the subscription has other consumers.
         """
-        self._check_open()
+        self.check_open()
         await self._request(T.UNSUBSCRIBE, "unsubscribe")
         self._mark_closed()
 
@@ -765,9 +747,31 @@ class ConsumerImpl:
         if self._owns_queue:
             self.queue.close()
 
-    def _check_open(self) -> None:
+    @property
+    def start_message_id(self) -> MessageId | None:
+        """Where a reader reads from (None for a durable subscription); after
+        messages were handed out, the last one of them."""
+        return self._start
+
+    @property
+    def start_message_id_inclusive(self) -> bool:
+        """Whether :attr:`start_message_id` itself is to be read."""
+        return self._start_inclusive
+
+    def check_open(self) -> None:
+        """Raises AlreadyClosed once the consumer is closed."""
         if self.state is _CLOSED:
             raise AlreadyClosed(f"consumer on {self.topic} is closed")
+
+    async def receive(self, timeout_s: float | None) -> Message:
+        """The next message of this consumer's queue (the API of MultiTopicsConsumer).
+
+        Raises:
+            AlreadyClosed: the consumer is closed.
+            Timeout: nothing arrived within ``timeout_s``.
+        """
+        self.check_open()
+        return await self.queue.get(timeout_s)
 
 
 def _txn_ack_position(mid: MessageId, cumulative: bool) -> Any:

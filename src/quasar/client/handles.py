@@ -14,18 +14,19 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from quasar.client.consumer import ConsumerConfig, ConsumerImpl
+from quasar.client.consumer import ConsumerImpl
 from quasar.client.exceptions import InvalidConfiguration
 from quasar.client.message import Message
 from quasar.client.message_id import MessageId
 from quasar.client.multi_consumer import MultiTopicsConsumer
+from quasar.client.options import ConsumerOptions, ProducerOptions
 from quasar.client.outgoing import OutgoingMessage
 from quasar.client.partitioned_producer import PartitionedProducerImpl
 from quasar.client.producer import ProducerImpl
 from quasar.client.reader import child_has_message_available
 from quasar.client.receipts import SendCallback, checked_send_callback
 from quasar.client.schema import Schema
-from quasar.client.transaction import Transaction, transaction_impl
+from quasar.client.transaction import TransactionHandle, transaction_impl
 from quasar.errors import AlreadyClosed
 
 log = logging.getLogger(__name__)
@@ -93,11 +94,29 @@ class Producer:
     """Asyncio producer (one topic, partitioned or not)."""
 
     def __init__(
-        self, impl: ProducerImpl | PartitionedProducerImpl, topic: str, schema: Schema
+        self,
+        impl: ProducerImpl | PartitionedProducerImpl,
+        topic: str,
+        options: ProducerOptions,
     ) -> None:
         self._impl = impl
         self._topic = topic
-        self._schema = schema
+        self._options = options
+        self._schema = options.schema
+
+    @property
+    def options(self) -> ProducerOptions:
+        """The options the producer was created with."""
+        return self._options
+
+    @property
+    def max_pending_messages(self) -> int:
+        """How many messages may wait for receipts: ``max_pending_messages``, or
+        ``max_pending_messages_across_partitions`` on a partitioned topic (0: no
+        count limit)."""
+        if isinstance(self._impl, PartitionedProducerImpl):
+            return self._options.max_pending_messages_across_partitions
+        return self._options.max_pending_messages
 
     def topic(self) -> str:
         return self._topic
@@ -124,6 +143,21 @@ class Producer:
             InvalidTxnStatus: ``txn`` is no longer OPEN (timed out, ending, ended).
         """
         return await self._impl.send(build_outgoing(self._schema, content, **kwargs))
+
+    def new_message(self, content: Any, **kwargs: Any) -> OutgoingMessage:
+        """``content`` encoded with the producer's schema, with the keyword arguments
+        of :meth:`send`, ready for :meth:`send_message_async`.
+
+        Raises:
+            TypeError / ValueError: content or arguments of the wrong type.
+        """
+        return build_outgoing(self._schema, content, **kwargs)
+
+    async def send_message_async(
+        self, message: OutgoingMessage, callback: SendCallback
+    ) -> None:
+        """Queue a message made by :meth:`new_message`; as :meth:`send_async`."""
+        await self._impl.send_async(message, callback)
 
     async def send_async(
         self, content: Any, callback: SendCallback, txn: Any = None, **kwargs: Any
@@ -169,13 +203,13 @@ class Consumer:
         self,
         impl: ConsumerImpl | MultiTopicsConsumer,
         topic: str,
-        conf: ConsumerConfig,
-        listener: Callable[[Consumer, Message], Any] | None = None,
+        options: ConsumerOptions,
     ) -> None:
         self._impl = impl
         self._topic = topic
-        self._conf = conf
+        self._options = options
         self._listener_task: asyncio.Task[None] | None = None
+        listener = options.message_listener
         if listener is not None:
             self._listener_task = asyncio.get_running_loop().create_task(
                 self._run_listener(listener)
@@ -195,16 +229,13 @@ class Consumer:
                 log.exception("message listener failed")
 
     async def _receive(self, timeout_s: float | None) -> Message:
-        if isinstance(self._impl, MultiTopicsConsumer):
-            return await self._impl.receive(timeout_s)
-        self._impl._check_open()
-        return await self._impl.queue.get(timeout_s)
+        return await self._impl.receive(timeout_s)
 
     def topic(self) -> str:
         return self._topic
 
     def subscription_name(self) -> str:
-        return self._conf.subscription
+        return self._options.subscription_name
 
     def consumer_name(self) -> str:
         return self._impl.consumer_name
@@ -229,7 +260,7 @@ class Consumer:
         )
 
     async def acknowledge(
-        self, message: Message | MessageId, txn: Transaction | None = None
+        self, message: Message | MessageId, txn: TransactionHandle | None = None
     ) -> None:
         """Acknowledge one message (sent in a group within ~100 ms).
 
@@ -249,7 +280,7 @@ class Consumer:
             await self._impl.acknowledge_txn(mid, transaction_impl(txn), False)
 
     async def acknowledge_cumulative(
-        self, message: Message | MessageId, txn: Transaction | None = None
+        self, message: Message | MessageId, txn: TransactionHandle | None = None
     ) -> None:
         """Acknowledge a message and all before it (with ``txn``: in that transaction;
         if it aborts, the subscription goes back and the messages come again).
@@ -323,16 +354,13 @@ class Reader:
             AlreadyClosed: the reader is closed.
         """
         timeout_s = None if timeout_millis is None else timeout_millis / 1000.0
-        if isinstance(self._impl, MultiTopicsConsumer):
-            return await self._impl.receive(timeout_s)
-        self._impl._check_open()
-        return await self._impl.queue.get(timeout_s)
+        return await self._impl.receive(timeout_s)
 
     async def has_message_available(self) -> bool:
         """Whether ``read_next`` would return a message now or once it arrives."""
         if isinstance(self._impl, MultiTopicsConsumer):
             return await self._impl.has_message_available(child_has_message_available)
-        self._impl._check_open()
+        self._impl.check_open()
         return await child_has_message_available(self._impl)
 
     async def seek(self, messageid: MessageId | int) -> None:

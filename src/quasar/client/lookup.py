@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -13,14 +12,11 @@ from quasar.client.config import ClientConfig
 from quasar.client.connection import ConnectionPool, make_command
 from quasar.client.exceptions import LookupError as PulsarLookupError
 from quasar.errors import QuasarError, Timeout, error_for_code
-from quasar.protocol import pb
+from quasar.protocol import TopicName, pb
 
 log = logging.getLogger(__name__)
 T = pb.BaseCommand
 R = TypeVar("R")
-
-_PARTITION_SUFFIX = re.compile(r"-partition-\d+$")
-
 
 class TooManyRedirects(PulsarLookupError):
     """More than ``max_lookup_redirects`` Redirect answers: a loop, not worth retrying."""
@@ -107,7 +103,8 @@ class LookupService:
         )
         seen: dict[str, None] = {}
         for name in resp.getTopicsOfNamespaceResponse.topics:
-            seen.setdefault(_PARTITION_SUFFIX.sub("", name), None)
+            # The broker lists each partition; a subscription wants the topic.
+            seen.setdefault(TopicName.parse(name).base.full, None)
         return list(seen)
 
 

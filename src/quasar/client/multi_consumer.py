@@ -14,12 +14,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from quasar.client.consumer import ConsumerConfig, ConsumerImpl
+from quasar.client.consumer import ConsumerImpl
 from quasar.client.enums import RegexSubscriptionMode
 from quasar.client.exceptions import InvalidConfiguration, OperationNotSupported
 from quasar.client.lookup import LookupService
 from quasar.client.message import Message
 from quasar.client.message_id import MessageId
+from quasar.client.options import ConsumerOptions
 from quasar.client.receive_queue import ReceiveQueue
 from quasar.client.transaction import TransactionImpl
 from quasar.errors import AlreadyClosed, QuasarError
@@ -36,12 +37,12 @@ class MultiTopicsConsumer:
 
     def __init__(
         self,
-        conf: ConsumerConfig,
+        options: ConsumerOptions,
         lookup: LookupService,
         make_child: ChildFactory,
         name: str,
     ) -> None:
-        self.conf = conf
+        self.options = options
         self.lookup = lookup
         self.make_child = make_child
         self.topic = name
@@ -55,7 +56,7 @@ class MultiTopicsConsumer:
         return (
             next(iter(self.children.values())).consumer_name
             if self.children
-            else (self.conf.consumer_name or "")
+            else (self.options.consumer_name or "")
         )
 
     async def add_topics(self, topics: list[str]) -> None:
@@ -71,19 +72,20 @@ class MultiTopicsConsumer:
                 size = max(
                     1,
                     min(
-                        self.conf.receiver_queue_size,
-                        self.conf.max_total_receiver_queue_size_across_partitions
+                        self.options.receiver_queue_size,
+                        self.options.max_total_receiver_queue_size_across_partitions
                         // partitions,
                     ),
                 )
+                name = TopicName.parse(topic)
                 for i in range(partitions):
                     new.append(
-                        self.make_child(f"{topic}-partition-{i}", i, self.queue, size)
+                        self.make_child(name.partition(i).full, i, self.queue, size)
                     )
             else:
                 new.append(
                     self.make_child(
-                        topic, -1, self.queue, self.conf.receiver_queue_size
+                        topic, -1, self.queue, self.options.receiver_queue_size
                     )
                 )
         results = await asyncio.gather(

@@ -8,20 +8,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from quasar.client.enums import PartitionsRoutingMode
 from quasar.client.exceptions import InvalidConfiguration
 from quasar.client.message import Message
 from quasar.client.message_id import MessageId
+from quasar.client.options import ProducerOptions
 from quasar.client.outgoing import OutgoingMessage
-from quasar.client.producer import ProducerConfig, ProducerImpl
+from quasar.client.producer import ProducerImpl
 from quasar.client.receipts import SendCallback
 from quasar.client.routing import CustomRouter, RoundRobinRouter, SinglePartitionRouter
+from quasar.protocol import TopicName
 
 
 def partition_name(topic: str, index: int) -> str:
-    return f"{topic}-partition-{index}"
+    """The full name of partition ``index`` of ``topic``."""
+    return TopicName.parse(topic).partition(index).full
 
 
 class PartitionedProducerImpl:
@@ -31,24 +33,24 @@ class PartitionedProducerImpl:
         self,
         topic: str,
         num_partitions: int,
-        conf: ProducerConfig,
+        options: ProducerOptions,
         make_partition: Callable[[str, int, int], ProducerImpl],
-        routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
-        message_router: Callable[[Any, int], int] | None = None,
     ) -> None:
         self.topic = topic
         self.num_partitions = num_partitions
-        self.conf = conf
+        self.options = options
+        routing_mode = options.message_routing_mode
+        message_router = options.message_router
         # 0 (no count limit, the client's memory limit applies) stays 0.
         per_partition = (
             max(
                 1,
                 min(
-                    conf.max_pending_messages,
-                    conf.max_pending_messages_across_partitions // num_partitions,
+                    options.max_pending_messages,
+                    options.max_pending_messages_across_partitions // num_partitions,
                 ),
             )
-            if conf.max_pending_messages > 0
+            if options.max_pending_messages > 0
             else 0
         )
         self.partitions = [
@@ -66,9 +68,9 @@ class PartitionedProducerImpl:
         else:
             self._router = RoundRobinRouter(
                 num_partitions,
-                conf.batching_enabled,
-                conf.batching_max_messages,
-                conf.batching_max_publish_delay_ms,
+                options.batching_enabled,
+                options.batching_max_messages,
+                options.batching_max_publish_delay_ms,
             )
 
     async def start(self) -> None:

@@ -21,12 +21,12 @@ import enum
 import logging
 import sys
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 from quasar.client.backoff import Backoff
+from quasar.client.config import ASSUMED_MAX_MESSAGE_SIZE
 from quasar.client.connection import ClientConnection, ConnectionPool, make_command
-from quasar.client.enums import BatchingType, CompressionType, ProducerAccessMode
+from quasar.client.enums import BatchingType, ProducerAccessMode
 from quasar.client.exceptions import (
     MemoryBufferIsFull,
     MessageTooBig,
@@ -34,6 +34,7 @@ from quasar.client.exceptions import (
 )
 from quasar.client.lookup import LookupService, retry_until
 from quasar.client.message_id import MessageId
+from quasar.client.options import ProducerOptions
 from quasar.client.outgoing import (
     Batch,
     BatchContainer,
@@ -48,7 +49,6 @@ from quasar.client.receipts import (
     ReceiptOutcome,
     SendCallback,
 )
-from quasar.client.schema import BytesSchema, Schema
 from quasar.client.txn_state import TxnID
 from quasar.client.waiters import park
 from quasar.clock import Clock, SystemClock
@@ -91,29 +91,6 @@ FATAL_ON_RECONNECT = (
 )
 
 
-@dataclass
-class ProducerConfig:
-    """Producer options (names and defaults of ``pulsar.Client.create_producer``)."""
-
-    producer_name: str | None = None
-    schema: Schema = field(default_factory=BytesSchema)
-    initial_sequence_id: int | None = None
-    send_timeout_millis: int = 30_000
-    compression_type: CompressionType = CompressionType.NONE
-    max_pending_messages: int = 1000
-    max_pending_messages_across_partitions: int = 50_000
-    block_if_queue_full: bool = False
-    batching_enabled: bool = False
-    batching_max_messages: int = 1000
-    batching_max_allowed_size_in_bytes: int = 128 * 1024
-    batching_max_publish_delay_ms: int = 10
-    batching_type: BatchingType = BatchingType.Default
-    properties: dict[str, str] = field(default_factory=dict)
-    access_mode: ProducerAccessMode = ProducerAccessMode.Shared
-    # Set when the client has transactions enabled (CommandProducer.txn_enabled).
-    txn_enabled: bool = False
-
-
 class State(enum.Enum):
     INIT = "init"
     READY = "ready"
@@ -134,22 +111,25 @@ class ProducerImpl:
         self,
         topic: str,
         partition: int,
-        conf: ProducerConfig,
+        options: ProducerOptions,
         pool: ConnectionPool,
         lookup: LookupService,
         clock: Clock | None = None,
         max_pending: int | None = None,
+        txn_enabled: bool = False,
     ) -> None:
         self.topic = topic
         self.partition = partition
-        self.conf = conf
+        self.options = options
+        # The client has transactions enabled (CommandProducer.txn_enabled).
+        self.txn_enabled = txn_enabled
         self.pool = pool
         self.lookup = lookup
         self.config = pool.config
         self.clock = clock or SystemClock()
         self.producer_id = self.config.next_producer_id()
-        self.producer_name: str | None = conf.producer_name
-        self._user_named = conf.producer_name is not None
+        self.producer_name: str | None = options.producer_name
+        self._user_named = options.producer_name is not None
         self.state = State.INIT
         self._loop = asyncio.get_running_loop()
         self._conn: ClientConnection | None = None
@@ -159,14 +139,14 @@ class ProducerImpl:
         self._next_seq = 0
         self.last_sequence_id_published = -1
         self._pending = PendingSends()
-        count_limit = conf.max_pending_messages if max_pending is None else max_pending
+        count_limit = options.max_pending_messages if max_pending is None else max_pending
         # 0: no count limit; the client's memory limit bounds the pending messages.
         self._max_pending = count_limit if count_limit > 0 else sys.maxsize
         self._memory = self.config.memory
         self._slots_used = 0
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
-        self._batching = conf.batching_enabled
-        self._key_based = conf.batching_type == BatchingType.KeyBased
+        self._batching = options.batching_enabled
+        self._key_based = options.batching_type == BatchingType.KeyBased
         # The open batch (without key-based batching), and the open batches by
         # (partition key, ordering key) with it.
         self._batch = self._new_container()
@@ -195,9 +175,9 @@ class ProducerImpl:
             Backoff(self.config.initial_backoff_ms, self.config.max_backoff_ms),
             f"create producer on {self.topic}",
         )
-        if self.conf.initial_sequence_id is not None:
-            self.last_sequence_id_published = self.conf.initial_sequence_id
-            self._next_seq = self.conf.initial_sequence_id + 1
+        if self.options.initial_sequence_id is not None:
+            self.last_sequence_id_published = self.options.initial_sequence_id
+            self._next_seq = self.options.initial_sequence_id + 1
 
     async def _connect_once(self, url: str | None) -> None:
         broker_url = url or await self.lookup.lookup(self.topic)
@@ -213,21 +193,21 @@ class ProducerImpl:
             encrypted=False,
             epoch=self._epoch,
             user_provided_producer_name=self._user_named,
-            producer_access_mode=int(self.conf.access_mode),
+            producer_access_mode=int(self.options.access_mode),
             topic_epoch=self._topic_epoch,
             # Tells the broker to prepare the topic's transaction buffer.
-            txn_enabled=True if self.conf.txn_enabled else None,
+            txn_enabled=True if self.txn_enabled else None,
         )
-        for k, v in self.conf.properties.items():
+        for k, v in (self.options.properties or {}).items():
             cmd.producer.metadata.add(key=k, value=v)
-        schema = self.conf.schema.schema_info()
+        schema = self.options.schema.schema_info()
         if schema is not None:
             cmd.producer.schema.CopyFrom(schema)
         try:
             resp = await conn.request(
                 cmd,
                 rid,
-                wait_forever=self.conf.access_mode
+                wait_forever=self.options.access_mode
                 == ProducerAccessMode.WaitForExclusive,
             )
         except Timeout:
@@ -242,7 +222,7 @@ class ProducerImpl:
         self._schema_version = ps.schema_version
         if ps.HasField("topic_epoch"):
             self._topic_epoch = ps.topic_epoch
-        if self.state == State.INIT and self.conf.initial_sequence_id is None:
+        if self.state == State.INIT and self.options.initial_sequence_id is None:
             last = ps.last_sequence_id if ps.HasField("last_sequence_id") else -1
             self.last_sequence_id_published = last
             self._next_seq = last + 1
@@ -398,14 +378,14 @@ class ProducerImpl:
                 if self._memory.try_reserve(size):
                     self._slots_used += 1
                     return
-                if not self.conf.block_if_queue_full:
+                if not self.options.block_if_queue_full:
                     raise MemoryBufferIsFull(
                         f"the client's memory limit ({self._memory.limit} bytes) is "
                         f"reached; {size} more bytes do not fit"
                     )
                 await self._memory.wait_for_room()
                 continue
-            if not self.conf.block_if_queue_full:
+            if not self.options.block_if_queue_full:
                 raise ProducerQueueIsFull(
                     f"{self._max_pending} messages pending on {self.topic}"
                 )
@@ -439,7 +419,7 @@ class ProducerImpl:
             msg.is_plain
             and not msg.replicate_to
             and msg.deliver_at_ms is None
-            and not self.conf.compression_type
+            and not self.options.compression_type
         ):
             self._send_plain(msg.payload, seq, None, [callback], size, msg.txn_id)
             return
@@ -451,7 +431,7 @@ class ProducerImpl:
         conn = self._conn
         if conn is not None:
             return conn.max_message_size
-        return 5 * 1024 * 1024 - 10 * 1024
+        return ASSUMED_MAX_MESSAGE_SIZE
 
     def _new_metadata(self, seq: int, txn_id: TxnID | None = None) -> Any:
         md = pb.MessageMetadata(
@@ -477,7 +457,7 @@ class ProducerImpl:
         callbacks: list[SendCallback],
         reserved: int,
     ) -> None:
-        codec = int(self.conf.compression_type)
+        codec = int(self.options.compression_type)
         if codec:
             md.compression = codec
             md.uncompressed_size = len(payload)
@@ -556,7 +536,7 @@ class ProducerImpl:
         reserved: int,
         is_batch: bool,
     ) -> None:
-        deadline = self.clock.monotonic_ms() + self.conf.send_timeout_millis
+        deadline = self.clock.monotonic_ms() + self.options.send_timeout_millis
         op = OpSend(seq, count, frame, callbacks, deadline, reserved, is_batch)
         self._pending.append(op)
         if self._conn is not None and self.state is _READY:
@@ -565,8 +545,8 @@ class ProducerImpl:
 
     def _new_container(self) -> BatchContainer:
         return BatchContainer(
-            self.conf.batching_max_messages,
-            self.conf.batching_max_allowed_size_in_bytes,
+            self.options.batching_max_messages,
+            self.options.batching_max_allowed_size_in_bytes,
         )
 
     def _add_to_batch(
@@ -591,7 +571,7 @@ class ProducerImpl:
             self._flush_container(container)
         elif self._batch_timer is None:
             self._batch_timer = self._loop.call_later(
-                self.conf.batching_max_publish_delay_ms / 1000.0, self._on_batch_timer
+                self.options.batching_max_publish_delay_ms / 1000.0, self._on_batch_timer
             )
 
     def _on_batch_timer(self) -> None:
@@ -621,7 +601,7 @@ class ProducerImpl:
                 first.partition_key is None
                 and first.ordering_key is None
                 and not first.replicate_to
-                and not self.conf.compression_type
+                and not self.options.compression_type
             ):
                 self._send_plain(
                     batch_payload(batch),
@@ -719,7 +699,7 @@ class ProducerImpl:
             self._conn.close()
 
     def _arm_send_timer(self) -> None:
-        if self.conf.send_timeout_millis <= 0 or self._send_timer is not None:
+        if self.options.send_timeout_millis <= 0 or self._send_timer is not None:
             return
         head = self._pending.head()
         if head is None:
@@ -766,7 +746,7 @@ class ProducerImpl:
         if self.state == State.READY:
             try:
                 await asyncio.wait_for(
-                    self.flush(), max(self.conf.send_timeout_millis, 1) / 1000.0
+                    self.flush(), max(self.options.send_timeout_millis, 1) / 1000.0
                 )
             except TimeoutError:
                 pass

@@ -32,14 +32,14 @@ def _after(last: MessageId, ref: MessageId) -> bool:
 
 async def child_has_message_available(consumer: ConsumerImpl) -> bool:
     """Whether ``consumer`` (a reader's one topic or partition) has more to read."""
-    if any(m._consumer is consumer for m in list(consumer.queue._items)):
+    if consumer.queue.holds_message_of(consumer):
         return True
     last, mark_delete = await consumer.get_last_message_id()
     if last.entry_id() < 0:
         return False  # empty topic
     if consumer.last_dequeued is not None:
         return _after(last, consumer.last_dequeued)
-    start = consumer._start
+    start = consumer.start_message_id
     if start is None or start.ledger_id() == _INT64_MAX or consumer.seeked_by_time:
         # Where the cursor stands is known to the broker only: the mark-delete
         # position is the entry before the next one to read.
@@ -47,9 +47,9 @@ async def child_has_message_available(consumer: ConsumerImpl) -> bool:
     if start.ledger_id() < 0:
         return True  # earliest, and the topic is not empty
     if start.batch_index() < 0:
-        if consumer._start_inclusive:
+        if consumer.start_message_id_inclusive:
             return last.entry_key >= start.entry_key
         return last.entry_key > start.entry_key
-    if consumer._start_inclusive:
+    if consumer.start_message_id_inclusive:
         return not _after(start, last)
     return _after(last, start)

@@ -83,6 +83,10 @@ class ReceiveQueue:
             owner.on_dequeued(msg)
         return msg
 
+    def holds_message_of(self, consumer: object) -> bool:
+        """Whether a message received by ``consumer`` (one child) is waiting here."""
+        return any(m._consumer is consumer for m in self._items)
+
     def remove_where(self, predicate: Callable[[Message], bool]) -> int:
         """Drop the messages matching ``predicate``; returns how many."""
         kept = [m for m in self._items if not predicate(m)]

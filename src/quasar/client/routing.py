@@ -1,11 +1,11 @@
 """Choosing a partition for a message on a partitioned topic.
 
 Messages with a partition key (or ordering key) always go to
-``murmur3_32(key) & 0x7FFFFFFF) % num_partitions``: Murmur3 x86 32-bit with seed 0 over
-the key's UTF-8 bytes, made non-negative. The hash is stable across processes, Python
-versions and platforms (unlike ``hash()``), so every producer sends a key to the same
-partition, and it is the same function Pulsar's Java client uses for its Murmur3
-hashing scheme.
+``(murmur3_32(key) & 0x7FFFFFFF) % num_partitions``: Murmur3 x86 32-bit with seed 0
+over the key's UTF-8 bytes (computed by the ``mmh3`` package), made non-negative. The
+hash is stable across processes, Python versions and platforms (unlike ``hash()``), so
+every producer sends a key to the same partition, and it is the same function Pulsar's
+Java client uses for its Murmur3 hashing scheme (``Murmur3_32Hash``).
 
 Messages without a key follow the routing mode: round robin (switching partition per
 message, or per batch window when batching is on, as the C++ client does so batches
@@ -17,54 +17,24 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+import mmh3
+
 from quasar.clock import Clock, SystemClock
 
-_C1 = 0xCC9E2D51
-_C2 = 0x1B873593
-_MASK32 = 0xFFFFFFFF
-
-
-def _rotl32(x: int, r: int) -> int:
-    return ((x << r) | (x >> (32 - r))) & _MASK32
+# Java's Integer.MAX_VALUE: Pulsar's Murmur3_32Hash.makeHash masks the signed 32-bit
+# hash with it, so a key's partition is never negative.
+_INT32_MAX = 0x7FFFFFFF
 
 
 def murmur3_32(data: bytes, seed: int = 0) -> int:
     """Murmur3 x86 32-bit hash of ``data`` (unsigned result)."""
-    h = seed & _MASK32
-    n_blocks = len(data) // 4
-    for i in range(n_blocks):
-        k = int.from_bytes(data[4 * i : 4 * i + 4], "little")
-        k = (k * _C1) & _MASK32
-        k = _rotl32(k, 15)
-        k = (k * _C2) & _MASK32
-        h ^= k
-        h = _rotl32(h, 13)
-        h = (h * 5 + 0xE6546B64) & _MASK32
-    tail = data[4 * n_blocks :]
-    k = 0
-    if len(tail) >= 3:
-        k ^= tail[2] << 16
-    if len(tail) >= 2:
-        k ^= tail[1] << 8
-    if len(tail) >= 1:
-        k ^= tail[0]
-        k = (k * _C1) & _MASK32
-        k = _rotl32(k, 15)
-        k = (k * _C2) & _MASK32
-        h ^= k
-    h ^= len(data)
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & _MASK32
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & _MASK32
-    h ^= h >> 16
-    return h
+    return mmh3.hash(data, seed, signed=False)
 
 
 def key_hash(key: str | bytes) -> int:
     """Non-negative 31-bit hash of a routing key (see the module docstring)."""
     data = key.encode("utf-8") if isinstance(key, str) else key
-    return murmur3_32(data) & 0x7FFFFFFF
+    return mmh3.hash(data, 0, signed=False) & _INT32_MAX
 
 
 def partition_for_key(key: str | bytes, num_partitions: int) -> int:

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import os
 import re
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from quasar.client import aio
+import quasar.client.aio as aio
 from quasar.client.admin_http import ClientTransactions
 from quasar.client.config import DEFAULT_TRANSACTION_END_TIMEOUT_MS
 from quasar.client.enums import (
@@ -42,24 +43,26 @@ from quasar.client.enums import (
     RegexSubscriptionMode,
     Result,
 )
-from quasar.client.handles import build_outgoing
 from quasar.client.memory_limit import DEFAULT_MEMORY_LIMIT_BYTES
 from quasar.client.message import Message
 from quasar.client.message_id import MessageId
-from quasar.client.partitioned_producer import PartitionedProducerImpl
+from quasar.client.options import (
+    DEFAULT_SCHEMA,
+    ConsumerOptions,
+    ProducerOptions,
+    ReaderOptions,
+)
 from quasar.client.receipts import checked_send_callback
-from quasar.client.schema import BytesSchema, Schema
+from quasar.client.schema import Schema
 from quasar.client.send_pipe import CallbackRunner, SendPipe
 from quasar.client.table_view import TableView, open_table_view
-from quasar.client.transaction import TransactionImpl, transaction_impl
+from quasar.client.transaction import TransactionImpl
 from quasar.client.txn_journal import JournalEntry
 from quasar.client.txn_state import TransactionState, TxnID
 from quasar.errors import AlreadyClosed
 
 R = TypeVar("R")
 _LISTENER_PREFIX = "quasar-listener"
-# Shared default like pulsar's: a schema object is stateless, so one instance is safe.
-_BYTES_SCHEMA = BytesSchema()
 
 _SEND_KWARGS = (
     "properties",
@@ -142,17 +145,15 @@ class _LoopThread:
 class Producer:
     """Blocking producer (see ``pulsar.Producer``)."""
 
-    def __init__(
-        self, client: Client, impl: aio.Producer, max_pending: int, block_if_queue_full: bool
-    ) -> None:
+    def __init__(self, client: Client, impl: aio.Producer) -> None:
         self._client = client
         self._impl = impl
         self._pipe = SendPipe(
             client._loop.loop,
-            impl._impl.send_async,
+            impl.send_message_async,
             client._callbacks,
-            max_pending,
-            block_if_queue_full,
+            impl.max_pending_messages,
+            impl.options.block_if_queue_full,
         )
 
     def topic(self) -> str:
@@ -228,7 +229,7 @@ class Producer:
         kwargs = {k: values[k] for k in _SEND_KWARGS}
         # Built here so bad content raises TypeError/ValueError to the caller, as in
         # `pulsar`; everything after is asynchronous.
-        message = build_outgoing(self._impl._schema, content, **kwargs)
+        message = self._impl.new_message(content, **kwargs)
         if isinstance(txn, Transaction):
             txn._track_pipe(self._pipe)
         self._pipe.submit(message, callback)
@@ -382,6 +383,11 @@ class Transaction:
         return repr(self._impl)
 
     @property
+    def core(self) -> TransactionImpl:
+        """The transaction's state machine, which the producers and consumers act on."""
+        return self._impl
+
+    @property
     def id(self) -> TxnID:
         """The transaction id; also callable: ``txn.id()``."""
         return self._impl.txn_id
@@ -522,7 +528,7 @@ class Client:
         self,
         topic: str,
         producer_name: str | None = None,
-        schema: Schema = _BYTES_SCHEMA,
+        schema: Schema = DEFAULT_SCHEMA,
         initial_sequence_id: int | None = None,
         send_timeout_millis: int = 30000,
         compression_type: CompressionType = CompressionType.NONE,
@@ -549,23 +555,15 @@ class Client:
             InvalidTopicName, InvalidConfiguration, Timeout, ProducerBusy,
             TopicNotFound, IncompatibleSchema, ...
         """
-        kwargs = dict(locals())
-        del kwargs["self"]
-        impl = self._run(self._aio.create_producer(**kwargs))
-        partitioned = isinstance(impl._impl, PartitionedProducerImpl)
-        return Producer(
-            self,
-            impl,
-            max_pending_messages_across_partitions if partitioned else max_pending_messages,
-            block_if_queue_full,
-        )
+        options = ProducerOptions.from_arguments(locals())
+        return Producer(self, self._run(self._aio.create_producer_with(topic, options)))
 
     def subscribe(
         self,
         topic: str | list[str] | re.Pattern[str],
         subscription_name: str,
         consumer_type: ConsumerType = ConsumerType.Exclusive,
-        schema: Schema = _BYTES_SCHEMA,
+        schema: Schema = DEFAULT_SCHEMA,
         message_listener: Callable[[Consumer, Message], None] | None = None,
         receiver_queue_size: int = 1000,
         max_total_receiver_queue_size_across_partitions: int = 50000,
@@ -598,8 +596,7 @@ class Client:
             InvalidTopicName, InvalidConfiguration, Timeout, ConsumerBusy,
             TopicNotFound, SubscriptionNotFound, ...
         """
-        kwargs = dict(locals())
-        del kwargs["self"]
+        options = ConsumerOptions.from_arguments(locals())
         holder: list[Consumer] = []
         ready = threading.Event()
         if message_listener is not None:
@@ -614,8 +611,10 @@ class Client:
                     self._executor, call, msg
                 )
 
-            kwargs["message_listener"] = aio_listener
-        consumer = Consumer(self, self._run(self._aio.subscribe(**kwargs)))
+            # The asyncio consumer calls its listener on the loop; this one hands
+            # each message to the listener thread with the blocking consumer.
+            options = dataclasses.replace(options, message_listener=aio_listener)
+        consumer = Consumer(self, self._run(self._aio.subscribe_with(topic, options)))
         holder.append(consumer)
         ready.set()
         return consumer
@@ -624,7 +623,7 @@ class Client:
         self,
         topic: str,
         start_message_id: MessageId,
-        schema: Schema = _BYTES_SCHEMA,
+        schema: Schema = DEFAULT_SCHEMA,
         reader_listener: Any = None,
         receiver_queue_size: int = 1000,
         reader_name: str | None = None,
@@ -639,15 +638,14 @@ class Client:
         Raises:
             InvalidTopicName, InvalidConfiguration, Timeout, TopicNotFound, ...
         """
-        kwargs = dict(locals())
-        del kwargs["self"]
-        return Reader(self, self._run(self._aio.create_reader(**kwargs)))
+        options = ReaderOptions.from_arguments(locals())
+        return Reader(self, self._run(self._aio.create_reader_with(topic, options)))
 
     def create_table_view(
         self,
         topic: str,
         subscription_name: str | None = None,
-        schema: Schema = _BYTES_SCHEMA,
+        schema: Schema = DEFAULT_SCHEMA,
     ) -> TableView:
         """A view of the latest value per key of ``topic`` (see ``pulsar``'s TableView).
 
@@ -658,7 +656,9 @@ class Client:
             InvalidTopicName, TopicNotFound, Timeout.
         """
         del subscription_name
-        return self._run(open_table_view(self, self._aio, topic, schema))
+        return self._run(
+            open_table_view(self._aio, topic, schema, self._run, self._callbacks)
+        )
 
     def get_topic_partitions(self, topic: str) -> list[str]:
         return self._run(self._aio.get_topic_partitions(topic))
@@ -675,7 +675,7 @@ class Client:
                 reachable within the operation timeout.
         """
         handle = self._run(self._aio.new_transaction(timeout_ms))
-        return Transaction(self, transaction_impl(handle))
+        return Transaction(self, handle.core)
 
     @property
     def client_name(self) -> str:
@@ -705,7 +705,7 @@ class Client:
         async def resume() -> aio.Transaction:
             return self._aio.resume_transaction(txn_id, client_name)
 
-        return Transaction(self, transaction_impl(self._run(resume())))
+        return Transaction(self, self._run(resume()).core)
 
     def unfinished_transactions(self) -> list[JournalEntry]:
         """Journal records a crashed process left (see

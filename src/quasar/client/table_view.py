@@ -11,25 +11,30 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine
+from typing import Any
 
-from quasar.client import aio
+from quasar.client.aio import Client as AsyncClient
+from quasar.client.handles import Reader
 from quasar.client.message_id import MessageId
+from quasar.client.send_pipe import CallbackRunner
 from quasar.errors import AlreadyClosed
 
-if TYPE_CHECKING:
-    from quasar.client.sync import Client
-
 Listener = Callable[[str, Any], None]
+# Runs a coroutine on the client's event loop and returns its result (the blocking
+# client's way of calling into the asyncio core).
+RunOnLoop = Callable[[Coroutine[Any, Any, Any]], Any]
 
 
 class TableView:
     """Latest value per message key of a topic (see ``pulsar.tableview.TableView``)."""
 
-    def __init__(self, client: Client, reader: aio.Reader) -> None:
-        self._client = client
+    def __init__(
+        self, reader: Reader, run: RunOnLoop, callbacks: CallbackRunner
+    ) -> None:
         self._reader = reader
+        self._run = run
+        self._callbacks = callbacks
         self._table: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._listeners: list[Listener] = []
@@ -62,7 +67,7 @@ class TableView:
                 self._table.pop(key, None)
             listeners = list(self._listeners)
         for listener in listeners:
-            self._client._callbacks.call(listener, key, value if data else b"")
+            self._callbacks.call(listener, key, value if data else b"")
 
     def get(self, key: str) -> Any | None:
         with self._lock:
@@ -91,15 +96,27 @@ class TableView:
                 self._task.cancel()
             await self._reader.close()
 
-        self._client._run(stop())
+        self._run(stop())
 
 
 async def open_table_view(
-    client: Client, aio_client: aio.Client, topic: str, schema: Any
+    client: AsyncClient,
+    topic: str,
+    schema: Any,
+    run: RunOnLoop,
+    callbacks: CallbackRunner,
 ) -> TableView:
-    reader = await aio_client.create_reader(
+    """A loaded view of ``topic`` (called on the client's loop).
+
+    ``run`` is how :meth:`TableView.close` reaches the loop from the caller's thread;
+    listeners are called through ``callbacks`` (the listener thread).
+
+    Raises:
+        InvalidTopicName, TopicNotFound, Timeout.
+    """
+    reader = await client.create_reader(
         topic, MessageId.earliest, schema=schema, is_read_compacted=True
     )
-    view = TableView(client, reader)
+    view = TableView(reader, run, callbacks)
     await view._load()
     return view

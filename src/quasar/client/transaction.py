@@ -607,6 +607,12 @@ class Transaction:
         return repr(self._impl)
 
     @property
+    def core(self) -> TransactionImpl:
+        """The transaction's state machine, which quasar's producers, consumers and
+        blocking client act on (see :func:`transaction_impl`)."""
+        return self._impl
+
+    @property
     def id(self) -> TxnID:
         """The transaction id; also callable: ``txn.id()``."""
         return self._impl.txn_id
@@ -631,13 +637,22 @@ class Transaction:
         await self._impl.abort()
 
 
+class TransactionHandle(Protocol):
+    """What ``txn=`` takes: a transaction handle of the asyncio or the blocking client."""
+
+    @property
+    def core(self) -> TransactionImpl: ...
+
+
 def transaction_impl(txn: Any) -> TransactionImpl:
     """The core of a transaction handle (asyncio or blocking) passed as ``txn=``.
 
     Raises:
         TypeError: ``txn`` is not a transaction of quasar's client.
     """
-    impl = getattr(txn, "_impl", txn)
+    # Every transaction handle (this module's and the blocking client's) exposes its
+    # core as ``core``; the core itself is accepted too.
+    impl = txn if isinstance(txn, TransactionImpl) else getattr(txn, "core", None)
     if not isinstance(impl, TransactionImpl):
         raise TypeError(f"txn must be a Transaction, got {type(txn).__name__}")
     return impl
