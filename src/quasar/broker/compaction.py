@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from quasar.clock import Clock, SystemClock
 from quasar.errors import ManagedLedgerClosed, PersistenceError
+from quasar.protocol.topic_name import COMPACTION_CURSOR
 from quasar.storage.api import (
     InitialPosition,
     ManagedLedger,
@@ -51,7 +52,6 @@ from .resources import ConflictError
 
 log = logging.getLogger(__name__)
 
-COMPACTION_CURSOR = "__compaction"  # Pulsar's Compactor.COMPACTION_SUBSCRIPTION
 COMPACTED_LEDGER_SEGMENT = "/__compaction/"
 
 # Cursor properties holding the state (cursor properties are integers).
