@@ -477,7 +477,7 @@ class PersistentTopic:
         last message is the compacted ledger's last retained one (Pulsar's rule).
         ``read_compacted=None`` (the asker is unknown) answers like a compacted
         consumer whenever the horizon covers the topic's last message, which is
-        Pulsar's behaviour before it took the consumer into account (#21969).
+        Pulsar's answer when it does not take the consumer into account.
         """
         position, info = await self._last_topic_message()
         horizon = self.compaction.horizon
