@@ -80,6 +80,9 @@ def _topic_key(name: TopicName) -> str:
 
 
 class BrokerService:
+    """The broker's topics and namespaces. Topics see it as an ``api.BrokerContext``;
+    the transaction service and system tables as an ``api.TopicRegistry``."""
+
     def __init__(
         self,
         settings: BrokerSettings,

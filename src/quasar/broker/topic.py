@@ -70,6 +70,9 @@ TRIM_DELAY_S = 1.0  # consumed-ledger trimming runs at most this often per topic
 
 
 class PersistentTopic:
+    """One persistent topic or partition (an ``api.SubscriptionHost`` and
+    ``api.LoadedTopic``)."""
+
     def __init__(
         self,
         broker: BrokerContext,
