@@ -6,6 +6,7 @@ import pytest
 
 from quasar.errors import InvalidTopicName
 from quasar.protocol import TopicName
+from quasar.protocol.topic_name import is_system_cursor, is_system_topic
 
 
 @pytest.mark.parametrize(
@@ -177,3 +178,37 @@ def test_persistence_name() -> None:
         for part in name.split("/"):
             assert part not in ("", ".", "..")
             assert all(c.isalnum() or c in "-_.~%" for c in part), name
+
+
+@pytest.mark.parametrize(
+    ("name", "system"),
+    [
+        ("persistent://pulsar/system/transaction_coordinator_assign-partition-0", True),
+        ("persistent://pulsar/system/__terminated_txn_state_0", True),
+        ("persistent://public/default/__transaction_buffer_snapshot", True),
+        ("persistent://pulsar/system/__transaction_log_0", True),
+        ("persistent://public/default/t-sub__transaction_pending_ack", True),
+        ("persistent://public/default/t-partition-1-sub__transaction_pending_ack", True),
+        ("persistent://public/default/orders", False),
+        ("persistent://public/default/orders-partition-3", False),
+        ("persistent://public/system/orders", False),
+    ],
+)
+def test_system_topics(name: str, system: bool) -> None:
+    assert is_system_topic(TopicName.parse(name)) is system
+
+
+@pytest.mark.parametrize(
+    ("name", "system"),
+    [
+        ("pulsar.dedup", True),
+        ("pulsar.anything", True),
+        ("__compaction", True),
+        ("__table", True),
+        ("my-sub", False),
+        ("__compaction2", False),
+        ("pulsar", False),
+    ],
+)
+def test_system_cursors(name: str, system: bool) -> None:
+    assert is_system_cursor(name) is system

@@ -21,7 +21,6 @@ from .resources import (
     ResourceNotFoundError,
 )
 from .service import BrokerService
-from .subscription import Subscription
 from .topic import PersistentTopic, is_system_cursor
 
 
@@ -146,7 +145,7 @@ class AdminAdapter:
                     start = t.ledger.first_position if start <= EARLIEST else start
                 cursor.reset(start)
                 await cursor.flush()
-        t.subscriptions[subscription] = Subscription(t, subscription, cursor, durable=True)
+        t.add_durable_subscription(subscription, cursor)
 
     async def delete_subscription(self, topic: str, subscription: str, force: bool) -> None:
         t = await self._topic(topic)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from quasar.clock import Clock, SystemClock
 from quasar.errors import ManagedLedgerClosed, PersistenceError
+from quasar.protocol.topic_name import COMPACTION_CURSOR
 from quasar.storage.api import (
     InitialPosition,
     ManagedLedger,
@@ -51,7 +52,6 @@ from .resources import ConflictError
 
 log = logging.getLogger(__name__)
 
-COMPACTION_CURSOR = "__compaction"  # Pulsar's Compactor.COMPACTION_SUBSCRIPTION
 COMPACTED_LEDGER_SEGMENT = "/__compaction/"
 
 # Cursor properties holding the state (cursor properties are integers).
@@ -337,7 +337,7 @@ class CompactedReadState:
     the view of horizon H must go on with the topic after H, even once a newer
     compaction (horizon H2 > H) exists. Switching it to the newer view would skip the
     tombstones written between H and H2 for keys it already received (it saw the old
-    values and would never see their deletion; Pulsar issue #26190). So each
+    values and would never see their deletion). So each
     subscription is *pinned* to the horizon current when it started reading:
 
     * a subscription (re)starting at a position (created, SEEK, or rewound with

@@ -20,13 +20,12 @@ import enum
 import logging
 
 from quasar.errors import RemoteProtocolError
+from quasar.protocol.topic_name import DEDUP_CURSOR
 from quasar.storage.api import InitialPosition, ManagedCursor, ManagedLedger, Position
 
 from .entry_info import entry_info
 
 log = logging.getLogger(__name__)
-
-DEDUP_CURSOR = "pulsar.dedup"
 
 
 class DupStatus(enum.Enum):

@@ -10,9 +10,13 @@ Three policies, one loop shape:
   must be delivered again (negative acks, a consumer that left) wait in a *replay set*
   and are sent before new entries.
 * ``KeySharedDispatcher``: like Shared, but every key belongs to one consumer (a
-  consistent-hash ring over consumer names). A consumer that joins late may not receive
+  consistent-hash ring over consumer names, in Pulsar's hash range space: Murmur3
+  32-bit of the sticky key, modulo 65536). A consumer that joins late may not receive
   entries read after it joined until everything before was acknowledged, so a key's
   order survives the hand-over (Pulsar's "recently joined consumers" rule).
+
+A dispatcher is given its subscription (``api.DispatchSubscription``) and what it reads
+of the topic (``api.TopicReadView``); it knows nothing else of either.
 
 The loop runs as one task per subscription, started by ``schedule()`` whenever
 something that could allow progress happens (new entries, permits, acks, consumers
@@ -26,19 +30,17 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
-import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+
+import mmh3
 
 from quasar.errors import RemoteProtocolError, StorageError
-from quasar.protocol import and_, or_
+from quasar.protocol.ack_set import and_, or_
 from quasar.storage.api import Entry, Position
 
+from .api import DispatchSubscription, TopicReadView
 from .consumer import Consumer, Delivery
 from .entry_info import EntryInfo, entry_info
-
-if TYPE_CHECKING:
-    from .subscription import Subscription
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +48,31 @@ log = logging.getLogger(__name__)
 READ_BATCH_ENTRIES_MAX = 100
 # How many entries may wait in the replay set before reading new entries pauses.
 REPLAY_ENTRIES_MAX = 10_000
+# Key_Shared hashes keys into this many slots (Pulsar's DEFAULT_HASH_RANGE_SIZE, the
+# space STICKY consumers' hash ranges are expressed in).
+KEY_HASH_RANGE_SIZE = 65536
+_INT32_MAX = 0x7FFF_FFFF
+
+
+def sticky_key_hash(key: bytes) -> int:
+    """Where ``key`` falls in the Key_Shared hash range ``[0, 65536)``, as Pulsar
+    computes it: Murmur3 x86 32-bit (seed 0) of the key's bytes, made non-negative
+    (``& Integer.MAX_VALUE``), modulo the range size."""
+    return (mmh3.hash(key, 0, signed=False) & _INT32_MAX) % KEY_HASH_RANGE_SIZE
 
 
 class Dispatcher:
     """Shared machinery: the run loop, entry filtering and the replay set."""
 
-    def __init__(self, subscription: Subscription) -> None:
+    def __init__(self, subscription: DispatchSubscription, topic: TopicReadView) -> None:
         self.sub = subscription
+        self.topic = topic
+        # Fixed for the subscription's lifetime: bound once rather than looked up per
+        # entry on the dispatch path.
+        self.cursor = subscription.cursor
+        self._pending_acks = subscription.txns
+        self._compacted_read = subscription.compacted_read
+        self._recent_infos = topic.recent_infos
         self.consumers: list[Consumer] = []
         self._replay: list[Position] = []  # sorted
         self._replay_set: set[Position] = set()
@@ -98,7 +118,7 @@ class Dispatcher:
             # (queued without a restriction: it goes whole anyway)
             if queued:
                 continue
-            if self.sub.cursor.is_acknowledged(p) or self.sub.txns.is_pending(p):
+            if self.cursor.is_acknowledged(p) or self._pending_acks.is_pending(p):
                 restricted.pop(p, None)
                 continue
             self._requeue(p)
@@ -171,8 +191,8 @@ class Dispatcher:
         for c in self.consumers:
             c.take_pending()
         self.clear_replay()
-        self.sub.cursor.rewind()
-        self.sub.compacted_read.on_rewind(self.sub.cursor.mark_delete_position)
+        self.cursor.rewind()
+        self._compacted_read.on_rewind(self.cursor.mark_delete_position)
         self.schedule()
 
     # -- helpers -----------------------------------------------------------------------
@@ -182,8 +202,8 @@ class Dispatcher:
         Returns the deliverable entries and whether the cursor moved at all (an all-marker
         read moves the cursor without yielding anything, and is still progress).
         """
-        cursor = self.sub.cursor
-        limit = self.sub.topic.max_read_position
+        cursor = self.cursor
+        limit = self.topic.max_read_position
         if cursor.read_position > limit:
             return [], False
         epoch = self._epoch
@@ -203,11 +223,11 @@ class Dispatcher:
 
     async def read_replay(self, max_entries: int) -> list[tuple[Entry, EntryInfo]]:
         out: list[tuple[Entry, EntryInfo]] = []
-        cursor = self.sub.cursor
+        cursor = self.cursor
         while self._replay and len(out) < max_entries:
             p = self._replay.pop(0)
             self._replay_set.discard(p)
-            e = None if cursor.is_acknowledged(p) else await self.sub.topic.ledger.read_entry(p)
+            e = None if cursor.is_acknowledged(p) else await self.topic.ledger.read_entry(p)
             info = self._filter(e) if e is not None else None
             if e is None or info is None:
                 self._replay_members.pop(p, None)
@@ -216,9 +236,9 @@ class Dispatcher:
         return out
 
     def _filter(self, e: Entry) -> EntryInfo | None:
-        if self.sub.txns.is_pending(e.position):
+        if self._pending_acks.is_pending(e.position):
             return None  # acknowledged inside an open transaction: not delivered again
-        info = self.sub.topic.recent_infos.get(e.position)
+        info = self._recent_infos.get(e.position)
         if info is None:
             try:
                 info = entry_info(e.data)
@@ -226,12 +246,12 @@ class Dispatcher:
                 log.error(
                     "skipping unreadable entry %s on %s", e.position, self.sub.describe()
                 )
-                self.sub.cursor.delete([e.position])
+                self.cursor.delete([e.position])
                 return None
-        if info.marker_type is not None or self.sub.topic.is_aborted(info, e.position):
+        if info.marker_type is not None or self.topic.is_aborted(info, e.position):
             # Markers and aborted transactional data are never delivered; they count as
             # acknowledged so they never hold back mark-delete.
-            self.sub.cursor.delete([e.position])
+            self.cursor.delete([e.position])
             return None
         return info
 
@@ -250,11 +270,11 @@ class Dispatcher:
         if retained is None and not info.is_batch:
             # A single message: no ack set can apply to it.
             return Delivery(e, info, self.sub.redelivery_count(e.position), None)
-        ack_set = self.sub.cursor.batch_ack_set(e.position) if info.is_batch else None
+        ack_set = self.cursor.batch_ack_set(e.position) if info.is_batch else None
         if retained is not None:
             ack_set = and_(retained, ack_set) if ack_set is not None else retained
         if info.is_batch:
-            pending = self.sub.txns.pending_ack_set(e.position)
+            pending = self._pending_acks.pending_ack_set(e.position)
             if pending is not None:
                 # Members acknowledged in an open transaction are not delivered again.
                 ack_set = and_(pending, ack_set) if ack_set is not None else pending
@@ -281,13 +301,13 @@ class Dispatcher:
         split batches); then the cursor is moved past the view's horizon and reading
         continues on the topic.
         """
-        sub = self.sub
-        compaction = sub.topic.compaction
+        ledger = self.topic.ledger
+        compaction = self.topic.compaction
         horizon = compaction.horizon
-        cursor = sub.cursor
-        state = sub.compacted_read
+        cursor = self.cursor
+        state = self._compacted_read
         plan = (
-            state.plan(cursor.read_position, horizon, sub.topic.ledger.first_position)
+            state.plan(cursor.read_position, horizon, ledger.first_position)
             if horizon is not None
             else None
         )
@@ -308,7 +328,7 @@ class Dispatcher:
                 cursor.seek(Position(last.ledger_id, last.entry_id + 1))
                 # Acks are tracked only for entries the topic still holds; a trimmed
                 # position below mark-delete was never acknowledged here.
-                first = sub.topic.ledger.first_position
+                first = ledger.first_position
                 out: list[tuple[Entry, EntryInfo, list[int] | None]] = []
                 for r in records:
                     info = self._compacted_info(r.entry)
@@ -334,8 +354,14 @@ class Dispatcher:
 class SingleActiveConsumerDispatcher(Dispatcher):
     """Exclusive and Failover: everything goes to the active consumer, in order."""
 
-    def __init__(self, subscription: Subscription, failover: bool, partition_index: int) -> None:
-        super().__init__(subscription)
+    def __init__(
+        self,
+        subscription: DispatchSubscription,
+        topic: TopicReadView,
+        failover: bool,
+        partition_index: int,
+    ) -> None:
+        super().__init__(subscription, topic)
         self.failover = failover
         self.partition_index = partition_index
         self.active: Consumer | None = None
@@ -414,8 +440,8 @@ class SingleActiveConsumerDispatcher(Dispatcher):
 class SharedDispatcher(Dispatcher):
     """Shared: round-robin over consumers with permits; replay set first."""
 
-    def __init__(self, subscription: Subscription) -> None:
-        super().__init__(subscription)
+    def __init__(self, subscription: DispatchSubscription, topic: TopicReadView) -> None:
+        super().__init__(subscription, topic)
         self._rr = 0
 
     def on_redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
@@ -479,8 +505,8 @@ class KeySharedDispatcher(SharedDispatcher):
     POINTS_PER_CONSUMER = 100  # Pulsar subscriptionKeySharedConsistentHashingReplicaPoints
     NONE_KEY = b"NONE_KEY"
 
-    def __init__(self, subscription: Subscription) -> None:
-        super().__init__(subscription)
+    def __init__(self, subscription: DispatchSubscription, topic: TopicReadView) -> None:
+        super().__init__(subscription, topic)
         self._ring: list[tuple[int, int, Consumer]] = []
         # consumer -> read position when it joined (entries at or after it are held back
         # from that consumer until everything before is acknowledged)
@@ -490,7 +516,7 @@ class KeySharedDispatcher(SharedDispatcher):
         ring: list[tuple[int, int, Consumer]] = []
         for c in self.consumers:
             for i in range(self.POINTS_PER_CONSUMER):
-                h = zlib.crc32(f"{c.consumer_name}{i}".encode())
+                h = sticky_key_hash(f"{c.consumer_name}{i}".encode())
                 ring.append((h, c.order, c))
         ring.sort(key=lambda t: (t[0], t[1]))
         self._ring = ring
@@ -498,13 +524,13 @@ class KeySharedDispatcher(SharedDispatcher):
     def consumer_for(self, key: bytes | None) -> Consumer | None:
         if not self._ring:
             return None
-        h = zlib.crc32(key or self.NONE_KEY)
+        h = sticky_key_hash(key or self.NONE_KEY)
         i = bisect.bisect_left(self._ring, h, key=lambda t: t[0])
         return self._ring[i % len(self._ring)][2]
 
     def add_consumer(self, consumer: Consumer) -> None:
         if self.consumers:
-            self._recently_joined[consumer] = self.sub.cursor.read_position
+            self._recently_joined[consumer] = self.cursor.read_position
         self.consumers.append(consumer)
         self._rebuild_ring()
         self.schedule()
@@ -521,7 +547,7 @@ class KeySharedDispatcher(SharedDispatcher):
         joined = self._recently_joined.get(c)
         if joined is None:
             return False
-        if self.sub.cursor.mark_delete_position >= self.sub.topic.ledger.previous_position(joined):
+        if self.cursor.mark_delete_position >= self.topic.ledger.previous_position(joined):
             del self._recently_joined[c]
             return False
         return position >= joined

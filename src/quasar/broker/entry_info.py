@@ -20,9 +20,8 @@ from quasar.storage.api import Position
 # (``managedLedgerCacheSizeMB``) can hold bytes of: one info per KiB of cache, never
 # fewer than RECENT_INFOS_MIN. A consumer that falls behind by more entries than the
 # info cache holds, yet still reads from the entry cache, would otherwise make the
-# broker parse every entry's metadata a second time: with 4,096 infos per topic a
-# consumer catching up on 40,000 cached 1 KiB messages cost the broker 610-670 ms of
-# CPU instead of 370-430 ms (docs/benchmarks.md, session 6).
+# broker parse every entry's metadata a second time, which costs that consumer's
+# catch-up about half again as much broker CPU.
 RECENT_INFOS_MIN = 4096
 ENTRY_CACHE_BYTES_PER_INFO = 1024
 

@@ -5,49 +5,66 @@ first time a transaction acknowledges on it, or at load when its pending-ack log
 ``{topic}-{sub}__transaction_pending_ack`` already exists (so acks pending before a
 restart stay pending and are not redelivered). Subscriptions never used in a
 transaction have no handle and pay nothing.
+
+What a transaction ends with goes back to the subscription through two callbacks given
+at construction (``on_released`` for an abort, ``on_committed`` for a commit); the
+broker's transaction service builds the handle (``api.TransactionComponents``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
 
 from quasar.errors import NotAllowedError
-from quasar.storage.api import ManagedLedger, Position
-from quasar.transaction.pending_ack import (
-    PendingAckConfig,
-    PendingAckHandle,
-    pending_ack_ledger_name,
-)
-from quasar.transaction.pending_ack.log import pending_ack_writer
-from quasar.transaction.pending_ack.results import AbortResult
+from quasar.storage.api import ManagedCursor, ManagedLedger, Position
+from quasar.transaction.pending_ack import PendingAckHandle, pending_ack_ledger_name
+from quasar.transaction.pending_ack.results import AbortResult, CommitResult
 from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
 
+from .api import BrokerContext
 from .entry_info import entry_info
-
-if TYPE_CHECKING:
-    from .subscription import Subscription
 
 log = logging.getLogger(__name__)
 
 
 class SubscriptionTransactions:
-    def __init__(self, sub: Subscription) -> None:
-        self.sub = sub
+    """The pending acks of one subscription (``topic``/``subscription``)."""
+
+    def __init__(
+        self,
+        broker: BrokerContext,
+        topic: str,
+        topic_ledger: ManagedLedger,
+        subscription: str,
+        cursor: ManagedCursor,
+        *,
+        on_released: Callable[[AbortResult], None],
+        on_committed: Callable[[CommitResult], None],
+    ) -> None:
+        self._broker = broker
+        self._topic = topic
+        self._topic_ledger = topic_ledger
+        self._subscription = subscription
+        self._cursor = cursor
+        self._on_released = on_released
+        self._on_committed = on_committed
         self.handle: PendingAckHandle | None = None
-        self._ledger: Any = None
+        self._ledger: ManagedLedger | None = None
         self._loading: asyncio.Task[PendingAckHandle] | None = None
 
     @property
     def ledger_name(self) -> str:
-        return pending_ack_ledger_name(self.sub.topic.name, self.sub.name)
+        return pending_ack_ledger_name(self._topic, self._subscription)
+
+    def _describe(self) -> str:
+        return f"{self._topic}/{self._subscription}"
 
     async def load_if_exists(self) -> None:
         """At topic load: recover a pending-ack log that is already there."""
-        if self.sub.topic.service.ledgers.exists(self.ledger_name):
+        if self._broker.ledgers.exists(self.ledger_name):
             await self.ensure()
 
     async def ensure(self) -> PendingAckHandle:
@@ -63,24 +80,22 @@ class SubscriptionTransactions:
         return await asyncio.shield(self._loading)
 
     async def _open(self) -> PendingAckHandle:
-        topic = self.sub.topic
-        txns = topic.service.transactions
+        txns = self._broker.transactions
         if txns is None:
             raise NotAllowedError("Transactions are not enabled on this broker")
-        ledger = await topic.service.ledgers.open(self.ledger_name)
-        handle = PendingAckHandle(
-            self.sub.cursor,
-            ledger,
-            topic.name,
-            self.sub.name,
-            topic.service.clock,
-            txns.scheduler,
-            PendingAckConfig(),
-            on_low_watermark_abort=self._on_low_watermark_abort,
-            on_fenced=self._on_fenced,
-            writer=pending_ack_writer(txns.batched_logs.pending_ack, ledger, topic.name,
-                                      self.sub.name, txns.scheduler, topic.service.clock),
-        )
+        ledger = await self._broker.ledgers.open(self.ledger_name)
+        try:
+            handle = txns.new_pending_ack_handle(
+                self._cursor,
+                ledger,
+                self._topic,
+                self._subscription,
+                on_low_watermark_abort=self._on_low_watermark_abort,
+                on_fenced=self._on_fenced,
+            )
+        except BaseException:
+            await ledger.close()
+            raise
         try:
             await handle.recover()
         except BaseException:
@@ -103,7 +118,7 @@ class SubscriptionTransactions:
         Raises: TransactionConflict, NotAllowedError, TooManyRequests, ServiceNotReady.
         """
         handle = await self.ensure()
-        ledger = self.sub.topic.ledger
+        ledger = self._topic_ledger
         last = ledger.last_confirmed_entry
         items: list[tuple[Position, int | None, Sequence[int] | None]] = []
         for pos, ack_set in acks:
@@ -134,20 +149,20 @@ class SubscriptionTransactions:
         await handle.cumulative_ack(txn, position)
 
     async def end_txn(self, txn: TxnId, action: TxnAction, low_watermark: int) -> None:
-        if self.handle is None and not self.sub.topic.service.ledgers.exists(self.ledger_name):
+        if self.handle is None and not self._broker.ledgers.exists(self.ledger_name):
             return  # nothing of this transaction was ever acknowledged here
         handle = await self.ensure()
         result = await handle.end_txn(txn, action, low_watermark)
         if isinstance(result, AbortResult):
-            self.sub.redeliver_released(result)
+            self._on_released(result)
         else:
-            self.sub.apply_committed(result)
+            self._on_committed(result)
 
     def _on_low_watermark_abort(self, txn: TxnId, result: AbortResult) -> None:
-        self.sub.redeliver_released(result)
+        self._on_released(result)
 
     def _on_fenced(self, handle: PendingAckHandle) -> None:
-        log.error("pending acks of %s fenced; reloading on next use", self.sub.describe())
+        log.error("pending acks of %s fenced; reloading on next use", self._describe())
         if self.handle is handle:
             self.handle = None
             ledger, self._ledger = self._ledger, None
@@ -171,5 +186,5 @@ class SubscriptionTransactions:
 
     async def delete(self) -> None:
         await self.close()
-        if self.sub.topic.service.ledgers.exists(self.ledger_name):
-            await self.sub.topic.service.ledgers.delete(self.ledger_name)
+        if self._broker.ledgers.exists(self.ledger_name):
+            await self._broker.ledgers.delete(self.ledger_name)

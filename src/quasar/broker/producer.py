@@ -11,7 +11,7 @@ ACCESS_SHARED = pb.Shared
 ACCESS_EXCLUSIVE = pb.Exclusive
 ACCESS_WAIT_FOR_EXCLUSIVE = pb.WaitForExclusive
 ACCESS_EXCLUSIVE_WITH_FENCING = pb.ExclusiveWithFencing
-ACCESS_MODE_NAMES = {
+ACCESS_MODE_NAMES: dict[int, str] = {
     ACCESS_SHARED: "Shared",
     ACCESS_EXCLUSIVE: "Exclusive",
     ACCESS_WAIT_FOR_EXCLUSIVE: "WaitForExclusive",

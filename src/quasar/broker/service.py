@@ -19,7 +19,6 @@ import dataclasses
 import logging
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from quasar.clock import Clock, SystemClock
 from quasar.errors import (
@@ -28,7 +27,7 @@ from quasar.errors import (
     ServiceNotReady,
     TopicNotFound,
 )
-from quasar.protocol import TopicName
+from quasar.protocol.topic_name import TopicName, is_system_topic
 from quasar.storage.api import (
     ManagedLedgerConfig,
     ManagedLedgerFactory,
@@ -40,9 +39,7 @@ from .entry_info import EntryInfoCache, info_capacity
 from .resources import AlreadyExistsError, Policies, PulsarResources
 from .schema import SchemaRegistry
 from .topic import PersistentTopic
-
-if TYPE_CHECKING:
-    from .transactions import TransactionService
+from .transactions import TransactionService
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +80,9 @@ def _topic_key(name: TopicName) -> str:
 
 
 class BrokerService:
+    """The broker's topics and namespaces. Topics see it as an ``api.BrokerContext``;
+    the transaction service and system tables as an ``api.TopicRegistry``."""
+
     def __init__(
         self,
         settings: BrokerSettings,
@@ -191,6 +191,15 @@ class BrokerService:
             return self.partitions_of(name)
         return 0
 
+    def create_partitioned_topic(self, name: TopicName, partitions: int) -> None:
+        """Record a partitioned topic unless it exists (its partition count stays)."""
+        if self.partitions_of(name) > 0:
+            return
+        try:
+            self.resources.partitioned_topics.create(name.full, partitions)
+        except AlreadyExistsError:  # created concurrently: keep what is there
+            pass
+
     def _require_namespace(self, name: TopicName) -> None:
         if not self.namespace_exists(name.namespace_name):
             raise TopicNotFound(f"Namespace {name.namespace_name} does not exist")
@@ -297,22 +306,12 @@ class BrokerService:
                 raise NotAllowedError("Topic has active producers/subscriptions")
             await topic.close()
             self.topics.pop(name.full, None)
-        if self.transactions is not None and not self.is_system_topic(name):
+        if self.transactions is not None and not is_system_topic(name):
             await self.transactions.delete_buffer_snapshot(name)
         await self.ledgers.delete(name.persistence_name)
         self.store.delete(f"{TOPICS_ROOT}/{_topic_key(name)}")
         if not name.is_partition:
             self.schemas.delete(_topic_key(name))
-
-    def is_system_topic(self, name: TopicName) -> bool:
-        """Topics the broker itself writes: they never get a transaction buffer."""
-        local = name.local_name
-        return (
-            name.namespace_name == "pulsar/system"
-            or local.startswith("__transaction_buffer_snapshot")
-            or local.startswith("__transaction_log_")
-            or "__transaction_pending_ack" in local
-        )
 
     def schema_key(self, name: TopicName) -> str:
         """Schemas are shared by all partitions: key them by the base topic."""

@@ -7,6 +7,10 @@ Acknowledgement rules (Pulsar's):
 * Cumulative acks move mark-delete and are allowed on Exclusive and Failover only.
 * A consumer that leaves hands its unacknowledged entries back for redelivery, and
   their redelivery count goes up by one.
+
+A subscription sees its topic only as an ``api.SubscriptionHost`` (what its dispatcher
+reads, and where it reports acks) and the broker as an ``api.BrokerContext`` (storage
+and transactions, for its pending acks).
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from quasar.errors import ConsumerBusy, NotAllowedError
 from quasar.protocol import ack_set as ack_sets
@@ -24,6 +27,7 @@ from quasar.transaction.pending_ack.results import AbortResult, CommitResult
 from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
 
+from .api import BrokerContext, SubscriptionHost
 from .compaction import CompactedReadState
 from .consumer import Consumer
 from .dispatcher import (
@@ -34,16 +38,13 @@ from .dispatcher import (
 )
 from .pending_acks import SubscriptionTransactions
 
-if TYPE_CHECKING:
-    from .topic import PersistentTopic
-
 log = logging.getLogger(__name__)
 
 SUB_EXCLUSIVE = pb.CommandSubscribe.Exclusive
 SUB_SHARED = pb.CommandSubscribe.Shared
 SUB_FAILOVER = pb.CommandSubscribe.Failover
 SUB_KEY_SHARED = pb.CommandSubscribe.Key_Shared
-SUB_TYPE_NAMES = {
+SUB_TYPE_NAMES: dict[int | None, str] = {
     SUB_EXCLUSIVE: "Exclusive",
     SUB_SHARED: "Shared",
     SUB_FAILOVER: "Failover",
@@ -59,7 +60,12 @@ RESUBSCRIBE_AFTER_SEEK_TIMEOUT_S = 60.0
 
 class Subscription:
     def __init__(
-        self, topic: PersistentTopic, name: str, cursor: ManagedCursor, durable: bool
+        self,
+        topic: SubscriptionHost,
+        broker: BrokerContext,
+        name: str,
+        cursor: ManagedCursor,
+        durable: bool,
     ) -> None:
         self.topic = topic
         self.name = name
@@ -68,7 +74,15 @@ class Subscription:
         self.sub_type: int | None = None
         self.dispatcher: Dispatcher | None = None
         self._redelivery: dict[Position, int] = {}
-        self.txns = SubscriptionTransactions(self)
+        self.txns = SubscriptionTransactions(
+            broker,
+            topic.name,
+            topic.ledger,
+            name,
+            cursor,
+            on_released=self.redeliver_released,
+            on_committed=self.apply_committed,
+        )
         # Where read_compacted consumers of this subscription read next.
         self.compacted_read = CompactedReadState()
         # Set while a reader's subscription waits for its consumer after a seek.
@@ -111,11 +125,11 @@ class Subscription:
         if sub_type in (SUB_EXCLUSIVE, SUB_FAILOVER):
             self.cursor.rewind()
             return SingleActiveConsumerDispatcher(
-                self, sub_type == SUB_FAILOVER, self.topic.partition_index
+                self, self.topic, sub_type == SUB_FAILOVER, self.topic.partition_index
             )
         if sub_type == SUB_KEY_SHARED:
-            return KeySharedDispatcher(self)
-        return SharedDispatcher(self)
+            return KeySharedDispatcher(self, self.topic)
+        return SharedDispatcher(self, self.topic)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         consumer.closed = True

@@ -19,33 +19,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 from quasar.errors import RemoteProtocolError
-from quasar.protocol import TopicName, make_entry, parse_entry, pb
+from quasar.protocol import make_entry, parse_entry, pb
+from quasar.protocol.topic_name import SYSTEM_TABLE_CURSOR, TopicName
 from quasar.storage.api import InitialPosition, Position
 
-if TYPE_CHECKING:
-    from .service import BrokerService
-    from .topic import PersistentTopic
+from .api import LoadedTopic, TopicRegistry
 
 log = logging.getLogger(__name__)
 
-TABLE_CURSOR = "__table"
+TABLE_CURSOR = SYSTEM_TABLE_CURSOR
 TABLE_PRODUCER = "quasar.system-table"
 COMPACT_EVERY_WRITES = 200
 
 
 class SystemTopicTable:
     def __init__(
-        self, service: BrokerService, topic: str, compact_every_writes: int = COMPACT_EVERY_WRITES
+        self, topics: TopicRegistry, topic: str, compact_every_writes: int = COMPACT_EVERY_WRITES
     ) -> None:
-        self._service = service
+        self._topics = topics
         self._name = TopicName.parse(topic)
         self._compact_every = compact_every_writes
         self._map: dict[str, bytes] = {}
-        self._topic: PersistentTopic | None = None
-        self._loading: asyncio.Task[PersistentTopic] | None = None
+        self._topic: LoadedTopic | None = None
+        self._loading: asyncio.Task[LoadedTopic] | None = None
         self._writes = 0
         self._seq = 0
 
@@ -53,15 +51,15 @@ class SystemTopicTable:
     def name(self) -> str:
         return self._name.full
 
-    async def _ready(self) -> PersistentTopic:
+    async def _ready(self) -> LoadedTopic:
         if self._topic is not None and not self._topic.closed:
             return self._topic
         if self._loading is None or self._loading.done():
             self._loading = asyncio.get_running_loop().create_task(self._load())
         return await asyncio.shield(self._loading)
 
-    async def _load(self) -> PersistentTopic:
-        topic = await self._service.get_topic(self._name, create=True)
+    async def _load(self) -> LoadedTopic:
+        topic = await self._topics.get_topic(self._name, create=True)
         cursor = topic.ledger.open_cursor(TABLE_CURSOR, InitialPosition.EARLIEST)
         table: dict[str, bytes] = {}
         start = topic.ledger.first_position
@@ -128,7 +126,7 @@ class SystemTopicTable:
         md = pb.MessageMetadata(
             producer_name=TABLE_PRODUCER,
             sequence_id=self._seq,
-            publish_time=self._service.clock.wall_ms(),
+            publish_time=self._topics.clock.wall_ms(),
             partition_key=key,
         )
         if value is None:
@@ -140,7 +138,7 @@ class SystemTopicTable:
             task = topic.compaction.trigger()
             task.add_done_callback(lambda _: self._after_compaction(topic))
 
-    def _after_compaction(self, topic: PersistentTopic) -> None:
+    def _after_compaction(self, topic: LoadedTopic) -> None:
         horizon = topic.compaction.horizon
         cursor = topic.ledger.cursors().get(TABLE_CURSOR)
         if horizon is not None and cursor is not None and horizon > cursor.mark_delete_position:

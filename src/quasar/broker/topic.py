@@ -4,6 +4,10 @@ A topic owns its managed ledger, its producers and its subscriptions. Publishing
 the producer's bytes verbatim; the receipt goes out only after the entry is durable
 (the managed ledger resolves ``add_entry`` after fsync). New durable entries wake the
 subscriptions' dispatchers.
+
+A topic sees the broker only as an ``api.BrokerContext`` (storage, the parsed-metadata
+cache, the transaction service); to its subscriptions it is an ``api.SubscriptionHost``,
+and to system tables and the end-of-transaction path an ``api.LoadedTopic``.
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from quasar.errors import (
     ConsumerBusy,
@@ -23,20 +26,29 @@ from quasar.errors import (
     ServiceNotReady,
     SubscriptionNotFound,
 )
-from quasar.protocol import TopicName
+from quasar.protocol.topic_name import (
+    COMPACTION_CURSOR,
+    DEDUP_CURSOR,
+    TopicName,
+    is_system_cursor,
+    is_system_topic,
+)
 from quasar.storage.api import (
     EARLIEST,
     LATEST,
     InitialPosition,
+    ManagedCursor,
     ManagedLedger,
     Position,
 )
+from quasar.transaction.buffer import TopicTransactionBuffer
 from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
 
-from .compaction import COMPACTION_CURSOR, CompactionService
+from .api import BrokerContext, ReaderSubscription
+from .compaction import CompactionService
 from .consumer import Consumer
-from .dedup import DEDUP_CURSOR, DupStatus, MessageDeduplication
+from .dedup import DupStatus, MessageDeduplication
 from .entry_info import EntryInfo, entry_info
 from .producer import (
     ACCESS_EXCLUSIVE,
@@ -46,40 +58,29 @@ from .producer import (
     Producer,
 )
 from .subscription import SUB_KEY_SHARED, SUB_SHARED, Subscription
-from .system_table import TABLE_CURSOR
 from .txn_sends import TransactionalSends
 
-if TYPE_CHECKING:
-    from quasar.transaction.buffer import TopicTransactionBuffer
-
-    from .service import BrokerService
+__all__ = ["PersistentTopic", "PublishCallback", "is_system_cursor"]
 
 log = logging.getLogger(__name__)
 
 PublishCallback = Callable[[Position | None, BaseException | None], None]
 
-# Cursors whose names start with this prefix are the broker's own (deduplication
-# snapshots); they are not subscriptions and are hidden from stats and listings.
-SYSTEM_CURSOR_PREFIX = "pulsar."
-
-
-def is_system_cursor(name: str) -> bool:
-    """True for the broker's own cursors: dedup snapshots and the compaction state."""
-    return name.startswith(SYSTEM_CURSOR_PREFIX) or name in (COMPACTION_CURSOR, TABLE_CURSOR)
-
-
 TRIM_DELAY_S = 1.0  # consumed-ledger trimming runs at most this often per topic
 
 
 class PersistentTopic:
+    """One persistent topic or partition (an ``api.SubscriptionHost`` and
+    ``api.LoadedTopic``)."""
+
     def __init__(
         self,
-        service: BrokerService,
+        broker: BrokerContext,
         name: TopicName,
         ledger: ManagedLedger,
         dedup_enabled: bool,
     ) -> None:
-        self.service = service
+        self._broker = broker
         self.topic_name = name
         self.name = name.full
         self.ledger = ledger
@@ -96,13 +97,13 @@ class PersistentTopic:
         self.bytes_in = 0
         self._trim_handle: asyncio.TimerHandle | None = None
         self.txn_buffer: TopicTransactionBuffer | None = None
-        self.recent_infos = service.entry_infos
+        self.recent_infos = broker.entry_infos
         self.txn_sends = TransactionalSends()
         # The lambdas look the hooks up at call time: the transaction buffer may
         # replace them after construction.
         self.compaction = CompactionService(
             ledger,
-            service.ledgers,
+            broker.ledgers,
             name.persistence_name,
             max_read_position=lambda: self.max_read_position,
             is_aborted=lambda info, position: self.is_aborted(info, position),
@@ -119,9 +120,9 @@ class PersistentTopic:
         for name, cursor in self.ledger.cursors().items():
             if is_system_cursor(name) or not cursor.durable:
                 continue
-            sub = Subscription(self, name, cursor, durable=True)
+            sub = Subscription(self, self._broker, name, cursor, durable=True)
             self.subscriptions[name] = sub
-            if self.service.transactions is not None:
+            if self._broker.transactions is not None:
                 await sub.txns.load_if_exists()
 
     # -- transactions (the topic's transaction buffer) ---------------------------------
@@ -161,16 +162,29 @@ class PersistentTopic:
         await self.txn_buffer.end_txn(txn, action, low_watermark)
         self.txn_sends.ended(txn, set(self.txn_buffer.ongoing_transactions()))
 
+    async def end_subscription_txn(
+        self, subscription: str, txn: TxnId, action: TxnAction, low_watermark: int
+    ) -> None:
+        """End ``txn``'s pending acks on ``subscription`` (idempotent).
+
+        Raises:
+            SubscriptionNotFound: the topic has no such subscription.
+        """
+        sub = self.subscriptions.get(subscription)
+        if sub is None:
+            raise SubscriptionNotFound(f"Subscription {subscription} not found on {self.name}")
+        await sub.end_txn(txn, action, low_watermark)
+
     async def check_transactions_recovered(self, txn_enabled: bool) -> None:
         """Producers wait here until the transaction buffer finished recovering."""
         if self.txn_buffer is not None:
             await self.txn_buffer.check_if_recovered(txn_enabled)
 
     async def _load_transaction_buffer(self) -> None:
-        txns = self.service.transactions
-        if txns is None or self.service.is_system_topic(self.topic_name):
+        txns = self._broker.transactions
+        if txns is None or is_system_topic(self.topic_name):
             return
-        tb = txns.new_transaction_buffer(self)
+        tb = txns.new_transaction_buffer(self.ledger, self.topic_name)
         self.txn_buffer = tb
         tb.add_max_read_position_listener(lambda _: self.notify_new_entries())
         await tb.recover()
@@ -374,7 +388,7 @@ class PersistentTopic:
                 cursor = self.ledger.new_non_durable_cursor(
                     self._reader_start(start_message_id, initial_position), name
                 )
-            sub = Subscription(self, name, cursor, durable)
+            sub = Subscription(self, self._broker, name, cursor, durable)
             if consumer.read_compacted and start is not None:
                 # Remembered beside the cursor, which cannot hold a position the topic
                 # no longer has: from the earliest, a compacted reader gets the whole
@@ -389,6 +403,13 @@ class PersistentTopic:
             if not sub.consumers and not sub.durable:
                 self.subscriptions.pop(name, None)
             raise
+        return sub
+
+    def add_durable_subscription(self, name: str, cursor: ManagedCursor) -> Subscription:
+        """Register a durable subscription over ``cursor``, a cursor of this topic's
+        ledger already positioned (admin's create-subscription)."""
+        sub = Subscription(self, self._broker, name, cursor, durable=True)
+        self.subscriptions[name] = sub
         return sub
 
     def _reader_start(self, start: Position | None, initial_position: int) -> Position:
@@ -407,7 +428,7 @@ class PersistentTopic:
         sub.remove_consumer(consumer)
         self.drop_unused_reader_subscription(sub)
 
-    def drop_unused_reader_subscription(self, sub: Subscription) -> None:
+    def drop_unused_reader_subscription(self, sub: ReaderSubscription) -> None:
         """A reader's subscription ends with its last consumer."""
         if sub.durable or sub.consumers:
             return
@@ -459,7 +480,7 @@ class PersistentTopic:
         last message is the compacted ledger's last retained one (Pulsar's rule).
         ``read_compacted=None`` (the asker is unknown) answers like a compacted
         consumer whenever the horizon covers the topic's last message, which is
-        Pulsar's behaviour before it took the consumer into account (#21969).
+        Pulsar's answer when it does not take the consumer into account.
         """
         position, info = await self._last_topic_message()
         horizon = self.compaction.horizon

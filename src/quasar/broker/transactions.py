@@ -14,18 +14,23 @@ Each coordinator's terminated-transaction preserver (PIP-255 idempotent commit/a
 keeps its outcomes in a ``SystemTopicTable`` over the compacted topic
 ``persistent://pulsar/system/__terminated_txn_state_<n>``, keyed by client name, the
 same way transaction-buffer snapshots use ``__transaction_buffer_snapshot``.
+
+The service reaches topics only through ``api.TopicRegistry`` (the broker service), and
+topics reach it only through ``api.TransactionComponents``: it builds their transaction
+buffers and their subscriptions' pending-ack handles.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from quasar.clock import Clock, SystemClock
-from quasar.errors import SubscriptionNotFound
 from quasar.metrics import REGISTRY
-from quasar.protocol import TopicName
+from quasar.protocol.topic_name import TRANSACTION_BUFFER_SNAPSHOT, TopicName
+from quasar.storage.api import ManagedCursor, ManagedLedger
 from quasar.transaction.batched_log import BatchedLogs, BatchedWriteSettings
 from quasar.transaction.buffer import TopicTransactionBuffer, TransactionBufferConfig
 from quasar.transaction.coordinator.config import CoordinatorConfig
@@ -35,20 +40,23 @@ from quasar.transaction.coordinator_registry import (
     ClientTransactions,
     TransactionCoordinatorRegistry,
 )
+from quasar.transaction.pending_ack import (
+    LowWatermarkAbortListener,
+    PendingAckConfig,
+    PendingAckHandle,
+)
+from quasar.transaction.pending_ack.log import pending_ack_writer
 from quasar.transaction.scheduler import AsyncioScheduler
 from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
 
+from .api import LoadedTopic, TopicRegistry
 from .system_table import SystemTopicTable
-
-if TYPE_CHECKING:
-    from .service import BrokerService
-    from .topic import PersistentTopic
 
 log = logging.getLogger(__name__)
 
 TC_ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
-SNAPSHOT_TOPIC = "__transaction_buffer_snapshot"
+SNAPSHOT_TOPIC = TRANSACTION_BUFFER_SNAPSHOT
 # The preserver writes one message per client name per flush, often one per commit;
 # compacting (a new compacted ledger each time) every 1000 writes rather than every
 # 200 keeps that cost off the commit path, and bounds what a coordinator load reads
@@ -76,8 +84,8 @@ class TransactionSettings:
 class LocalTransactionBufferClient:
     """Delivers a coordinator's end decision to topics and subscriptions in this process."""
 
-    def __init__(self, service: BrokerService) -> None:
-        self._service = service
+    def __init__(self, topics: TopicRegistry) -> None:
+        self._topics = topics
 
     async def end_txn_on_partition(
         self, topic: str, txn_id: TxnId, action: TxnAction, low_watermark: int
@@ -94,22 +102,20 @@ class LocalTransactionBufferClient:
         low_watermark: int,
     ) -> None:
         t = await self._topic(topic)
-        sub = t.subscriptions.get(subscription)
-        if sub is None:
-            raise SubscriptionNotFound(f"Subscription {subscription} not found on {topic}")
-        await sub.end_txn(txn_id, action, low_watermark)
+        await t.end_subscription_txn(subscription, txn_id, action, low_watermark)
 
-    async def _topic(self, topic: str):  # type: ignore[no-untyped-def]
+    async def _topic(self, topic: str) -> LoadedTopic:
         # get_topic(create=False) answers a loaded topic from memory and raises
         # TopicNotFound for one that does not exist, without a metadata read per end.
-        return await self._service.get_topic(TopicName.parse(topic), create=False)
+        return await self._topics.get_topic(TopicName.parse(topic), create=False)
 
 
 class TransactionService:
-    """Owns the coordinator registry of this broker."""
+    """Owns the coordinator registry of this broker, and builds the transaction parts
+    of its topics and subscriptions (``api.TransactionComponents``)."""
 
     def __init__(
-        self, service: BrokerService, settings: TransactionSettings, clock: Clock | None = None
+        self, service: TopicRegistry, settings: TransactionSettings, clock: Clock | None = None
     ) -> None:
         self.settings = settings
         self.service = service
@@ -174,14 +180,41 @@ class TransactionService:
         """The admin view of a client name's transactions (``docs/transactions.md``)."""
         return client_transactions_json(await self.registry.client_transactions(client_name))
 
-    def new_transaction_buffer(self, topic: PersistentTopic) -> TopicTransactionBuffer:
+    def new_transaction_buffer(
+        self, ledger: ManagedLedger, topic: TopicName
+    ) -> TopicTransactionBuffer:
         return TopicTransactionBuffer(
-            topic.ledger,
-            topic.name,
-            self.snapshot_table(topic.topic_name.namespace_name),
+            ledger,
+            topic.full,
+            self.snapshot_table(topic.namespace_name),
             self.service.clock,
             self.scheduler,
             self.settings.buffer,
+        )
+
+    def new_pending_ack_handle(
+        self,
+        cursor: ManagedCursor,
+        log_ledger: ManagedLedger,
+        topic: str,
+        subscription: str,
+        *,
+        on_low_watermark_abort: LowWatermarkAbortListener,
+        on_fenced: Callable[[PendingAckHandle], None],
+    ) -> PendingAckHandle:
+        clock = self.service.clock
+        return PendingAckHandle(
+            cursor,
+            log_ledger,
+            topic,
+            subscription,
+            clock,
+            self.scheduler,
+            PendingAckConfig(),
+            on_low_watermark_abort=on_low_watermark_abort,
+            on_fenced=on_fenced,
+            writer=pending_ack_writer(self.batched_logs.pending_ack, log_ledger, topic,
+                                      subscription, self.scheduler, clock),
         )
 
     async def delete_buffer_snapshot(self, name: TopicName) -> None:
@@ -210,9 +243,7 @@ class TransactionService:
         """Record the coordinator-assign partitioned topic (idempotent)."""
         name = TopicName.parse(TC_ASSIGN_TOPIC)
         if self.service.partitions_of(name) == 0:
-            self.service.resources.partitioned_topics.create(
-                TC_ASSIGN_TOPIC, self.coordinator_count
-            )
+            self.service.create_partitioned_topic(name, self.coordinator_count)
 
     async def close(self) -> None:
         REGISTRY.unregister(self.preserver_metrics)

@@ -12,6 +12,11 @@ Tenant, cluster and namespace may contain only ``[A-Za-z0-9_\\-=:.]``; the local
 is everything after the namespace's slash (it may contain further ``/`` in the V1
 form) and must not be empty. A partition of a partitioned topic is named
 ``<topic>-partition-<i>``.
+
+The broker reserves some names for itself: system topics (its transaction logs,
+snapshots and pending-ack logs, and everything in ``pulsar/system``) and system cursors
+(deduplication, compaction and system-table state kept beside a topic). The predicates
+for both live here, beside the names, so every layer answers the same way.
 """
 
 from __future__ import annotations
@@ -22,11 +27,43 @@ from urllib.parse import quote
 
 from quasar.errors import InvalidTopicName
 
-__all__ = ["DEFAULT_NAMESPACE", "DEFAULT_TENANT", "PARTITION_SUFFIX", "TopicName"]
+__all__ = [
+    "COMPACTION_CURSOR",
+    "DEDUP_CURSOR",
+    "DEFAULT_NAMESPACE",
+    "DEFAULT_TENANT",
+    "PARTITION_SUFFIX",
+    "PENDING_ACK_SUFFIX",
+    "SYSTEM_CURSOR_PREFIX",
+    "SYSTEM_NAMESPACE",
+    "SYSTEM_TABLE_CURSOR",
+    "TRANSACTION_BUFFER_SNAPSHOT",
+    "TRANSACTION_LOG_PREFIX",
+    "TopicName",
+    "is_system_cursor",
+    "is_system_topic",
+]
 
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "default"
 PARTITION_SUFFIX = "-partition-"
+# The namespace of the broker's own topics (coordinator assignment and logs, the
+# terminated-transaction tables).
+SYSTEM_NAMESPACE = "pulsar/system"
+# Per-namespace topic holding transaction-buffer snapshots (a compacted table).
+TRANSACTION_BUFFER_SNAPSHOT = "__transaction_buffer_snapshot"
+# Local-name prefix of the coordinators' transaction logs.
+TRANSACTION_LOG_PREFIX = "__transaction_log_"
+# Local-name suffix of a subscription's pending-ack log, ``{topic}-{sub}`` + suffix.
+PENDING_ACK_SUFFIX = "__transaction_pending_ack"
+# Cursors the broker keeps on a topic for its own state: deduplication snapshots
+# ("pulsar." names), compaction (Pulsar's Compactor.COMPACTION_SUBSCRIPTION) and the
+# system-table reader. They are not subscriptions: hidden from stats and listings, and
+# a client may not subscribe under these names.
+SYSTEM_CURSOR_PREFIX = "pulsar."
+DEDUP_CURSOR = "pulsar.dedup"
+COMPACTION_CURSOR = "__compaction"
+SYSTEM_TABLE_CURSOR = "__table"
 _DOMAINS = ("persistent", "non-persistent")
 _NAME_PART = re.compile(r"[A-Za-z0-9_\-=:.]+")
 # The index is the decimal number after the *last* "-partition-"; anything else (a
@@ -193,6 +230,26 @@ class TopicName:
 
     def __str__(self) -> str:
         return self.full
+
+
+def is_system_topic(name: TopicName) -> bool:
+    """True for topics the broker itself writes; they never get a transaction buffer
+    (their entries are never part of a client's transaction)."""
+    local = name.local_name
+    return (
+        name.namespace_name == SYSTEM_NAMESPACE
+        or local.startswith(TRANSACTION_BUFFER_SNAPSHOT)
+        or local.startswith(TRANSACTION_LOG_PREFIX)
+        or PENDING_ACK_SUFFIX in local
+    )
+
+
+def is_system_cursor(name: str) -> bool:
+    """True for the broker's own cursors: dedup snapshots, compaction, system tables."""
+    return name.startswith(SYSTEM_CURSOR_PREFIX) or name in (
+        COMPACTION_CURSOR,
+        SYSTEM_TABLE_CURSOR,
+    )
 
 
 def _partition_index(local: str) -> int:
