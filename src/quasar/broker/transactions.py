@@ -22,9 +22,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client.registry import CollectorRegistry
+
 from quasar.clock import Clock, SystemClock
 from quasar.errors import SubscriptionNotFound
-from quasar.metrics import REGISTRY
 from quasar.protocol import TopicName
 from quasar.transaction.batched_log import BatchedLogs, BatchedWriteSettings
 from quasar.transaction.buffer import TopicTransactionBuffer, TransactionBufferConfig
@@ -109,7 +110,12 @@ class TransactionService:
     """Owns the coordinator registry of this broker."""
 
     def __init__(
-        self, service: BrokerService, settings: TransactionSettings, clock: Clock | None = None
+        self,
+        service: BrokerService,
+        settings: TransactionSettings,
+        clock: Clock | None = None,
+        *,
+        metrics: CollectorRegistry,
     ) -> None:
         self.settings = settings
         self.service = service
@@ -120,7 +126,7 @@ class TransactionService:
         self.scheduler = AsyncioScheduler()
         self.batched_logs = BatchedLogs(
             settings.log_batched_write, settings.pending_ack_batched_write,
-            cluster=service.settings.cluster_name, registry=REGISTRY,
+            cluster=service.settings.cluster_name, registry=metrics,
         )
         self.registry = TransactionCoordinatorRegistry(
             service.ledgers,
@@ -141,7 +147,8 @@ class TransactionService:
             service.settings.cluster_name,
             lambda: [(tc.tc_id, tc.preserver.stats) for tc in self.registry.coordinators()],
         )
-        REGISTRY.register(self.preserver_metrics)
+        self._metrics = metrics
+        metrics.register(self.preserver_metrics)
 
     def snapshot_table(self, namespace: str) -> SystemTopicTable:
         """The namespace's ``__transaction_buffer_snapshot`` table (one per namespace)."""
@@ -215,7 +222,7 @@ class TransactionService:
             )
 
     async def close(self) -> None:
-        REGISTRY.unregister(self.preserver_metrics)
+        self._metrics.unregister(self.preserver_metrics)
         await self.registry.close()
         self.batched_logs.close()
 
