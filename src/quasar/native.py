@@ -76,8 +76,8 @@ def log_native_extensions(log: logging.Logger) -> None:
             log.info("native extension %s is active", ext.module)
         else:
             log.warning(
-                "native extension %s is not available, using the %s: %s",
+                "native extension %s is not available, its Python fallback runs (%s): %s",
                 ext.module,
-                f"Python fallback ({ext.fallback})",
+                ext.fallback,
                 ext.import_error,
             )
