@@ -85,6 +85,7 @@ def _flush_latency_histogram() -> Histogram:
         registry=None,
     )
 
+
 # An entry in memory is its 25 encoded bytes (``preserver_format.encode_entry``): a
 # flush rewrites a client name's whole list, and joining kept bytes costs far less than
 # packing every entry again (a tuple per entry would also cost more memory).
