@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client.registry import CollectorRegistry
 
 from quasar.admin import create_admin_app
 from quasar.broker.resources import PulsarResources
 from quasar.cli.main import main
 from quasar.clock import ManualClock
-from quasar.metrics import REGISTRY
+from quasar.metrics import broker_registry
 from quasar.storage import MemoryManagedLedgerFactory, MemoryMetadataStore
 from quasar.transaction.batched_log import BatchedLogs, BatchedWriteSettings
 
@@ -35,10 +36,15 @@ class Broker:
 
 
 @pytest.fixture
-async def logs() -> AsyncIterator[BatchedLogs]:
+def metrics() -> CollectorRegistry:
+    return broker_registry()
+
+
+@pytest.fixture
+async def logs(metrics: CollectorRegistry) -> AsyncIterator[BatchedLogs]:
     factory = MemoryManagedLedgerFactory(MemoryMetadataStore(), clock=ManualClock())
     logs = BatchedLogs(BatchedWriteSettings(), BatchedWriteSettings(enabled=True),
-                       cluster="standalone", registry=REGISTRY)
+                       cluster="standalone", registry=metrics)
     ledgers = [await factory.open(f"t/ns/persistent/log{i}") for i in range(3)]
     writers = [
         logs.coordinator.new_writer(ledgers[0], "0", bytes),
@@ -54,8 +60,8 @@ async def logs() -> AsyncIterator[BatchedLogs]:
 
 
 @pytest.fixture
-async def client(logs: BatchedLogs) -> AsyncIterator[Client]:
-    app = create_admin_app(Broker(logs))  # type: ignore[arg-type]
+async def client(logs: BatchedLogs, metrics: CollectorRegistry) -> AsyncIterator[Client]:
+    app = create_admin_app(Broker(logs), metrics=metrics)  # type: ignore[arg-type]
     async with TestClient(TestServer(app)) as c:
         yield c
 

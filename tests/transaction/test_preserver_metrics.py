@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from quasar.metrics import Registry, render
+from prometheus_client import generate_latest
+from prometheus_client.registry import CollectorRegistry
+
 from quasar.transaction.coordinator.preserver import PreserverStats
 from quasar.transaction.coordinator.preserver_metrics import PreserverMetrics
 
@@ -10,12 +12,12 @@ from quasar.transaction.coordinator.preserver_metrics import PreserverMetrics
 def test_exposition_per_coordinator() -> None:
     a, b = PreserverStats(), PreserverStats()
     a.entries, a.client_names, a.appends, a.flushes, a.expirations = 5, 2, 7, 3, 2
-    a.flush_latency.observe(3.0)
-    a.flush_latency.observe(40_000.0)
+    a.flush_latency.observe(0.003)
+    a.flush_latency.observe(40.0)
     b.trimmed = 4
-    registry = Registry()
+    registry = CollectorRegistry()
     registry.register(PreserverMetrics("standalone", lambda: [(1, b), (0, a)]))
-    text = render(registry)
+    text = generate_latest(registry).decode()
     lines = set(text.splitlines())
     zero = 'cluster="standalone",coordinator_id="0"'
     one = 'cluster="standalone",coordinator_id="1"'
@@ -34,7 +36,7 @@ def test_exposition_per_coordinator() -> None:
 
 
 def test_no_coordinator_loaded_exports_only_headers() -> None:
-    registry = Registry()
+    registry = CollectorRegistry()
     registry.register(PreserverMetrics("c", lambda: []))
-    text = render(registry)
+    text = generate_latest(registry).decode()
     assert "pulsar_txn_tc_preserver_entries{" not in text

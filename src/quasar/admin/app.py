@@ -12,12 +12,14 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from prometheus_client.registry import CollectorRegistry
 
 from quasar.admin import namespaces, tenants, topics, transactions, txn_batch_log
 from quasar.admin.api import AdminBroker
 from quasar.admin.errors import error_body
 from quasar.admin.http import BROKER_KEY
 from quasar.errors import QuasarError
+from quasar.metrics import broker_registry
 from quasar.metrics import http as metrics_http
 
 __all__ = ["create_admin_app"]
@@ -57,16 +59,22 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
         )
 
 
-def create_admin_app(broker: AdminBroker) -> web.Application:
+def create_admin_app(
+    broker: AdminBroker, *, metrics: CollectorRegistry | None = None
+) -> web.Application:
     """Build the aiohttp application serving Pulsar's ``/admin/v2`` subset.
 
     Run it with ``aiohttp.web.AppRunner`` on ``webServicePort``; routes are listed in
-    ``docs/admin.md``.
+    ``docs/admin.md``. ``GET /metrics`` serves ``metrics``, the broker's registry;
+    without one it serves a new ``broker_registry()`` (process series only).
     """
     app = web.Application(
         middlewares=[_errors_as_json], client_max_size=REQUEST_BYTES_MAX
     )
     app[BROKER_KEY] = broker
+    app[metrics_http.METRICS_REGISTRY_KEY] = (
+        broker_registry() if metrics is None else metrics
+    )
     app.add_routes(tenants.routes)
     app.add_routes(namespaces.routes)
     app.add_routes(topics.routes)

@@ -27,8 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from prometheus_client.registry import CollectorRegistry
+
 from quasar.clock import Clock, SystemClock
-from quasar.metrics import REGISTRY
 from quasar.protocol.topic_name import TRANSACTION_BUFFER_SNAPSHOT, TopicName
 from quasar.storage.api import ManagedCursor, ManagedLedger
 from quasar.transaction.batched_log import BatchedLogs, BatchedWriteSettings
@@ -115,7 +116,12 @@ class TransactionService:
     of its topics and subscriptions (``api.TransactionComponents``)."""
 
     def __init__(
-        self, service: TopicRegistry, settings: TransactionSettings, clock: Clock | None = None
+        self,
+        service: TopicRegistry,
+        settings: TransactionSettings,
+        clock: Clock | None = None,
+        *,
+        metrics: CollectorRegistry,
     ) -> None:
         self.settings = settings
         self.service = service
@@ -126,7 +132,7 @@ class TransactionService:
         self.scheduler = AsyncioScheduler()
         self.batched_logs = BatchedLogs(
             settings.log_batched_write, settings.pending_ack_batched_write,
-            cluster=service.settings.cluster_name, registry=REGISTRY,
+            cluster=service.settings.cluster_name, registry=metrics,
         )
         self.registry = TransactionCoordinatorRegistry(
             service.ledgers,
@@ -147,7 +153,8 @@ class TransactionService:
             service.settings.cluster_name,
             lambda: [(tc.tc_id, tc.preserver.stats) for tc in self.registry.coordinators()],
         )
-        REGISTRY.register(self.preserver_metrics)
+        self._metrics = metrics
+        metrics.register(self.preserver_metrics)
 
     def snapshot_table(self, namespace: str) -> SystemTopicTable:
         """The namespace's ``__transaction_buffer_snapshot`` table (one per namespace)."""
@@ -246,7 +253,7 @@ class TransactionService:
             self.service.create_partitioned_topic(name, self.coordinator_count)
 
     async def close(self) -> None:
-        REGISTRY.unregister(self.preserver_metrics)
+        self._metrics.unregister(self.preserver_metrics)
         await self.registry.close()
         self.batched_logs.close()
 

@@ -4,6 +4,7 @@ Subcommands::
 
     quasar standalone [--config FILE] [--data-dir DIR] [--port N] [--http-port N]
                       [--advertised-address HOST] [--set KEY=VALUE ...]
+    quasar standalone --version   the version and which native extensions are active
     quasar config     [--config FILE] [--set KEY=VALUE ...]   print the effective config
     quasar admin ...  (see quasar.cli.admin)
     quasar perf ...   (the benchmark tool, quasar.perf.main)
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import importlib.metadata
 import inspect
 import os
 import sys
@@ -27,6 +29,7 @@ from typing import Any
 from quasar.cli.admin import add_admin_parser, run_admin
 from quasar.cli.logs import LOG_LEVELS, configure_logging
 from quasar.config import ServiceConfiguration
+from quasar.native import status_lines
 
 __all__ = ["build_parser", "main", "standalone_config"]
 
@@ -107,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--advertised-address", metavar="HOST", help="advertisedAddress"
     )
     standalone.add_argument("--bind-address", metavar="HOST", help="bindAddress")
+    standalone.add_argument(
+        "--version",
+        action="store_true",
+        help="print the version and which native extensions are active, then exit",
+    )
 
     config = commands.add_parser(
         "config", parents=[common], help="print the effective configuration"
@@ -161,7 +169,19 @@ def _import_optional(name: str, what: str) -> ModuleType | None:
         return None
 
 
+def version_text() -> str:
+    """``quasar <version>`` and one line per optional C extension (``quasar.native``)."""
+    try:
+        version = importlib.metadata.version("quasar-broker")
+    except importlib.metadata.PackageNotFoundError:
+        version = "(version unknown: the quasar-broker distribution is not installed)"
+    return "\n".join([f"quasar {version}", *status_lines()]) + "\n"
+
+
 def _run_standalone(args: argparse.Namespace) -> int:
+    if args.version:
+        sys.stdout.write(version_text())
+        return 0
     try:
         config = standalone_config(args)
     except (ValueError, OSError) as exc:

@@ -1,34 +1,16 @@
-"""Broker metrics: a small Prometheus registry and its text exposition.
+"""Broker metrics on ``GET /metrics``, built on ``prometheus_client``.
 
-``REGISTRY`` is the process's registry, served at ``GET /metrics`` on the HTTP
-(admin) port. Components register their collectors there when they start and
-unregister them when they close; tests build their own ``Registry``.
+Each broker owns one ``CollectorRegistry`` (``broker_registry()``), so several
+brokers in one process (tests) never share series. Components add *collectors* to
+it: objects whose ``collect()`` reads their state at scrape time and yields
+``prometheus_client`` metric families, so nothing is mirrored on the hot path.
+``exposition`` answers a scrape in the format its ``Accept`` header asks for.
 """
 
 from __future__ import annotations
 
-from .exposition import CONTENT_TYPE, render
-from .registry import (
-    Collector,
-    Counter,
-    Gauge,
-    Histogram,
-    MetricFamily,
-    Registry,
-    Sample,
-)
+from .exposition import exposition
+from .native import NativeExtensionsCollector
+from .registry import broker_registry
 
-REGISTRY = Registry()
-
-__all__ = [
-    "CONTENT_TYPE",
-    "REGISTRY",
-    "Collector",
-    "Counter",
-    "Gauge",
-    "Histogram",
-    "MetricFamily",
-    "Registry",
-    "Sample",
-    "render",
-]
+__all__ = ["NativeExtensionsCollector", "broker_registry", "exposition"]

@@ -1,45 +1,17 @@
-"""The Prometheus text exposition format, version 0.0.4.
+"""One scrape's body and content type, negotiated on the ``Accept`` header.
 
-::
-
-    # HELP <name> <help, with \\ and newline escaped>
-    # TYPE <name> counter|gauge|histogram|untyped
-    <sample name>{<label>="<value, with \\ " and newline escaped>",...} <value>
-
-One HELP and one TYPE line per family, then its samples; the output ends with a
-newline. Histogram samples are ``_bucket`` (cumulative, ``le`` last among the labels,
-ending with ``+Inf``), ``_sum`` and ``_count``.
+A scraper that asks for ``application/openmetrics-text`` (Prometheus does by default)
+gets OpenMetrics; anything else gets the Prometheus text format 0.0.4. The choice is
+``prometheus_client.exposition.choose_encoder``'s, so it follows the library.
 """
 
 from __future__ import annotations
 
-from .registry import MetricFamily, Registry, format_value
-
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
 
 
-def _escape_label(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def render_families(families: list[MetricFamily]) -> str:
-    lines: list[str] = []
-    for family in families:
-        lines.append(f"# HELP {family.name} {_escape_help(family.help)}")
-        lines.append(f"# TYPE {family.name} {family.type}")
-        for s in family.samples:
-            if s.labels:
-                labels = ",".join(f'{k}="{_escape_label(v)}"' for k, v in s.labels)
-                lines.append(f"{s.name}{{{labels}}} {format_value(s.value)}")
-            else:
-                lines.append(f"{s.name} {format_value(s.value)}")
-    return "\n".join(lines) + "\n" if lines else ""
-
-
-def render(registry: Registry) -> str:
-    """Everything ``registry`` collects, as one text exposition."""
-    return render_families(registry.collect())
+def exposition(registry: Collector, accept: str | None) -> tuple[bytes, str]:
+    """``(body, content type)`` of everything ``registry`` collects now."""
+    encode, content_type = choose_encoder(accept or "")
+    return encode(registry), content_type

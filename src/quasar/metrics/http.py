@@ -1,17 +1,20 @@
-"""``GET /metrics``: the process registry in the Prometheus text format (0.0.4)."""
+"""``GET /metrics``: the broker's registry, in the format the scraper accepts."""
 
 from __future__ import annotations
 
 from aiohttp import web
+from prometheus_client.registry import CollectorRegistry
 
-from . import REGISTRY
-from .exposition import CONTENT_TYPE, render
+from .exposition import exposition
+
+METRICS_REGISTRY_KEY = web.AppKey("quasar.metrics.registry", CollectorRegistry)
 
 routes = web.RouteTableDef()
 
 
 @routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
-    return web.Response(
-        body=render(REGISTRY).encode(), headers={"Content-Type": CONTENT_TYPE}
+    body, content_type = exposition(
+        request.app[METRICS_REGISTRY_KEY], request.headers.get("Accept")
     )
+    return web.Response(body=body, headers={"Content-Type": content_type})

@@ -35,10 +35,15 @@ from quasar.errors import LocalProtocolError, RemoteProtocolError
 from ._generated import pulsar_api_pb2 as pb
 from ._wire import U32, BytesLike, parse_message, varint
 
+# The extension is optional (setup.py builds it when a C compiler is there). Without
+# it split_batch runs in Python; the reason is kept so that quasar.native can report
+# which path runs.
+BATCHSPLIT_IMPORT_ERROR: ImportError | None = None
 try:
     from . import _batchsplit
-except ImportError:  # not compiled (no C compiler at install): the Python path
+except ImportError as exc:
     _batchsplit = None  # type: ignore[assignment]
+    BATCHSPLIT_IMPORT_ERROR = exc
 
 __all__ = ["build_batch", "encode_plain_batch", "parse_batch", "split_batch"]
 

@@ -25,6 +25,8 @@ from quasar.broker.entry_info import info_capacity
 from quasar.broker.service import BrokerService, BrokerSettings
 from quasar.broker.transactions import TransactionService, TransactionSettings
 from quasar.config import BatchedWriteConfig, ServiceConfiguration
+from quasar.metrics import broker_registry
+from quasar.native import log_native_extensions
 from quasar.transaction.batched_log import BatchedWriteSettings
 from quasar.transaction.buffer import TransactionBufferConfig
 
@@ -82,6 +84,8 @@ class Standalone:
         self._stopped = asyncio.Event()
         self._store: Any = None
         self._ledgers: Any = None
+        # This broker's /metrics (not prometheus_client's process-global default).
+        self.metrics = broker_registry()
 
     def _on_fatal(self, exc: BaseException) -> None:
         log.critical("fatal storage error, stopping without retry: %s", exc)
@@ -91,6 +95,7 @@ class Standalone:
     async def start(self) -> None:
         from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
 
+        log_native_extensions(log)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         journal = self.config.journal
         self._store = SqliteMetadataStore(str(self.data_dir / "metadata.db"))
@@ -158,6 +163,7 @@ class Standalone:
                     txn.transaction_pending_ack_batched_write
                 ),
             ),
+            metrics=self.metrics,
         )
         service.create_assign_topic()
         self.service.transactions = service
@@ -172,7 +178,7 @@ class Standalone:
             log.warning("admin API unavailable: %s", e)
             return
         assert self.service is not None
-        app = create_admin_app(AdminAdapter(self.service))
+        app = create_admin_app(AdminAdapter(self.service), metrics=self.metrics)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, bind, self.settings.web_service_port, reuse_address=True)

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from prometheus_client.registry import CollectorRegistry
 
 from quasar.errors import PersistenceError, TransactionCoordinatorNotFound
-from quasar.metrics import Registry
 from quasar.protocol.ack_set import unacked_indexes
 from quasar.storage.api import ManagedLedger
 from quasar.transaction import CoordinatorConfig, TransactionCoordinator
@@ -30,7 +30,7 @@ COMMIT = TxnAction.COMMIT
 
 def _logs(enabled: bool, **kw: Any) -> BatchedLogs:
     settings = BatchedWriteSettings(enabled=enabled, max_delay_ms=kw.pop("max_delay_ms", 1), **kw)
-    return BatchedLogs(settings, BatchedWriteSettings(), cluster="test", registry=Registry())
+    return BatchedLogs(settings, BatchedWriteSettings(), cluster="test", registry=CollectorRegistry())
 
 
 def _config(logs: BatchedLogs) -> CoordinatorConfig:

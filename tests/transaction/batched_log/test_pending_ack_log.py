@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from prometheus_client.registry import CollectorRegistry
 
 from quasar.errors import ServiceNotReady
-from quasar.metrics import Registry
 from quasar.protocol.ack_set import unacked_indexes
 from quasar.storage.api import ManagedLedger
 from quasar.transaction.batched_log import (
@@ -32,7 +32,7 @@ T = TypeVar("T")
 def _control(enabled: bool) -> BatchedLogControl:
     settings = BatchedWriteSettings(enabled=enabled, max_delay_ms=1)
     return BatchedLogs(BatchedWriteSettings(), settings, cluster="test",
-                       registry=Registry()).pending_ack
+                       registry=CollectorRegistry()).pending_ack
 
 
 class BatchedPaEnv(PaEnv):

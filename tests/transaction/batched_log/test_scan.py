@@ -6,8 +6,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from prometheus_client.registry import CollectorRegistry
 
-from quasar.metrics import Registry
 from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
 from quasar.transaction.batched_log import (
     BatchedLogs,
@@ -25,7 +25,7 @@ async def _write(data: Path, batched: bool, records: int) -> list[LogPosition]:
     store = SqliteMetadataStore(str(data / "metadata.db"))
     factory = FileManagedLedgerFactory(str(data / "ledgers"), store)
     logs = BatchedLogs(BatchedWriteSettings(enabled=batched, max_records=records),
-                       BatchedWriteSettings(), cluster="c", registry=Registry())
+                       BatchedWriteSettings(), cluster="c", registry=CollectorRegistry())
     ml = await factory.open(transaction_log_ledger_name(0))
     log = TransactionLog(ml, batched_log=logs.coordinator, name="0")
     log.open()

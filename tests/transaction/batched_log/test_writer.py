@@ -6,9 +6,10 @@ import asyncio
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.registry import CollectorRegistry
 
 from quasar.errors import ManagedLedgerClosed, PersistenceError
-from quasar.metrics import Registry, render
 from quasar.storage.api import ManagedLedger
 from quasar.transaction.batched_log import (
     BatchedWriteSettings,
@@ -101,10 +102,10 @@ async def test_records_threshold_alone(wenv: Env) -> None:
     await settle()
     assert [f.done() for f in futures] == [True] * 6 + [False]
     assert w.buffered == 1
-    assert metrics.triggers[_trigger("RECORDS")].labels("c", "0").value == 2
+    assert metrics.child("c", "0").triggers[_trigger("RECORDS")] == 2
     await wenv.sched.advance(10)
     assert futures[6].result().batch_size == 1
-    assert metrics.triggers[_trigger("DELAY")].labels("c", "0").value == 1
+    assert metrics.child("c", "0").triggers[_trigger("DELAY")] == 1
 
 
 async def test_size_threshold_alone(wenv: Env) -> None:
@@ -115,8 +116,8 @@ async def test_size_threshold_alone(wenv: Env) -> None:
     futures = [w.append(_rec(i, pad=25)) for i in range(4)]  # 4 * ~30 >= 100
     await settle()
     assert all(f.done() for f in futures[:4]) and wenv.ledger.number_of_entries == 1
-    assert metrics.triggers[_trigger("SIZE")].labels("c", "0").value == 1
-    assert metrics.triggers[_trigger("RECORDS")].labels("c", "0").value == 0
+    assert metrics.child("c", "0").triggers[_trigger("SIZE")] == 1
+    assert metrics.child("c", "0").triggers[_trigger("RECORDS")] == 0
 
 
 async def test_delay_threshold_alone_counts_from_the_first_record(wenv: Env) -> None:
@@ -129,9 +130,13 @@ async def test_delay_threshold_alone_counts_from_the_first_record(wenv: Env) -> 
     assert not first.done() and wenv.ledger.number_of_entries == 0
     await wenv.sched.advance(1)  # 5 ms after the first record, not the second
     assert first.result().batch_size == 2 and second.result().batch_index == 1
-    assert metrics.triggers[_trigger("DELAY")].labels("c", "0").value == 1
-    delay = metrics.oldest_record_delay.labels("c", "0")
-    assert delay.count == 1 and delay.sum == pytest.approx(0.005)
+    assert metrics.child("c", "0").triggers[_trigger("DELAY")] == 1
+    registry = CollectorRegistry()
+    registry.register(metrics)
+    delay = "pulsar_txn_tc_batched_log_oldest_record_delay_time_seconds"
+    labels = {"cluster": "c", "coordinator_id": "0"}
+    assert registry.get_sample_value(f"{delay}_count", labels) == 1
+    assert registry.get_sample_value(f"{delay}_sum", labels) == pytest.approx(0.005)
     # An empty buffer arms no timer: nothing runs until the next record.
     assert wenv.sched.pending() == 0
 
@@ -151,7 +156,7 @@ async def test_large_record_flushes_the_buffer_then_goes_alone(wenv: Env) -> Non
     data = await _entries(wenv.ledger)
     assert [is_batched_entry(d) for d in data] == [True, False, True]
     assert data[1] == big
-    assert metrics.triggers[_trigger("FORCE")].labels("c", "0").value == 1
+    assert metrics.child("c", "0").triggers[_trigger("FORCE")] == 1
 
 
 async def test_many_records_keep_order(wenv: Env) -> None:
@@ -230,7 +235,7 @@ async def test_switching_off_writes_the_buffer_first(wenv: Env) -> None:
 
 
 async def test_metrics_values(wenv: Env) -> None:
-    registry = Registry()
+    registry = CollectorRegistry()
     metrics = coordinator_log_metrics()
     registry.register(metrics)
     w = _writer(wenv, stats=metrics.child("standalone", "3"), max_records=3, max_delay_ms=2)
@@ -239,7 +244,7 @@ async def test_metrics_values(wenv: Env) -> None:
     await wenv.sched.advance(0)
     w.append(_rec(3))
     await wenv.sched.advance(2)  # by delay, one record, 2 ms old
-    text = render(registry)
+    text = generate_latest(registry).decode()
     labels = 'cluster="standalone",coordinator_id="3"'
     p = "pulsar_txn_tc_batched_log"
     size_of_3 = len((await _entries(wenv.ledger))[0])

@@ -16,10 +16,15 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+# The extension is optional (setup.py builds it when a C compiler is there). Without
+# it every file gets its own os.pwrite/os.fdatasync call; the reason is kept so that
+# quasar.native can report which path runs.
+SYNCIO_IMPORT_ERROR: ImportError | None = None
 try:
     from quasar.storage.file import _syncio
-except ImportError:  # not compiled (no C compiler at install): plain os calls
+except ImportError as exc:
     _syncio = None  # type: ignore[assignment]
+    SYNCIO_IMPORT_ERROR = exc
 
 
 class OsDisk:

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
 
+from prometheus_client.registry import CollectorRegistry
+
 from quasar.clock import Clock
-from quasar.metrics import Registry
 from quasar.storage.api import ManagedLedger
 
 from ..scheduler import Scheduler
@@ -103,7 +104,7 @@ class BatchedLogs:
         pending_ack_settings: BatchedWriteSettings,
         *,
         cluster: str,
-        registry: Registry | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.coordinator = BatchedLogControl(
             log_settings, coordinator_log_metrics(), cluster=cluster, per_writer_labels=True

@@ -46,9 +46,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
+from prometheus_client import Histogram
+
 from quasar.clock import Clock
 from quasar.errors import CorruptRecordError, TransactionPreserverClosed
-from quasar.metrics.registry import HistogramChild
 
 from ..buffer.snapshot_store import MemorySnapshotStore
 from ..scheduler import Scheduler, TimerHandle
@@ -67,10 +68,23 @@ log = logging.getLogger(__name__)
 
 TERMINATED_TXN_STATE_PREFIX = "__terminated_txn_state_"
 
-#: Upper bounds (ms) of the flush latency histogram; one more bucket counts the rest.
-FLUSH_LATENCY_BUCKETS_MS: tuple[float, ...] = (
-    1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000,
+#: Upper bounds (s) of the flush latency histogram; one more bucket counts the rest.
+FLUSH_LATENCY_BUCKETS_S: tuple[float, ...] = (
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )
+FLUSH_LATENCY_METRIC = "pulsar_txn_tc_preserver_flush_latency_seconds"
+
+
+def _flush_latency_histogram() -> Histogram:
+    # Not registered anywhere: preserver_metrics.PreserverMetrics reads it and adds the
+    # coordinator's labels at scrape time.
+    return Histogram(
+        FLUSH_LATENCY_METRIC,
+        "Duration of a preserver flush round",
+        buckets=FLUSH_LATENCY_BUCKETS_S,
+        registry=None,
+    )
+
 
 # An entry in memory is its 25 encoded bytes (``preserver_format.encode_entry``): a
 # flush rewrites a client name's whole list, and joining kept bytes costs far less than
@@ -146,10 +160,8 @@ class PreserverStats:
     expirations: int = 0  # dropped because older than persist_time_ms
     restored: int = 0  # entries loaded when the coordinator started
     corrupt: int = 0  # stored values that could not be decoded (dropped)
-    # Flush-round durations in ms (metrics export them in seconds).
-    flush_latency: HistogramChild = field(
-        default_factory=lambda: HistogramChild(FLUSH_LATENCY_BUCKETS_MS)
-    )
+    # Flush-round durations in seconds.
+    flush_latency: Histogram = field(default_factory=_flush_latency_histogram)
 
 
 class _State(Enum):
@@ -536,7 +548,7 @@ class TerminatedTxnPreserver:
         if writes:
             self.stats.flushes += 1
             self.stats.messages_written += len(writes)
-            self.stats.flush_latency.observe(self._clock.monotonic_ms() - started)
+            self.stats.flush_latency.observe((self._clock.monotonic_ms() - started) / 1000.0)
         for name, change in batch.items():
             if self._dirty.get(name) == change:
                 del self._dirty[name]

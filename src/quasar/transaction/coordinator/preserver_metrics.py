@@ -1,8 +1,8 @@
 """``pulsar_txn_tc_preserver_*``: the terminated-transaction preservers, per coordinator.
 
-A collector for ``quasar.metrics.Registry`` that reads each loaded coordinator's
+A ``prometheus_client`` collector that reads each loaded coordinator's
 ``PreserverStats`` at scrape time (nothing is mirrored on the hot path). Labels:
-``cluster`` and ``coordinator_id``. PR #20356 of the PIP exported only
+``cluster`` and ``coordinator_id``. Pulsar's implementation of the PIP exports only
 ``pulsar_txn_preserver_produce_latency``; quasar's flush latency histogram is the same
 measurement (one round of writes to ``__terminated_txn_state_{tcId}``), in seconds.
 
@@ -24,15 +24,15 @@ pulsar_txn_tc_preserver_flush_latency_seconds     histogram  duration of a flush
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
-from quasar.metrics import MetricFamily, Sample
-from quasar.metrics.registry import format_value
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
-from .preserver import PreserverStats
+from .preserver import FLUSH_LATENCY_METRIC, PreserverStats
 
 PREFIX = "pulsar_txn_tc_preserver"
+LABELS = ("cluster", "coordinator_id")
 
 _GAUGES = (
     ("entries", "entries", "Terminated transactions the coordinator's preserver holds"),
@@ -52,7 +52,7 @@ _COUNTERS = (
 )
 
 
-class PreserverMetrics:
+class PreserverMetrics(Collector):
     """Collector over ``preservers()``: ``(coordinator id, stats)`` of each loaded one."""
 
     def __init__(
@@ -61,34 +61,25 @@ class PreserverMetrics:
         self._cluster = cluster
         self._preservers = preservers
 
-    def collect(self) -> list[MetricFamily]:
-        families: dict[str, MetricFamily] = {}
-
-        def family(suffix: str, kind: str, help_: str) -> MetricFamily:
-            name = f"{PREFIX}_{suffix}"
-            if name not in families:
-                families[name] = MetricFamily(name, kind, help_)
-            return families[name]
-
-        for suffix, _, help_ in _GAUGES:
-            family(suffix, "gauge", help_)
-        for suffix, _, help_ in _COUNTERS:
-            family(suffix, "counter", help_)
-        latency = family("flush_latency_seconds", "histogram", "Duration of a preserver flush round")
-        for tc_id, stats in sorted(self._preservers(), key=lambda p: p[0]):
-            labels = (("cluster", self._cluster), ("coordinator_id", str(tc_id)))
-            for suffix, attr, _ in (*_GAUGES, *_COUNTERS):
-                family(suffix, "", "").samples.append(
-                    Sample(f"{PREFIX}_{suffix}", labels, float(getattr(stats, attr)))
-                )
-            hist = stats.flush_latency
-            cumulative = 0
-            for bound_ms, n in zip((*hist.bounds, math.inf), hist.counts, strict=True):
-                cumulative += n
-                le = format_value(bound_ms / 1000.0)
-                latency.samples.append(
-                    Sample(f"{latency.name}_bucket", (*labels, ("le", le)), float(cumulative))
-                )
-            latency.samples.append(Sample(f"{latency.name}_sum", labels, hist.sum / 1000.0))
-            latency.samples.append(Sample(f"{latency.name}_count", labels, float(hist.count)))
-        return list(families.values())
+    def collect(self) -> Iterator[Metric]:
+        preservers = sorted(self._preservers(), key=lambda p: p[0])
+        for suffix, attr, help_ in _GAUGES:
+            gauge = GaugeMetricFamily(f"{PREFIX}_{suffix}", help_, labels=LABELS)
+            for tc_id, stats in preservers:
+                gauge.add_metric([self._cluster, str(tc_id)], float(getattr(stats, attr)))
+            yield gauge
+        for suffix, attr, help_ in _COUNTERS:
+            counter = CounterMetricFamily(f"{PREFIX}_{suffix}", help_, labels=LABELS)
+            for tc_id, stats in preservers:
+                counter.add_metric([self._cluster, str(tc_id)], float(getattr(stats, attr)))
+            yield counter
+        latency = Metric(FLUSH_LATENCY_METRIC, "Duration of a preserver flush round",
+                         "histogram")
+        for tc_id, stats in preservers:
+            labels = {"cluster": self._cluster, "coordinator_id": str(tc_id)}
+            for family in stats.flush_latency.collect():
+                for s in family.samples:
+                    # ``_created`` is an OpenMetrics extra that Pulsar does not export.
+                    if not s.name.endswith("_created"):
+                        latency.add_sample(s.name, {**labels, **s.labels}, s.value)
+        yield latency
