@@ -125,15 +125,15 @@ async def test_metrics_route(client: Client) -> None:
         "pulsar_txn_tc_batched_log_records_count_per_entry",
         "pulsar_txn_tc_batched_log_entry_size_bytes",
         "pulsar_txn_tc_batched_log_oldest_record_delay_time_seconds",
-        "pulsar_txn_tc_batched_log_triggering_count_by_records",
-        "pulsar_txn_tc_batched_log_triggering_count_by_size",
-        "pulsar_txn_tc_batched_log_triggering_count_by_delay_time",
-        "pulsar_txn_tc_batched_log_triggering_count_by_force",
+        "pulsar_txn_tc_batched_log_triggering_count_by_records_total",
+        "pulsar_txn_tc_batched_log_triggering_count_by_size_total",
+        "pulsar_txn_tc_batched_log_triggering_count_by_delay_time_total",
+        "pulsar_txn_tc_batched_log_triggering_count_by_force_total",
         "pulsar_pending_ack_batched_log_records_count_per_entry",
-        "pulsar_pending_ack_batched_log_triggering_count_by_force",
+        "pulsar_pending_ack_batched_log_triggering_count_by_force_total",
     ):
         assert f"# TYPE {name} " in text
-    assert ('pulsar_txn_tc_batched_log_triggering_count_by_records'
+    assert ('pulsar_txn_tc_batched_log_triggering_count_by_records_total'
             '{cluster="standalone",coordinator_id="1"} 0.0') in text
     assert ('pulsar_pending_ack_batched_log_records_count_per_entry_bucket'
             '{cluster="standalone",le="+Inf"} 0.0') in text

@@ -84,7 +84,7 @@ def test_both_formats_parse_with_the_same_series() -> None:
 
     text_names = names(parse_text(text.decode()))
     assert text_names == names(parse_openmetrics(om.decode()))
-    assert "pulsar_txn_tc_batched_log_triggering_count_by_records" in text_names
+    assert "pulsar_txn_tc_batched_log_triggering_count_by_records_total" in text_names
     assert "pulsar_txn_tc_preserver_appends_total" in text_names
     assert "quasar_txn_tc_log_records_written_total" in text_names
 
@@ -217,19 +217,21 @@ def test_pip160_families() -> None:
                        "102400.0", "1.232896e+06", "+Inf"]
     names = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")}
     for prefix in ("pulsar_txn_tc", "pulsar_pending_ack"):
-        # The triggering counts keep Pulsar's names, which lack the ``_total`` that
-        # both exposition formats require of a counter: they are exported untyped.
+        # The triggering counts are counters: in the text format 0.0.4 the family and
+        # its samples carry ``_total``, as Prometheus client libraries write counters.
         for suffix, kind in (
             ("records_count_per_entry", "histogram"),
             ("entry_size_bytes", "histogram"),
             ("oldest_record_delay_time_seconds", "histogram"),
-            ("triggering_count_by_records", "untyped"),
-            ("triggering_count_by_size", "untyped"),
-            ("triggering_count_by_delay_time", "untyped"),
-            ("triggering_count_by_force", "untyped"),
+            ("triggering_count_by_records", "counter"),
+            ("triggering_count_by_size", "counter"),
+            ("triggering_count_by_delay_time", "counter"),
+            ("triggering_count_by_force", "counter"),
         ):
             name = f"{prefix}_batched_log_{suffix}"
+            if kind == "counter":
+                name += "_total"
             assert name in names
             assert f"# TYPE {name} {kind}" in text
-    assert ('pulsar_txn_tc_batched_log_triggering_count_by_records'
+    assert ('pulsar_txn_tc_batched_log_triggering_count_by_records_total'
             '{cluster="standalone",coordinator_id="0"} 0.0') in text

@@ -14,9 +14,9 @@ with batching off).
 
 ``BatchedLogMetrics`` is a ``prometheus_client`` collector. The histograms are the
 library's; the counts are plain integers of each writer's ``BatchedLogStats``, read
-at scrape time. The four ``triggering_count_by_*`` series keep their names, which do
-not end in ``_total``: the exposition formats give the type ``counter`` only to
-series that do, so these are typed ``unknown`` (``untyped`` in the text format 0.0.4).
+at scrape time. The four ``triggering_count_by_*`` families are counters, exposed as
+Pulsar's Prometheus client exposes them: ``# TYPE {name} counter`` and one sample
+``{name}_total`` per label set.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from enum import Enum
 
 from prometheus_client import Histogram
-from prometheus_client.core import CounterMetricFamily, Metric, UnknownMetricFamily
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 RECORDS_PER_ENTRY_BUCKETS = (10, 50, 100, 200, 500, 1000)
@@ -117,7 +117,7 @@ class BatchedLogMetrics(Collector):
                 yield family
         stats = sorted(self._stats.items())
         for trigger in Trigger:
-            by_trigger = UnknownMetricFamily(
+            by_trigger = CounterMetricFamily(
                 f"{self._prefix}_triggering_count_by_{trigger.value}",
                 _TRIGGER_HELP[trigger].format(what=self._what),
                 labels=self.labelnames,
