@@ -29,7 +29,7 @@ import pytest
 
 from quasar.testing.process import free_port
 
-from .fake_broker import FakeBroker
+from ..fakes.broker import FakeBroker
 
 STARTUP_TIMEOUT_S = 30.0
 

@@ -15,7 +15,7 @@ from quasar.client.message_id import MessageId
 from quasar.errors import Timeout
 from quasar.protocol import pb
 
-from .fake_broker import FakeBroker
+from ..fakes.broker import FakeBroker
 
 T = pb.BaseCommand
 TOPIC = "persistent://public/default/fake"

@@ -24,7 +24,7 @@ from quasar.client.exceptions import (
 from quasar.client.memory_limit import DEFAULT_MEMORY_LIMIT_BYTES, MemoryLimit
 from quasar.client.send_pipe import HANDOFF_SLOTS
 
-from .fake_broker import FakeBroker
+from ..fakes.broker import FakeBroker
 from .test_fake_broker import wait_for
 
 KIB = 1024

@@ -40,7 +40,7 @@ from quasar.errors import (
 )
 from quasar.protocol import parse_batch, parse_entry, pb
 
-from .fake_broker import TC_ASSIGN, FakeBroker
+from ..fakes.broker import TC_ASSIGN, FakeBroker
 
 T = pb.BaseCommand
 S = TransactionState

@@ -3,8 +3,6 @@ against the fake broker running on its own event-loop thread."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,47 +12,21 @@ import pytest
 import quasar.client as pulsar
 from quasar.protocol import pb
 
-from .fake_broker import FakeBroker
+from ..fakes.threaded import ThreadedFakeBroker
 
 T = pb.BaseCommand
 
 
-class ThreadedFake:
-    """A FakeBroker on a loop in a daemon thread, so blocking clients can talk to it."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-        self.broker = FakeBroker()
-        self.call(self.broker.start())
-        self.broker.enable_transactions(2)
-
-    def call(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
-
-    def on_loop(self, fn: Callable[[], Any]) -> Any:
-        async def run() -> Any:
-            return fn()
-
-        return self.call(run())
-
-    def stop(self) -> None:
-        self.call(self.broker.stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        self.loop.close()
-
-
 @pytest.fixture
-def fake() -> Iterator[ThreadedFake]:
-    f = ThreadedFake()
+def fake() -> Iterator[ThreadedFakeBroker]:
+    f = ThreadedFakeBroker()
+    f.broker.enable_transactions(2)
     yield f
-    f.stop()
+    f.close()
 
 
 @pytest.fixture
-def client(fake: ThreadedFake) -> Iterator[pulsar.Client]:
+def client(fake: ThreadedFakeBroker) -> Iterator[pulsar.Client]:
     c = pulsar.Client(
         fake.broker.url, operation_timeout_seconds=5, enable_transaction=True
     )
@@ -70,7 +42,7 @@ def wait_until(predicate: Callable[[], Any], timeout_s: float = 5.0) -> None:
         time.sleep(0.005)
 
 
-def test_blocking_send_ack_commit(fake: ThreadedFake, client: pulsar.Client) -> None:
+def test_blocking_send_ack_commit(fake: ThreadedFakeBroker, client: pulsar.Client) -> None:
     consumer = client.subscribe("fake", "sub")
     producer = client.create_producer("fake")
     producer.send(b"in")
@@ -90,7 +62,7 @@ def test_blocking_send_ack_commit(fake: ThreadedFake, client: pulsar.Client) -> 
 
 
 def test_commit_right_after_send_async_includes_those_sends(
-    fake: ThreadedFake, client: pulsar.Client
+    fake: ThreadedFakeBroker, client: pulsar.Client
 ) -> None:
     producer = client.create_producer("fake")
     txn = client.new_transaction()
@@ -119,7 +91,7 @@ def test_send_async_on_an_ended_transaction_reports_through_callback(
         producer.send(b"y", txn=txn)
 
 
-def test_commit_async_and_abort_async(fake: ThreadedFake, client: pulsar.Client) -> None:
+def test_commit_async_and_abort_async(fake: ThreadedFakeBroker, client: pulsar.Client) -> None:
     t1 = client.new_transaction()
     t2 = client.new_transaction()
     assert t2.id.most_bits == 1  # round-robin over the two coordinators
@@ -134,7 +106,7 @@ def test_commit_async_and_abort_async(fake: ThreadedFake, client: pulsar.Client)
     assert t3.state() is pulsar.TransactionState.ERROR
 
 
-def test_errors_are_the_pulsar_names(fake: ThreadedFake, client: pulsar.Client) -> None:
+def test_errors_are_the_pulsar_names(fake: ThreadedFakeBroker, client: pulsar.Client) -> None:
     consumer = client.subscribe("fake", "sub")
     producer = client.create_producer("fake")
     producer.send(b"m")
@@ -148,7 +120,7 @@ def test_errors_are_the_pulsar_names(fake: ThreadedFake, client: pulsar.Client) 
     assert txn.state() is pulsar.TransactionState.ABORTED
 
 
-def test_transactions_must_be_enabled(fake: ThreadedFake) -> None:
+def test_transactions_must_be_enabled(fake: ThreadedFakeBroker) -> None:
     c = pulsar.Client(fake.broker.url)
     try:
         with pytest.raises(pulsar.TransactionsNotEnabled):
@@ -157,13 +129,13 @@ def test_transactions_must_be_enabled(fake: ThreadedFake) -> None:
         c.close()
 
 
-def test_broker_without_transactions(fake: ThreadedFake, client: pulsar.Client) -> None:
+def test_broker_without_transactions(fake: ThreadedFakeBroker, client: pulsar.Client) -> None:
     fake.broker.coordinator.enabled = False
     with pytest.raises(pulsar.NotAllowedError):
         client.new_transaction()
 
 
-def test_a_transaction_belongs_to_its_client(fake: ThreadedFake, client: pulsar.Client) -> None:
+def test_a_transaction_belongs_to_its_client(fake: ThreadedFakeBroker, client: pulsar.Client) -> None:
     other = pulsar.Client(fake.broker.url, enable_transaction=True)
     try:
         producer = other.create_producer("fake")
@@ -176,7 +148,7 @@ def test_a_transaction_belongs_to_its_client(fake: ThreadedFake, client: pulsar.
 
 
 def test_a_transaction_refuses_another_clients_handles_on_every_path(
-    fake: ThreadedFake, client: pulsar.Client
+    fake: ThreadedFakeBroker, client: pulsar.Client
 ) -> None:
     """A send to a partition the transaction already registered takes the producer's
     fast path, and an ack the consumer's: both still refuse a transaction of another

@@ -39,7 +39,8 @@ from quasar.errors import (
 )
 from quasar.protocol import pb
 
-from .fake_broker import FakeBroker
+from ..fakes.broker import FakeBroker
+from ..fakes.threaded import ThreadedFakeBroker
 from .test_transactions import make_client, wait_for
 
 T = pb.BaseCommand
@@ -406,13 +407,12 @@ def test_sync_resume(fake_threaded: Any) -> None:
 
 @pytest.fixture
 def fake_threaded() -> Any:
-    from .test_transactions_sync import ThreadedFake
-
-    f = ThreadedFake()
+    f = ThreadedFakeBroker()
+    f.broker.enable_transactions(2)
     f.broker.coordinator.forget_ended = True
     f.broker.coordinator.preserve = True
     yield f.broker, f.call
-    f.stop()
+    f.close()
 
 
 # --- discoverability -------------------------------------------------------------------

@@ -25,7 +25,7 @@ from quasar.client.txn_state import TransactionState, TxnID
 from quasar.errors import InvalidTxnStatus, NotAllowedError
 from quasar.protocol import pb
 
-from .fake_broker import FakeBroker
+from ..fakes.broker import FakeBroker
 from .test_transactions import make_client, wait_for
 
 T = pb.BaseCommand

@@ -1,19 +1,21 @@
-"""A tiny in-process broker for client tests that need to control the broker's side.
+"""A small in-process broker for tests that need to control the broker's side.
 
 It speaks just enough of the protocol for one consumer per topic and any producers:
 CONNECT, PARTITIONED_METADATA, LOOKUP (always Connect to itself), PRODUCER, SEND
-(stores the entry, answers SEND_RECEIPT), SUBSCRIBE, FLOW (dispatches stored entries
-in order, counting permits in messages), ACK (individual and cumulative), REDELIVER,
-GET_LAST_MESSAGE_ID, CLOSE_*, PING. Tests reach in to drop connections, send
-CLOSE_PRODUCER, hold back receipts (or coordinator answers) or inspect what arrived.
+(stores the entry, answers SEND_RECEIPT), SUBSCRIBE, FLOW (dispatches entries in
+order, counting permits in messages), ACK (individual and cumulative), REDELIVER,
+GET_LAST_MESSAGE_ID, CLOSE_*, PING, and plays transaction coordinator
+(:mod:`tests.fakes.coordinator`), with ACK_RESPONSE for acks with a request id.
 
-It also plays transaction coordinator (:class:`FakeCoordinator`): TC_CLIENT_CONNECT,
-NEW_TXN, ADD_PARTITION_TO_TXN, ADD_SUBSCRIPTION_TO_TXN and END_TXN with Pulsar's
-answers (TransactionNotFound for unknown transactions, InvalidTxnStatus for the
-opposite end; with ``preserve``, PIP-255 answers from the ended transactions kept per
-client name), ACK_RESPONSE for acks with a request id, and fault injection: queued
-error answers per command type, connections dropped on a command (before or after
-applying it), receipts held back, coordinators not hosted here.
+Tests reach in to drop connections, send CLOSE_PRODUCER, hold back receipts or
+coordinator answers, queue error answers, or inspect what arrived: every frame is
+kept verbatim in ``frames`` (so a wire test can check a client's checksums and
+payloads byte for byte) and its command in ``received``. A topic's ``deliveries`` are
+prepared raw entries (any bytes, chosen entry ids and ack sets, deliberately corrupt
+ones too) dispatched on FLOW ahead of the entries producers stored.
+
+It runs on the test's event loop; :mod:`tests.fakes.threaded` runs it on a loop of
+its own for blocking clients.
 """
 
 from __future__ import annotations
@@ -23,125 +25,47 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from quasar.client.connection import make_command
 from quasar.protocol import (
+    Frame,
     FrameDecoder,
     encode_command,
+    encode_message_frame,
     encode_payload_command,
     parse_entry,
     pb,
 )
 
+from .coordinator import TXN_REQUESTS, FakeCoordinator
+
 T = pb.BaseCommand
 U64 = 1 << 64
 TC_ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
+# Every stored entry lives in this one ledger (prepared deliveries choose their own).
+LEDGER_ID = 1
 
-# request type -> (response type, request field, response field)
-TXN_REQUESTS: dict[int, tuple[int, str, str]] = {
-    T.TC_CLIENT_CONNECT_REQUEST: (
-        T.TC_CLIENT_CONNECT_RESPONSE,
-        "tcClientConnectRequest",
-        "tcClientConnectResponse",
-    ),
-    T.NEW_TXN: (T.NEW_TXN_RESPONSE, "newTxn", "newTxnResponse"),
-    T.ADD_PARTITION_TO_TXN: (
-        T.ADD_PARTITION_TO_TXN_RESPONSE,
-        "addPartitionToTxn",
-        "addPartitionToTxnResponse",
-    ),
-    T.ADD_SUBSCRIPTION_TO_TXN: (
-        T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE,
-        "addSubscriptionToTxn",
-        "addSubscriptionToTxnResponse",
-    ),
-    T.END_TXN: (T.END_TXN_RESPONSE, "endTxn", "endTxnResponse"),
-}
+
+def command(type_: int, field: str, **fields: Any) -> Any:
+    """A ``BaseCommand`` of ``type_`` whose sub-message ``field`` gets ``fields``.
+
+    The fake builds its answers itself rather than with the client's helpers, so the
+    client under test never shapes what its broker says.
+    """
+    cmd = pb.BaseCommand(type=type_)
+    sub = getattr(cmd, field)
+    sub.SetInParent()
+    for name, value in fields.items():
+        setattr(sub, name, value)
+    return cmd
 
 
 @dataclass
-class FakeTxn:
-    status: str = "OPEN"  # OPEN, COMMITTED, ABORTED
-    ttl_ms: int = 0
-    client_name: str = ""  # PIP-255 client_name of NEW_TXN ("" when absent)
-    partitions: list[str] = field(default_factory=list)
-    subscriptions: list[tuple[str, str]] = field(default_factory=list)
-    acks: list[Any] = field(default_factory=list)  # CommandAck received in the txn
-    sends: list[Any] = field(default_factory=list)  # CommandSend received in the txn
+class Delivery:
+    """A prepared entry to push as a MESSAGE frame, exactly as given."""
 
-
-class FakeCoordinator:
-    """The transaction coordinators hosted by one fake broker."""
-
-    def __init__(self) -> None:
-        self.enabled = True  # False: NotAllowedError to everything, like today's broker
-        self.hosted: set[int] | None = None  # coordinator ids hosted here (None: all)
-        self.txns: dict[tuple[int, int], FakeTxn] = {}
-        self.next_seq: dict[int, int] = {}
-        # Pulsar today forgets ended transactions (a repeated END_TXN then gets
-        # TransactionNotFound); False keeps them and answers the same action again
-        # with success, as quasar's idempotent coordinator will.
-        self.forget_ended = False
-        # request type -> ServerError codes to answer the next requests with, in order.
-        self.errors: dict[int, list[int]] = {}
-        # PIP-255 preserver: with forget_ended, an ended transaction's outcome is kept
-        # here (txn key -> (client name, status)) when preserve is on, and a repeated
-        # END_TXN carrying the same client name is answered from it.
-        self.preserve = False
-        self.preserved: dict[tuple[int, int], tuple[str, str]] = {}
-
-    def handle(self, cmd: Any) -> tuple[int | None, str, dict[str, Any]]:
-        """(error code or None, error message, response fields) for a request."""
-        t = cmd.type
-        req = getattr(cmd, TXN_REQUESTS[t][1])
-        queued = self.errors.get(t)
-        if queued:
-            return queued.pop(0), "injected", {}
-        if not self.enabled:
-            return pb.NotAllowedError, "Transactions are not enabled", {}
-        if t == T.TC_CLIENT_CONNECT_REQUEST:
-            if self.hosted is not None and req.tc_id not in self.hosted:
-                return pb.TransactionCoordinatorNotFound, "not here", {}
-            return None, "", {}
-        if t == T.NEW_TXN:
-            tc = req.tc_id
-            if self.hosted is not None and tc not in self.hosted:
-                return pb.TransactionCoordinatorNotFound, "not here", {}
-            seq = self.next_seq.get(tc, 0)
-            self.next_seq[tc] = seq + 1
-            self.txns[(tc, seq)] = FakeTxn(
-                ttl_ms=req.txn_ttl_seconds, client_name=req.client_name
-            )
-            return None, "", {"txnid_most_bits": tc, "txnid_least_bits": seq}
-        key = (req.txnid_most_bits, req.txnid_least_bits)
-        ids = {"txnid_most_bits": key[0], "txnid_least_bits": key[1]}
-        txn = self.txns.get(key)
-        if txn is None:
-            kept = self.preserved.get(key)
-            if t == T.END_TXN and kept is not None and req.client_name == kept[0]:
-                target = "COMMITTED" if req.txn_action == pb.COMMIT else "ABORTED"
-                if kept[1] == target:
-                    return None, "", ids
-                return pb.InvalidTxnStatus, f"{key} is {kept[1]}", ids
-            return pb.TransactionNotFound, f"transaction {key} not found", ids
-        if t == T.END_TXN:
-            target = "COMMITTED" if req.txn_action == pb.COMMIT else "ABORTED"
-            if txn.status == "OPEN":
-                txn.status = target
-                if self.forget_ended:
-                    del self.txns[key]
-                    if self.preserve and txn.client_name:
-                        self.preserved[key] = (txn.client_name, target)
-                return None, "", ids
-            if txn.status == target:
-                return None, "", ids
-            return pb.InvalidTxnStatus, f"{key} is {txn.status}", ids
-        if txn.status != "OPEN":
-            return pb.InvalidTxnStatus, f"{key} is {txn.status}", ids
-        if t == T.ADD_PARTITION_TO_TXN:
-            txn.partitions.extend(req.partitions)
-        else:
-            txn.subscriptions.extend((s.topic, s.subscription) for s in req.subscription)
-        return None, "", ids
+    entry: bytes
+    entry_id: int
+    ack_set: list[int] | None = None  # indexes of a batch still to deliver (bit set)
+    ledger_id: int = LEDGER_ID
 
 
 @dataclass
@@ -150,6 +74,7 @@ class FakeTopic:
     acked: set[int] = field(default_factory=set)
     cursor: int = 0  # next entry to dispatch
     partitions: int = 0
+    deliveries: list[Delivery] = field(default_factory=list)  # sent once, first
 
 
 class FakeConnection(asyncio.Protocol):
@@ -164,6 +89,7 @@ class FakeConnection(asyncio.Protocol):
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
         self.broker.connections.append(self)
+        self.broker.changed()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self in self.broker.connections:
@@ -175,6 +101,7 @@ class FakeConnection(asyncio.Protocol):
                 [i for i in range(len(t.entries)) if i not in t.acked],
                 default=len(t.entries),
             )
+        self.broker.changed()
 
     def send(self, cmd: Any) -> None:
         if self.mute:
@@ -183,7 +110,19 @@ class FakeConnection(asyncio.Protocol):
             self.transport.write(encode_command(cmd))
 
     def data_received(self, data: bytes) -> None:
+        try:
+            self.receive(data)
+        except Exception as exc:
+            # asyncio logs the error and closes the connection; keeping it lets a
+            # test fail on a fake that could not handle what a client sent.
+            self.broker.errors.append(exc)
+            raise
+        finally:
+            self.broker.changed()
+
+    def receive(self, data: bytes) -> None:
         for frame in self.decoder.feed(data):
+            self.broker.frames.append(frame)
             self.broker.received.append(frame.command)
             drop = self.broker.drop_on.get(frame.command.type, 0)
             if drop:
@@ -218,7 +157,7 @@ class FakeConnection(asyncio.Protocol):
         t = cmd.type
         if t == T.CONNECT:
             self.send(
-                make_command(
+                command(
                     T.CONNECTED,
                     "connected",
                     server_version="fake",
@@ -227,12 +166,12 @@ class FakeConnection(asyncio.Protocol):
                 )
             )
         elif t == T.PING:
-            self.send(make_command(T.PONG, "pong"))
+            self.send(command(T.PONG, "pong"))
         elif t == T.PARTITIONED_METADATA:
             r = cmd.partitionMetadata
             parts = b.topic(r.topic).partitions if "-partition-" not in r.topic else 0
             self.send(
-                make_command(
+                command(
                     T.PARTITIONED_METADATA_RESPONSE,
                     "partitionMetadataResponse",
                     request_id=r.request_id,
@@ -248,7 +187,7 @@ class FakeConnection(asyncio.Protocol):
             if b.redirects > 0:
                 b.redirects -= 1
                 self.send(
-                    make_command(
+                    command(
                         T.LOOKUP_RESPONSE,
                         "lookupTopicResponse",
                         request_id=r.request_id,
@@ -259,7 +198,7 @@ class FakeConnection(asyncio.Protocol):
                 )
                 return
             self.send(
-                make_command(
+                command(
                     T.LOOKUP_RESPONSE,
                     "lookupTopicResponse",
                     request_id=r.request_id,
@@ -277,7 +216,7 @@ class FakeConnection(asyncio.Protocol):
                 else f"fake-{p.producer_id}"
             )
             self.send(
-                make_command(
+                command(
                     T.PRODUCER_SUCCESS,
                     "producer_success",
                     request_id=p.request_id,
@@ -292,7 +231,7 @@ class FakeConnection(asyncio.Protocol):
                 return
             if b.send_errors:
                 self.send(
-                    make_command(
+                    command(
                         T.SEND_ERROR,
                         "send_error",
                         producer_id=s.producer_id,
@@ -308,13 +247,13 @@ class FakeConnection(asyncio.Protocol):
                 txn = b.coordinator.txns.get((s.txnid_most_bits, s.txnid_least_bits))
                 if txn is not None:
                     txn.sends.append(s)
-            receipt = make_command(
+            receipt = command(
                 T.SEND_RECEIPT,
                 "send_receipt",
                 producer_id=s.producer_id,
                 sequence_id=s.sequence_id,
             )
-            receipt.send_receipt.message_id.ledgerId = 1
+            receipt.send_receipt.message_id.ledgerId = LEDGER_ID
             receipt.send_receipt.message_id.entryId = len(topic.entries) - 1
             if b.hold_receipts:
                 b.held.append(lambda: self.send(receipt))
@@ -324,7 +263,7 @@ class FakeConnection(asyncio.Protocol):
         elif t == T.SUBSCRIBE:
             s = cmd.subscribe
             self.consumers[s.consumer_id] = (s.topic, 0)
-            self.send(make_command(T.SUCCESS, "success", request_id=s.request_id))
+            self.send(command(T.SUCCESS, "success", request_id=s.request_id))
         elif t == T.FLOW:
             f = cmd.flow
             topic, permits = self.consumers[f.consumer_id]
@@ -355,12 +294,12 @@ class FakeConnection(asyncio.Protocol):
         elif t == T.GET_LAST_MESSAGE_ID:
             g = cmd.getLastMessageId
             topic = b.topic(self.consumers[g.consumer_id][0])
-            resp = make_command(
+            resp = command(
                 T.GET_LAST_MESSAGE_ID_RESPONSE,
                 "getLastMessageIdResponse",
                 request_id=g.request_id,
             )
-            resp.getLastMessageIdResponse.last_message_id.ledgerId = 1
+            resp.getLastMessageIdResponse.last_message_id.ledgerId = LEDGER_ID
             resp.getLastMessageIdResponse.last_message_id.entryId = (
                 len(topic.entries) - 1
             ) % U64
@@ -376,11 +315,11 @@ class FakeConnection(asyncio.Protocol):
                 self.producers.pop(sub.producer_id, None)
             else:
                 self.consumers.pop(sub.consumer_id, None)
-            self.send(make_command(T.SUCCESS, "success", request_id=sub.request_id))
+            self.send(command(T.SUCCESS, "success", request_id=sub.request_id))
 
     def answer_ack(self, a: Any) -> None:
         b = self.broker
-        resp = make_command(
+        resp = command(
             T.ACK_RESPONSE,
             "ackResponse",
             consumer_id=a.consumer_id,
@@ -405,7 +344,10 @@ class FakeBroker:
     def __init__(self) -> None:
         self.topics: dict[str, FakeTopic] = {}
         self.connections: list[FakeConnection] = []
-        self.received: list[Any] = []
+        self.frames: list[Frame] = []  # every frame received, verbatim
+        self.received: list[Any] = []  # the commands of those frames
+        self.errors: list[Exception] = []  # what the fake failed on, see data_received
+        self._waiters: set[asyncio.Event] = set()
         self.server: asyncio.AbstractServer | None = None
         self.url = ""
         self.drop_sends = False
@@ -427,6 +369,33 @@ class FakeBroker:
 
     def topic(self, name: str) -> FakeTopic:
         return self.topics.setdefault(name, FakeTopic())
+
+    def changed(self) -> None:
+        """Wake the ``wait_until`` calls: a frame was handled or a connection came
+        or went."""
+        for waiter in self._waiters:
+            waiter.set()
+
+    async def wait_until(
+        self, predicate: Callable[[], bool], timeout_s: float = 10.0
+    ) -> bool:
+        """Whether ``predicate`` (about the fake's state) held within ``timeout_s``.
+
+        It is checked now and after every change, on the fake's loop, so it sees a
+        consistent state without polling.
+        """
+        woken = asyncio.Event()
+        self._waiters.add(woken)
+        try:
+            async with asyncio.timeout(timeout_s):
+                while not predicate():
+                    await woken.wait()
+                    woken.clear()
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self._waiters.discard(woken)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -453,26 +422,34 @@ class FakeBroker:
         for conn in self.connections:
             for cid, (topic_name, permits) in list(conn.consumers.items()):
                 topic = self.topic(topic_name)
+                while permits > 0 and topic.deliveries:
+                    d = topic.deliveries.pop(0)
+                    # Prepared entries may be corrupt on purpose: count their
+                    # messages without checking the checksum.
+                    permits -= _messages_in(d.entry, verify_checksum=False)
+                    conn.transport.write(  # type: ignore[union-attr]
+                        encode_message_frame(
+                            cid, d.ledger_id, d.entry_id, -1, 0, d.ack_set, d.entry
+                        )
+                    )
                 while permits > 0 and topic.cursor < len(topic.entries):
                     index = topic.cursor
                     topic.cursor += 1
                     if index in topic.acked:
                         continue
                     entry = topic.entries[index]
-                    md = parse_entry(entry).metadata
-                    permits -= (
-                        md.num_messages_in_batch
-                        if md.HasField("num_messages_in_batch")
-                        else 1
-                    )
-                    msg = make_command(T.MESSAGE, "message", consumer_id=cid)
-                    msg.message.message_id.ledgerId = 1
+                    permits -= _messages_in(entry)
+                    msg = command(T.MESSAGE, "message", consumer_id=cid)
+                    msg.message.message_id.ledgerId = LEDGER_ID
                     msg.message.message_id.entryId = index
                     conn.transport.write(encode_payload_command(msg, entry))  # type: ignore[union-attr]
                 conn.consumers[cid] = (topic_name, permits)
 
     def commands(self, type_: int) -> list[Any]:
         return [c for c in self.received if c.type == type_]
+
+    def frames_of(self, type_: int) -> list[Frame]:
+        return [f for f in self.frames if f.command.type == type_]
 
     def enable_transactions(self, coordinators: int = 1) -> None:
         """Make the coordinator-assign topic have ``coordinators`` partitions."""
@@ -482,3 +459,9 @@ class FakeBroker:
         held, self.held = self.held, []
         for answer in held:
             answer()
+
+
+def _messages_in(entry: bytes, verify_checksum: bool = True) -> int:
+    """The permits an entry takes: its batch size, or 1."""
+    md = parse_entry(entry, verify_checksum).metadata
+    return md.num_messages_in_batch if md.HasField("num_messages_in_batch") else 1
