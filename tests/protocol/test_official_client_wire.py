@@ -1,9 +1,10 @@
 """Wire compatibility with the official ``pulsar-client`` (C++ core 4.2).
 
-A fake broker made of quasar.protocol pieces (``_fake_broker.py``) talks to the real
-client on loopback: the client's SEND frames must decode, checksum and decompress with
-our code, and the MESSAGE frames, entries, batches, ack sets and compressed payloads
-we build must be accepted by the client.
+The shared fake broker (``tests/fakes``), on its own event-loop thread, talks to the
+real client on loopback: the client's SEND frames, kept verbatim, must decode,
+checksum and decompress with our code, and the MESSAGE frames, entries, batches, ack
+sets and compressed payloads we build, prepared as raw deliveries, must be accepted by
+the client.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pulsar
 import pytest
 
 from quasar.protocol import (
+    Frame,
     MessageId,
     build_batch,
     clear_index,
@@ -28,7 +30,13 @@ from quasar.protocol import (
     pb,
 )
 
-from ._fake_broker import LEDGER_ID, Delivery, FakeBroker
+from ..fakes.broker import Delivery
+from ..fakes.threaded import ThreadedFakeBroker
+
+T = pb.BaseCommand
+# The ledger of the prepared deliveries: not the fake's own, so a client that made
+# up an id instead of reading ours would show.
+LEDGER_ID = 77
 
 CODECS = {
     pb.NONE: pulsar.CompressionType.NONE,
@@ -41,15 +49,14 @@ VALUE = b"quasar speaks pulsar " * 30
 
 
 @pytest.fixture
-def broker() -> collections.abc.Iterator[FakeBroker]:
-    fake = FakeBroker()
-    yield fake
-    fake.close()
-    assert not fake.errors, fake.errors
+def broker() -> collections.abc.Iterator[ThreadedFakeBroker]:
+    with ThreadedFakeBroker() as fake:
+        yield fake
+    assert not fake.broker.errors, fake.broker.errors
 
 
 @pytest.fixture
-def client(broker: FakeBroker) -> collections.abc.Iterator[pulsar.Client]:
+def client(broker: ThreadedFakeBroker) -> collections.abc.Iterator[pulsar.Client]:
     c = pulsar.Client(
         broker.url,
         operation_timeout_seconds=10,
@@ -60,17 +67,32 @@ def client(broker: FakeBroker) -> collections.abc.Iterator[pulsar.Client]:
 
 
 def _topic() -> str:
-    return f"wire-{uuid.uuid4().hex[:8]}"
+    # The full name, as the client sends it: the fake keys its topics by it.
+    return f"persistent://public/default/wire-{uuid.uuid4().hex[:8]}"
+
+
+def _sends(broker: ThreadedFakeBroker) -> list[Frame]:
+    return broker.on_loop(lambda: broker.broker.frames_of(T.SEND))
+
+
+def _acks(broker: ThreadedFakeBroker) -> list[pb.CommandAck]:
+    # A plain read: it runs inside wait_for's predicate, on the fake's loop already.
+    return [c.ack for c in broker.broker.commands(T.ACK)]
+
+
+def _prepare(broker: ThreadedFakeBroker, topic: str, *deliveries: Delivery) -> None:
+    """Have the fake push ``deliveries`` on the first FLOW for ``topic``."""
+    broker.on_loop(lambda: broker.broker.topic(topic).deliveries.extend(deliveries))
 
 
 @pytest.mark.parametrize("codec", list(CODECS))
 def test_client_send_decodes_checksums_and_decompresses(
-    broker: FakeBroker, client: pulsar.Client, codec: int
+    broker: ThreadedFakeBroker, client: pulsar.Client, codec: int
 ) -> None:
     producer = client.create_producer(_topic(), compression_type=CODECS[codec])
     producer.send(VALUE, properties={"k": "v"}, partition_key="key-1")
     producer.close()
-    [frame] = broker.stored
+    [frame] = _sends(broker)
     assert frame.checksum_ok is True  # the client checksums at protocol >= 6
     assert frame.payload is not None and frame.payload[:2] == b"\x0e\x01"
     parsed = parse_entry(frame.payload)
@@ -87,7 +109,9 @@ def test_client_send_decodes_checksums_and_decompresses(
         assert decompress(codec, body, meta.uncompressed_size) == VALUE
 
 
-def test_client_batch_decodes(broker: FakeBroker, client: pulsar.Client) -> None:
+def test_client_batch_decodes(
+    broker: ThreadedFakeBroker, client: pulsar.Client
+) -> None:
     producer = client.create_producer(
         _topic(),
         compression_type=pulsar.CompressionType.ZSTD,
@@ -99,7 +123,7 @@ def test_client_batch_decodes(broker: FakeBroker, client: pulsar.Client) -> None
         producer.send_async(b"msg-%d" % i, None, properties={"i": str(i)})
     producer.flush()
     producer.close()
-    [frame] = broker.stored
+    [frame] = _sends(broker)
     assert frame.command.send.num_messages == 5
     parsed = parse_entry(frame.payload or b"")
     meta = parsed.metadata
@@ -122,7 +146,7 @@ def _receive_all(consumer: pulsar.Consumer, n: int) -> list[pulsar.Message]:
 
 
 def test_client_accepts_our_message_frames(
-    broker: FakeBroker, client: pulsar.Client
+    broker: ThreadedFakeBroker, client: pulsar.Client
 ) -> None:
     single = make_entry(
         pb.MessageMetadata(
@@ -151,12 +175,15 @@ def test_client_accepts_our_message_frames(
     )
     # Index 0 of the batch is already acknowledged: the client must skip it.
     ack_set = clear_index(full_ack_set(4), 0)
-    broker.deliveries = [
-        Delivery(single, 0),
-        Delivery(batch, 1, ack_set),
-    ]
+    topic = _topic()
+    _prepare(
+        broker,
+        topic,
+        Delivery(single, 0, ledger_id=LEDGER_ID),
+        Delivery(batch, 1, ack_set, ledger_id=LEDGER_ID),
+    )
     consumer = client.subscribe(
-        _topic(), "sub", consumer_type=pulsar.ConsumerType.Exclusive
+        topic, "sub", consumer_type=pulsar.ConsumerType.Exclusive
     )
     received = _receive_all(consumer, 4)
     assert [m.data() for m in received] == [b"single", b"b1", b"b2", b"b3"]
@@ -173,14 +200,14 @@ def test_client_accepts_our_message_frames(
     assert (ours.ledger_id, ours.entry_id, ours.batch_index) == (LEDGER_ID, 1, 2)
     consumer.acknowledge(received[0])
     consumer.close()
-    assert broker.wait_for(lambda: any(a.message_id for a in broker.acks))
-    acked = [(m.ledgerId, m.entryId) for a in broker.acks for m in a.message_id]
+    assert broker.wait_for(lambda: any(a.message_id for a in _acks(broker)))
+    acked = [(m.ledgerId, m.entryId) for a in _acks(broker) for m in a.message_id]
     assert (LEDGER_ID, 0) in acked
 
 
 @pytest.mark.parametrize("codec", [c for c in CODECS if c != pb.NONE])
 def test_client_decompresses_our_payloads(
-    broker: FakeBroker, client: pulsar.Client, codec: int
+    broker: ThreadedFakeBroker, client: pulsar.Client, codec: int
 ) -> None:
     entry = make_entry(
         pb.MessageMetadata(
@@ -192,14 +219,15 @@ def test_client_decompresses_our_payloads(
         ),
         compress(codec, VALUE),
     )
-    broker.deliveries = [Delivery(entry, 0)]
-    consumer = client.subscribe(_topic(), "sub")
+    topic = _topic()
+    _prepare(broker, topic, Delivery(entry, 0, ledger_id=LEDGER_ID))
+    consumer = client.subscribe(topic, "sub")
     assert consumer.receive(timeout_millis=10_000).data() == VALUE
     consumer.close()
 
 
 def test_client_rejects_corrupt_checksum(
-    broker: FakeBroker, client: pulsar.Client
+    broker: ThreadedFakeBroker, client: pulsar.Client
 ) -> None:
     bad = bytearray(
         make_entry(
@@ -210,13 +238,19 @@ def test_client_rejects_corrupt_checksum(
     good = make_entry(
         pb.MessageMetadata(producer_name="p", sequence_id=1, publish_time=1), b"ok"
     )
-    broker.deliveries = [Delivery(bytes(bad), 0), Delivery(good, 1)]
-    consumer = client.subscribe(_topic(), "sub")
+    topic = _topic()
+    _prepare(
+        broker,
+        topic,
+        Delivery(bytes(bad), 0, ledger_id=LEDGER_ID),
+        Delivery(good, 1, ledger_id=LEDGER_ID),
+    )
+    consumer = client.subscribe(topic, "sub")
     msg = consumer.receive(timeout_millis=10_000)
     assert msg.data() == b"ok"
     assert broker.wait_for(
         lambda: any(
-            a.validation_error == pb.CommandAck.ChecksumMismatch for a in broker.acks
+            a.validation_error == pb.CommandAck.ChecksumMismatch for a in _acks(broker)
         )
     )
     consumer.close()
