@@ -44,7 +44,7 @@ TC_ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
 LEDGER_ID = 1
 
 
-def command(type_: int, field: str, **fields: Any) -> Any:
+def command(type_: Any, field: str, **fields: Any) -> Any:
     """A ``BaseCommand`` of ``type_`` whose sub-message ``field`` gets ``fields``.
 
     The fake builds its answers itself rather than with the client's helpers, so the
@@ -139,7 +139,7 @@ class FakeConnection(asyncio.Protocol):
     def handle_txn(self, cmd: Any) -> None:
         resp_type, req_field, resp_field = TXN_REQUESTS[cmd.type]
         error, message, fields = self.broker.coordinator.handle(cmd)
-        out = pb.BaseCommand(type=resp_type)
+        out = command(resp_type, resp_field)
         resp = getattr(out, resp_field)
         resp.request_id = getattr(cmd, req_field).request_id
         for k, v in fields.items():
@@ -266,8 +266,8 @@ class FakeConnection(asyncio.Protocol):
             self.send(command(T.SUCCESS, "success", request_id=s.request_id))
         elif t == T.FLOW:
             f = cmd.flow
-            topic, permits = self.consumers[f.consumer_id]
-            self.consumers[f.consumer_id] = (topic, permits + f.messagePermits)
+            name, permits = self.consumers[f.consumer_id]
+            self.consumers[f.consumer_id] = (name, permits + f.messagePermits)
             b.dispatch()
         elif t == T.ACK:
             a = cmd.ack
