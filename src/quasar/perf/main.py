@@ -26,13 +26,29 @@ from typing import Any
 
 from quasar.perf.options import (
     PubSubOptions,
-    build_parser,
+    add_messaging_parsers,
+    add_sink_parser,
     consume_options,
     produce_options,
 )
 from quasar.perf.summary import format_summary, write_json
+from quasar.perf.txn_options import add_transaction_parser
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``quasar perf`` and its commands, in the order ``--help`` lists them."""
+    parser = argparse.ArgumentParser(
+        prog="quasar perf",
+        description="Load generator for Pulsar-protocol brokers (like pulsar-perf). "
+        "Progress goes to stderr every interval; the summary to stdout.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_messaging_parsers(sub)
+    add_transaction_parser(sub)
+    add_sink_parser(sub)
+    return parser
 
 
 def _report(summary: dict[str, Any], json_path: str | None) -> int:

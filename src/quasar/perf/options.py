@@ -17,7 +17,8 @@ __all__ = [
     "ProduceOptions",
     "PubSubOptions",
     "SUBSCRIPTION_TYPES",
-    "build_parser",
+    "add_messaging_parsers",
+    "add_sink_parser",
 ]
 
 CLIENTS = ("quasar", "pulsar")
@@ -275,13 +276,9 @@ def _add_consume(p: argparse.ArgumentParser, prefix_sub: bool = False) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="quasar perf",
-        description="Load generator for Pulsar-protocol brokers (like pulsar-perf). "
-        "Progress goes to stderr every interval; the summary to stdout.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def add_messaging_parsers(sub: Any) -> None:
+    """The ``produce``, ``consume`` and ``pubsub`` commands (``sub`` is the
+    subparsers object of ``quasar perf``)."""
     produce = sub.add_parser(
         "produce", help="publish messages and measure publish latency"
     )
@@ -320,16 +317,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="client of the consumer process (default: --client)",
     )
-    from quasar.perf.txn_options import add_transaction_parser
 
-    add_transaction_parser(sub)
+
+def add_sink_parser(sub: Any) -> None:
+    """The ``sink`` command: a null broker."""
     sink = sub.add_parser(
         "sink",
         help="run a null broker (no storage) to measure the load generator's ceiling",
     )
     sink.add_argument("--host", default="127.0.0.1")
     sink.add_argument("--port", type=int, default=6650)
-    return parser
 
 
 def _common_kwargs(ns: argparse.Namespace) -> dict[str, object]:

@@ -40,7 +40,7 @@ from ._wire import U32, BytesLike, parse_message, varint
 # which path runs.
 BATCHSPLIT_IMPORT_ERROR: ImportError | None = None
 try:
-    from . import _batchsplit
+    import quasar.protocol._batchsplit as _batchsplit
 except ImportError as exc:
     _batchsplit = None  # type: ignore[assignment]
     BATCHSPLIT_IMPORT_ERROR = exc

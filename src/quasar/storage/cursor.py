@@ -32,19 +32,46 @@ import asyncio
 import concurrent.futures
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from quasar.errors import ManagedLedgerClosed
-from quasar.storage.api import EARLIEST, LATEST, Entry, Position
+from quasar.storage.api import EARLIEST, LATEST, Entry, ManagedLedgerConfig, Position
 from quasar.storage.codec import CursorRecord, encode_cursor
 from quasar.storage.ranges import PositionRangeSet
-
-if TYPE_CHECKING:
-    from quasar.storage.managed_ledger import ManagedLedgerImpl
 
 log = logging.getLogger(__name__)
 
 MAX_UNACKED_RANGES_TO_PERSIST = 10_000
+
+
+class CursorLedger(Protocol):
+    """What a cursor reads of and writes through its managed ledger.
+
+    ``ManagedLedgerImpl`` provides it; naming it here keeps the cursor below the ledger
+    that owns it.
+    """
+
+    config: ManagedLedgerConfig
+    loop: asyncio.AbstractEventLoop
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def last_confirmed_entry(self) -> Position: ...
+    @property
+    def first_position(self) -> Position: ...
+    def check_open(self) -> None: ...
+    def is_confirmed(self, position: Position) -> bool: ...
+    def first_at_or_after(self, position: Position) -> Position | None: ...
+    def next_position(self, position: Position) -> Position: ...
+    def previous_position(self, position: Position) -> Position: ...
+    def count_entries(self, first: Position, last: Position) -> int: ...
+    def read_run(self, start: Position, max_entries: int) -> list[Entry] | None: ...
+    def read_positions(self, positions: list[Position]) -> list[Entry]: ...
+    def put_cursor(self, cursor_name: str, data: bytes, version: int | None) -> int: ...
+    def put_cursor_in_background(
+        self, cursor_name: str, data: bytes, version: int
+    ) -> concurrent.futures.Future[int]: ...
 
 
 class ManagedCursorImpl:
@@ -52,7 +79,7 @@ class ManagedCursorImpl:
 
     def __init__(
         self,
-        ledger: ManagedLedgerImpl,
+        ledger: CursorLedger,
         name: str,
         *,
         durable: bool,

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 # quasar.native can report which path runs.
 SYNCIO_IMPORT_ERROR: ImportError | None = None
 try:
-    from quasar.storage.file import _syncio
+    import quasar.storage.file._syncio as _syncio
 except ImportError as exc:
     _syncio = None  # type: ignore[assignment]
     SYNCIO_IMPORT_ERROR = exc

@@ -433,7 +433,9 @@ class PendingAckHandle:
 
     def stats(self) -> dict[str, object]:
         """Pulsar's ``TransactionPendingAckStats`` plus quasar's counters."""
-        return views.handle_stats(self)
+        return views.handle_stats(
+            self.state, self._state, self.counters, self.low_watermarks(), self.waiting_requests
+        )
 
     def transaction_stats(self, txn_id: TxnId) -> dict[str, object]:
         """Pulsar's ``TransactionInPendingAckStats``: ``{cumulativeAckPosition}``."""

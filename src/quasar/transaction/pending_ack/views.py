@@ -7,18 +7,15 @@ anything.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from quasar.storage.api import Position
 
 from . import masks
+from .handle_state import PendingAckHandleState
 from .log import PendingAckLog
 from .results import NormalAck
 from .state import CursorView, PendingAckState
-from .stats import PositionInPendingAckState
-
-if TYPE_CHECKING:
-    from .handle import PendingAckHandle
+from .stats import PendingAckCounters, PositionInPendingAckState
 
 
 def is_pending(state: PendingAckState, position: Position) -> bool:
@@ -80,18 +77,22 @@ def position_state(
     return PositionInPendingAckState.NOT_IN_PENDING_ACK
 
 
-def handle_stats(handle: PendingAckHandle) -> dict[str, object]:
-    state = handle.pending_state
-    counters = handle.counters
+def handle_stats(
+    handle_state: PendingAckHandleState,
+    state: PendingAckState,
+    counters: PendingAckCounters,
+    low_watermarks: dict[int, int],
+    waiting_requests: int,
+) -> dict[str, object]:
     cumulative = state.cumulative
     return {
         # Pulsar's TransactionPendingAckStats
-        "state": handle.state.value,
-        "lowWaterMarks": handle.low_watermarks(),
+        "state": handle_state.value,
+        "lowWaterMarks": low_watermarks,
         "ongoingTxnSize": state.txn_count,
         # quasar's additions
         "pendingAckPositions": state.position_count,
-        "waitingRequests": handle.waiting_requests,
+        "waitingRequests": waiting_requests,
         "cumulativeAck": (
             {"txnId": str(cumulative[0]), "position": str(cumulative[1])}
             if cumulative is not None
