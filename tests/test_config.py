@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from quasar.broker.service import BrokerService
 from quasar.config import (
     BatchedWriteConfig,
     BrokerConfig,
@@ -17,6 +18,12 @@ from quasar.config import (
     config_keys,
     snake_case,
 )
+from quasar.server.standalone import Standalone
+from quasar.storage import MemoryManagedLedgerFactory
+from quasar.storage.metadata.memory import MemoryMetadataStore
+from quasar.transaction.batched_log import BatchedWriteSettings
+from quasar.transaction.buffer import TransactionBufferConfig
+from quasar.transaction.coordinator import CoordinatorConfig
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
@@ -387,3 +394,143 @@ def test_every_key_is_documented_with_its_default() -> None:
     )
     for key, value in printed.items():
         assert documented[key] == (value or "(empty)"), key
+
+
+# --------------------------------------------------------------------------------------
+# Effective defaults: what each subsystem receives when the standalone broker starts
+# with no configuration, and what the subsystem classes default to when tests build
+# them directly. The values were generated from the code before the configuration
+# classes were merged into one path; they must not change.
+
+EFFECTIVE_DEFAULTS: dict[str, object] = {
+    "broker.cluster_name": "standalone",
+    "broker.advertised_address": "127.0.0.1",
+    "broker.broker_service_port": 6650,
+    "broker.web_service_port": 8080,
+    "broker.max_message_size": 5242880,
+    "broker.allow_auto_topic_creation": True,
+    "broker.allow_auto_topic_creation_type": "non-partitioned",
+    "broker.default_num_partitions": 1,
+    "broker.broker_deduplication_enabled": False,
+    "broker.max_unacked_messages_per_consumer": 50000,
+    "broker.entry_info_cache_entries": 65536,
+    "broker.broker_service_url": "pulsar://127.0.0.1:6650",
+    "broker.web_service_url": "http://127.0.0.1:8080",
+    "ledger.max_entries_per_ledger": 50000,
+    "ledger.max_size_per_ledger_mb": 2048,
+    "ledger.max_ledger_rollover_time_minutes": 240,
+    "ledger.min_ledger_rollover_time_minutes": 10,
+    "ledger.retention_time_minutes": 0,
+    "ledger.retention_size_mb": 0,
+    "ledger.cursor_persist_interval_ms": 1000,
+    "txn.coordinator_count": 1,
+    "coordinator.max_active_transactions": 0,
+    "coordinator.end_retry_interval_ms": 1000,
+    "coordinator.replay_read_entries": 100,
+    "coordinator.meta_persist_count": 64,
+    "coordinator.meta_persist_time_hours": 72,
+    "coordinator.meta_expire_check_interval_s": 300,
+    "coordinator.preserver_flush_timeout_ms": 10000,
+    "buffer.snapshot_max_transaction_count": 1000,
+    "buffer.snapshot_min_time_ms": 5000,
+    "buffer.snapshot_segment_size_bytes": 262144,
+    "buffer.max_ongoing_transactions": 100000,
+    "buffer.max_aborted_transactions": 1000000,
+    "buffer.max_ended_transactions": 50000,
+    "buffer.replay_read_entries": 100,
+    # The topic checks each published entry itself, so the broker turns this off.
+    "buffer.verify_client_entries": False,
+    "log_batched_write.enabled": False,
+    "log_batched_write.max_records": 512,
+    "log_batched_write.max_size_bytes": 4194304,
+    "log_batched_write.max_delay_ms": 1,
+    "pending_ack_batched_write.enabled": False,
+    "pending_ack_batched_write.max_records": 512,
+    "pending_ack_batched_write.max_size_bytes": 4194304,
+    "pending_ack_batched_write.max_delay_ms": 1,
+}
+
+
+def _effective_settings(service: BrokerService) -> dict[str, object]:
+    """The settings the broker's subsystems hold, under the names of the table above."""
+    out: dict[str, object] = {}
+    b = service.settings
+    for name in (
+        "cluster_name", "advertised_address", "broker_service_port", "web_service_port",
+        "max_message_size", "allow_auto_topic_creation", "allow_auto_topic_creation_type",
+        "default_num_partitions", "broker_deduplication_enabled",
+        "max_unacked_messages_per_consumer", "entry_info_cache_entries",
+        "broker_service_url", "web_service_url",
+    ):
+        out[f"broker.{name}"] = getattr(b, name)
+    ledger = b.ledger
+    for name in (
+        "max_entries_per_ledger", "max_size_per_ledger_mb",
+        "max_ledger_rollover_time_minutes", "min_ledger_rollover_time_minutes",
+        "cursor_persist_interval_ms",
+    ):
+        out[f"ledger.{name}"] = getattr(ledger, name)
+    out["ledger.retention_time_minutes"] = ledger.retention.retention_time_minutes
+    out["ledger.retention_size_mb"] = ledger.retention.retention_size_mb
+    txns = service.transactions
+    assert txns is not None
+    out["txn.coordinator_count"] = txns.coordinator_count
+    out.update(_coordinator_values(txns.registry._config))
+    out.update(_buffer_values(txns.settings.buffer))
+    out.update(_batched_values("log_batched_write", txns.batched_logs.coordinator.settings))
+    out.update(
+        _batched_values("pending_ack_batched_write", txns.batched_logs.pending_ack.settings)
+    )
+    return out
+
+
+def _coordinator_values(c: CoordinatorConfig) -> dict[str, object]:
+    names = (
+        "max_active_transactions", "end_retry_interval_ms", "replay_read_entries",
+        "meta_persist_count", "meta_persist_time_hours", "meta_expire_check_interval_s",
+        "preserver_flush_timeout_ms",
+    )
+    return {f"coordinator.{name}": getattr(c, name) for name in names}
+
+
+def _buffer_values(c: TransactionBufferConfig) -> dict[str, object]:
+    names = (
+        "snapshot_max_transaction_count", "snapshot_min_time_ms",
+        "snapshot_segment_size_bytes", "max_ongoing_transactions",
+        "max_aborted_transactions", "max_ended_transactions", "replay_read_entries",
+        "verify_client_entries",
+    )
+    return {f"buffer.{name}": getattr(c, name) for name in names}
+
+
+def _batched_values(prefix: str, c: BatchedWriteSettings) -> dict[str, object]:
+    names = ("enabled", "max_records", "max_size_bytes", "max_delay_ms")
+    return {f"{prefix}.{name}": getattr(c, name) for name in names}
+
+
+async def test_effective_defaults_of_the_standalone_broker() -> None:
+    standalone = Standalone(load())
+    standalone.service = BrokerService(
+        standalone.settings, MemoryManagedLedgerFactory(), MemoryMetadataStore()
+    )
+    standalone._create_system_namespaces()
+    standalone._start_transactions()
+    try:
+        assert _effective_settings(standalone.service) == EFFECTIVE_DEFAULTS
+    finally:
+        await standalone.service.close()
+
+
+def test_subsystem_classes_default_to_the_configuration_defaults() -> None:
+    """Tests build the subsystems' settings directly; they get the same defaults, but
+    the transaction buffer checks client entries itself (no topic in front of it)."""
+    expected = {**EFFECTIVE_DEFAULTS, "buffer.verify_client_entries": True}
+    assert _coordinator_values(CoordinatorConfig()) == {
+        k: v for k, v in expected.items() if k.startswith("coordinator.")
+    }
+    assert _buffer_values(TransactionBufferConfig()) == {
+        k: v for k, v in expected.items() if k.startswith("buffer.")
+    }
+    assert _batched_values("log_batched_write", BatchedWriteSettings()) == {
+        k: v for k, v in expected.items() if k.startswith("log_batched_write.")
+    }
