@@ -15,13 +15,14 @@ from quasar.config import (
     BrokerConfig,
     ManagedLedgerSettings,
     ServiceConfiguration,
+    TransactionConfig,
     config_keys,
     snake_case,
 )
 from quasar.server.standalone import Standalone
 from quasar.storage import MemoryManagedLedgerFactory
+from quasar.storage.api import ManagedLedgerConfig
 from quasar.storage.metadata.memory import MemoryMetadataStore
-from quasar.transaction.batched_log import BatchedWriteSettings
 from quasar.transaction.buffer import TransactionBufferConfig
 from quasar.transaction.coordinator import CoordinatorConfig
 
@@ -97,58 +98,58 @@ def test_defaults() -> None:
     assert config == ServiceConfiguration()
 
 
-def test_sections_and_flat_names() -> None:
+def test_a_setting_is_read_through_its_section() -> None:
     config = load()
     assert config.broker.broker_service_port == 6650
+    assert config.journal.journal_max_group_wait_msec == 1
     assert config.transaction.transaction_log_batched_write == BatchedWriteConfig()
-    assert config.broker_service_port == 6650
-    assert config.journal_max_group_wait_msec == 1
-    assert config.transaction_pending_ack_batched_write_max_size == 4194304
-    with pytest.raises(AttributeError, match="no setting"):
-        config.no_such_setting  # noqa: B018
+    assert config.transaction.transaction_pending_ack_batched_write.max_size == 4194304
+    assert config.transaction.coordinator.transaction_end_retry_interval_ms == 1000
+    assert config.transaction.buffer.snapshot_min_time_in_millis == 5000
+    # One way to read a setting: there is no flat alias on the root.
+    assert not hasattr(config, "broker_service_port")
 
 
-def test_flat_names_the_standalone_server_reads() -> None:
-    """quasar.server.standalone reads these flat; a rename here must break a test."""
-    config = load()
-    names = [
-        "cluster_name",
-        "advertised_address",
-        "bind_address",
-        "broker_service_port",
-        "web_service_port",
-        "data_dir",
-        "max_message_size",
-        "max_pending_publish_requests_per_connection",
-        "allow_auto_topic_creation",
-        "allow_auto_topic_creation_type",
-        "default_num_partitions",
-        "broker_deduplication_enabled",
-        "max_unacked_messages_per_consumer",
-        "managed_ledger_max_entries_per_ledger",
-        "managed_ledger_max_size_per_ledger_mbytes",
-        "managed_ledger_max_ledger_rollover_time_minutes",
-        "managed_ledger_min_ledger_rollover_time_minutes",
-        "managed_ledger_default_mark_delete_rate_limit",
-        "managed_ledger_cache_size_mb",
-        "default_retention_time_in_minutes",
-        "default_retention_size_in_mb",
-        "journal_sync_data",
-        "journal_max_group_wait_msec",
-        "journal_buffered_writes_threshold",
-    ]
-    for name in names:
-        assert getattr(config, name) == config.value_of(
-            next(k for k in config_keys() if snake_case(k) == name)
-        )
+def test_the_subsystems_sections_compose_the_configuration() -> None:
+    transaction = load().transaction
+    assert isinstance(transaction, TransactionConfig)
+    assert transaction.coordinator == CoordinatorConfig()
+    assert transaction.buffer == TransactionBufferConfig()
 
 
 def test_every_field_is_named_after_its_key() -> None:
+    """A field's name is its key (or, in a section with a key prefix, the key's
+    suffix) in snake_case, so a key found in broker.conf greps to its field."""
     for key, spec in config_keys().items():
-        if "BatchedWrite" in key:
-            assert snake_case(key).endswith(spec.path[-1])
+        prefixed = "BatchedWrite" in key or key.startswith("transactionBuffer")
+        if prefixed:
+            assert snake_case(key).endswith(spec.path[-1]), key
         else:
             assert spec.path[-1] == snake_case(key), key
+
+
+def test_the_key_tree() -> None:
+    """Where the keys of the transaction subsystems' sections sit."""
+    paths = {key: spec.path for key, spec in config_keys().items()}
+    assert paths["transactionBufferSnapshotMinTimeInMillis"] == (
+        "transaction", "buffer", "snapshot_min_time_in_millis",
+    )
+    assert paths["maxActiveTransactionsPerCoordinator"] == (
+        "transaction", "coordinator", "max_active_transactions_per_coordinator",
+    )
+    assert paths["transactionLogBatchedWriteMaxDelayInMillis"] == (
+        "transaction", "transaction_log_batched_write", "max_delay_in_millis",
+    )
+
+
+def test_tunables_have_no_key() -> None:
+    """Limits without a broker.conf key stay out of files, environment and output."""
+    names = {spec.path[-1] for spec in config_keys().values()}
+    assert "replay_read_entries" not in names
+    assert "verify_client_entries" not in names
+    assert "preserver_flush_timeout_ms" not in names
+    with pytest.raises(ValueError, match="unknown configuration key"):
+        load(overrides={"replayReadEntries": 5})
 
 
 def test_snake_case() -> None:
@@ -343,6 +344,15 @@ def test_direct_construction_is_checked() -> None:
         BrokerConfig(broker_service_port=-1)
     with pytest.raises(ValueError, match="managedLedgerMinLedgerRolloverTimeMinutes"):
         ManagedLedgerSettings(managed_ledger_min_ledger_rollover_time_minutes=500)
+    with pytest.raises(ValueError, match="maxActiveTransactionsPerCoordinator"):
+        CoordinatorConfig(max_active_transactions_per_coordinator=-1)
+    with pytest.raises(ValueError, match=r"SnapshotMinTimeInMillis"):
+        TransactionBufferConfig(snapshot_min_time_in_millis=0)
+    # A tunable is checked too; the error names its field.
+    with pytest.raises(ValueError, match="snapshot_segment_size_bytes"):
+        TransactionBufferConfig(snapshot_segment_size_bytes=10)
+    with pytest.raises(ValueError, match="MaxRecords"):
+        BatchedWriteConfig(max_records=0)
 
 
 # --------------------------------------------------------------------------------------
@@ -383,6 +393,12 @@ def test_managed_ledger_config() -> None:
     assert ml.cursor_persist_interval_ms == 0
 
 
+def test_the_storage_defaults_agree_with_the_configuration() -> None:
+    """Storage tests build ManagedLedgerConfig() directly; it must match what the
+    broker derives from the default configuration."""
+    assert ServiceConfiguration().managed_ledger_config() == ManagedLedgerConfig()
+
+
 def test_every_key_is_documented_with_its_default() -> None:
     rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", DOCS.read_text(), flags=re.M)
     documented = {key: default.strip().strip("`") for key, default in rows}
@@ -399,8 +415,8 @@ def test_every_key_is_documented_with_its_default() -> None:
 # --------------------------------------------------------------------------------------
 # Effective defaults: what each subsystem receives when the standalone broker starts
 # with no configuration, and what the subsystem classes default to when tests build
-# them directly. The values were generated from the code before the configuration
-# classes were merged into one path; they must not change.
+# them directly. A changed value here is a changed default for operators: it needs
+# a changelog entry and docs/configuration.md to follow.
 
 EFFECTIVE_DEFAULTS: dict[str, object] = {
     "broker.cluster_name": "standalone",
@@ -454,16 +470,22 @@ EFFECTIVE_DEFAULTS: dict[str, object] = {
 def _effective_settings(service: BrokerService) -> dict[str, object]:
     """The settings the broker's subsystems hold, under the names of the table above."""
     out: dict[str, object] = {}
-    b = service.settings
+    config = service.config
     for name in (
         "cluster_name", "advertised_address", "broker_service_port", "web_service_port",
-        "max_message_size", "allow_auto_topic_creation", "allow_auto_topic_creation_type",
-        "default_num_partitions", "broker_deduplication_enabled",
-        "max_unacked_messages_per_consumer", "entry_info_cache_entries",
-        "broker_service_url", "web_service_url",
+        "max_message_size", "broker_service_url", "web_service_url",
     ):
-        out[f"broker.{name}"] = getattr(b, name)
-    ledger = b.ledger
+        out[f"broker.{name}"] = getattr(config.broker, name)
+    for name in (
+        "allow_auto_topic_creation", "allow_auto_topic_creation_type",
+        "default_num_partitions", "broker_deduplication_enabled",
+    ):
+        out[f"broker.{name}"] = getattr(config.policies, name)
+    out["broker.max_unacked_messages_per_consumer"] = (
+        config.dispatch.max_unacked_messages_per_consumer
+    )
+    out["broker.entry_info_cache_entries"] = service.entry_infos._max
+    ledger = service._ledger_config("public/default")
     for name in (
         "max_entries_per_ledger", "max_size_per_ledger_mb",
         "max_ledger_rollover_time_minutes", "min_ledger_rollover_time_minutes",
@@ -476,7 +498,7 @@ def _effective_settings(service: BrokerService) -> dict[str, object]:
     assert txns is not None
     out["txn.coordinator_count"] = txns.coordinator_count
     out.update(_coordinator_values(txns.registry._config))
-    out.update(_buffer_values(txns.settings.buffer))
+    out.update(_buffer_values(txns._buffer_config))
     out.update(_batched_values("log_batched_write", txns.batched_logs.coordinator.settings))
     out.update(
         _batched_values("pending_ack_batched_write", txns.batched_logs.pending_ack.settings)
@@ -485,33 +507,46 @@ def _effective_settings(service: BrokerService) -> dict[str, object]:
 
 
 def _coordinator_values(c: CoordinatorConfig) -> dict[str, object]:
-    names = (
-        "max_active_transactions", "end_retry_interval_ms", "replay_read_entries",
-        "meta_persist_count", "meta_persist_time_hours", "meta_expire_check_interval_s",
-        "preserver_flush_timeout_ms",
-    )
-    return {f"coordinator.{name}": getattr(c, name) for name in names}
+    return {
+        "coordinator.max_active_transactions": c.max_active_transactions_per_coordinator,
+        "coordinator.end_retry_interval_ms": c.transaction_end_retry_interval_ms,
+        "coordinator.replay_read_entries": c.replay_read_entries,
+        "coordinator.meta_persist_count": c.transaction_meta_persist_count,
+        "coordinator.meta_persist_time_hours": c.transaction_meta_persist_time_in_hour,
+        "coordinator.meta_expire_check_interval_s": (
+            c.transaction_meta_expire_check_interval_in_second
+        ),
+        "coordinator.preserver_flush_timeout_ms": c.preserver_flush_timeout_ms,
+    }
 
 
 def _buffer_values(c: TransactionBufferConfig) -> dict[str, object]:
+    out: dict[str, object] = {
+        "buffer.snapshot_min_time_ms": c.snapshot_min_time_in_millis,
+    }
     names = (
-        "snapshot_max_transaction_count", "snapshot_min_time_ms",
+        "snapshot_max_transaction_count",
         "snapshot_segment_size_bytes", "max_ongoing_transactions",
         "max_aborted_transactions", "max_ended_transactions", "replay_read_entries",
         "verify_client_entries",
     )
-    return {f"buffer.{name}": getattr(c, name) for name in names}
+    out.update({f"buffer.{name}": getattr(c, name) for name in names})
+    return out
 
 
-def _batched_values(prefix: str, c: BatchedWriteSettings) -> dict[str, object]:
-    names = ("enabled", "max_records", "max_size_bytes", "max_delay_ms")
-    return {f"{prefix}.{name}": getattr(c, name) for name in names}
+def _batched_values(prefix: str, c: BatchedWriteConfig) -> dict[str, object]:
+    return {
+        f"{prefix}.enabled": c.enabled,
+        f"{prefix}.max_records": c.max_records,
+        f"{prefix}.max_size_bytes": c.max_size,
+        f"{prefix}.max_delay_ms": c.max_delay_in_millis,
+    }
 
 
 async def test_effective_defaults_of_the_standalone_broker() -> None:
     standalone = Standalone(load())
     standalone.service = BrokerService(
-        standalone.settings, MemoryManagedLedgerFactory(), MemoryMetadataStore()
+        standalone.config, MemoryManagedLedgerFactory(), MemoryMetadataStore()
     )
     standalone._create_system_namespaces()
     standalone._start_transactions()
@@ -531,6 +566,6 @@ def test_subsystem_classes_default_to_the_configuration_defaults() -> None:
     assert _buffer_values(TransactionBufferConfig()) == {
         k: v for k, v in expected.items() if k.startswith("buffer.")
     }
-    assert _batched_values("log_batched_write", BatchedWriteSettings()) == {
+    assert _batched_values("log_batched_write", BatchedWriteConfig()) == {
         k: v for k, v in expected.items() if k.startswith("log_batched_write.")
     }

@@ -19,7 +19,7 @@ from quasar.cli.main import main
 from quasar.clock import ManualClock
 from quasar.metrics import REGISTRY
 from quasar.storage import MemoryManagedLedgerFactory, MemoryMetadataStore
-from quasar.transaction.batched_log import BatchedLogs, BatchedWriteSettings
+from quasar.transaction.batched_log import BatchedLogs, BatchedWriteConfig
 
 Client = TestClient[Any, Any]
 BASE = "/admin/v3/transactions"
@@ -37,7 +37,7 @@ class Broker:
 @pytest.fixture
 async def logs() -> AsyncIterator[BatchedLogs]:
     factory = MemoryManagedLedgerFactory(MemoryMetadataStore(), clock=ManualClock())
-    logs = BatchedLogs(BatchedWriteSettings(), BatchedWriteSettings(enabled=True),
+    logs = BatchedLogs(BatchedWriteConfig(), BatchedWriteConfig(enabled=True),
                        cluster="standalone", registry=REGISTRY)
     ledgers = [await factory.open(f"t/ns/persistent/log{i}") for i in range(3)]
     writers = [

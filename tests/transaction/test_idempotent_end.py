@@ -42,7 +42,7 @@ class PreservingEnv(TcEnv):
     survives restarts (as the compacted topic does)."""
 
     def __init__(self, kind: str = "memory", root: Path | None = None, **kw: object) -> None:
-        kw.setdefault("config", CoordinatorConfig(meta_persist_count=4))
+        kw.setdefault("config", CoordinatorConfig(transaction_meta_persist_count=4))
         super().__init__(kind, root, **kw)  # type: ignore[arg-type]
         self.store = MemoryPreserverStore()
 

@@ -18,17 +18,17 @@ same way transaction-buffer snapshots use ``__transaction_buffer_snapshot``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from quasar.clock import Clock, SystemClock
 from quasar.errors import SubscriptionNotFound
 from quasar.metrics import REGISTRY
 from quasar.protocol import TopicName
-from quasar.transaction.batched_log import BatchedLogs, BatchedWriteSettings
-from quasar.transaction.buffer import TopicTransactionBuffer, TransactionBufferConfig
-from quasar.transaction.coordinator.config import CoordinatorConfig
+from quasar.transaction.batched_log import BatchedLogs
+from quasar.transaction.buffer import TopicTransactionBuffer
+from quasar.transaction.config import TransactionConfig
 from quasar.transaction.coordinator.preserver import terminated_txn_state_topic
 from quasar.transaction.coordinator.preserver_metrics import PreserverMetrics
 from quasar.transaction.coordinator_registry import (
@@ -54,23 +54,6 @@ SNAPSHOT_TOPIC = "__transaction_buffer_snapshot"
 # 200 keeps that cost off the commit path, and bounds what a coordinator load reads
 # after the compacted view to 1000 values (at most ~1.6 MB at 64 entries per name).
 PRESERVER_COMPACT_EVERY_WRITES = 1000
-
-
-@dataclass(frozen=True)
-class TransactionSettings:
-    enabled: bool = True  # transactionCoordinatorEnabled
-    coordinator_count: int = 1  # transactionCoordinatorCount
-    max_active_transactions: int = 0  # maxActiveTransactionsPerCoordinator (0 = unlimited)
-    end_retry_interval_ms: int = 1000  # transactionEndRetryIntervalMs
-    meta_persist_count: int = 64  # transactionMetaPersistCount (0 = no preserver)
-    meta_persist_time_hours: int = 72  # transactionMetaPersistTimeInHour
-    meta_expire_check_interval_s: int = 300  # transactionMetaExpireCheckIntervalInSecond
-    buffer: TransactionBufferConfig = field(default_factory=TransactionBufferConfig)
-    # PIP-160: transactionLogBatchedWrite* / transactionPendingAckBatchedWrite*
-    log_batched_write: BatchedWriteSettings = field(default_factory=BatchedWriteSettings)
-    pending_ack_batched_write: BatchedWriteSettings = field(
-        default_factory=BatchedWriteSettings
-    )
 
 
 class LocalTransactionBufferClient:
@@ -109,9 +92,12 @@ class TransactionService:
     """Owns the coordinator registry of this broker."""
 
     def __init__(
-        self, service: BrokerService, settings: TransactionSettings, clock: Clock | None = None
+        self, service: BrokerService, config: TransactionConfig, clock: Clock | None = None
     ) -> None:
-        self.settings = settings
+        self.config = config
+        # The topic checks each published entry's metadata once itself
+        # (PersistentTopic.publish), so its buffer need not parse it again.
+        self._buffer_config = dataclasses.replace(config.buffer, verify_client_entries=False)
         self.service = service
         self.coordinator_count = self._coordinator_count()
         self.buffer_client = LocalTransactionBufferClient(service)
@@ -119,26 +105,21 @@ class TransactionService:
         self._preserver_tables: dict[int, SystemTopicTable] = {}
         self.scheduler = AsyncioScheduler()
         self.batched_logs = BatchedLogs(
-            settings.log_batched_write, settings.pending_ack_batched_write,
-            cluster=service.settings.cluster_name, registry=REGISTRY,
+            config.transaction_log_batched_write,
+            config.transaction_pending_ack_batched_write,
+            cluster=service.config.broker.cluster_name, registry=REGISTRY,
         )
         self.registry = TransactionCoordinatorRegistry(
             service.ledgers,
             self.buffer_client,
             coordinator_count=self.coordinator_count,
             clock=clock or SystemClock(),
-            config=CoordinatorConfig(
-                max_active_transactions=settings.max_active_transactions,
-                end_retry_interval_ms=settings.end_retry_interval_ms,
-                batched_log=self.batched_logs.coordinator,
-                meta_persist_count=settings.meta_persist_count,
-                meta_persist_time_hours=settings.meta_persist_time_hours,
-                meta_expire_check_interval_s=settings.meta_expire_check_interval_s,
-            ),
+            config=config.coordinator,
             preserver_store=self.preserver_table,
+            batched_log=self.batched_logs.coordinator,
         )
         self.preserver_metrics = PreserverMetrics(
-            service.settings.cluster_name,
+            service.config.broker.cluster_name,
             lambda: [(tc.tc_id, tc.preserver.stats) for tc in self.registry.coordinators()],
         )
         REGISTRY.register(self.preserver_metrics)
@@ -181,7 +162,7 @@ class TransactionService:
             self.snapshot_table(topic.topic_name.namespace_name),
             self.service.clock,
             self.scheduler,
-            self.settings.buffer,
+            self._buffer_config,
         )
 
     async def delete_buffer_snapshot(self, name: TopicName) -> None:
@@ -198,13 +179,13 @@ class TransactionService:
         partition, so changing ``transactionCoordinatorCount`` later must not drop any.
         """
         stored = self.service.partitions_of(TopicName.parse(TC_ASSIGN_TOPIC))
-        if stored and stored != self.settings.coordinator_count:
+        if stored and stored != self.config.transaction_coordinator_count:
             log.warning(
                 "%s has %d partitions: keeping %d transaction coordinators "
                 "(transactionCoordinatorCount=%d applies when the topic is created)",
-                TC_ASSIGN_TOPIC, stored, stored, self.settings.coordinator_count,
+                TC_ASSIGN_TOPIC, stored, stored, self.config.transaction_coordinator_count,
             )
-        return stored or self.settings.coordinator_count
+        return stored or self.config.transaction_coordinator_count
 
     def create_assign_topic(self) -> None:
         """Record the coordinator-assign partitioned topic (idempotent)."""

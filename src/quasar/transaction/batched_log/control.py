@@ -19,8 +19,8 @@ from quasar.metrics import Registry
 from quasar.storage.api import ManagedLedger
 
 from ..scheduler import Scheduler
+from .config import BatchedWriteConfig
 from .metrics import BatchedLogMetrics, coordinator_log_metrics, pending_ack_log_metrics
-from .settings import BatchedWriteSettings
 from .writer import TxnLogBufferedWriter
 
 T = TypeVar("T")
@@ -31,7 +31,7 @@ class BatchedLogControl:
 
     def __init__(
         self,
-        settings: BatchedWriteSettings,
+        settings: BatchedWriteConfig,
         metrics: BatchedLogMetrics,
         *,
         cluster: str,
@@ -46,7 +46,7 @@ class BatchedLogControl:
         )
 
     @property
-    def settings(self) -> BatchedWriteSettings:
+    def settings(self) -> BatchedWriteConfig:
         return self._settings
 
     @property
@@ -99,8 +99,8 @@ class BatchedLogs:
 
     def __init__(
         self,
-        log_settings: BatchedWriteSettings,
-        pending_ack_settings: BatchedWriteSettings,
+        log_settings: BatchedWriteConfig,
+        pending_ack_settings: BatchedWriteConfig,
         *,
         cluster: str,
         registry: Registry | None = None,
