@@ -5,22 +5,26 @@ used by files, environment variables and ``to_properties()`` so an operator's Pu
 knowledge carries over, and a Python *name*, the key in snake_case
 (``journal_max_group_wait_msec``: an underscore before each capital that follows a
 lower-case letter or digit, then lower case; inside a section with a key prefix, the
-name is that of the key's suffix). A setting Pulsar does not have gets a key
-in Pulsar's style and a comment saying it is quasar's own.
+name is that of the key's suffix). A setting Pulsar does not have gets a key in
+Pulsar's style and a comment saying it is quasar's own.
 
-Settings are grouped into sections (``config.broker``, ``config.transaction``, ...),
-and a setting is read through its section, the one way to read it. Each subsystem
-defines its section beside its code when it sits below this module
-(``quasar.transaction.config.TransactionConfig``, built from the coordinator, buffer
-and batched-log sections) and receives that section as a constructor argument;
-nothing reads settings from module-level state. The broker's own sections are defined
-here, since the broker sits above this module: ``BrokerService`` receives the whole
-``ServiceConfiguration``, as Pulsar's does, and hands each subsystem its part. A
-section may carry a key prefix for the settings inside it (the two batched-write
-sections share one class, whose fields are named after the key suffix:
-``config.transaction.transaction_log_batched_write.max_records`` is
-``transactionLogBatchedWriteMaxRecords``). How a section declares its settings is in
-``quasar.config_schema``.
+Settings are grouped into sections, and a setting is read through its section
+(``config.journal.journal_sync_data``): there is one way to read it. A subsystem
+below this module defines its section beside its code and receives that section as a
+constructor argument; nothing reads settings from module-level state:
+
+* ``config.managed_ledger`` and ``config.journal``: ``quasar.storage.config``;
+* ``config.transaction``: ``quasar.transaction.config``, which composes the
+  coordinator, transaction-buffer and batched-log sections of its packages;
+* ``config.broker``, ``config.policies`` and ``config.dispatch``: here, since the
+  broker sits above this module. ``BrokerService`` receives the whole
+  ``ServiceConfiguration``, as Pulsar's does, and hands each subsystem its part.
+
+A section may carry a key prefix for the settings inside it: the two batched-write
+sections share one class whose fields are named after the key suffix
+(``config.transaction.transaction_log_batched_write.max_records`` is
+``transactionLogBatchedWriteMaxRecords``). How a section declares its settings, and
+the tunables that have no key, are described in ``quasar.config_schema``.
 
 Sources, later ones winning::
 
@@ -67,6 +71,7 @@ from quasar.config_schema import (
     setting,
 )
 from quasar.storage.api import ManagedLedgerConfig, RetentionPolicy
+from quasar.storage.config import JournalConfig, ManagedLedgerSettings
 from quasar.transaction.batched_log.config import BatchedWriteConfig
 from quasar.transaction.config import TransactionConfig
 
@@ -187,82 +192,6 @@ class DispatchConfig(Section):
 
 
 @dataclass(frozen=True)
-class ManagedLedgerSettings(Section):
-    """Ledger rollover, the entry cache and cursor persistence."""
-
-    # Pulsar default (broker.conf managedLedgerMaxEntriesPerLedger).
-    managed_ledger_max_entries_per_ledger: int = setting(
-        50_000, "managedLedgerMaxEntriesPerLedger", at_least(1)
-    )
-    # Pulsar default (broker.conf managedLedgerMinLedgerRolloverTimeMinutes).
-    managed_ledger_min_ledger_rollover_time_minutes: int = setting(
-        10, "managedLedgerMinLedgerRolloverTimeMinutes", at_least(0)
-    )
-    # Pulsar default (broker.conf managedLedgerMaxLedgerRolloverTimeMinutes).
-    managed_ledger_max_ledger_rollover_time_minutes: int = setting(
-        240, "managedLedgerMaxLedgerRolloverTimeMinutes", at_least(1)
-    )
-    # Pulsar default (broker.conf managedLedgerMaxSizePerLedgerMbytes).
-    managed_ledger_max_size_per_ledger_mbytes: int = setting(
-        2048, "managedLedgerMaxSizePerLedgerMbytes", at_least(1)
-    )
-    # quasar's choice: 64 MB suits one process on a developer machine. Pulsar's
-    # default is 1/5 of the JVM's direct memory, which has no Python counterpart.
-    managed_ledger_cache_size_mb: int = setting(
-        64, "managedLedgerCacheSizeMB", at_least(0)
-    )
-    # Pulsar default (broker.conf managedLedgerDefaultMarkDeleteRateLimit): cursor
-    # persists per second for ordinary acks; 0 = persist on every ack.
-    managed_ledger_default_mark_delete_rate_limit: float = setting(
-        1.0, "managedLedgerDefaultMarkDeleteRateLimit", at_least(0.0)
-    )
-    # Pulsar default (broker.conf managedLedgerMaxUnackedRangesToPersist).
-    managed_ledger_max_unacked_ranges_to_persist: int = setting(
-        10_000, "managedLedgerMaxUnackedRangesToPersist", at_least(1)
-    )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if (
-            self.managed_ledger_min_ledger_rollover_time_minutes
-            > self.managed_ledger_max_ledger_rollover_time_minutes
-        ):
-            raise ValueError(
-                "managedLedgerMinLedgerRolloverTimeMinutes must not exceed "
-                "managedLedgerMaxLedgerRolloverTimeMinutes"
-            )
-
-    @property
-    def managed_ledger_cache_size_bytes(self) -> int:
-        """``managedLedgerCacheSizeMB`` in bytes."""
-        return self.managed_ledger_cache_size_mb * 1024 * 1024
-
-    @property
-    def cursor_persist_interval_ms(self) -> int:
-        """The mark-delete rate limit as the interval the storage layer uses."""
-        rate = self.managed_ledger_default_mark_delete_rate_limit
-        return 0 if rate <= 0 else round(1000 / rate)
-
-
-@dataclass(frozen=True)
-class JournalConfig(Section):
-    """Group commit of the embedded ledger storage (BookKeeper's journal settings)."""
-
-    # BookKeeper default (bk_server.conf journalSyncData): fsync before acknowledging.
-    journal_sync_data: bool = setting(True, "journalSyncData")
-    # 1 ms as in the OpenMessaging benchmark's Pulsar deployment (BookKeeper's own
-    # default is 2 ms): the longest a write waits for others to share its fsync.
-    journal_max_group_wait_msec: int = setting(
-        1, "journalMaxGroupWaitMSec", at_least(0)
-    )
-    # BookKeeper default (bk_server.conf journalBufferedWritesThreshold): flush a
-    # group once this many bytes are pending.
-    journal_buffered_writes_threshold: int = setting(
-        524_288, "journalBufferedWritesThreshold", at_least(1)
-    )
-
-
-@dataclass(frozen=True)
 class ServiceConfiguration(Section):
     """The whole configuration; build it with ``ServiceConfiguration.load``."""
 
@@ -302,7 +231,8 @@ class ServiceConfiguration(Section):
             if key not in config_keys():
                 raise ValueError(f"unknown configuration key in overrides: {key}")
             values[key] = _convert(key, value, "override")
-        return _build(cls, "", values)
+        built: ServiceConfiguration = _build(cls, "", values)
+        return built
 
     def items(self) -> Iterator[tuple[str, Any]]:
         """``(key, value)`` for every setting, in declaration order."""
@@ -322,17 +252,11 @@ class ServiceConfiguration(Section):
 
     def managed_ledger_config(self) -> ManagedLedgerConfig:
         """Per-topic ledger settings, with the broker-wide default retention."""
-        ml = self.managed_ledger
-        return ManagedLedgerConfig(
-            max_entries_per_ledger=ml.managed_ledger_max_entries_per_ledger,
-            max_size_per_ledger_mb=ml.managed_ledger_max_size_per_ledger_mbytes,
-            max_ledger_rollover_time_minutes=ml.managed_ledger_max_ledger_rollover_time_minutes,
-            min_ledger_rollover_time_minutes=ml.managed_ledger_min_ledger_rollover_time_minutes,
-            retention=RetentionPolicy(
+        return self.managed_ledger.ledger_config(
+            RetentionPolicy(
                 retention_time_minutes=self.policies.default_retention_time_in_minutes,
                 retention_size_mb=self.policies.default_retention_size_in_mb,
-            ),
-            cursor_persist_interval_ms=ml.cursor_persist_interval_ms,
+            )
         )
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from quasar.broker.service import BrokerService
 from quasar.broker.transactions import TransactionService
 from quasar.config import ServiceConfiguration
+from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
 
 from .connection import ServerConnection
 
@@ -51,17 +52,12 @@ class Standalone:
         os._exit(EXIT_FATAL_STORAGE)
 
     async def start(self) -> None:
-        from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
-
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        journal = self.config.journal
         self._store = SqliteMetadataStore(str(self.data_dir / "metadata.db"))
         self._ledgers = FileManagedLedgerFactory(
             str(self.data_dir / "ledgers"),
             self._store,
-            journal_sync_data=journal.journal_sync_data,
-            journal_max_group_wait_ms=journal.journal_max_group_wait_msec,
-            journal_buffered_writes_threshold_bytes=journal.journal_buffered_writes_threshold,
+            journal=self.config.journal,
             cache_size_bytes_max=self.config.managed_ledger.managed_ledger_cache_size_bytes,
             on_fatal=self._on_fatal,
         )

@@ -14,9 +14,9 @@ the PIP-255 chain; a crash point sits between every two steps (``crash_points.py
    transaction's client name (COMMITTING counts as COMMITTED);
                                                          [tc.after_preserver_append]
 3. send the decision to every produced partition and acknowledged subscription,
-   concurrently, each retried every ``end_retry_interval_ms`` while it fails with a
-   retryable error (a participant that no longer exists counts as done); then drop
-   the participant lists from memory;                    [tc.after_some_ends,
+   concurrently, each retried every ``transaction_end_retry_interval_ms`` while it
+   fails with a retryable error (a participant that no longer exists counts as done);
+   then drop the participant lists from memory;          [tc.after_some_ends,
                                                           tc.after_all_ends_before_terminal]
 4. flush the preserver: the outcome is durable under the client name before the
    coordinator may forget the transaction (the write is started right after step 2
@@ -35,7 +35,7 @@ the opposite one gets ``InvalidTxnStatus`` naming the outcome; anything else is
 leaves the transaction COMMITTING/ABORTING, as in Pulsar; a repeated END_TXN or the
 next recovery resumes it. A preserver that cannot write (or a coordinator closing)
 fails the request with ``TransactionPreserverClosed`` (retryable) and the end is
-resumed in the background every ``end_retry_interval_ms``.
+resumed in the background every ``transaction_end_retry_interval_ms``.
 
 Lifecycle (Pulsar's TransactionMetadataStoreState): NONE → INITIALIZING (replay) →
 READY → CLOSING → CLOSED. Requests outside READY get ``TransactionCoordinatorNotFound``
