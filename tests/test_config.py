@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import logging
 import re
@@ -382,6 +383,7 @@ def test_managed_ledger_config() -> None:
             "defaultRetentionTimeInMinutes": 5,
             "defaultRetentionSizeInMB": 6,
             "managedLedgerDefaultMarkDeleteRateLimit": 0,
+            "managedLedgerMaxUnackedRangesToPersist": 7,
         }
     )
     ml = config.managed_ledger_config()
@@ -391,6 +393,7 @@ def test_managed_ledger_config() -> None:
         6,
     )
     assert ml.cursor_persist_interval_ms == 0
+    assert ml.max_unacked_ranges_to_persist == 7
 
 
 def test_the_storage_defaults_agree_with_the_configuration() -> None:
@@ -439,6 +442,7 @@ EFFECTIVE_DEFAULTS: dict[str, object] = {
     "ledger.retention_time_minutes": 0,
     "ledger.retention_size_mb": 0,
     "ledger.cursor_persist_interval_ms": 1000,
+    "ledger.max_unacked_ranges_to_persist": 10000,
     "txn.coordinator_count": 1,
     "coordinator.max_active_transactions": 0,
     "coordinator.end_retry_interval_ms": 1000,
@@ -489,7 +493,7 @@ def _effective_settings(service: BrokerService) -> dict[str, object]:
     for name in (
         "max_entries_per_ledger", "max_size_per_ledger_mb",
         "max_ledger_rollover_time_minutes", "min_ledger_rollover_time_minutes",
-        "cursor_persist_interval_ms",
+        "cursor_persist_interval_ms", "max_unacked_ranges_to_persist",
     ):
         out[f"ledger.{name}"] = getattr(ledger, name)
     out["ledger.retention_time_minutes"] = ledger.retention.retention_time_minutes
@@ -569,3 +573,35 @@ def test_subsystem_classes_default_to_the_configuration_defaults() -> None:
     assert _batched_values("log_batched_write", BatchedWriteConfig()) == {
         k: v for k, v in expected.items() if k.startswith("log_batched_write.")
     }
+
+
+# --------------------------------------------------------------------------------------
+# Layering: sections are declared below every subsystem and composed above them.
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _quasar_imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return {n for n in names if n == "quasar" or n.startswith("quasar.")}
+
+
+def test_the_section_schema_imports_no_quasar_module() -> None:
+    assert _quasar_imports(SRC / "quasar" / "config_schema.py") == set()
+
+
+@pytest.mark.parametrize("package", ["storage", "transaction"])
+def test_subsystems_never_import_the_composed_configuration(package: str) -> None:
+    """quasar.config composes the subsystems' sections, so it sits above them."""
+    bad = [
+        f"{path.relative_to(SRC)} imports {name}"
+        for path in sorted((SRC / "quasar" / package).rglob("*.py"))
+        for name in _quasar_imports(path)
+        if name == "quasar.config" or name.startswith("quasar.config.")
+    ]
+    assert bad == []

@@ -18,7 +18,6 @@ import logging
 import os
 import signal
 import sys
-from pathlib import Path
 from typing import Any
 
 from quasar.broker.service import BrokerService
@@ -38,7 +37,7 @@ class Standalone:
 
     def __init__(self, config: ServiceConfiguration) -> None:
         self.config = config
-        self.data_dir = Path(config.broker.data_dir)
+        self.data_dir = config.broker.data_path
         self.service: BrokerService | None = None
         self._server: asyncio.base_events.Server | None = None
         self._admin_runner: Any = None

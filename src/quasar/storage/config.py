@@ -83,6 +83,7 @@ class ManagedLedgerSettings(Section):
             ),
             retention=retention,
             cursor_persist_interval_ms=self.cursor_persist_interval_ms,
+            max_unacked_ranges_to_persist=self.managed_ledger_max_unacked_ranges_to_persist,
         )
 
 
