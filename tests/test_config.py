@@ -12,6 +12,7 @@ import pytest
 
 from quasar.broker.service import BrokerService
 from quasar.config import (
+    KEYS_WITHOUT_EFFECT,
     BatchedWriteConfig,
     BrokerConfig,
     ManagedLedgerSettings,
@@ -605,3 +606,26 @@ def test_subsystems_never_import_the_composed_configuration(package: str) -> Non
         if name == "quasar.config" or name.startswith("quasar.config.")
     ]
     assert bad == []
+
+
+def test_a_key_without_effect_is_logged_when_set(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="quasar.config"):
+        load()
+    assert caplog.text == ""
+    with caplog.at_level(logging.WARNING, logger="quasar.config"):
+        load(overrides={"superUserRoles": "admin"})
+    assert "superUserRoles=admin has no effect: quasar has no authorization" in caplog.text
+
+
+@pytest.mark.parametrize("key", sorted(KEYS_WITHOUT_EFFECT))
+def test_keys_without_effect_are_read_by_nothing(key: str) -> None:
+    """When a subsystem starts to read one of these, it must leave the table."""
+    field_name = config_keys()[key].path[-1]
+    readers = [
+        str(path.relative_to(SRC))
+        for path in sorted((SRC / "quasar").rglob("*.py"))
+        if path != SRC / "quasar" / "config.py" and f".{field_name}" in path.read_text()
+    ]
+    assert readers == []

@@ -76,6 +76,7 @@ from quasar.transaction.batched_log.config import BatchedWriteConfig
 from quasar.transaction.config import TransactionConfig
 
 __all__ = [
+    "KEYS_WITHOUT_EFFECT",
     "BatchedWriteConfig",
     "BrokerConfig",
     "DispatchConfig",
@@ -91,6 +92,22 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ENV_PREFIX = "QUASAR_"
+
+# Keys accepted so that a Pulsar broker.conf loads unchanged, for features quasar
+# does not have yet. A value other than the default is logged at load, so it is never
+# dropped silently; a key leaves this table when a subsystem starts to read it.
+KEYS_WITHOUT_EFFECT: Mapping[str, str] = types.MappingProxyType(
+    {
+        "superUserRoles": "quasar has no authorization yet",
+        "brokerShutdownTimeoutMs": "shutdown waits for topics to close, unbounded",
+        "brokerDeduplicationMaxNumberOfProducers": (
+            "deduplication keeps its built-in bound of 10000 producers per topic"
+        ),
+        "maxUnackedMessagesPerSubscription": (
+            "only maxUnackedMessagesPerConsumer bounds dispatch"
+        ),
+    }
+)
 
 # --------------------------------------------------------------------------------------
 # The broker's sections. Every default carries a comment naming its source.
@@ -232,6 +249,7 @@ class ServiceConfiguration(Section):
                 raise ValueError(f"unknown configuration key in overrides: {key}")
             values[key] = _convert(key, value, "override")
         built: ServiceConfiguration = _build(cls, "", values)
+        _warn_about_keys_without_effect(built)
         return built
 
     def items(self) -> Iterator[tuple[str, Any]]:
@@ -330,6 +348,14 @@ def _build(cls: type, prefix: str, values: Mapping[str, Any]) -> Any:
         elif f.metadata["key"] is not None and prefix + f.metadata["key"] in values:
             kwargs[f.name] = values[prefix + f.metadata["key"]]
     return cls(**kwargs)
+
+
+def _warn_about_keys_without_effect(config: ServiceConfiguration) -> None:
+    for key, reason in KEYS_WITHOUT_EFFECT.items():
+        spec = config_keys()[key]
+        value = spec.get(config)
+        if value != spec.default:
+            log.warning("%s=%s has no effect: %s", key, _format(value), reason)
 
 
 # --------------------------------------------------------------------------------------
