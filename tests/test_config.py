@@ -27,6 +27,7 @@ from quasar.storage.api import ManagedLedgerConfig
 from quasar.storage.metadata.memory import MemoryMetadataStore
 from quasar.transaction.buffer import TransactionBufferConfig
 from quasar.transaction.coordinator import CoordinatorConfig
+from quasar.transaction.pending_ack import PendingAckConfig
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
@@ -469,6 +470,13 @@ EFFECTIVE_DEFAULTS: dict[str, object] = {
     "pending_ack_batched_write.max_records": 512,
     "pending_ack_batched_write.max_size_bytes": 4194304,
     "pending_ack_batched_write.max_delay_ms": 1,
+    "pending_ack.max_ongoing_transactions": 10000,
+    "pending_ack.max_pending_positions": 500000,
+    "pending_ack.max_waiting_requests": 2000,
+    "pending_ack.max_ended_transactions": 10000,
+    "pending_ack.replay_read_entries": 100,
+    "pending_ack.cursor_flush_retry_interval_ms": 1000,
+    "pending_ack.commit_flush_beside_record": True,
 }
 
 
@@ -508,7 +516,17 @@ def _effective_settings(service: BrokerService) -> dict[str, object]:
     out.update(
         _batched_values("pending_ack_batched_write", txns.batched_logs.pending_ack.settings)
     )
+    out.update(_pending_ack_values(txns.config.pending_ack))
     return out
+
+
+def _pending_ack_values(c: PendingAckConfig) -> dict[str, object]:
+    names = (
+        "max_ongoing_transactions", "max_pending_positions", "max_waiting_requests",
+        "max_ended_transactions", "replay_read_entries",
+        "cursor_flush_retry_interval_ms", "commit_flush_beside_record",
+    )
+    return {f"pending_ack.{name}": getattr(c, name) for name in names}
 
 
 def _coordinator_values(c: CoordinatorConfig) -> dict[str, object]:
@@ -573,6 +591,9 @@ def test_subsystem_classes_default_to_the_configuration_defaults() -> None:
     }
     assert _batched_values("log_batched_write", BatchedWriteConfig()) == {
         k: v for k, v in expected.items() if k.startswith("log_batched_write.")
+    }
+    assert _pending_ack_values(PendingAckConfig()) == {
+        k: v for k, v in expected.items() if k.startswith("pending_ack.")
     }
 
 

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from quasar.errors import NotAllowedError
 from quasar.storage.api import ManagedLedger, Position
 from quasar.transaction.pending_ack import (
-    PendingAckConfig,
     PendingAckHandle,
     pending_ack_ledger_name,
 )
@@ -75,7 +74,7 @@ class SubscriptionTransactions:
             self.sub.name,
             topic.service.clock,
             txns.scheduler,
-            PendingAckConfig(),
+            txns.config.pending_ack,
             on_low_watermark_abort=self._on_low_watermark_abort,
             on_fenced=self._on_fenced,
             writer=pending_ack_writer(txns.batched_logs.pending_ack, ledger, topic.name,

@@ -1,9 +1,9 @@
 """The transaction section of the broker's configuration.
 
 It composes the sections of the transaction subsystems, each defined beside its code:
-the coordinators (``coordinator.config``), the transaction buffers (``buffer.config``)
-and the two PIP-160 batched logs (``batched_log.config``). The broker hands each
-subsystem its own part.
+the coordinators (``coordinator.config``), the transaction buffers (``buffer.config``),
+the pending-ack handles (``pending_ack.config``) and the two PIP-160 batched logs
+(``batched_log.config``). The broker hands each subsystem its own part.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from quasar.config_schema import Section, at_least, section, setting
 from .batched_log.config import BatchedWriteConfig
 from .buffer.config import TransactionBufferConfig
 from .coordinator.config import CoordinatorConfig
+from .pending_ack.config import PendingAckConfig
 
 
 @dataclass(frozen=True)
@@ -38,3 +39,4 @@ class TransactionConfig(Section):
     transaction_pending_ack_batched_write: BatchedWriteConfig = section(
         BatchedWriteConfig, "transactionPendingAckBatchedWrite"
     )
+    pending_ack: PendingAckConfig = section(PendingAckConfig)
