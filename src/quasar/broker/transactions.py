@@ -97,7 +97,9 @@ class TransactionService:
         self.config = config
         # The topic checks each published entry's metadata once itself
         # (PersistentTopic.publish), so its buffer need not parse it again.
-        self._buffer_config = dataclasses.replace(config.buffer, verify_client_entries=False)
+        self._buffer_config = dataclasses.replace(
+            config.buffer, verify_client_entries=False
+        )
         self.service = service
         self.coordinator_count = self._coordinator_count()
         self.buffer_client = LocalTransactionBufferClient(service)

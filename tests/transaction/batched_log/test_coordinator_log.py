@@ -29,7 +29,8 @@ COMMIT = TxnAction.COMMIT
 
 
 def _logs(enabled: bool, **kw: Any) -> BatchedLogs:
-    settings = BatchedWriteConfig(enabled=enabled, max_delay_in_millis=kw.pop("max_delay_in_millis", 1), **kw)
+    kw.setdefault("max_delay_in_millis", 1)
+    settings = BatchedWriteConfig(enabled=enabled, **kw)
     return BatchedLogs(settings, BatchedWriteConfig(), cluster="test", registry=Registry())
 
 
@@ -86,7 +87,9 @@ async def test_records_are_deleted_by_batch_index_and_the_entry_goes_last(
 
 
 async def test_ended_transactions_let_ledgers_be_trimmed() -> None:
-    env = TcEnv(batched_log=_logs(True).coordinator, ledger=ledger_config(max_entries_per_ledger=2))
+    env = TcEnv(
+        batched_log=_logs(True).coordinator, ledger=ledger_config(max_entries_per_ledger=2)
+    )
     try:
         tc = await env.start()
         for _ in range(4):

@@ -121,7 +121,9 @@ async def test_size_threshold_alone(wenv: Env) -> None:
 
 async def test_delay_threshold_alone_counts_from_the_first_record(wenv: Env) -> None:
     metrics = coordinator_log_metrics()
-    w = _writer(wenv, stats=metrics.child("c", "0"), max_records=1000, max_delay_in_millis=5)
+    w = _writer(
+        wenv, stats=metrics.child("c", "0"), max_records=1000, max_delay_in_millis=5
+    )
     first = w.append(_rec(0))
     await wenv.sched.advance(3)
     second = w.append(_rec(1))
@@ -233,7 +235,9 @@ async def test_metrics_values(wenv: Env) -> None:
     registry = Registry()
     metrics = coordinator_log_metrics()
     registry.register(metrics)
-    w = _writer(wenv, stats=metrics.child("standalone", "3"), max_records=3, max_delay_in_millis=2)
+    w = _writer(
+        wenv, stats=metrics.child("standalone", "3"), max_records=3, max_delay_in_millis=2
+    )
     for i in range(3):
         w.append(_rec(i))  # by records, delay 0
     await wenv.sched.advance(0)
