@@ -20,12 +20,13 @@ from quasar.storage import (
     ManagedLedgerConfig,
     SqliteMetadataStore,
 )
+from quasar.storage.config import JournalConfig
 
 
 async def run(mode: str, entries: int, size: int, sync: bool, root: Path) -> None:
     meta = SqliteMetadataStore(root / f"{mode}-{sync}.db")
     factory = FileManagedLedgerFactory(
-        root / f"{mode}-{sync}", meta, journal_sync_data=sync
+        root / f"{mode}-{sync}", meta, journal=JournalConfig(journal_sync_data=sync)
     )
     ml = await factory.open("bench/topic", ManagedLedgerConfig())
     payload = b"x" * size

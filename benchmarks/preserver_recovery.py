@@ -30,11 +30,12 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from quasar.broker.service import BrokerService, BrokerSettings
-from quasar.broker.transactions import TransactionService, TransactionSettings
+from quasar.broker.service import BrokerService
+from quasar.broker.transactions import TransactionService
+from quasar.config import ServiceConfiguration
 from quasar.protocol import TopicName
 from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
-from quasar.transaction import TxnId, TxnStatus
+from quasar.transaction import CoordinatorConfig, TransactionConfig, TxnId, TxnStatus
 from quasar.transaction.coordinator import terminated_txn_state_topic
 
 
@@ -49,11 +50,16 @@ class Broker:
         self.root.mkdir(parents=True, exist_ok=True)
         self.store = SqliteMetadataStore(str(self.root / "metadata.db"))
         self.ledgers = FileManagedLedgerFactory(str(self.root / "ledgers"), self.store)
-        self.service = BrokerService(BrokerSettings(), self.ledgers, self.store)
+        self.service = BrokerService(ServiceConfiguration(), self.ledgers, self.store)
         self.service.resources.bootstrap_standalone("standalone")
         self.txns = TransactionService(
             self.service,
-            TransactionSettings(coordinator_count=1, meta_persist_count=self.persist_count),
+            TransactionConfig(
+                transaction_coordinator_count=1,
+                coordinator=CoordinatorConfig(
+                    transaction_meta_persist_count=self.persist_count
+                ),
+            ),
         )
         self.service.transactions = self.txns
         return self.txns

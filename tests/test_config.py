@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import logging
 import re
@@ -9,14 +10,24 @@ from pathlib import Path
 
 import pytest
 
+from quasar.broker.service import BrokerService
 from quasar.config import (
+    KEYS_WITHOUT_EFFECT,
     BatchedWriteConfig,
     BrokerConfig,
     ManagedLedgerSettings,
     ServiceConfiguration,
+    TransactionConfig,
     config_keys,
     snake_case,
 )
+from quasar.server.standalone import Standalone
+from quasar.storage import MemoryManagedLedgerFactory
+from quasar.storage.api import ManagedLedgerConfig
+from quasar.storage.metadata.memory import MemoryMetadataStore
+from quasar.transaction.buffer import TransactionBufferConfig
+from quasar.transaction.coordinator import CoordinatorConfig
+from quasar.transaction.pending_ack import PendingAckConfig
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
@@ -90,58 +101,58 @@ def test_defaults() -> None:
     assert config == ServiceConfiguration()
 
 
-def test_sections_and_flat_names() -> None:
+def test_a_setting_is_read_through_its_section() -> None:
     config = load()
     assert config.broker.broker_service_port == 6650
+    assert config.journal.journal_max_group_wait_msec == 1
     assert config.transaction.transaction_log_batched_write == BatchedWriteConfig()
-    assert config.broker_service_port == 6650
-    assert config.journal_max_group_wait_msec == 1
-    assert config.transaction_pending_ack_batched_write_max_size == 4194304
-    with pytest.raises(AttributeError, match="no setting"):
-        config.no_such_setting  # noqa: B018
+    assert config.transaction.transaction_pending_ack_batched_write.max_size == 4194304
+    assert config.transaction.coordinator.transaction_end_retry_interval_ms == 1000
+    assert config.transaction.buffer.snapshot_min_time_in_millis == 5000
+    # One way to read a setting: there is no flat alias on the root.
+    assert not hasattr(config, "broker_service_port")
 
 
-def test_flat_names_the_standalone_server_reads() -> None:
-    """quasar.server.standalone reads these flat; a rename here must break a test."""
-    config = load()
-    names = [
-        "cluster_name",
-        "advertised_address",
-        "bind_address",
-        "broker_service_port",
-        "web_service_port",
-        "data_dir",
-        "max_message_size",
-        "max_pending_publish_requests_per_connection",
-        "allow_auto_topic_creation",
-        "allow_auto_topic_creation_type",
-        "default_num_partitions",
-        "broker_deduplication_enabled",
-        "max_unacked_messages_per_consumer",
-        "managed_ledger_max_entries_per_ledger",
-        "managed_ledger_max_size_per_ledger_mbytes",
-        "managed_ledger_max_ledger_rollover_time_minutes",
-        "managed_ledger_min_ledger_rollover_time_minutes",
-        "managed_ledger_default_mark_delete_rate_limit",
-        "managed_ledger_cache_size_mb",
-        "default_retention_time_in_minutes",
-        "default_retention_size_in_mb",
-        "journal_sync_data",
-        "journal_max_group_wait_msec",
-        "journal_buffered_writes_threshold",
-    ]
-    for name in names:
-        assert getattr(config, name) == config.value_of(
-            next(k for k in config_keys() if snake_case(k) == name)
-        )
+def test_the_subsystems_sections_compose_the_configuration() -> None:
+    transaction = load().transaction
+    assert isinstance(transaction, TransactionConfig)
+    assert transaction.coordinator == CoordinatorConfig()
+    assert transaction.buffer == TransactionBufferConfig()
 
 
 def test_every_field_is_named_after_its_key() -> None:
+    """A field's name is its key (or, in a section with a key prefix, the key's
+    suffix) in snake_case, so a key found in broker.conf greps to its field."""
     for key, spec in config_keys().items():
-        if "BatchedWrite" in key:
-            assert snake_case(key).endswith(spec.path[-1])
+        prefixed = "BatchedWrite" in key or key.startswith("transactionBuffer")
+        if prefixed:
+            assert snake_case(key).endswith(spec.path[-1]), key
         else:
             assert spec.path[-1] == snake_case(key), key
+
+
+def test_the_key_tree() -> None:
+    """Where the keys of the transaction subsystems' sections sit."""
+    paths = {key: spec.path for key, spec in config_keys().items()}
+    assert paths["transactionBufferSnapshotMinTimeInMillis"] == (
+        "transaction", "buffer", "snapshot_min_time_in_millis",
+    )
+    assert paths["maxActiveTransactionsPerCoordinator"] == (
+        "transaction", "coordinator", "max_active_transactions_per_coordinator",
+    )
+    assert paths["transactionLogBatchedWriteMaxDelayInMillis"] == (
+        "transaction", "transaction_log_batched_write", "max_delay_in_millis",
+    )
+
+
+def test_tunables_have_no_key() -> None:
+    """Limits without a broker.conf key stay out of files, environment and output."""
+    names = {spec.path[-1] for spec in config_keys().values()}
+    assert "replay_read_entries" not in names
+    assert "verify_client_entries" not in names
+    assert "preserver_flush_timeout_ms" not in names
+    with pytest.raises(ValueError, match="unknown configuration key"):
+        load(overrides={"replayReadEntries": 5})
 
 
 def test_snake_case() -> None:
@@ -336,6 +347,15 @@ def test_direct_construction_is_checked() -> None:
         BrokerConfig(broker_service_port=-1)
     with pytest.raises(ValueError, match="managedLedgerMinLedgerRolloverTimeMinutes"):
         ManagedLedgerSettings(managed_ledger_min_ledger_rollover_time_minutes=500)
+    with pytest.raises(ValueError, match="maxActiveTransactionsPerCoordinator"):
+        CoordinatorConfig(max_active_transactions_per_coordinator=-1)
+    with pytest.raises(ValueError, match=r"SnapshotMinTimeInMillis"):
+        TransactionBufferConfig(snapshot_min_time_in_millis=0)
+    # A tunable is checked too; the error names its field.
+    with pytest.raises(ValueError, match="snapshot_segment_size_bytes"):
+        TransactionBufferConfig(snapshot_segment_size_bytes=10)
+    with pytest.raises(ValueError, match="MaxRecords"):
+        BatchedWriteConfig(max_records=0)
 
 
 # --------------------------------------------------------------------------------------
@@ -365,6 +385,7 @@ def test_managed_ledger_config() -> None:
             "defaultRetentionTimeInMinutes": 5,
             "defaultRetentionSizeInMB": 6,
             "managedLedgerDefaultMarkDeleteRateLimit": 0,
+            "managedLedgerMaxUnackedRangesToPersist": 7,
         }
     )
     ml = config.managed_ledger_config()
@@ -374,6 +395,13 @@ def test_managed_ledger_config() -> None:
         6,
     )
     assert ml.cursor_persist_interval_ms == 0
+    assert ml.max_unacked_ranges_to_persist == 7
+
+
+def test_the_storage_defaults_agree_with_the_configuration() -> None:
+    """Storage tests build ManagedLedgerConfig() directly; it must match what the
+    broker derives from the default configuration."""
+    assert ServiceConfiguration().managed_ledger_config() == ManagedLedgerConfig()
 
 
 def test_every_key_is_documented_with_its_default() -> None:
@@ -387,3 +415,238 @@ def test_every_key_is_documented_with_its_default() -> None:
     )
     for key, value in printed.items():
         assert documented[key] == (value or "(empty)"), key
+
+
+# --------------------------------------------------------------------------------------
+# Effective defaults: what each subsystem receives when the standalone broker starts
+# with no configuration, and what the subsystem classes default to when tests build
+# them directly. A changed value here is a changed default for operators: it needs
+# a changelog entry and docs/configuration.md to follow.
+
+EFFECTIVE_DEFAULTS: dict[str, object] = {
+    "broker.cluster_name": "standalone",
+    "broker.advertised_address": "127.0.0.1",
+    "broker.broker_service_port": 6650,
+    "broker.web_service_port": 8080,
+    "broker.max_message_size": 5242880,
+    "broker.allow_auto_topic_creation": True,
+    "broker.allow_auto_topic_creation_type": "non-partitioned",
+    "broker.default_num_partitions": 1,
+    "broker.broker_deduplication_enabled": False,
+    "broker.max_unacked_messages_per_consumer": 50000,
+    "broker.entry_info_cache_entries": 65536,
+    "broker.broker_service_url": "pulsar://127.0.0.1:6650",
+    "broker.web_service_url": "http://127.0.0.1:8080",
+    "ledger.max_entries_per_ledger": 50000,
+    "ledger.max_size_per_ledger_mb": 2048,
+    "ledger.max_ledger_rollover_time_minutes": 240,
+    "ledger.min_ledger_rollover_time_minutes": 10,
+    "ledger.retention_time_minutes": 0,
+    "ledger.retention_size_mb": 0,
+    "ledger.cursor_persist_interval_ms": 1000,
+    "ledger.max_unacked_ranges_to_persist": 10000,
+    "txn.coordinator_count": 1,
+    "coordinator.max_active_transactions": 0,
+    "coordinator.end_retry_interval_ms": 1000,
+    "coordinator.replay_read_entries": 100,
+    "coordinator.meta_persist_count": 64,
+    "coordinator.meta_persist_time_hours": 72,
+    "coordinator.meta_expire_check_interval_s": 300,
+    "coordinator.preserver_flush_timeout_ms": 10000,
+    "buffer.snapshot_max_transaction_count": 1000,
+    "buffer.snapshot_min_time_ms": 5000,
+    "buffer.snapshot_segment_size_bytes": 262144,
+    "buffer.max_ongoing_transactions": 100000,
+    "buffer.max_aborted_transactions": 1000000,
+    "buffer.max_ended_transactions": 50000,
+    "buffer.replay_read_entries": 100,
+    # The topic checks each published entry itself, so the broker turns this off.
+    "buffer.verify_client_entries": False,
+    "log_batched_write.enabled": False,
+    "log_batched_write.max_records": 512,
+    "log_batched_write.max_size_bytes": 4194304,
+    "log_batched_write.max_delay_ms": 1,
+    "pending_ack_batched_write.enabled": False,
+    "pending_ack_batched_write.max_records": 512,
+    "pending_ack_batched_write.max_size_bytes": 4194304,
+    "pending_ack_batched_write.max_delay_ms": 1,
+    "pending_ack.max_ongoing_transactions": 10000,
+    "pending_ack.max_pending_positions": 500000,
+    "pending_ack.max_waiting_requests": 2000,
+    "pending_ack.max_ended_transactions": 10000,
+    "pending_ack.replay_read_entries": 100,
+    "pending_ack.cursor_flush_retry_interval_ms": 1000,
+    "pending_ack.commit_flush_beside_record": True,
+}
+
+
+def _effective_settings(service: BrokerService) -> dict[str, object]:
+    """The settings the broker's subsystems hold, under the names of the table above."""
+    out: dict[str, object] = {}
+    config = service.config
+    for name in (
+        "cluster_name", "advertised_address", "broker_service_port", "web_service_port",
+        "max_message_size", "broker_service_url", "web_service_url",
+    ):
+        out[f"broker.{name}"] = getattr(config.broker, name)
+    for name in (
+        "allow_auto_topic_creation", "allow_auto_topic_creation_type",
+        "default_num_partitions", "broker_deduplication_enabled",
+    ):
+        out[f"broker.{name}"] = getattr(config.policies, name)
+    out["broker.max_unacked_messages_per_consumer"] = (
+        config.dispatch.max_unacked_messages_per_consumer
+    )
+    out["broker.entry_info_cache_entries"] = service.entry_infos._max
+    ledger = service._ledger_config("public/default")
+    for name in (
+        "max_entries_per_ledger", "max_size_per_ledger_mb",
+        "max_ledger_rollover_time_minutes", "min_ledger_rollover_time_minutes",
+        "cursor_persist_interval_ms", "max_unacked_ranges_to_persist",
+    ):
+        out[f"ledger.{name}"] = getattr(ledger, name)
+    out["ledger.retention_time_minutes"] = ledger.retention.retention_time_minutes
+    out["ledger.retention_size_mb"] = ledger.retention.retention_size_mb
+    txns = service.transactions
+    assert txns is not None
+    out["txn.coordinator_count"] = txns.coordinator_count
+    out.update(_coordinator_values(txns.registry._config))
+    out.update(_buffer_values(txns._buffer_config))
+    out.update(_batched_values("log_batched_write", txns.batched_logs.coordinator.settings))
+    out.update(
+        _batched_values("pending_ack_batched_write", txns.batched_logs.pending_ack.settings)
+    )
+    out.update(_pending_ack_values(txns.config.pending_ack))
+    return out
+
+
+def _pending_ack_values(c: PendingAckConfig) -> dict[str, object]:
+    names = (
+        "max_ongoing_transactions", "max_pending_positions", "max_waiting_requests",
+        "max_ended_transactions", "replay_read_entries",
+        "cursor_flush_retry_interval_ms", "commit_flush_beside_record",
+    )
+    return {f"pending_ack.{name}": getattr(c, name) for name in names}
+
+
+def _coordinator_values(c: CoordinatorConfig) -> dict[str, object]:
+    return {
+        "coordinator.max_active_transactions": c.max_active_transactions_per_coordinator,
+        "coordinator.end_retry_interval_ms": c.transaction_end_retry_interval_ms,
+        "coordinator.replay_read_entries": c.replay_read_entries,
+        "coordinator.meta_persist_count": c.transaction_meta_persist_count,
+        "coordinator.meta_persist_time_hours": c.transaction_meta_persist_time_in_hour,
+        "coordinator.meta_expire_check_interval_s": (
+            c.transaction_meta_expire_check_interval_in_second
+        ),
+        "coordinator.preserver_flush_timeout_ms": c.preserver_flush_timeout_ms,
+    }
+
+
+def _buffer_values(c: TransactionBufferConfig) -> dict[str, object]:
+    out: dict[str, object] = {
+        "buffer.snapshot_min_time_ms": c.snapshot_min_time_in_millis,
+    }
+    names = (
+        "snapshot_max_transaction_count",
+        "snapshot_segment_size_bytes", "max_ongoing_transactions",
+        "max_aborted_transactions", "max_ended_transactions", "replay_read_entries",
+        "verify_client_entries",
+    )
+    out.update({f"buffer.{name}": getattr(c, name) for name in names})
+    return out
+
+
+def _batched_values(prefix: str, c: BatchedWriteConfig) -> dict[str, object]:
+    return {
+        f"{prefix}.enabled": c.enabled,
+        f"{prefix}.max_records": c.max_records,
+        f"{prefix}.max_size_bytes": c.max_size,
+        f"{prefix}.max_delay_ms": c.max_delay_in_millis,
+    }
+
+
+async def test_effective_defaults_of_the_standalone_broker() -> None:
+    standalone = Standalone(load())
+    standalone.service = BrokerService(
+        standalone.config, MemoryManagedLedgerFactory(), MemoryMetadataStore()
+    )
+    standalone._create_system_namespaces()
+    standalone._start_transactions()
+    try:
+        assert _effective_settings(standalone.service) == EFFECTIVE_DEFAULTS
+    finally:
+        await standalone.service.close()
+
+
+def test_subsystem_classes_default_to_the_configuration_defaults() -> None:
+    """Tests build the subsystems' settings directly; they get the same defaults, but
+    the transaction buffer checks client entries itself (no topic in front of it)."""
+    expected = {**EFFECTIVE_DEFAULTS, "buffer.verify_client_entries": True}
+    assert _coordinator_values(CoordinatorConfig()) == {
+        k: v for k, v in expected.items() if k.startswith("coordinator.")
+    }
+    assert _buffer_values(TransactionBufferConfig()) == {
+        k: v for k, v in expected.items() if k.startswith("buffer.")
+    }
+    assert _batched_values("log_batched_write", BatchedWriteConfig()) == {
+        k: v for k, v in expected.items() if k.startswith("log_batched_write.")
+    }
+    assert _pending_ack_values(PendingAckConfig()) == {
+        k: v for k, v in expected.items() if k.startswith("pending_ack.")
+    }
+
+
+# --------------------------------------------------------------------------------------
+# Layering: sections are declared below every subsystem and composed above them.
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _quasar_imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return {n for n in names if n == "quasar" or n.startswith("quasar.")}
+
+
+def test_the_section_schema_imports_no_quasar_module() -> None:
+    assert _quasar_imports(SRC / "quasar" / "config_schema.py") == set()
+
+
+@pytest.mark.parametrize("package", ["storage", "transaction"])
+def test_subsystems_never_import_the_composed_configuration(package: str) -> None:
+    """quasar.config composes the subsystems' sections, so it sits above them."""
+    bad = [
+        f"{path.relative_to(SRC)} imports {name}"
+        for path in sorted((SRC / "quasar" / package).rglob("*.py"))
+        for name in _quasar_imports(path)
+        if name == "quasar.config" or name.startswith("quasar.config.")
+    ]
+    assert bad == []
+
+
+def test_a_key_without_effect_is_logged_when_set(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="quasar.config"):
+        load()
+    assert caplog.text == ""
+    with caplog.at_level(logging.WARNING, logger="quasar.config"):
+        load(overrides={"superUserRoles": "admin"})
+    assert "superUserRoles=admin has no effect: quasar has no authorization" in caplog.text
+
+
+@pytest.mark.parametrize("key", sorted(KEYS_WITHOUT_EFFECT))
+def test_keys_without_effect_are_read_by_nothing(key: str) -> None:
+    """When a subsystem starts to read one of these, it must leave the table."""
+    field_name = config_keys()[key].path[-1]
+    readers = [
+        str(path.relative_to(SRC))
+        for path in sorted((SRC / "quasar").rglob("*.py"))
+        if path != SRC / "quasar" / "config.py" and f".{field_name}" in path.read_text()
+    ]
+    assert readers == []

@@ -4,16 +4,27 @@ Every setting has a *key*, Pulsar's ``broker.conf`` name (``journalMaxGroupWaitM
 used by files, environment variables and ``to_properties()`` so an operator's Pulsar
 knowledge carries over, and a Python *name*, the key in snake_case
 (``journal_max_group_wait_msec``: an underscore before each capital that follows a
-lower-case letter or digit, then lower case). A setting Pulsar does not have gets a key
-in Pulsar's style and a comment saying it is quasar's own.
+lower-case letter or digit, then lower case; inside a section with a key prefix, the
+name is that of the key's suffix). A setting Pulsar does not have gets a key in
+Pulsar's style and a comment saying it is quasar's own.
 
-Settings are grouped into sections (``config.broker``, ``config.transaction``, ...);
-each subsystem receives only its own section as a constructor argument, and nothing
-reads settings from module-level state. The composition root may also read any setting
-flat by its name (``config.journal_max_group_wait_msec``). The two batched-write
-sections share one class, whose fields are named after the key suffix
-(``config.transaction.transaction_log_batched_write.max_records``; flat:
-``config.transaction_log_batched_write_max_records``).
+Settings are grouped into sections, and a setting is read through its section
+(``config.journal.journal_sync_data``): there is one way to read it. A subsystem
+below this module defines its section beside its code and receives that section as a
+constructor argument; nothing reads settings from module-level state:
+
+* ``config.managed_ledger`` and ``config.journal``: ``quasar.storage.config``;
+* ``config.transaction``: ``quasar.transaction.config``, which composes the
+  coordinator, transaction-buffer and batched-log sections of its packages;
+* ``config.broker``, ``config.policies`` and ``config.dispatch``: here, since the
+  broker sits above this module. ``BrokerService`` receives the whole
+  ``ServiceConfiguration``, as Pulsar's does, and hands each subsystem its part.
+
+A section may carry a key prefix for the settings inside it: the two batched-write
+sections share one class whose fields are named after the key suffix
+(``config.transaction.transaction_log_batched_write.max_records`` is
+``transactionLogBatchedWriteMaxRecords``). How a section declares its settings, and
+the tunables that have no key, are described in ``quasar.config_schema``.
 
 Sources, later ones winning::
 
@@ -43,15 +54,29 @@ import os
 import re
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from quasar.config_schema import (
+    Check,
+    Section,
+    at_least,
+    non_empty,
+    one_of,
+    port,
+    section,
+    setting,
+)
 from quasar.storage.api import ManagedLedgerConfig, RetentionPolicy
+from quasar.storage.config import JournalConfig, ManagedLedgerSettings
+from quasar.transaction.batched_log.config import BatchedWriteConfig
+from quasar.transaction.config import TransactionConfig
 
 __all__ = [
+    "KEYS_WITHOUT_EFFECT",
     "BatchedWriteConfig",
     "BrokerConfig",
     "DispatchConfig",
@@ -68,302 +93,131 @@ log = logging.getLogger(__name__)
 
 ENV_PREFIX = "QUASAR_"
 
-# A check returns None when the value is acceptable, else what was expected.
-Check = Callable[[Any], str | None]
-
-
-def _at_least(minimum: int | float) -> Check:
-    def check(value: Any) -> str | None:
-        return None if value >= minimum else f"a number >= {minimum}"
-
-    return check
-
-
-def _one_of(*choices: str) -> Check:
-    def check(value: Any) -> str | None:
-        return None if value in choices else "one of " + ", ".join(choices)
-
-    return check
-
-
-def _non_empty(value: Any) -> str | None:
-    return None if value else "a non-empty string"
-
-
-_PORT_RANGE = "a port number 0..65535 (0 picks a free port)"
-
-
-def _port(value: Any) -> str | None:
-    return None if 0 <= value <= 65535 else _PORT_RANGE
-
-
-def _setting(default: Any, key: str, check: Check | None = None) -> Any:
-    """A leaf setting: its default, its ``broker.conf`` key and an optional check."""
-    return field(default=default, metadata={"key": key, "check": check})
-
-
-def _section(cls: type, prefix: str = "") -> Any:
-    """A nested section; ``prefix`` is prepended to the keys of its settings."""
-    return field(default_factory=cls, metadata={"section": True, "prefix": prefix})
-
-
-class _Section:
-    """Base of every section: re-checks values when a section is built directly."""
-
-    def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            check = f.metadata.get("check")
-            if check is None:
-                continue
-            expected = check(getattr(self, f.name))
-            if expected is not None:
-                raise ValueError(
-                    f"invalid value for {f.metadata['key']} ({f.name}): "
-                    f"{getattr(self, f.name)!r}; expected {expected}"
-                )
-
+# Keys accepted so that a Pulsar broker.conf loads unchanged, for features quasar
+# does not have yet. A value other than the default is logged at load, so it is never
+# dropped silently; a key leaves this table when a subsystem starts to read it.
+KEYS_WITHOUT_EFFECT: Mapping[str, str] = types.MappingProxyType(
+    {
+        "superUserRoles": "quasar has no authorization yet",
+        "brokerShutdownTimeoutMs": "shutdown waits for topics to close, unbounded",
+        "brokerDeduplicationMaxNumberOfProducers": (
+            "deduplication keeps its built-in bound of 10000 producers per topic"
+        ),
+        "maxUnackedMessagesPerSubscription": (
+            "only maxUnackedMessagesPerConsumer bounds dispatch"
+        ),
+    }
+)
 
 # --------------------------------------------------------------------------------------
-# Sections. Every default carries a comment naming its source.
+# The broker's sections. Every default carries a comment naming its source.
 
 
 @dataclass(frozen=True)
-class BrokerConfig(_Section):
+class BrokerConfig(Section):
     """Identity, listeners, data directory and per-connection limits."""
 
     # Pulsar standalone's cluster name.
-    cluster_name: str = _setting("standalone", "clusterName", _non_empty)
+    cluster_name: str = setting("standalone", "clusterName", non_empty)
     # Pulsar default (broker.conf brokerServicePort).
-    broker_service_port: int = _setting(6650, "brokerServicePort", _port)
+    broker_service_port: int = setting(6650, "brokerServicePort", port)
     # Pulsar default (broker.conf webServicePort).
-    web_service_port: int = _setting(8080, "webServicePort", _port)
+    web_service_port: int = setting(8080, "webServicePort", port)
     # Pulsar default: listen on every interface.
-    bind_address: str = _setting("0.0.0.0", "bindAddress", _non_empty)
+    bind_address: str = setting("0.0.0.0", "bindAddress", non_empty)
     # Pulsar's default is the host's FQDN; quasar runs as a standalone broker whose
     # clients are usually on the same host, so it advertises loopback. Set it to a
     # reachable name when clients connect from elsewhere.
-    advertised_address: str = _setting("127.0.0.1", "advertisedAddress", _non_empty)
+    advertised_address: str = setting("127.0.0.1", "advertisedAddress", non_empty)
     # quasar's own: root of ledgers, cursors and the metadata database.
-    data_dir: str = _setting("./data", "dataDir", _non_empty)
+    data_dir: str = setting("./data", "dataDir", non_empty)
     # Pulsar default 5 MiB (broker.conf maxMessageSize); also advertised in CONNECTED.
-    max_message_size: int = _setting(5_242_880, "maxMessageSize", _at_least(1))
+    max_message_size: int = setting(5_242_880, "maxMessageSize", at_least(1))
     # Pulsar default (broker.conf keepAliveIntervalSeconds).
-    keep_alive_interval_seconds: int = _setting(
-        30, "keepAliveIntervalSeconds", _at_least(1)
+    keep_alive_interval_seconds: int = setting(
+        30, "keepAliveIntervalSeconds", at_least(1)
     )
     # Pulsar default (broker.conf maxPendingPublishRequestsPerConnection).
-    max_pending_publish_requests_per_connection: int = _setting(
-        1000, "maxPendingPublishRequestsPerConnection", _at_least(1)
+    max_pending_publish_requests_per_connection: int = setting(
+        1000, "maxPendingPublishRequestsPerConnection", at_least(1)
     )
     # Pulsar default (broker.conf brokerShutdownTimeoutMs).
-    broker_shutdown_timeout_ms: int = _setting(
-        60_000, "brokerShutdownTimeoutMs", _at_least(0)
+    broker_shutdown_timeout_ms: int = setting(
+        60_000, "brokerShutdownTimeoutMs", at_least(0)
     )
     # Pulsar default: no super-users (broker.conf superUserRoles, comma-separated).
-    super_user_roles: tuple[str, ...] = _setting((), "superUserRoles")
+    super_user_roles: tuple[str, ...] = setting((), "superUserRoles")
 
     @property
     def data_path(self) -> Path:
         """``data_dir`` as a path."""
         return Path(self.data_dir)
 
+    @property
+    def broker_service_url(self) -> str:
+        """The binary-protocol URL clients are given in lookups."""
+        return f"pulsar://{self.advertised_address}:{self.broker_service_port}"
+
+    @property
+    def web_service_url(self) -> str:
+        """The admin REST API's URL."""
+        return f"http://{self.advertised_address}:{self.web_service_port}"
+
 
 @dataclass(frozen=True)
-class PolicyDefaults(_Section):
+class PolicyDefaults(Section):
     """Broker-wide defaults for namespace policies (a namespace may override them)."""
 
     # Pulsar default (broker.conf allowAutoTopicCreation).
-    allow_auto_topic_creation: bool = _setting(True, "allowAutoTopicCreation")
+    allow_auto_topic_creation: bool = setting(True, "allowAutoTopicCreation")
     # Pulsar default (broker.conf allowAutoTopicCreationType).
-    allow_auto_topic_creation_type: str = _setting(
+    allow_auto_topic_creation_type: str = setting(
         "non-partitioned",
         "allowAutoTopicCreationType",
-        _one_of("non-partitioned", "partitioned"),
+        one_of("non-partitioned", "partitioned"),
     )
     # Pulsar default (broker.conf defaultNumPartitions).
-    default_num_partitions: int = _setting(1, "defaultNumPartitions", _at_least(1))
+    default_num_partitions: int = setting(1, "defaultNumPartitions", at_least(1))
     # Pulsar default (broker.conf brokerDeduplicationEnabled).
-    broker_deduplication_enabled: bool = _setting(False, "brokerDeduplicationEnabled")
+    broker_deduplication_enabled: bool = setting(False, "brokerDeduplicationEnabled")
     # Pulsar default (broker.conf brokerDeduplicationMaxNumberOfProducers).
-    broker_deduplication_max_number_of_producers: int = _setting(
-        10_000, "brokerDeduplicationMaxNumberOfProducers", _at_least(1)
+    broker_deduplication_max_number_of_producers: int = setting(
+        10_000, "brokerDeduplicationMaxNumberOfProducers", at_least(1)
     )
     # Pulsar default 0: consumed data is deleted at once; -1 = keep forever.
-    default_retention_time_in_minutes: int = _setting(
-        0, "defaultRetentionTimeInMinutes", _at_least(-1)
+    default_retention_time_in_minutes: int = setting(
+        0, "defaultRetentionTimeInMinutes", at_least(-1)
     )
     # Pulsar default 0; -1 = no size limit.
-    default_retention_size_in_mb: int = _setting(
-        0, "defaultRetentionSizeInMB", _at_least(-1)
+    default_retention_size_in_mb: int = setting(
+        0, "defaultRetentionSizeInMB", at_least(-1)
     )
 
 
 @dataclass(frozen=True)
-class DispatchConfig(_Section):
+class DispatchConfig(Section):
     """Limits on what the dispatchers hand out before acknowledgements come back."""
 
     # Pulsar default (broker.conf maxUnackedMessagesPerConsumer); 0 = unlimited.
-    max_unacked_messages_per_consumer: int = _setting(
-        50_000, "maxUnackedMessagesPerConsumer", _at_least(0)
+    max_unacked_messages_per_consumer: int = setting(
+        50_000, "maxUnackedMessagesPerConsumer", at_least(0)
     )
     # Pulsar default (broker.conf maxUnackedMessagesPerSubscription); 0 = unlimited.
-    max_unacked_messages_per_subscription: int = _setting(
-        200_000, "maxUnackedMessagesPerSubscription", _at_least(0)
+    max_unacked_messages_per_subscription: int = setting(
+        200_000, "maxUnackedMessagesPerSubscription", at_least(0)
     )
 
 
 @dataclass(frozen=True)
-class ManagedLedgerSettings(_Section):
-    """Ledger rollover, the entry cache and cursor persistence."""
-
-    # Pulsar default (broker.conf managedLedgerMaxEntriesPerLedger).
-    managed_ledger_max_entries_per_ledger: int = _setting(
-        50_000, "managedLedgerMaxEntriesPerLedger", _at_least(1)
-    )
-    # Pulsar default (broker.conf managedLedgerMinLedgerRolloverTimeMinutes).
-    managed_ledger_min_ledger_rollover_time_minutes: int = _setting(
-        10, "managedLedgerMinLedgerRolloverTimeMinutes", _at_least(0)
-    )
-    # Pulsar default (broker.conf managedLedgerMaxLedgerRolloverTimeMinutes).
-    managed_ledger_max_ledger_rollover_time_minutes: int = _setting(
-        240, "managedLedgerMaxLedgerRolloverTimeMinutes", _at_least(1)
-    )
-    # Pulsar default (broker.conf managedLedgerMaxSizePerLedgerMbytes).
-    managed_ledger_max_size_per_ledger_mbytes: int = _setting(
-        2048, "managedLedgerMaxSizePerLedgerMbytes", _at_least(1)
-    )
-    # quasar's choice: 64 MB suits one process on a developer machine. Pulsar's
-    # default is 1/5 of the JVM's direct memory, which has no Python counterpart.
-    managed_ledger_cache_size_mb: int = _setting(
-        64, "managedLedgerCacheSizeMB", _at_least(0)
-    )
-    # Pulsar default (broker.conf managedLedgerDefaultMarkDeleteRateLimit): cursor
-    # persists per second for ordinary acks; 0 = persist on every ack.
-    managed_ledger_default_mark_delete_rate_limit: float = _setting(
-        1.0, "managedLedgerDefaultMarkDeleteRateLimit", _at_least(0.0)
-    )
-    # Pulsar default (broker.conf managedLedgerMaxUnackedRangesToPersist).
-    managed_ledger_max_unacked_ranges_to_persist: int = _setting(
-        10_000, "managedLedgerMaxUnackedRangesToPersist", _at_least(1)
-    )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if (
-            self.managed_ledger_min_ledger_rollover_time_minutes
-            > self.managed_ledger_max_ledger_rollover_time_minutes
-        ):
-            raise ValueError(
-                "managedLedgerMinLedgerRolloverTimeMinutes must not exceed "
-                "managedLedgerMaxLedgerRolloverTimeMinutes"
-            )
-
-    @property
-    def cursor_persist_interval_ms(self) -> int:
-        """The mark-delete rate limit as the interval the storage layer uses."""
-        rate = self.managed_ledger_default_mark_delete_rate_limit
-        return 0 if rate <= 0 else round(1000 / rate)
-
-
-@dataclass(frozen=True)
-class JournalConfig(_Section):
-    """Group commit of the embedded ledger storage (BookKeeper's journal settings)."""
-
-    # BookKeeper default (bk_server.conf journalSyncData): fsync before acknowledging.
-    journal_sync_data: bool = _setting(True, "journalSyncData")
-    # 1 ms as in the OpenMessaging benchmark's Pulsar deployment (BookKeeper's own
-    # default is 2 ms): the longest a write waits for others to share its fsync.
-    journal_max_group_wait_msec: int = _setting(
-        1, "journalMaxGroupWaitMSec", _at_least(0)
-    )
-    # BookKeeper default (bk_server.conf journalBufferedWritesThreshold): flush a
-    # group once this many bytes are pending.
-    journal_buffered_writes_threshold: int = _setting(
-        524_288, "journalBufferedWritesThreshold", _at_least(1)
-    )
-
-
-@dataclass(frozen=True)
-class BatchedWriteConfig(_Section):
-    """PIP-160 batching of transaction-log or pending-ack records into one entry.
-
-    Used twice under different key prefixes (``transactionLogBatchedWrite*`` and
-    ``transactionPendingAckBatchedWrite*``); the keys below are suffixes.
-    """
-
-    # Pulsar default (PIP-160): off.
-    enabled: bool = _setting(False, "Enabled")
-    # Pulsar default (PIP-160).
-    max_records: int = _setting(512, "MaxRecords", _at_least(1))
-    # Pulsar default (PIP-160): 4 MiB.
-    max_size: int = _setting(4_194_304, "MaxSize", _at_least(1))
-    # Pulsar default (PIP-160).
-    max_delay_in_millis: int = _setting(1, "MaxDelayInMillis", _at_least(0))
-
-
-@dataclass(frozen=True)
-class TransactionConfig(_Section):
-    """Transaction coordinator, transaction buffer and pending-ack settings."""
-
-    # Pulsar's default is false; quasar is a transactional broker, so it is on.
-    transaction_coordinator_enabled: bool = _setting(
-        True, "transactionCoordinatorEnabled"
-    )
-    # quasar's own key: the partitions the coordinator-assign topic gets when it is
-    # created. 1 is what Pulsar's standalone creates (PulsarStandalone); a cluster set
-    # up with initialize-transaction-coordinator-metadata gets 16 by default. An
-    # existing assign topic keeps its count.
-    transaction_coordinator_count: int = _setting(
-        1, "transactionCoordinatorCount", _at_least(1)
-    )
-    # Pulsar default (broker.conf transactionBufferSnapshotMaxTransactionCount).
-    transaction_buffer_snapshot_max_transaction_count: int = _setting(
-        1000, "transactionBufferSnapshotMaxTransactionCount", _at_least(1)
-    )
-    # Pulsar default (broker.conf transactionBufferSnapshotMinTimeInMillis).
-    transaction_buffer_snapshot_min_time_in_millis: int = _setting(
-        5000, "transactionBufferSnapshotMinTimeInMillis", _at_least(1)
-    )
-    # Pulsar default (broker.conf maxActiveTransactionsPerCoordinator): 0 = unlimited.
-    max_active_transactions_per_coordinator: int = _setting(
-        0, "maxActiveTransactionsPerCoordinator", _at_least(0)
-    )
-    # quasar's own key; Pulsar's coordinator retries an end every 1000 ms (hard-coded).
-    transaction_end_retry_interval_ms: int = _setting(
-        1000, "transactionEndRetryIntervalMs", _at_least(1)
-    )
-    # PIP-255 (issue #19744) proposes 0 (feature off). quasar turns it on because its
-    # Spark sink relies on idempotent commit; issue 4 sets 64 terminated transactions
-    # per client name (a few hundred bytes each in memory). 0 = off.
-    transaction_meta_persist_count: int = _setting(
-        64, "transactionMetaPersistCount", _at_least(0)
-    )
-    # PIP-255 (issue #19744) default: terminated-transaction metadata kept 72 hours.
-    transaction_meta_persist_time_in_hour: int = _setting(
-        72, "transactionMetaPersistTimeInHour", _at_least(1)
-    )
-    # PIP-255 (issue #19744) default: how often expired entries are dropped.
-    transaction_meta_expire_check_interval_in_second: int = _setting(
-        300, "transactionMetaExpireCheckIntervalInSecond", _at_least(1)
-    )
-    transaction_log_batched_write: BatchedWriteConfig = _section(
-        BatchedWriteConfig, "transactionLogBatchedWrite"
-    )
-    transaction_pending_ack_batched_write: BatchedWriteConfig = _section(
-        BatchedWriteConfig, "transactionPendingAckBatchedWrite"
-    )
-
-
-@dataclass(frozen=True)
-class ServiceConfiguration(_Section):
+class ServiceConfiguration(Section):
     """The whole configuration; build it with ``ServiceConfiguration.load``."""
 
-    broker: BrokerConfig = _section(BrokerConfig)
-    policies: PolicyDefaults = _section(PolicyDefaults)
-    dispatch: DispatchConfig = _section(DispatchConfig)
-    managed_ledger: ManagedLedgerSettings = _section(ManagedLedgerSettings)
-    journal: JournalConfig = _section(JournalConfig)
-    transaction: TransactionConfig = _section(TransactionConfig)
+    broker: BrokerConfig = section(BrokerConfig)
+    policies: PolicyDefaults = section(PolicyDefaults)
+    dispatch: DispatchConfig = section(DispatchConfig)
+    managed_ledger: ManagedLedgerSettings = section(ManagedLedgerSettings)
+    journal: JournalConfig = section(JournalConfig)
+    transaction: TransactionConfig = section(TransactionConfig)
 
     @classmethod
     def load(
@@ -394,53 +248,33 @@ class ServiceConfiguration(_Section):
             if key not in config_keys():
                 raise ValueError(f"unknown configuration key in overrides: {key}")
             values[key] = _convert(key, value, "override")
-        return _build(cls, "", values)
+        built: ServiceConfiguration = _build(cls, "", values)
+        _warn_about_keys_without_effect(built)
+        return built
 
     def items(self) -> Iterator[tuple[str, Any]]:
         """``(key, value)`` for every setting, in declaration order."""
         for key, spec in config_keys().items():
             yield key, spec.get(self)
 
-    def value_of(self, key: str) -> Any:
-        """The value of one setting by its Pulsar key.
-
-        Raises:
-            KeyError: unknown key.
-        """
-        return config_keys()[key].get(self)
-
     def to_properties(self) -> str:
         """The effective configuration as a properties file (loadable again)."""
         lines: list[str] = []
-        section = ""
+        current = ""
         for key, spec in config_keys().items():
-            if spec.path[0] != section:
-                section = spec.path[0]
-                lines.append(("\n" if lines else "") + f"# [{section}]")
+            if spec.path[0] != current:
+                current = spec.path[0]
+                lines.append(("\n" if lines else "") + f"# [{current}]")
             lines.append(f"{key}={_format(spec.get(self))}")
         return "\n".join(lines) + "\n"
 
-    def __getattr__(self, name: str) -> Any:
-        # Only called for names that are not real attributes: resolve a flat setting
-        # name (the snake_case of its key) to its value inside a section.
-        spec = _flat_names().get(name)
-        if spec is None:
-            raise AttributeError(f"{type(self).__name__} has no setting {name!r}")
-        return spec.get(self)
-
     def managed_ledger_config(self) -> ManagedLedgerConfig:
         """Per-topic ledger settings, with the broker-wide default retention."""
-        ml = self.managed_ledger
-        return ManagedLedgerConfig(
-            max_entries_per_ledger=ml.managed_ledger_max_entries_per_ledger,
-            max_size_per_ledger_mb=ml.managed_ledger_max_size_per_ledger_mbytes,
-            max_ledger_rollover_time_minutes=ml.managed_ledger_max_ledger_rollover_time_minutes,
-            min_ledger_rollover_time_minutes=ml.managed_ledger_min_ledger_rollover_time_minutes,
-            retention=RetentionPolicy(
+        return self.managed_ledger.ledger_config(
+            RetentionPolicy(
                 retention_time_minutes=self.policies.default_retention_time_in_minutes,
                 retention_size_mb=self.policies.default_retention_size_in_mb,
-            ),
-            cursor_persist_interval_ms=ml.cursor_persist_interval_ms,
+            )
         )
 
 
@@ -479,11 +313,6 @@ def snake_case(key: str) -> str:
 
 
 @cache
-def _flat_names() -> dict[str, KeySpec]:
-    return {snake_case(key): spec for key, spec in config_keys().items()}
-
-
-@cache
 def _normalized_keys() -> dict[str, str]:
     # Upper case without underscores: QUASAR_BROKER_SERVICE_PORT and
     # QUASAR_brokerServicePort both normalise to BROKERSERVICEPORT.
@@ -500,6 +329,8 @@ def _collect(
                 hints[f.name], prefix + f.metadata["prefix"], path + (f.name,), out
             )
             continue
+        if f.metadata["key"] is None:
+            continue  # a tunable: not part of broker.conf
         key = prefix + f.metadata["key"]
         # A newly added key that collides with an old one would silently shadow it.
         assert key not in out, f"duplicate configuration key {key}"
@@ -514,9 +345,17 @@ def _build(cls: type, prefix: str, values: Mapping[str, Any]) -> Any:
         if f.metadata.get("section"):
             sub = typing.get_type_hints(cls)[f.name]
             kwargs[f.name] = _build(sub, prefix + f.metadata["prefix"], values)
-        elif prefix + f.metadata["key"] in values:
+        elif f.metadata["key"] is not None and prefix + f.metadata["key"] in values:
             kwargs[f.name] = values[prefix + f.metadata["key"]]
     return cls(**kwargs)
+
+
+def _warn_about_keys_without_effect(config: ServiceConfiguration) -> None:
+    for key, reason in KEYS_WITHOUT_EFFECT.items():
+        spec = config_keys()[key]
+        value = spec.get(config)
+        if value != spec.default:
+            log.warning("%s=%s has no effect: %s", key, _format(value), reason)
 
 
 # --------------------------------------------------------------------------------------

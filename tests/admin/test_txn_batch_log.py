@@ -20,7 +20,7 @@ from quasar.cli.main import main
 from quasar.clock import ManualClock
 from quasar.metrics import broker_registry
 from quasar.storage import MemoryManagedLedgerFactory, MemoryMetadataStore
-from quasar.transaction.batched_log import BatchedLogs, BatchedWriteSettings
+from quasar.transaction.batched_log import BatchedLogs, BatchedWriteConfig
 
 Client = TestClient[Any, Any]
 BASE = "/admin/v3/transactions"
@@ -43,7 +43,7 @@ def metrics() -> CollectorRegistry:
 @pytest.fixture
 async def logs(metrics: CollectorRegistry) -> AsyncIterator[BatchedLogs]:
     factory = MemoryManagedLedgerFactory(MemoryMetadataStore(), clock=ManualClock())
-    logs = BatchedLogs(BatchedWriteSettings(), BatchedWriteSettings(enabled=True),
+    logs = BatchedLogs(BatchedWriteConfig(), BatchedWriteConfig(enabled=True),
                        cluster="standalone", registry=metrics)
     ledgers = [await factory.open(f"t/ns/persistent/log{i}") for i in range(3)]
     writers = [

@@ -30,7 +30,7 @@ from quasar.broker.compaction import (
 )
 from quasar.broker.consumer import Consumer
 from quasar.broker.resources import ConflictError
-from quasar.broker.service import BrokerService, BrokerSettings
+from quasar.broker.service import BrokerService
 from quasar.broker.subscription import (
     SUB_EXCLUSIVE,
     SUB_FAILOVER,
@@ -38,6 +38,7 @@ from quasar.broker.subscription import (
     SUB_SHARED,
 )
 from quasar.broker.topic import PersistentTopic
+from quasar.config import ManagedLedgerSettings, ServiceConfiguration
 from quasar.errors import CorruptRecordError, NotAllowedError
 from quasar.protocol import (
     FrameDecoder,
@@ -53,7 +54,7 @@ from quasar.protocol import (
 )
 from quasar.protocol.compression import LZ4, NONE, SNAPPY, ZLIB, ZSTD
 from quasar.storage import MemoryManagedLedgerFactory
-from quasar.storage.api import EARLIEST, InitialPosition, ManagedLedgerConfig, Position
+from quasar.storage.api import EARLIEST, InitialPosition, Position
 from quasar.storage.metadata.memory import MemoryMetadataStore
 
 TOPIC = "persistent://public/default/table"
@@ -182,14 +183,14 @@ class FakeConnection:
 
 
 class Broker:
-    def __init__(self, settings: BrokerSettings | None = None) -> None:
+    def __init__(self, config: ServiceConfiguration | None = None) -> None:
         self.store = MemoryMetadataStore()
         self.factory = MemoryManagedLedgerFactory(self.store)
-        self.settings = settings or BrokerSettings()
+        self.config = config or ServiceConfiguration()
         self.service = self._new_service()
 
     def _new_service(self) -> BrokerService:
-        service = BrokerService(self.settings, self.factory, self.store)
+        service = BrokerService(self.config, self.factory, self.store)
         service.resources.bootstrap_standalone("standalone")
         return service
 
@@ -546,10 +547,13 @@ async def test_shared_and_key_shared_refuse_read_compacted(broker: Broker) -> No
 
 
 async def test_trimmed_ledgers_are_served_from_the_compacted_ledger() -> None:
-    settings = BrokerSettings(
-        ledger=ManagedLedgerConfig(max_entries_per_ledger=3, min_ledger_rollover_time_minutes=0)
+    config = ServiceConfiguration(
+        managed_ledger=ManagedLedgerSettings(
+            managed_ledger_max_entries_per_ledger=3,
+            managed_ledger_min_ledger_rollover_time_minutes=0,
+        )
     )
-    broker = Broker(settings)
+    broker = Broker(config)
     try:
         topic = await broker.topic()
         pos = await publish(topic, *(single(f"k{i % 4}", bytes([i])) for i in range(10)))

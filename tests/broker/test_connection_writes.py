@@ -8,6 +8,7 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
+from quasar.config import ServiceConfiguration
 from quasar.protocol import EAGER_FLUSH_BYTES
 from quasar.server.connection import ServerConnection
 
@@ -24,7 +25,7 @@ class _Transport:
 
 
 def _connection() -> tuple[ServerConnection, _Transport]:
-    service = SimpleNamespace(settings=SimpleNamespace(max_message_size=5 * 1024 * 1024))
+    service = SimpleNamespace(config=ServiceConfiguration())
     conn = ServerConnection(service, keep_alive_s=0)  # type: ignore[arg-type]
     transport = _Transport()
     conn.connection_made(transport)  # type: ignore[arg-type]

@@ -20,12 +20,11 @@ from quasar.broker.entry_info import (
     info_capacity,
 )
 from quasar.broker.producer import Producer
-from quasar.broker.service import BrokerService, BrokerSettings
+from quasar.broker.service import BrokerService
 from quasar.broker.subscription import SUB_EXCLUSIVE
 from quasar.broker.topic import PersistentTopic
 from quasar.config import ServiceConfiguration
 from quasar.protocol import FrameDecoder, TopicName, make_entry, pb
-from quasar.server.standalone import settings_from_config
 from quasar.storage import MemoryManagedLedgerFactory
 from quasar.storage.api import InitialPosition, Position, resolve_append
 from quasar.storage.metadata.memory import MemoryMetadataStore
@@ -45,7 +44,12 @@ def test_standalone_sizes_the_cache_from_managed_ledger_cache_size_mb() -> None:
     config = ServiceConfiguration.load(
         env={}, overrides={"managedLedgerCacheSizeMB": 128}
     )
-    assert settings_from_config(config).entry_info_cache_entries == 131_072
+    service = BrokerService(config, MemoryManagedLedgerFactory(), MemoryMetadataStore())
+    # 131,072 infos fit (one per KiB of entry cache); one more evicts the oldest.
+    for entry in range(131_073):
+        service.entry_infos.put(Position(7, entry), _info(entry))
+    assert service.entry_infos.get(Position(7, 0)) is None
+    assert service.entry_infos.get(Position(7, 1)) == _info(1)
 
 
 def test_oldest_infos_are_evicted_first() -> None:
@@ -95,7 +99,7 @@ class _Connection:
 async def service() -> AsyncIterator[BrokerService]:
     store = MemoryMetadataStore()
     factory = MemoryManagedLedgerFactory(store)
-    svc = BrokerService(BrokerSettings(), factory, store)
+    svc = BrokerService(ServiceConfiguration(), factory, store)
     svc.resources.bootstrap_standalone("standalone")
     yield svc
     await svc.close()

@@ -9,6 +9,7 @@ import struct
 from types import SimpleNamespace
 from typing import Any
 
+from quasar.config import ServiceConfiguration
 from quasar.server.connection import YIELD_AFTER_READ_BYTES, ServerConnection
 
 
@@ -42,8 +43,8 @@ class FakeTransport:
 
 def _connection(max_pending_publish: int = 1000) -> tuple[ServerConnection, FakeTransport]:
     # No command reaches the service in these tests (only part of one large frame is
-    # fed): the connection reads nothing of it but its settings.
-    service = SimpleNamespace(settings=SimpleNamespace(max_message_size=5 * 1024 * 1024))
+    # fed): the connection reads nothing of it but its configuration.
+    service = SimpleNamespace(config=ServiceConfiguration())
     conn = ServerConnection(service, max_pending_publish, keep_alive_s=0)  # type: ignore[arg-type]
     transport = FakeTransport()
     conn.connection_made(transport)  # type: ignore[arg-type]

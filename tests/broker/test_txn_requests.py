@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from quasar.config import ServiceConfiguration
 from quasar.protocol import pb
 from quasar.protocol.frames import FrameDecoder
 from quasar.server.connection import ServerConnection
@@ -53,7 +54,7 @@ class _Client:
 
     def __init__(self, tc: TransactionCoordinator) -> None:
         service = SimpleNamespace(
-            settings=SimpleNamespace(max_message_size=5 * 1024 * 1024),
+            config=ServiceConfiguration(),
             transactions=SimpleNamespace(registry=_Registry(tc)),
         )
         self.conn = ServerConnection(service, keep_alive_s=0)  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from quasar.storage import (
     ManagedLedgerConfig,
     SqliteMetadataStore,
 )
+from quasar.storage.config import JournalConfig
 from quasar.storage.file import OsDisk
 
 
@@ -126,7 +127,7 @@ async def test_sequential_appends_each_fsync(tmp_path: Path) -> None:
 
 async def test_sync_data_false_never_fsyncs_appends(tmp_path: Path) -> None:
     disk = CountingDisk()
-    factory, meta = make(tmp_path, disk, journal_sync_data=False)
+    factory, meta = make(tmp_path, disk, journal=JournalConfig(journal_sync_data=False))
     ml = await factory.open("t")
     before = disk.syncs
     await asyncio.gather(*(ml.add_entry(b"z") for _ in range(20)))

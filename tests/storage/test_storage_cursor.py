@@ -400,13 +400,8 @@ async def test_new_cursor_is_persisted_immediately(file_env: StorageEnv) -> None
     assert list(ml.cursors()) == ["sub"]
 
 
-async def test_unacked_ranges_persisted_are_bounded(
-    env: StorageEnv, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from quasar.storage import cursor as cursor_module
-
-    monkeypatch.setattr(cursor_module, "MAX_UNACKED_RANGES_TO_PERSIST", 3)
-    ml = await env.open()
+async def test_unacked_ranges_persisted_are_bounded(env: StorageEnv) -> None:
+    ml = await env.open(max_unacked_ranges_to_persist=3)
     p = await fill(ml, 12)
     c = ml.open_cursor("sub", InitialPosition.EARLIEST)
     c.delete([p[1], p[3], p[5], p[7], p[9]])  # five ranges

@@ -27,6 +27,7 @@ from quasar.transaction import (
     TxnId,
     VirtualScheduler,
 )
+from quasar.transaction.batched_log import BatchedLogControl
 from quasar.transaction.coordinator import Record, TransactionLog, decode_entry
 from quasar.transaction.coordinator.state import Op
 from quasar.transaction.scheduler import settle
@@ -58,6 +59,7 @@ class TcEnv:
         *,
         tc_id: int = 0,
         config: CoordinatorConfig | None = None,
+        batched_log: BatchedLogControl | None = None,
         ledger: ManagedLedgerConfig | None = None,
         wrap: Callable[[ManagedLedger], ManagedLedger] | None = None,
     ) -> None:
@@ -68,6 +70,7 @@ class TcEnv:
         self.sched = VirtualScheduler(self.clock)
         self.client = FakeTransactionBufferClient()
         self.config = config or CoordinatorConfig()
+        self.batched_log = batched_log
         self.ledger_config = ledger or ledger_config()
         self.wrap = wrap
         self.memory_meta = MemoryMetadataStore()
@@ -89,7 +92,8 @@ class TcEnv:
         if self.wrap is not None:
             ml = self.wrap(ml)
         self.tc = TransactionCoordinator(
-            self.tc_id, ml, self.clock, self.config, self.client, scheduler=self.sched
+            self.tc_id, ml, self.clock, self.config, self.client, scheduler=self.sched,
+            batched_log=self.batched_log,
         )
         await self.tc.start()
         return self.tc

@@ -153,7 +153,7 @@ async def test_not_ready_means_coordinator_not_found(env: TcEnv) -> None:
 
 
 async def test_max_active_transactions(env: TcEnv) -> None:
-    env.config = CoordinatorConfig(max_active_transactions=2)
+    env.config = CoordinatorConfig(max_active_transactions_per_coordinator=2)
     tc = await env.start()
     a = await tc.new_txn(60_000)
     await tc.new_txn(60_000)
@@ -167,7 +167,7 @@ async def test_max_active_transactions(env: TcEnv) -> None:
 
 
 async def test_max_active_counts_new_transactions_in_flight(env: TcEnv) -> None:
-    env.config = CoordinatorConfig(max_active_transactions=2)
+    env.config = CoordinatorConfig(max_active_transactions_per_coordinator=2)
     tc = await env.start()
     results = await asyncio.gather(*(tc.new_txn(60_000) for _ in range(3)), return_exceptions=True)
     assert sum(isinstance(r, ReachMaxActiveTxn) for r in results) == 1

@@ -42,7 +42,7 @@ class PreservingEnv(TcEnv):
     survives restarts (as the compacted topic does)."""
 
     def __init__(self, kind: str = "memory", root: Path | None = None, **kw: object) -> None:
-        kw.setdefault("config", CoordinatorConfig(meta_persist_count=4))
+        kw.setdefault("config", CoordinatorConfig(transaction_meta_persist_count=4))
         super().__init__(kind, root, **kw)  # type: ignore[arg-type]
         self.store = MemoryPreserverStore()
 
@@ -152,7 +152,7 @@ async def test_trimmed_by_count_is_not_found(penv: PreservingEnv) -> None:
     txns = [await open_txn(tc) for _ in range(6)]
     for i, txn in enumerate(txns):
         await tc.end_txn(txn, COMMIT if i % 2 else ABORT, NAME)
-    # meta_persist_count=4: the two oldest are forgotten.
+    # transaction_meta_persist_count=4: the two oldest are forgotten.
     for txn in txns[:2]:
         with pytest.raises(TransactionNotFound):
             await tc.end_txn(txn, COMMIT, NAME)

@@ -34,7 +34,7 @@ class AdminAdapter:
 
     @property
     def cluster_name(self) -> str:
-        return self.service.settings.cluster_name
+        return self.service.config.broker.cluster_name
 
     @property
     def transaction_batched_logs(self) -> Any:

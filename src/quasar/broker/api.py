@@ -50,7 +50,6 @@ from .entry_info import EntryInfo, EntryInfoCache
 
 __all__ = [
     "BrokerContext",
-    "ClusterSettings",
     "CompactedView",
     "CompactionControl",
     "DispatchSubscription",
@@ -253,16 +252,11 @@ class LoadedTopic(Protocol):
         ...
 
 
-class ClusterSettings(Protocol):
-    @property
-    def cluster_name(self) -> str: ...
-
-
 class TopicRegistry(Protocol):
     """The broker service as the transaction service and system tables use it."""
 
     @property
-    def settings(self) -> ClusterSettings: ...
+    def cluster_name(self) -> str: ...
 
     @property
     def clock(self) -> Clock: ...

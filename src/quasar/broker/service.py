@@ -18,9 +18,9 @@ import asyncio
 import dataclasses
 import logging
 import urllib.parse
-from dataclasses import dataclass, field
 
 from quasar.clock import Clock, SystemClock
+from quasar.config import ServiceConfiguration
 from quasar.errors import (
     NotAllowedError,
     QuasarError,
@@ -47,33 +47,6 @@ TOPICS_ROOT = "/topics"
 PRODUCER_NAME_COUNTER = "/counters/producer-name-generation"
 
 
-@dataclass(frozen=True)
-class BrokerSettings:
-    """The slice of the service configuration the broker core reads."""
-
-    cluster_name: str = "standalone"
-    advertised_address: str = "127.0.0.1"
-    broker_service_port: int = 6650
-    web_service_port: int = 8080
-    max_message_size: int = 5 * 1024 * 1024  # maxMessageSize
-    allow_auto_topic_creation: bool = True  # allowAutoTopicCreation
-    allow_auto_topic_creation_type: str = "non-partitioned"  # allowAutoTopicCreationType
-    default_num_partitions: int = 1  # defaultNumPartitions
-    broker_deduplication_enabled: bool = False  # brokerDeduplicationEnabled
-    max_unacked_messages_per_consumer: int = 50_000  # maxUnackedMessagesPerConsumer
-    # Parsed metadata kept for dispatch, sized from managedLedgerCacheSizeMB.
-    entry_info_cache_entries: int = info_capacity(64 * 1024 * 1024)
-    ledger: ManagedLedgerConfig = field(default_factory=ManagedLedgerConfig)
-
-    @property
-    def broker_service_url(self) -> str:
-        return f"pulsar://{self.advertised_address}:{self.broker_service_port}"
-
-    @property
-    def web_service_url(self) -> str:
-        return f"http://{self.advertised_address}:{self.web_service_port}"
-
-
 def _topic_key(name: TopicName) -> str:
     local = urllib.parse.quote(name.local_name, safe="")
     return f"{name.tenant}/{name.namespace_name.split('/', 1)[1]}/{name.domain}/{local}"
@@ -85,16 +58,21 @@ class BrokerService:
 
     def __init__(
         self,
-        settings: BrokerSettings,
+        config: ServiceConfiguration,
         ledgers: ManagedLedgerFactory,
         store: MetadataStore,
     ) -> None:
-        self.settings = settings
+        self.config = config
+        # Every topic's ledger gets this unless its namespace sets a retention policy.
+        self._default_ledger_config = config.managed_ledger_config()
         self.ledgers = ledgers
         self.store = store
         self.resources = PulsarResources(store)
         self.schemas = SchemaRegistry(store)
-        self.entry_infos = EntryInfoCache(settings.entry_info_cache_entries)
+        # Parsed metadata kept for dispatch, sized like the entry cache.
+        self.entry_infos = EntryInfoCache(
+            info_capacity(config.managed_ledger.managed_ledger_cache_size_bytes)
+        )
         self.topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Future[PersistentTopic]] = {}
         self._producer_seq = 0
@@ -103,6 +81,10 @@ class BrokerService:
         # Set by the composition root when transactionCoordinatorEnabled.
         self.transactions: TransactionService | None = None
         self.clock: Clock = SystemClock()
+
+    @property
+    def cluster_name(self) -> str:
+        return self.config.broker.cluster_name
 
     # -- naming ------------------------------------------------------------------------
     def _next_generation(self) -> int:
@@ -116,7 +98,7 @@ class BrokerService:
     def generate_producer_name(self) -> str:
         """A name unique across restarts (the generation is persisted at start)."""
         self._producer_seq += 1
-        return f"{self.settings.cluster_name}-{self._generation}-{self._producer_seq}"
+        return f"{self.config.broker.cluster_name}-{self._generation}-{self._producer_seq}"
 
     # -- namespaces and policies -------------------------------------------------------
     def namespace_exists(self, namespace: str) -> bool:
@@ -129,7 +111,7 @@ class BrokerService:
             return None
 
     def _auto_creation(self, namespace: str) -> tuple[bool, str, int]:
-        s = self.settings
+        s = self.config.policies
         policies = self._policies(namespace)
         override = policies.auto_topic_creation_override if policies else None
         if override is None:
@@ -148,15 +130,15 @@ class BrokerService:
         policies = self._policies(namespace)
         if policies is not None and policies.deduplication_enabled is not None:
             return policies.deduplication_enabled
-        return self.settings.broker_deduplication_enabled
+        return self.config.policies.broker_deduplication_enabled
 
     def _ledger_config(self, namespace: str) -> ManagedLedgerConfig:
         policies = self._policies(namespace)
         retention = policies.retention_policies if policies else None
         if retention is None:
-            return self.settings.ledger
+            return self._default_ledger_config
         return dataclasses.replace(
-            self.settings.ledger,
+            self._default_ledger_config,
             retention=RetentionPolicy(
                 retention.retention_time_in_minutes, retention.retention_size_in_mb
             ),

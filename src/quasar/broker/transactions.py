@@ -22,9 +22,9 @@ buffers and their subscriptions' pending-ack handles.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client.registry import CollectorRegistry
@@ -32,9 +32,9 @@ from prometheus_client.registry import CollectorRegistry
 from quasar.clock import Clock, SystemClock
 from quasar.protocol.topic_name import TRANSACTION_BUFFER_SNAPSHOT, TopicName
 from quasar.storage.api import ManagedCursor, ManagedLedger
-from quasar.transaction.batched_log import BatchedLogs, BatchedWriteSettings
-from quasar.transaction.buffer import TopicTransactionBuffer, TransactionBufferConfig
-from quasar.transaction.coordinator.config import CoordinatorConfig
+from quasar.transaction.batched_log import BatchedLogs
+from quasar.transaction.buffer import TopicTransactionBuffer
+from quasar.transaction.config import TransactionConfig
 from quasar.transaction.coordinator.preserver import terminated_txn_state_topic
 from quasar.transaction.coordinator.preserver_metrics import PreserverMetrics
 from quasar.transaction.coordinator_registry import (
@@ -43,7 +43,6 @@ from quasar.transaction.coordinator_registry import (
 )
 from quasar.transaction.pending_ack import (
     LowWatermarkAbortListener,
-    PendingAckConfig,
     PendingAckHandle,
 )
 from quasar.transaction.pending_ack.log import pending_ack_writer
@@ -63,23 +62,6 @@ SNAPSHOT_TOPIC = TRANSACTION_BUFFER_SNAPSHOT
 # 200 keeps that cost off the commit path, and bounds what a coordinator load reads
 # after the compacted view to 1000 values (at most ~1.6 MB at 64 entries per name).
 PRESERVER_COMPACT_EVERY_WRITES = 1000
-
-
-@dataclass(frozen=True)
-class TransactionSettings:
-    enabled: bool = True  # transactionCoordinatorEnabled
-    coordinator_count: int = 1  # transactionCoordinatorCount
-    max_active_transactions: int = 0  # maxActiveTransactionsPerCoordinator (0 = unlimited)
-    end_retry_interval_ms: int = 1000  # transactionEndRetryIntervalMs
-    meta_persist_count: int = 64  # transactionMetaPersistCount (0 = no preserver)
-    meta_persist_time_hours: int = 72  # transactionMetaPersistTimeInHour
-    meta_expire_check_interval_s: int = 300  # transactionMetaExpireCheckIntervalInSecond
-    buffer: TransactionBufferConfig = field(default_factory=TransactionBufferConfig)
-    # PIP-160: transactionLogBatchedWrite* / transactionPendingAckBatchedWrite*
-    log_batched_write: BatchedWriteSettings = field(default_factory=BatchedWriteSettings)
-    pending_ack_batched_write: BatchedWriteSettings = field(
-        default_factory=BatchedWriteSettings
-    )
 
 
 class LocalTransactionBufferClient:
@@ -118,12 +100,17 @@ class TransactionService:
     def __init__(
         self,
         service: TopicRegistry,
-        settings: TransactionSettings,
+        config: TransactionConfig,
         clock: Clock | None = None,
         *,
         metrics: CollectorRegistry,
     ) -> None:
-        self.settings = settings
+        self.config = config
+        # The topic checks each published entry's metadata once itself
+        # (PersistentTopic.publish), so its buffer need not parse it again.
+        self._buffer_config = dataclasses.replace(
+            config.buffer, verify_client_entries=False
+        )
         self.service = service
         self.coordinator_count = self._coordinator_count()
         self.buffer_client = LocalTransactionBufferClient(service)
@@ -131,26 +118,21 @@ class TransactionService:
         self._preserver_tables: dict[int, SystemTopicTable] = {}
         self.scheduler = AsyncioScheduler()
         self.batched_logs = BatchedLogs(
-            settings.log_batched_write, settings.pending_ack_batched_write,
-            cluster=service.settings.cluster_name, registry=metrics,
+            config.transaction_log_batched_write,
+            config.transaction_pending_ack_batched_write,
+            cluster=service.cluster_name, registry=metrics,
         )
         self.registry = TransactionCoordinatorRegistry(
             service.ledgers,
             self.buffer_client,
             coordinator_count=self.coordinator_count,
             clock=clock or SystemClock(),
-            config=CoordinatorConfig(
-                max_active_transactions=settings.max_active_transactions,
-                end_retry_interval_ms=settings.end_retry_interval_ms,
-                batched_log=self.batched_logs.coordinator,
-                meta_persist_count=settings.meta_persist_count,
-                meta_persist_time_hours=settings.meta_persist_time_hours,
-                meta_expire_check_interval_s=settings.meta_expire_check_interval_s,
-            ),
+            config=config.coordinator,
             preserver_store=self.preserver_table,
+            batched_log=self.batched_logs.coordinator,
         )
         self.preserver_metrics = PreserverMetrics(
-            service.settings.cluster_name,
+            service.cluster_name,
             lambda: [(tc.tc_id, tc.preserver.stats) for tc in self.registry.coordinators()],
         )
         self._metrics = metrics
@@ -196,7 +178,7 @@ class TransactionService:
             self.snapshot_table(topic.namespace_name),
             self.service.clock,
             self.scheduler,
-            self.settings.buffer,
+            self._buffer_config,
         )
 
     def new_pending_ack_handle(
@@ -217,7 +199,7 @@ class TransactionService:
             subscription,
             clock,
             self.scheduler,
-            PendingAckConfig(),
+            self.config.pending_ack,
             on_low_watermark_abort=on_low_watermark_abort,
             on_fenced=on_fenced,
             writer=pending_ack_writer(self.batched_logs.pending_ack, log_ledger, topic,
@@ -238,13 +220,13 @@ class TransactionService:
         partition, so changing ``transactionCoordinatorCount`` later must not drop any.
         """
         stored = self.service.partitions_of(TopicName.parse(TC_ASSIGN_TOPIC))
-        if stored and stored != self.settings.coordinator_count:
+        if stored and stored != self.config.transaction_coordinator_count:
             log.warning(
                 "%s has %d partitions: keeping %d transaction coordinators "
                 "(transactionCoordinatorCount=%d applies when the topic is created)",
-                TC_ASSIGN_TOPIC, stored, stored, self.settings.coordinator_count,
+                TC_ASSIGN_TOPIC, stored, stored, self.config.transaction_coordinator_count,
             )
-        return stored or self.settings.coordinator_count
+        return stored or self.config.transaction_coordinator_count
 
     def create_assign_topic(self) -> None:
         """Record the coordinator-assign partitioned topic (idempotent)."""

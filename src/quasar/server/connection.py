@@ -89,7 +89,7 @@ class ServerConnection(
         keep_alive_s: float = 30.0,
     ) -> None:
         self.service = service
-        self.settings = service.settings
+        self.settings = service.config.broker
         self._decoder = FrameDecoder(self.settings.max_message_size + FRAME_PADDING)
         self._transport: asyncio.Transport | None = None
         self._wbuf: list[bytes] = []

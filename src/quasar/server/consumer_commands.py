@@ -91,7 +91,7 @@ class ConsumerCommands:
                 read_compacted=c.read_compacted,
                 metadata={kv.key: kv.value for kv in c.metadata},
                 key_shared_mode=c.keySharedMeta.keySharedMode if c.HasField("keySharedMeta") else None,
-                max_unacked_messages=self.service.settings.max_unacked_messages_per_consumer
+                max_unacked_messages=self.service.config.dispatch.max_unacked_messages_per_consumer
                 if c.subType in (pb.CommandSubscribe.Shared, pb.CommandSubscribe.Key_Shared)
                 else 0,
             )

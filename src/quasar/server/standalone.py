@@ -18,17 +18,14 @@ import logging
 import os
 import signal
 import sys
-from pathlib import Path
 from typing import Any
 
-from quasar.broker.entry_info import info_capacity
-from quasar.broker.service import BrokerService, BrokerSettings
-from quasar.broker.transactions import TransactionService, TransactionSettings
-from quasar.config import BatchedWriteConfig, ServiceConfiguration
+from quasar.broker.service import BrokerService
+from quasar.broker.transactions import TransactionService
+from quasar.config import ServiceConfiguration
 from quasar.metrics import broker_registry
 from quasar.native import log_native_extensions
-from quasar.transaction.batched_log import BatchedWriteSettings
-from quasar.transaction.buffer import TransactionBufferConfig
+from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
 
 from .connection import ServerConnection
 
@@ -37,47 +34,12 @@ log = logging.getLogger("quasar.standalone")
 EXIT_FATAL_STORAGE = 70
 
 
-def entry_cache_bytes(config: ServiceConfiguration) -> int:
-    """``managedLedgerCacheSizeMB`` in bytes."""
-    return config.managed_ledger.managed_ledger_cache_size_mb * 1024 * 1024
-
-
-def settings_from_config(config: ServiceConfiguration) -> BrokerSettings:
-    """Pick the broker core's settings out of the service configuration."""
-    b, p = config.broker, config.policies
-    return BrokerSettings(
-        cluster_name=b.cluster_name,
-        advertised_address=b.advertised_address,
-        broker_service_port=b.broker_service_port,
-        web_service_port=b.web_service_port,
-        max_message_size=b.max_message_size,
-        allow_auto_topic_creation=p.allow_auto_topic_creation,
-        allow_auto_topic_creation_type=p.allow_auto_topic_creation_type,
-        default_num_partitions=p.default_num_partitions,
-        broker_deduplication_enabled=p.broker_deduplication_enabled,
-        max_unacked_messages_per_consumer=config.dispatch.max_unacked_messages_per_consumer,
-        entry_info_cache_entries=info_capacity(entry_cache_bytes(config)),
-        ledger=config.managed_ledger_config(),
-    )
-
-
-def batched_write_settings(c: BatchedWriteConfig) -> BatchedWriteSettings:
-    """PIP-160 thresholds from one ``...BatchedWrite*`` config section."""
-    return BatchedWriteSettings(
-        enabled=c.enabled,
-        max_records=c.max_records,
-        max_size_bytes=c.max_size,
-        max_delay_ms=c.max_delay_in_millis,
-    )
-
-
 class Standalone:
     """The running standalone broker (also used by tests in-process)."""
 
     def __init__(self, config: ServiceConfiguration) -> None:
         self.config = config
-        self.settings = settings_from_config(config)
-        self.data_dir = Path(config.broker.data_dir)
+        self.data_dir = config.broker.data_path
         self.service: BrokerService | None = None
         self._server: asyncio.base_events.Server | None = None
         self._admin_runner: Any = None
@@ -93,78 +55,51 @@ class Standalone:
         os._exit(EXIT_FATAL_STORAGE)
 
     async def start(self) -> None:
-        from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
-
         log_native_extensions(log)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        journal = self.config.journal
         self._store = SqliteMetadataStore(str(self.data_dir / "metadata.db"))
         self._ledgers = FileManagedLedgerFactory(
             str(self.data_dir / "ledgers"),
             self._store,
-            journal_sync_data=journal.journal_sync_data,
-            journal_max_group_wait_ms=journal.journal_max_group_wait_msec,
-            journal_buffered_writes_threshold_bytes=journal.journal_buffered_writes_threshold,
-            cache_size_bytes_max=entry_cache_bytes(self.config),
+            journal=self.config.journal,
+            cache_size_bytes_max=self.config.managed_ledger.managed_ledger_cache_size_bytes,
             on_fatal=self._on_fatal,
         )
-        self.service = BrokerService(self.settings, self._ledgers, self._store)
+        self.service = BrokerService(self.config, self._ledgers, self._store)
         self._create_system_namespaces()
         self._start_transactions()
         loop = asyncio.get_running_loop()
-        bind = self.config.broker.bind_address
-        max_pending = self.config.broker.max_pending_publish_requests_per_connection
-        keep_alive_s = self.config.broker.keep_alive_interval_seconds
+        broker = self.config.broker
+        bind = broker.bind_address
+        max_pending = broker.max_pending_publish_requests_per_connection
+        keep_alive_s = broker.keep_alive_interval_seconds
         service = self.service
         # Admin first: once the binary port accepts, the whole broker is ready.
         await self._start_admin(bind)
         self._server = await loop.create_server(
             lambda: ServerConnection(service, max_pending, keep_alive_s),
             host=bind,
-            port=self.settings.broker_service_port,
+            port=broker.broker_service_port,
             reuse_address=True,
         )
         tune_gc()
         log.info(
             "quasar standalone ready: %s (admin %s), data in %s",
-            self.settings.broker_service_url,
-            self.settings.web_service_url,
+            broker.broker_service_url,
+            broker.web_service_url,
             self.data_dir.resolve(),
         )
 
     def _create_system_namespaces(self) -> None:
         assert self.service is not None
-        self.service.resources.bootstrap_standalone(self.settings.cluster_name)
+        self.service.resources.bootstrap_standalone(self.config.broker.cluster_name)
 
     def _start_transactions(self) -> None:
         txn = self.config.transaction
         if not txn.transaction_coordinator_enabled:
             return
         assert self.service is not None
-        service = TransactionService(
-            self.service,
-            TransactionSettings(
-                enabled=True,
-                coordinator_count=txn.transaction_coordinator_count,
-                max_active_transactions=txn.max_active_transactions_per_coordinator,
-                end_retry_interval_ms=txn.transaction_end_retry_interval_ms,
-                meta_persist_count=txn.transaction_meta_persist_count,
-                meta_persist_time_hours=txn.transaction_meta_persist_time_in_hour,
-                meta_expire_check_interval_s=txn.transaction_meta_expire_check_interval_in_second,
-                buffer=TransactionBufferConfig(
-                    snapshot_max_transaction_count=txn.transaction_buffer_snapshot_max_transaction_count,
-                    snapshot_min_time_ms=txn.transaction_buffer_snapshot_min_time_in_millis,
-                    # The topic checks each published entry's metadata once itself
-                    # (PersistentTopic.publish), so the buffer need not parse it again.
-                    verify_client_entries=False,
-                ),
-                log_batched_write=batched_write_settings(txn.transaction_log_batched_write),
-                pending_ack_batched_write=batched_write_settings(
-                    txn.transaction_pending_ack_batched_write
-                ),
-            ),
-            metrics=self.metrics,
-        )
+        service = TransactionService(self.service, txn, metrics=self.metrics)
         service.create_assign_topic()
         self.service.transactions = service
 
@@ -181,7 +116,9 @@ class Standalone:
         app = create_admin_app(AdminAdapter(self.service), metrics=self.metrics)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, bind, self.settings.web_service_port, reuse_address=True)
+        site = web.TCPSite(
+            runner, bind, self.config.broker.web_service_port, reuse_address=True
+        )
         await site.start()
         self._admin_runner = runner
 

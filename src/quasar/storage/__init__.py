@@ -20,7 +20,7 @@ from quasar.storage.api import (
     RetentionPolicy,
     Versioned,
 )
-from quasar.storage.cursor import MAX_UNACKED_RANGES_TO_PERSIST, ManagedCursorImpl
+from quasar.storage.cursor import ManagedCursorImpl
 from quasar.storage.file import FileManagedLedgerFactory, OsDisk
 from quasar.storage.managed_ledger import ManagedLedgerImpl
 from quasar.storage.memory import MemoryManagedLedgerFactory
@@ -29,7 +29,6 @@ from quasar.storage.metadata import MemoryMetadataStore, SqliteMetadataStore
 __all__ = [
     "EARLIEST",
     "LATEST",
-    "MAX_UNACKED_RANGES_TO_PERSIST",
     "Entry",
     "FileManagedLedgerFactory",
     "InitialPosition",

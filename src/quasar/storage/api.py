@@ -88,6 +88,10 @@ class ManagedLedgerConfig:
     # late for ordinary acks. Pulsar throttles with managedLedgerDefaultMarkDeleteRateLimit
     # (1 per second); we express it as an interval.
     cursor_persist_interval_ms: int = 1000
+    # Individually deleted ranges (and as many batch ack sets) a cursor writes, those
+    # nearest mark-delete; the rest live in memory only and are redelivered after a
+    # restart (managedLedgerMaxUnackedRangesToPersist).
+    max_unacked_ranges_to_persist: int = 10_000
 
 
 @dataclass(frozen=True)

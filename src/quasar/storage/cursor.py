@@ -19,9 +19,9 @@ and the first write of a new cursor are synchronous.
 After a crash a subscription therefore redelivers at most what was acknowledged in
 the last interval, never less than the persisted mark-delete.
 
-At most ``MAX_UNACKED_RANGES_TO_PERSIST`` ranges (Pulsar's
-``managedLedgerMaxUnackedRangesToPersist``, 10000) and as many batch ack sets are
-written: those nearest mark-delete. Acknowledgements in ranges past that bound live
+At most ``max_unacked_ranges_to_persist`` ranges (the ledger config's; Pulsar's
+``managedLedgerMaxUnackedRangesToPersist``) and as many batch ack sets are written:
+those nearest mark-delete. Acknowledgements in ranges past that bound live
 in memory only, so after a restart those entries are delivered again; that is
 redelivery, never loss, and the in-memory state stays exact while the process runs.
 """
@@ -40,8 +40,6 @@ from quasar.storage.codec import CursorRecord, encode_cursor
 from quasar.storage.ranges import PositionRangeSet
 
 log = logging.getLogger(__name__)
-
-MAX_UNACKED_RANGES_TO_PERSIST = 10_000
 
 
 class CursorLedger(Protocol):
@@ -351,8 +349,9 @@ class ManagedCursorImpl:
 
     def record(self) -> CursorRecord:
         """The state to persist (bounded, see the module docstring)."""
-        ranges = self._ranges.head(MAX_UNACKED_RANGES_TO_PERSIST)
-        batch = sorted(self._batch.items())[:MAX_UNACKED_RANGES_TO_PERSIST]
+        bound = self._ml.config.max_unacked_ranges_to_persist
+        ranges = self._ranges.head(bound)
+        batch = sorted(self._batch.items())[:bound]
         return CursorRecord(self._md, dict(self._props), ranges, batch)
 
     def persist(self) -> None:

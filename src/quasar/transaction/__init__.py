@@ -1,7 +1,8 @@
 """Transactions: the coordinator (ids, statuses, log, end fan-out, timeouts, recovery).
 
 Layering: this package uses ``quasar.storage.api`` (protocols only), the generated
-record modules of ``quasar.protocol``, ``quasar.errors`` and ``quasar.clock``; it never
+record modules of ``quasar.protocol``, ``quasar.errors``, ``quasar.clock`` and
+``quasar.config_schema`` (to declare its configuration sections); it never
 imports the broker, server, admin or client packages. The broker plugs in through
 ``TransactionBufferClient`` (how ends reach partitions and subscriptions) and the
 ledger factory and naming it hands to ``TransactionCoordinatorRegistry``.
@@ -14,6 +15,7 @@ from .buffer_client import (
     TransactionBufferClient,
     classify_end_failure,
 )
+from .config import TransactionConfig
 from .coordinator import (
     CoordinatorConfig,
     CoordinatorState,
@@ -42,6 +44,7 @@ __all__ = [
     "ReachMaxActiveTxn",
     "Scheduler",
     "TransactionBufferClient",
+    "TransactionConfig",
     "TransactionCoordinator",
     "TransactionCoordinatorRegistry",
     "TxnAction",

@@ -20,7 +20,8 @@ Contract for implementations:
 * Failures raise an exception with a ``retryable`` attribute (every
   ``quasar.errors.QuasarError`` has one; ``error_for_code`` maps a wire error to
   one). ``TimeoutError`` and ``ConnectionError`` also count as retryable. The
-  coordinator retries retryable failures every ``end_retry_interval_ms`` forever.
+  coordinator retries retryable failures every
+  ``transaction_end_retry_interval_ms`` forever.
 * A topic or subscription that no longer exists counts as done: answer success (as
   Pulsar's receiving broker does), or raise ``TopicNotFound`` /
   ``SubscriptionNotFound``, which the coordinator treats the same way.
@@ -78,7 +79,7 @@ class EndFailure(Enum):
     """How the coordinator reacts to a failed end call."""
 
     GONE = "gone"  # the participant no longer exists: counts as done
-    RETRY = "retry"  # try again after end_retry_interval_ms
+    RETRY = "retry"  # try again after transaction_end_retry_interval_ms
     FAIL = "fail"  # give up this attempt; the END_TXN request fails
 
 

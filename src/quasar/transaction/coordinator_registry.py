@@ -31,6 +31,7 @@ from quasar.errors import BrokerError, TransactionCoordinatorNotFound
 from quasar.protocol import TopicName
 from quasar.storage.api import ManagedLedgerConfig, ManagedLedgerFactory
 
+from .batched_log import BatchedLogControl
 from .buffer_client import TransactionBufferClient
 from .coordinator import (
     CoordinatorConfig,
@@ -85,6 +86,7 @@ class TransactionCoordinatorRegistry:
         ledger_config: ManagedLedgerConfig | None = None,
         scheduler: Scheduler | None = None,
         preserver_store: Callable[[int], PreserverStore] | None = None,
+        batched_log: BatchedLogControl | None = None,
     ) -> None:
         if coordinator_count < 1:
             raise ValueError("coordinator_count must be >= 1")
@@ -97,6 +99,7 @@ class TransactionCoordinatorRegistry:
         self._ledger_config = ledger_config
         self._scheduler: Scheduler = scheduler if scheduler is not None else AsyncioScheduler()
         self._preserver_store = preserver_store
+        self._batched_log = batched_log
         self._coordinators: dict[int, TransactionCoordinator] = {}
         self._loading: dict[int, asyncio.Task[TransactionCoordinator]] = {}
         self._unloading: dict[int, asyncio.Task[None]] = {}
@@ -170,6 +173,7 @@ class TransactionCoordinatorRegistry:
             preserver_store=(
                 self._preserver_store(tc_id) if self._preserver_store is not None else None
             ),
+            batched_log=self._batched_log,
         )
         self._coordinators[tc_id] = tc
         try:

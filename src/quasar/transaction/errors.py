@@ -6,7 +6,7 @@ from quasar.errors import BrokerError, ServerError
 
 
 class ReachMaxActiveTxn(BrokerError):
-    """NEW_TXN refused: the coordinator already has ``max_active_transactions`` live.
+    """NEW_TXN refused: ``max_active_transactions_per_coordinator`` are live already.
 
     Pulsar raises ``ReachMaxActiveTxnException`` ("New txn op reach max active txn!
     tcId : N"), which its broker maps to no specific ``ServerError``, so clients see

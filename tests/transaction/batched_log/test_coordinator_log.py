@@ -14,10 +14,10 @@ from prometheus_client.registry import CollectorRegistry
 from quasar.errors import PersistenceError, TransactionCoordinatorNotFound
 from quasar.protocol.ack_set import unacked_indexes
 from quasar.storage.api import ManagedLedger
-from quasar.transaction import CoordinatorConfig, TransactionCoordinator
+from quasar.transaction import TransactionCoordinator
 from quasar.transaction.batched_log import (
     BatchedLogs,
-    BatchedWriteSettings,
+    BatchedWriteConfig,
     is_batched_entry,
 )
 from quasar.transaction.txn_status import TxnAction, TxnStatus
@@ -29,12 +29,9 @@ COMMIT = TxnAction.COMMIT
 
 
 def _logs(enabled: bool, **kw: Any) -> BatchedLogs:
-    settings = BatchedWriteSettings(enabled=enabled, max_delay_ms=kw.pop("max_delay_ms", 1), **kw)
-    return BatchedLogs(settings, BatchedWriteSettings(), cluster="test", registry=CollectorRegistry())
-
-
-def _config(logs: BatchedLogs) -> CoordinatorConfig:
-    return CoordinatorConfig(batched_log=logs.coordinator)
+    kw.setdefault("max_delay_in_millis", 1)
+    settings = BatchedWriteConfig(enabled=enabled, **kw)
+    return BatchedLogs(settings, BatchedWriteConfig(), cluster="test", registry=CollectorRegistry())
 
 
 async def _run(env: TcEnv, *aws: Awaitable[T]) -> list[T]:
@@ -54,7 +51,7 @@ async def _entries(ml: ManagedLedger) -> list[bytes]:
 
 @pytest.fixture
 async def benv() -> Any:
-    e = TcEnv(config=_config(_logs(True)))
+    e = TcEnv(batched_log=_logs(True).coordinator)
     yield e
     await e.close()
 
@@ -90,7 +87,9 @@ async def test_records_are_deleted_by_batch_index_and_the_entry_goes_last(
 
 
 async def test_ended_transactions_let_ledgers_be_trimmed() -> None:
-    env = TcEnv(config=_config(_logs(True)), ledger=ledger_config(max_entries_per_ledger=2))
+    env = TcEnv(
+        batched_log=_logs(True).coordinator, ledger=ledger_config(max_entries_per_ledger=2)
+    )
     try:
         tc = await env.start()
         for _ in range(4):
@@ -121,13 +120,13 @@ async def test_replay_skips_deleted_records_after_a_restart(benv: TcEnv) -> None
 async def test_restart_with_batching_switched(tmp_path: Path, first_on: bool) -> None:
     """A log written with batching on is read with it off, and the reverse; the log
     then holds both layouts and replays as one."""
-    env = TcEnv("file", tmp_path, config=_config(_logs(first_on)))
+    env = TcEnv("file", tmp_path, batched_log=_logs(first_on).coordinator)
     try:
         tc = await env.start()
         a = await _run(env, *(tc.new_txn(60_000) for _ in range(3)))
         await _run(env, *(tc.add_partitions(t, ["pa"]) for t in a))
         await _run(env, tc.end_txn(a[0], COMMIT))
-        env.config = _config(_logs(not first_on))
+        env.batched_log = _logs(not first_on).coordinator
         tc = await env.restart()
         assert tc.transaction_log.writer.enabled is (not first_on)
         assert [m.txn_id for m in tc.transactions()] == a[1:]
@@ -153,7 +152,7 @@ async def test_a_failed_batch_fails_every_request_in_it(benv: TcEnv) -> None:
     fenced: list[TransactionCoordinator] = []
     tc = TransactionCoordinator(
         0, ml, benv.clock, benv.config, benv.client,  # type: ignore[arg-type]
-        scheduler=benv.sched, on_fenced=fenced.append,
+        scheduler=benv.sched, on_fenced=fenced.append, batched_log=benv.batched_log,
     )
     await tc.start()
     ml.failing = True
@@ -170,7 +169,7 @@ async def test_a_failed_batch_fails_every_request_in_it(benv: TcEnv) -> None:
 
 async def test_runtime_switch_reaches_live_coordinators(benv: TcEnv) -> None:
     logs = _logs(False)
-    benv.config = _config(logs)
+    benv.batched_log = logs.coordinator
     tc = await benv.start()
     assert logs.coordinator.status() == [("0", False)]
     await _run(benv, *(tc.new_txn(60_000) for _ in range(3)))

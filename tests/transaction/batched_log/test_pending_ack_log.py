@@ -17,7 +17,7 @@ from quasar.storage.api import ManagedLedger
 from quasar.transaction.batched_log import (
     BatchedLogControl,
     BatchedLogs,
-    BatchedWriteSettings,
+    BatchedWriteConfig,
     is_batched_entry,
 )
 from quasar.transaction.pending_ack import PendingAckHandle
@@ -30,8 +30,8 @@ T = TypeVar("T")
 
 
 def _control(enabled: bool) -> BatchedLogControl:
-    settings = BatchedWriteSettings(enabled=enabled, max_delay_ms=1)
-    return BatchedLogs(BatchedWriteSettings(), settings, cluster="test",
+    settings = BatchedWriteConfig(enabled=enabled, max_delay_in_millis=1)
+    return BatchedLogs(BatchedWriteConfig(), settings, cluster="test",
                        registry=CollectorRegistry()).pending_ack
 
 

@@ -11,7 +11,7 @@ from prometheus_client.registry import CollectorRegistry
 from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
 from quasar.transaction.batched_log import (
     BatchedLogs,
-    BatchedWriteSettings,
+    BatchedWriteConfig,
     LogPosition,
 )
 from quasar.transaction.batched_log.scan import main, scan
@@ -24,8 +24,8 @@ from ..helpers import new_record
 async def _write(data: Path, batched: bool, records: int) -> list[LogPosition]:
     store = SqliteMetadataStore(str(data / "metadata.db"))
     factory = FileManagedLedgerFactory(str(data / "ledgers"), store)
-    logs = BatchedLogs(BatchedWriteSettings(enabled=batched, max_records=records),
-                       BatchedWriteSettings(), cluster="c", registry=CollectorRegistry())
+    logs = BatchedLogs(BatchedWriteConfig(enabled=batched, max_records=records),
+                       BatchedWriteConfig(), cluster="c", registry=CollectorRegistry())
     ml = await factory.open(transaction_log_ledger_name(0))
     log = TransactionLog(ml, batched_log=logs.coordinator, name="0")
     log.open()

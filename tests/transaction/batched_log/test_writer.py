@@ -12,7 +12,7 @@ from prometheus_client.registry import CollectorRegistry
 from quasar.errors import ManagedLedgerClosed, PersistenceError
 from quasar.storage.api import ManagedLedger
 from quasar.transaction.batched_log import (
-    BatchedWriteSettings,
+    BatchedWriteConfig,
     LogPosition,
     TxnLogBufferedWriter,
     batched_payload,
@@ -56,11 +56,11 @@ def _writer(
     env: Env, ledger: ManagedLedger | None = None, stats: BatchedLogStats | None = None,
     **settings: Any,
 ) -> TxnLogBufferedWriter[bytes]:
-    values: dict[str, Any] = {"enabled": True, "max_records": 4, "max_size_bytes": 1 << 20,
-                              "max_delay_ms": 10}
+    values: dict[str, Any] = {"enabled": True, "max_records": 4, "max_size": 1 << 20,
+                              "max_delay_in_millis": 10}
     values.update(settings)
     return TxnLogBufferedWriter(
-        ledger or env.ledger, _ident, BatchedWriteSettings(**values),
+        ledger or env.ledger, _ident, BatchedWriteConfig(**values),
         scheduler=env.sched, clock=env.clock, stats=stats, name="0",
     )
 
@@ -110,7 +110,7 @@ async def test_records_threshold_alone(wenv: Env) -> None:
 
 async def test_size_threshold_alone(wenv: Env) -> None:
     metrics = coordinator_log_metrics()
-    w = _writer(wenv, stats=metrics.child("c", "0"), max_records=1000, max_size_bytes=100)
+    w = _writer(wenv, stats=metrics.child("c", "0"), max_records=1000, max_size=100)
     one = _rec(0, pad=25)
     assert 25 < len(one) < 34
     futures = [w.append(_rec(i, pad=25)) for i in range(4)]  # 4 * ~30 >= 100
@@ -122,7 +122,9 @@ async def test_size_threshold_alone(wenv: Env) -> None:
 
 async def test_delay_threshold_alone_counts_from_the_first_record(wenv: Env) -> None:
     metrics = coordinator_log_metrics()
-    w = _writer(wenv, stats=metrics.child("c", "0"), max_records=1000, max_delay_ms=5)
+    w = _writer(
+        wenv, stats=metrics.child("c", "0"), max_records=1000, max_delay_in_millis=5
+    )
     first = w.append(_rec(0))
     await wenv.sched.advance(3)
     second = w.append(_rec(1))
@@ -143,7 +145,7 @@ async def test_delay_threshold_alone_counts_from_the_first_record(wenv: Env) -> 
 
 async def test_large_record_flushes_the_buffer_then_goes_alone(wenv: Env) -> None:
     metrics = coordinator_log_metrics()
-    w = _writer(wenv, stats=metrics.child("c", "0"), max_records=1000, max_size_bytes=100)
+    w = _writer(wenv, stats=metrics.child("c", "0"), max_records=1000, max_size=100)
     big = _rec(9, pad=150)
     futures = [w.append(_rec(0)), w.append(_rec(1)), w.append(big), w.append(_rec(2))]
     order = _track(futures)
@@ -191,7 +193,7 @@ async def test_failed_write_fails_every_record_of_the_batch(wenv: Env) -> None:
 
 
 async def test_close_writes_the_buffer_then_refuses(wenv: Env) -> None:
-    w = _writer(wenv, max_records=100, max_delay_ms=1000)
+    w = _writer(wenv, max_records=100, max_delay_in_millis=1000)
     pending = [w.append(_rec(i)) for i in range(3)]
     await w.close()
     late = w.append(_rec(3))
@@ -220,7 +222,7 @@ async def test_batching_needs_more_than_one_record(wenv: Env) -> None:
 
 
 async def test_switching_off_writes_the_buffer_first(wenv: Env) -> None:
-    w = _writer(wenv, max_records=100, max_delay_ms=1000)
+    w = _writer(wenv, max_records=100, max_delay_in_millis=1000)
     futures = [w.append(_rec(0)), w.append(_rec(1))]
     w.set_enabled(False)
     futures.append(w.append(_rec(2)))
@@ -238,7 +240,9 @@ async def test_metrics_values(wenv: Env) -> None:
     registry = CollectorRegistry()
     metrics = coordinator_log_metrics()
     registry.register(metrics)
-    w = _writer(wenv, stats=metrics.child("standalone", "3"), max_records=3, max_delay_ms=2)
+    w = _writer(
+        wenv, stats=metrics.child("standalone", "3"), max_records=3, max_delay_in_millis=2
+    )
     for i in range(3):
         w.append(_rec(i))  # by records, delay 0
     await wenv.sched.advance(0)

@@ -126,7 +126,7 @@ async def run(steps: list[tuple[str, int]]) -> None:
                     if model.status[t] == "aborted" or t.least <= env.tb.low_watermark(0)
                 }
             elif op == "tick":
-                await env.sched.advance(env.config.snapshot_min_time_ms)
+                await env.sched.advance(env.config.snapshot_min_time_in_millis)
             assert await env.visible() == model.visible(), (n, op)
         # End everything still open: all committed data shows, in write order.
         for txn, status in list(model.status.items()):

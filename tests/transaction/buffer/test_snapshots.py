@@ -43,7 +43,7 @@ async def test_count_trigger() -> None:
 
 
 async def test_time_trigger_only_when_changed() -> None:
-    env = TbEnv(config=TransactionBufferConfig(snapshot_min_time_ms=1000))
+    env = TbEnv(config=TransactionBufferConfig(snapshot_min_time_in_millis=1000))
     try:
         await env.ready()
         base = len(env.store.writes)
@@ -64,7 +64,7 @@ async def test_time_trigger_only_when_changed() -> None:
 
 
 async def test_snapshot_failure_is_retried_later() -> None:
-    env = TbEnv(config=TransactionBufferConfig(snapshot_min_time_ms=1000))
+    env = TbEnv(config=TransactionBufferConfig(snapshot_min_time_in_millis=1000))
     try:
         await env.ready()
         await env.send(b"a", txn(1))

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from quasar.clock import Clock, SystemClock
 from quasar.errors import FatalStorageError, PersistenceError
 from quasar.storage.api import MetadataStore
+from quasar.storage.config import JournalConfig, ManagedLedgerSettings
 from quasar.storage.file.disk import OsDisk
 from quasar.storage.file.entry_cache import EntryCache, EntryCacheStats
 from quasar.storage.file.group_commit import GroupCommitStats, GroupCommitWriter
@@ -35,10 +36,8 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
         data_dir: str | os.PathLike[str],
         metadata_store: MetadataStore,
         *,
-        journal_sync_data: bool = True,
-        journal_max_group_wait_ms: float = 1,
-        journal_buffered_writes_threshold_bytes: int = 512 * 1024,
-        cache_size_bytes_max: int = 64 * 1024 * 1024,
+        journal: JournalConfig | None = None,
+        cache_size_bytes_max: int | None = None,
         clock: Clock | None = None,
         on_fatal: Callable[[FatalStorageError], None] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
@@ -46,6 +45,9 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
     ) -> None:
         """Open ``data_dir`` (created if missing) and lock it.
 
+        ``journal`` configures group commit (default: the configuration's defaults);
+        ``cache_size_bytes_max`` bounds the entry cache (default:
+        ``managedLedgerCacheSizeMB``'s default).
         ``on_fatal`` is called once, on the loop, when a write or fsync fails; every
         append fails from then on and the process is expected to stop. ``disk`` is
         the file-operations seam (tests inject faults through it).
@@ -73,11 +75,15 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
             raise PersistenceError(
                 f"data directory {self._data_dir} is in use"
             ) from exc
+        if journal is None:
+            journal = JournalConfig()
+        if cache_size_bytes_max is None:
+            cache_size_bytes_max = ManagedLedgerSettings().managed_ledger_cache_size_bytes
         self._writer = GroupCommitWriter(
             self._disk,
-            sync_data=journal_sync_data,
-            max_group_wait_ms=journal_max_group_wait_ms,
-            buffered_writes_threshold_bytes=journal_buffered_writes_threshold_bytes,
+            sync_data=journal.journal_sync_data,
+            max_group_wait_ms=journal.journal_max_group_wait_msec,
+            buffered_writes_threshold_bytes=journal.journal_buffered_writes_threshold,
             on_fatal=self._on_fatal,
         )
         self._cache = EntryCache(cache_size_bytes_max)

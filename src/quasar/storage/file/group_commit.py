@@ -120,9 +120,9 @@ class GroupCommitWriter:
         self,
         disk: OsDisk,
         *,
-        sync_data: bool = True,
-        max_group_wait_ms: float = 1.0,
-        buffered_writes_threshold_bytes: int = 512 * 1024,
+        sync_data: bool,
+        max_group_wait_ms: float,
+        buffered_writes_threshold_bytes: int,
         on_fatal: Callable[[FatalStorageError], None] | None = None,
         name: str = "quasar-group-commit",
     ) -> None:

@@ -3,12 +3,14 @@
 * ``entry_format``: the batched entry ``[magic][version][records]``;
 * ``writer``: ``TxnLogBufferedWriter``, the buffer with its three thresholds;
 * ``deletion``: deleting records by batch index on the log's cursor;
+* ``config``: ``BatchedWriteConfig``, the thresholds (a configuration section);
 * ``control``: the run-time switch, status and metrics of each kind of log;
 * ``metrics``: the PIP-160 Prometheus metrics.
 """
 
 from __future__ import annotations
 
+from .config import BatchedWriteConfig
 from .control import BatchedLogControl, BatchedLogs
 from .entry_format import (
     BATCHED_ENTRY_MAGIC,
@@ -18,7 +20,6 @@ from .entry_format import (
     is_batched_entry,
 )
 from .position import LogPosition
-from .settings import BatchedWriteSettings
 from .writer import TxnLogBufferedWriter
 
 __all__ = [
@@ -26,7 +27,7 @@ __all__ = [
     "BATCHED_ENTRY_VERSION",
     "BatchedLogControl",
     "BatchedLogs",
-    "BatchedWriteSettings",
+    "BatchedWriteConfig",
     "LogPosition",
     "TxnLogBufferedWriter",
     "batched_payload",

@@ -20,8 +20,8 @@ from quasar.clock import Clock
 from quasar.storage.api import ManagedLedger
 
 from ..scheduler import Scheduler
+from .config import BatchedWriteConfig
 from .metrics import BatchedLogMetrics, coordinator_log_metrics, pending_ack_log_metrics
-from .settings import BatchedWriteSettings
 from .writer import TxnLogBufferedWriter
 
 T = TypeVar("T")
@@ -32,7 +32,7 @@ class BatchedLogControl:
 
     def __init__(
         self,
-        settings: BatchedWriteSettings,
+        settings: BatchedWriteConfig,
         metrics: BatchedLogMetrics,
         *,
         cluster: str,
@@ -47,7 +47,7 @@ class BatchedLogControl:
         )
 
     @property
-    def settings(self) -> BatchedWriteSettings:
+    def settings(self) -> BatchedWriteConfig:
         return self._settings
 
     @property
@@ -100,8 +100,8 @@ class BatchedLogs:
 
     def __init__(
         self,
-        log_settings: BatchedWriteSettings,
-        pending_ack_settings: BatchedWriteSettings,
+        log_settings: BatchedWriteConfig,
+        pending_ack_settings: BatchedWriteConfig,
         *,
         cluster: str,
         registry: CollectorRegistry | None = None,

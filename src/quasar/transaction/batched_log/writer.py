@@ -5,13 +5,13 @@ records wait in a buffer, and the buffer is written as one batched entry
 (``entry_format``) as soon as one threshold is reached:
 
 * ``max_records`` records are buffered (trigger ``records``);
-* their bytes reach ``max_size_bytes`` (trigger ``size``);
-* ``max_delay_ms`` has passed since the *first* record of the batch arrived
+* their bytes reach ``max_size`` (trigger ``size``);
+* ``max_delay_in_millis`` has passed since the *first* record of the batch arrived
   (trigger ``delay_time``). The timer is one-shot, armed by the first record and
   cancelled by any other flush: nothing runs while the buffer is empty, and a slow
   ledger is never handed a queue of periodic ticks.
 
-A record of ``max_size_bytes`` or more would make an oversized batch: the buffer is
+A record of ``max_size`` or more would make an oversized batch: the buffer is
 written first, then that record alone, un-batched (trigger ``force``), so log order
 is kept.
 
@@ -39,10 +39,10 @@ from quasar.errors import ManagedLedgerClosed
 from quasar.storage.api import ManagedLedger, Position
 
 from ..scheduler import AsyncioScheduler, Scheduler, TimerHandle
+from .config import BatchedWriteConfig
 from .entry_format import HEADER_SIZE, encode_batched_entry, record_overhead
 from .metrics import BatchedLogStats, Trigger
 from .position import LogPosition
-from .settings import BatchedWriteSettings
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class TxnLogBufferedWriter(Generic[T]):
         self,
         ledger: ManagedLedger,
         encode: Callable[[T], bytes],
-        settings: BatchedWriteSettings,
+        settings: BatchedWriteConfig,
         *,
         scheduler: Scheduler | None = None,
         clock: Clock | None = None,
@@ -95,7 +95,7 @@ class TxnLogBufferedWriter(Generic[T]):
         return self._closed
 
     @property
-    def settings(self) -> BatchedWriteSettings:
+    def settings(self) -> BatchedWriteConfig:
         return self._settings
 
     @property
@@ -133,7 +133,7 @@ class TxnLogBufferedWriter(Generic[T]):
             self._write_alone(data, out)
             return out
         s = self._settings
-        if len(data) >= s.max_size_bytes:
+        if len(data) >= s.max_size:
             if self._records:
                 self._flush(None)
             if self._stats is not None:
@@ -142,13 +142,13 @@ class TxnLogBufferedWriter(Generic[T]):
             return out
         if not self._records:
             self._first_at_ms = self._clock.monotonic_ms()
-            self._timer = self._scheduler.call_later(s.max_delay_ms, self._on_delay)
+            self._timer = self._scheduler.call_later(s.max_delay_in_millis, self._on_delay)
         self._records.append(data)
         self._futures.append(out)
         self._bytes += len(data)
         if len(self._records) >= s.max_records:
             self._flush(Trigger.RECORDS)
-        elif self._bytes >= s.max_size_bytes:
+        elif self._bytes >= s.max_size:
             self._flush(Trigger.SIZE)
         return out
 

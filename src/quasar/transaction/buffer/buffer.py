@@ -130,7 +130,7 @@ class TopicTransactionBuffer:
         self._snapshots = SnapshotScheduler(
             topic, self._writer, self._snapshot_state, clock, scheduler,
             max_changes=self.config.snapshot_max_transaction_count,
-            interval_ms=self.config.snapshot_min_time_ms,
+            interval_ms=self.config.snapshot_min_time_in_millis,
             timer_enabled=lambda: action_for(self._state, TbOp.SNAPSHOT) is TbAction.PROCEED,
         )
         self._cleaner = LowWatermarkCleaner(

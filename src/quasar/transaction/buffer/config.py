@@ -1,22 +1,25 @@
-"""Settings of one topic partition's transaction buffer (the broker maps its config)."""
+"""The configuration section of the transaction buffers (one per topic partition)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from quasar.config_schema import Section, at_least, setting, tunable
+
 
 @dataclass(frozen=True)
-class TransactionBufferConfig:
-    """Limits and intervals; names follow Pulsar's broker.conf keys where one exists.
+class TransactionBufferConfig(Section):
+    """Snapshot triggers (``transactionBuffer*`` keys, the suffixes below) and limits.
 
-    * ``snapshot_max_transaction_count`` (transactionBufferSnapshotMaxTransactionCount):
-      after an end, a snapshot is taken once this many changes (max read position
-      moves, aborted-set changes) accumulated since the last one.
-    * ``snapshot_min_time_ms`` (transactionBufferSnapshotMinTimeInMillis): a timer
-      with this period takes a snapshot if anything changed since the last one.
-    * ``snapshot_segment_size_bytes`` (transactionBufferSnapshotSegmentSize): the
-      largest snapshot record; once the aborted ids do not fit in one, full segments
-      are sealed and written under their own keys (see ``snapshot_format``).
+    * ``snapshot_max_transaction_count``: after an end, a snapshot is taken once this
+      many changes (max read position moves, aborted-set changes) accumulated since
+      the last one.
+    * ``snapshot_min_time_in_millis``: a timer with this period takes a snapshot if
+      anything changed since the last one.
+    * ``snapshot_segment_size_bytes`` (Pulsar's transactionBufferSnapshotSegmentSize,
+      not configurable here): the largest snapshot record; once the aborted ids do not
+      fit in one, full segments are sealed and written under their own keys (see
+      ``snapshot_format``).
     * ``max_ongoing_transactions``: open transactions this partition tracks; the first
       append of one more is refused with ``TooManyRequests`` (retryable). 0 = no limit.
     * ``max_aborted_transactions``: aborted ids kept in memory (they leave when
@@ -30,30 +33,23 @@ class TransactionBufferConfig:
     * ``replay_read_entries``: entries per read during recovery (Pulsar: 100).
     * ``verify_client_entries``: check that entries from clients carry transaction
       ids exactly when they are transactional and never a marker type, so no client
-      can forge a marker that recovery would believe.
+      can forge a marker that recovery would believe. A broker whose topics already
+      check every published entry turns it off.
     """
 
-    snapshot_max_transaction_count: int = 1000
-    snapshot_min_time_ms: int = 5000
-    snapshot_segment_size_bytes: int = 262_144
-    max_ongoing_transactions: int = 100_000
-    max_aborted_transactions: int = 1_000_000
-    max_ended_transactions: int = 50_000
-    replay_read_entries: int = 100
-    verify_client_entries: bool = True
-
-    def __post_init__(self) -> None:
-        if self.snapshot_max_transaction_count < 1:
-            raise ValueError("snapshot_max_transaction_count must be >= 1")
-        if self.snapshot_min_time_ms < 1:
-            raise ValueError("snapshot_min_time_ms must be >= 1")
-        # Room for the segment header, a long topic name and at least one id.
-        if self.snapshot_segment_size_bytes < 1024:
-            raise ValueError("snapshot_segment_size_bytes must be >= 1024")
-        for name in ("max_ongoing_transactions", "max_aborted_transactions"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0 (0 = no limit)")
-        if self.max_ended_transactions < 1:
-            raise ValueError("max_ended_transactions must be >= 1")
-        if self.replay_read_entries < 1:
-            raise ValueError("replay_read_entries must be >= 1")
+    # Pulsar default (broker.conf transactionBufferSnapshotMaxTransactionCount).
+    snapshot_max_transaction_count: int = setting(
+        1000, "SnapshotMaxTransactionCount", at_least(1)
+    )
+    # Pulsar default (broker.conf transactionBufferSnapshotMinTimeInMillis).
+    snapshot_min_time_in_millis: int = setting(
+        5000, "SnapshotMinTimeInMillis", at_least(1)
+    )
+    # Pulsar default (256 KiB); the floor leaves room for the segment header, a long
+    # topic name and at least one id.
+    snapshot_segment_size_bytes: int = tunable(262_144, at_least(1024))
+    max_ongoing_transactions: int = tunable(100_000, at_least(0))
+    max_aborted_transactions: int = tunable(1_000_000, at_least(0))
+    max_ended_transactions: int = tunable(50_000, at_least(1))
+    replay_read_entries: int = tunable(100, at_least(1))
+    verify_client_entries: bool = tunable(True)

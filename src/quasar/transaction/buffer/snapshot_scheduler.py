@@ -5,7 +5,7 @@ Triggers (Pulsar's, ``transactionBufferSnapshot*`` keys):
 * count: the buffer reports every *change* (the max read position moved, the
   aborted set changed); after an end, once ``snapshot_max_transaction_count``
   changes accumulated, a snapshot is taken;
-* time: every ``snapshot_min_time_ms`` while the buffer is READY, a snapshot is
+* time: every ``snapshot_min_time_in_millis`` while the buffer is READY, a snapshot is
   taken if anything changed since the last one;
 * on demand: the first snapshot of a topic, admin, tests.
 

@@ -1,56 +1,51 @@
-"""Settings of one transaction coordinator (plain values; the broker maps its config)."""
+"""The configuration section of the transaction coordinators."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from quasar.transaction.batched_log import BatchedLogControl
+from quasar.config_schema import Section, at_least, setting, tunable
 
 
 @dataclass(frozen=True)
-class CoordinatorConfig:
-    """Per-coordinator limits and intervals.
+class CoordinatorConfig(Section):
+    """Per-coordinator limits and intervals, and the terminated-transaction preserver
+    (PIP-255, ``preserver.py``) each coordinator keeps.
 
-    ``max_active_transactions``: Pulsar's ``maxActiveTransactionsPerCoordinator``;
-    live transactions (OPEN, COMMITTING or ABORTING) plus NEW records in flight; 0 means
-    unlimited. ``end_retry_interval_ms``: quasar's
-    ``transactionEndRetryIntervalMs`` (Pulsar hard-codes 1000 ms); the delay before a
-    retryable end call to a partition or subscription is sent again.
-    ``replay_read_entries``: log entries read per request during recovery (Pulsar: 100).
-
-    The terminated-transaction preserver (PIP-255, ``preserver.py``):
-    ``meta_persist_count`` (``transactionMetaPersistCount``) ended transactions kept
-    per client name, 0 = off; ``meta_persist_time_hours``
-    (``transactionMetaPersistTimeInHour``) how long one is kept after its decision;
-    ``meta_expire_check_interval_s`` (``transactionMetaExpireCheckIntervalInSecond``)
-    how often expired ones are dropped; ``preserver_flush_timeout_ms`` (quasar's own)
-    how long an end waits for the preserver's write before it fails with
+    ``max_active_transactions_per_coordinator`` counts live transactions (OPEN,
+    COMMITTING or ABORTING) plus NEW records in flight. ``replay_read_entries`` is the
+    number of log entries read per request during recovery. The preserver keeps
+    ``transaction_meta_persist_count`` ended transactions per client name, each for
+    ``transaction_meta_persist_time_in_hour`` after its decision, and drops expired
+    ones every ``transaction_meta_expire_check_interval_in_second``; an end waits at
+    most ``preserver_flush_timeout_ms`` for the preserver's write, then fails with
     ``TransactionPreserverClosed`` (retryable) instead of hanging.
     """
 
-    max_active_transactions: int = 0
-    end_retry_interval_ms: int = 1000
-    replay_read_entries: int = 100
-    # PIP-160 batched log writes (the broker's switch, thresholds and metrics for
-    # coordinator logs); None: one record per entry.
-    batched_log: BatchedLogControl | None = field(default=None, compare=False)
-    meta_persist_count: int = 64
-    meta_persist_time_hours: int = 72
-    meta_expire_check_interval_s: int = 300
-    preserver_flush_timeout_ms: int = 10_000
-
-    def __post_init__(self) -> None:
-        if self.max_active_transactions < 0:
-            raise ValueError("max_active_transactions must be >= 0 (0 = unlimited)")
-        if self.end_retry_interval_ms < 1:
-            raise ValueError("end_retry_interval_ms must be >= 1")
-        if self.replay_read_entries < 1:
-            raise ValueError("replay_read_entries must be >= 1")
-        if self.meta_persist_count < 0:
-            raise ValueError("meta_persist_count must be >= 0 (0 = off)")
-        if self.meta_persist_time_hours < 1:
-            raise ValueError("meta_persist_time_hours must be >= 1")
-        if self.meta_expire_check_interval_s < 1:
-            raise ValueError("meta_expire_check_interval_s must be >= 1")
-        if self.preserver_flush_timeout_ms < 1:
-            raise ValueError("preserver_flush_timeout_ms must be >= 1")
+    # Pulsar default (broker.conf maxActiveTransactionsPerCoordinator): 0 = unlimited.
+    max_active_transactions_per_coordinator: int = setting(
+        0, "maxActiveTransactionsPerCoordinator", at_least(0)
+    )
+    # quasar's own key: the delay before a retryable end call to a partition or
+    # subscription is sent again. Pulsar's coordinator retries every 1000 ms
+    # (hard-coded).
+    transaction_end_retry_interval_ms: int = setting(
+        1000, "transactionEndRetryIntervalMs", at_least(1)
+    )
+    # PIP-255 proposes 0 (feature off). quasar turns it on because its Spark sink
+    # relies on idempotent commit; 64 terminated transactions per client name cost a
+    # few hundred bytes each in memory. 0 = off.
+    transaction_meta_persist_count: int = setting(
+        64, "transactionMetaPersistCount", at_least(0)
+    )
+    # PIP-255 default: terminated-transaction metadata is kept 72 hours.
+    transaction_meta_persist_time_in_hour: int = setting(
+        72, "transactionMetaPersistTimeInHour", at_least(1)
+    )
+    # PIP-255 default: how often expired entries are dropped.
+    transaction_meta_expire_check_interval_in_second: int = setting(
+        300, "transactionMetaExpireCheckIntervalInSecond", at_least(1)
+    )
+    # Pulsar reads the log 100 entries at a time during recovery.
+    replay_read_entries: int = tunable(100, at_least(1))
+    preserver_flush_timeout_ms: int = tunable(10_000, at_least(1))

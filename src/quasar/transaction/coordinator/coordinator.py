@@ -14,9 +14,9 @@ the PIP-255 chain; a crash point sits between every two steps (``crash_points.py
    transaction's client name (COMMITTING counts as COMMITTED);
                                                          [tc.after_preserver_append]
 3. send the decision to every produced partition and acknowledged subscription,
-   concurrently, each retried every ``end_retry_interval_ms`` while it fails with a
-   retryable error (a participant that no longer exists counts as done); then drop
-   the participant lists from memory;                    [tc.after_some_ends,
+   concurrently, each retried every ``transaction_end_retry_interval_ms`` while it
+   fails with a retryable error (a participant that no longer exists counts as done);
+   then drop the participant lists from memory;          [tc.after_some_ends,
                                                           tc.after_all_ends_before_terminal]
 4. flush the preserver: the outcome is durable under the client name before the
    coordinator may forget the transaction (the write is started right after step 2
@@ -35,7 +35,7 @@ the opposite one gets ``InvalidTxnStatus`` naming the outcome; anything else is
 leaves the transaction COMMITTING/ABORTING, as in Pulsar; a repeated END_TXN or the
 next recovery resumes it. A preserver that cannot write (or a coordinator closing)
 fails the request with ``TransactionPreserverClosed`` (retryable) and the end is
-resumed in the background every ``end_retry_interval_ms``.
+resumed in the background every ``transaction_end_retry_interval_ms``.
 
 Lifecycle (Pulsar's TransactionMetadataStoreState): NONE → INITIALIZING (replay) →
 READY → CLOSING → CLOSED. Requests outside READY get ``TransactionCoordinatorNotFound``
@@ -63,7 +63,7 @@ from quasar.errors import (
 from quasar.protocol import pb, txnlog_pb
 from quasar.storage.api import ManagedLedger
 
-from ..batched_log import LogPosition
+from ..batched_log import BatchedLogControl, LogPosition
 from ..buffer_client import TransactionBufferClient, participants
 from ..crash_points import crash_point
 from ..errors import ReachMaxActiveTxn
@@ -141,10 +141,11 @@ class TransactionCoordinator:
         scheduler: Scheduler | None = None,
         on_fenced: Callable[[TransactionCoordinator], None] | None = None,
         preserver_store: PreserverStore | None = None,
+        batched_log: BatchedLogControl | None = None,
     ) -> None:
         self._tc_id = tc_id
         self._log = TransactionLog(
-            log, read_entries=config.replay_read_entries, batched_log=config.batched_log,
+            log, read_entries=config.replay_read_entries, batched_log=batched_log,
             name=str(tc_id), scheduler=scheduler, clock=clock,
         )
         self._clock = clock
@@ -159,21 +160,23 @@ class TransactionCoordinator:
         self._ending: dict[int, _EndDriver] = {}
         self._timeouts = TimeoutTracker(clock, self._scheduler, self._on_timeout)
         self._fanout = EndFanOut(
-            tc_id, buffer_client, self._scheduler, config.end_retry_interval_ms,
+            tc_id, buffer_client, self._scheduler, config.transaction_end_retry_interval_ms,
             self.low_watermark,
         )
         self._close_task: asyncio.Task[None] | None = None
         self.stats = CoordinatorStats()
         #: Terminated transactions per client name (PIP-255); disabled without a
-        #: store or with ``meta_persist_count`` 0.
+        #: store or with ``transaction_meta_persist_count`` 0.
         self.preserver = TerminatedTxnPreserver(
             tc_id,
             preserver_store,
             clock,
             self._scheduler,
-            persist_count=config.meta_persist_count,
-            persist_time_ms=config.meta_persist_time_hours * 3_600_000,
-            expire_check_interval_ms=config.meta_expire_check_interval_s * 1000,
+            persist_count=config.transaction_meta_persist_count,
+            persist_time_ms=config.transaction_meta_persist_time_in_hour * 3_600_000,
+            expire_check_interval_ms=(
+                config.transaction_meta_expire_check_interval_in_second * 1000
+            ),
             flush_timeout_ms=config.preserver_flush_timeout_ms,
         )
 
@@ -342,7 +345,7 @@ class TransactionCoordinator:
 
         Raises:
             TransactionCoordinatorNotFound: not ready (recovering, closing, fenced).
-            ReachMaxActiveTxn: ``max_active_transactions`` are live.
+            ReachMaxActiveTxn: ``max_active_transactions_per_coordinator`` are live.
             NotAllowedError: ``client_name`` is longer than ``CLIENT_NAME_LENGTH_MAX``.
             ValueError: negative timeout, or a blank owner (Pulsar: "Owner can't be
                 blank"; ``None`` means authentication is off).
@@ -353,7 +356,7 @@ class TransactionCoordinator:
             raise ValueError(f"transaction timeout must be >= 0 ms, got {timeout_ms}")
         if owner is not None and not owner.strip():
             raise ValueError("Owner can't be blank")
-        limit = self._config.max_active_transactions
+        limit = self._config.max_active_transactions_per_coordinator
         if limit > 0 and len(self._state) + len(self._pending_new) >= limit:
             raise ReachMaxActiveTxn(f"New txn op reach max active txn! tcId : {self._tc_id}")
         seq = self._next_seq
@@ -540,7 +543,7 @@ class TransactionCoordinator:
                 # Nobody may ask again (a timeout abort, a client that gave up): keep
                 # trying, so the transaction does not stay decided-but-live forever.
                 self._scheduler.call_later(
-                    self._config.end_retry_interval_ms, lambda: self._resume_end(seq)
+                    self._config.transaction_end_retry_interval_ms, lambda: self._resume_end(seq)
                 )
 
     def _resume_end(self, seq: int) -> None:

@@ -44,7 +44,7 @@ from quasar.storage.api import InitialPosition, ManagedCursor, ManagedLedger
 from quasar.transaction.batched_log import (
     BATCHED_ENTRY_MAGIC,
     BatchedLogControl,
-    BatchedWriteSettings,
+    BatchedWriteConfig,
     LogPosition,
     TxnLogBufferedWriter,
     batched_payload,
@@ -131,7 +131,7 @@ class TransactionLog:
             )
         else:
             self._writer = TxnLogBufferedWriter(
-                ledger, _serialize, BatchedWriteSettings(enabled=False), name=name
+                ledger, _serialize, BatchedWriteConfig(enabled=False), name=name
             )
         self._trimmer = LogTrimmer(self._ledger, lambda: self.cursor, "transaction log")
 

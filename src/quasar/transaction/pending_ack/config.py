@@ -1,17 +1,20 @@
-"""Settings of one pending-ack handle (plain values; the broker maps its config).
+"""The configuration section of the pending-ack handles (one per subscription).
 
 Pulsar has no limits here (its maps grow with the workload, which PIP-153 and issue
-#7680 report as OOMs); these bounds are quasar's own. Names follow the transaction
-buffer's config; the ``broker.conf``-style key each should get is given below.
+#7680 report as OOMs); these bounds are quasar's own. They are tunables, without a
+``broker.conf`` key yet; the key each should get is given below. Names follow the
+transaction buffer's section.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from quasar.config_schema import Section, at_least, tunable
+
 
 @dataclass(frozen=True)
-class PendingAckConfig:
+class PendingAckConfig(Section):
     """Per-subscription bounds and intervals.
 
     * ``max_ongoing_transactions`` (``transactionPendingAckMaxOngoingTransactions``):
@@ -35,23 +38,10 @@ class PendingAckConfig:
       tests of that crash window use.
     """
 
-    max_ongoing_transactions: int = 10_000
-    max_pending_positions: int = 500_000
-    max_waiting_requests: int = 2_000
-    max_ended_transactions: int = 10_000
-    replay_read_entries: int = 100
-    cursor_flush_retry_interval_ms: int = 1_000
-    commit_flush_beside_record: bool = True
-
-    def __post_init__(self) -> None:
-        for name in ("max_ongoing_transactions", "max_pending_positions"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0 (0 = no limit)")
-        for name in (
-            "max_waiting_requests",
-            "max_ended_transactions",
-            "replay_read_entries",
-            "cursor_flush_retry_interval_ms",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1")
+    max_ongoing_transactions: int = tunable(10_000, at_least(0))
+    max_pending_positions: int = tunable(500_000, at_least(0))
+    max_waiting_requests: int = tunable(2_000, at_least(1))
+    max_ended_transactions: int = tunable(10_000, at_least(1))
+    replay_read_entries: int = tunable(100, at_least(1))
+    cursor_flush_retry_interval_ms: int = tunable(1_000, at_least(1))
+    commit_flush_beside_record: bool = tunable(True)

@@ -40,7 +40,7 @@ from quasar.protocol import TopicName
 from quasar.storage.api import InitialPosition, ManagedCursor, ManagedLedger, Position
 from quasar.transaction.batched_log import (
     BatchedLogControl,
-    BatchedWriteSettings,
+    BatchedWriteConfig,
     LogPosition,
     TxnLogBufferedWriter,
 )
@@ -95,7 +95,7 @@ class PendingAckLogWriter(Protocol):
 
 def SingleRecordWriter(ledger: ManagedLedger) -> TxnLogBufferedWriter[PendingAckRecord]:  # noqa: N802
     """One record per entry (PIP-160 batching off, Pulsar's default)."""
-    return TxnLogBufferedWriter(ledger, encode_record, BatchedWriteSettings(enabled=False))
+    return TxnLogBufferedWriter(ledger, encode_record, BatchedWriteConfig(enabled=False))
 
 
 def pending_ack_writer(
