@@ -14,10 +14,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from quasar.admin import create_admin_app
-from quasar.broker.resources import PulsarResources
 from quasar.cli.main import main
 from quasar.clock import ManualClock
 from quasar.metrics import REGISTRY
+from quasar.resources.store import PulsarResources
 from quasar.storage import MemoryManagedLedgerFactory, MemoryMetadataStore
 from quasar.transaction.batched_log import BatchedLogs, BatchedWriteSettings
 

@@ -29,7 +29,6 @@ from quasar.broker.compaction import (
     compacted_ledger_name,
 )
 from quasar.broker.consumer import Consumer
-from quasar.broker.resources import ConflictError
 from quasar.broker.service import BrokerService, BrokerSettings
 from quasar.broker.subscription import (
     SUB_EXCLUSIVE,
@@ -38,7 +37,7 @@ from quasar.broker.subscription import (
     SUB_SHARED,
 )
 from quasar.broker.topic import PersistentTopic
-from quasar.errors import CorruptRecordError, NotAllowedError
+from quasar.errors import ConflictError, CorruptRecordError, NotAllowedError
 from quasar.protocol import (
     FrameDecoder,
     TopicName,

@@ -15,7 +15,6 @@ from aiohttp import web
 
 from quasar.admin import namespaces, tenants, topics, transactions, txn_batch_log
 from quasar.admin.api import AdminBroker
-from quasar.admin.errors import error_body
 from quasar.admin.http import BROKER_KEY
 from quasar.errors import QuasarError
 from quasar.metrics import http as metrics_http
@@ -55,6 +54,12 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
         return web.json_response(
             {"reason": f"Internal server error: {exc}"}, status=500
         )
+
+
+def error_body(exc: BaseException) -> dict[str, str]:
+    """The ``{"reason": ...}`` body Pulsar answers an error with."""
+    reason = str(exc) or type(exc).__name__
+    return {"reason": reason}
 
 
 def create_admin_app(broker: AdminBroker) -> web.Application:

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from quasar.clock import Clock, SystemClock
-from quasar.errors import ManagedLedgerClosed, PersistenceError
+from quasar.errors import ConflictError, ManagedLedgerClosed, PersistenceError
 from quasar.storage.api import (
     InitialPosition,
     ManagedLedger,
@@ -47,7 +47,6 @@ from quasar.storage.api import (
 from .compacted_ledger import CompactedLedger, CompactedRecord
 from .compactor import TwoPhaseCompactor
 from .entry_info import EntryInfo
-from .resources import ConflictError
 
 log = logging.getLogger(__name__)
 

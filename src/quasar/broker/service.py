@@ -23,12 +23,15 @@ from typing import TYPE_CHECKING
 
 from quasar.clock import Clock, SystemClock
 from quasar.errors import (
+    AlreadyExistsError,
     NotAllowedError,
     QuasarError,
     ServiceNotReady,
     TopicNotFound,
 )
 from quasar.protocol import TopicName
+from quasar.resources.models import Policies
+from quasar.resources.store import PulsarResources
 from quasar.storage.api import (
     ManagedLedgerConfig,
     ManagedLedgerFactory,
@@ -37,7 +40,6 @@ from quasar.storage.api import (
 )
 
 from .entry_info import EntryInfoCache, info_capacity
-from .resources import AlreadyExistsError, Policies, PulsarResources
 from .schema import SchemaRegistry
 from .topic import PersistentTopic
 
