@@ -13,9 +13,13 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from quasar.admin import namespaces, tenants, topics, transactions, txn_batch_log
 from quasar.admin.api import AdminBroker
 from quasar.admin.http import BROKER_KEY
+from quasar.admin.namespaces import routes as namespace_routes
+from quasar.admin.tenants import routes as tenant_routes
+from quasar.admin.topics import routes as topic_routes
+from quasar.admin.transactions import routes as transaction_routes
+from quasar.admin.txn_batch_log import routes as txn_batch_log_routes
 from quasar.errors import QuasarError
 from quasar.metrics import http as metrics_http
 
@@ -72,10 +76,10 @@ def create_admin_app(broker: AdminBroker) -> web.Application:
         middlewares=[_errors_as_json], client_max_size=REQUEST_BYTES_MAX
     )
     app[BROKER_KEY] = broker
-    app.add_routes(tenants.routes)
-    app.add_routes(namespaces.routes)
-    app.add_routes(topics.routes)
-    app.add_routes(txn_batch_log.routes)
-    app.add_routes(transactions.routes)
+    app.add_routes(tenant_routes)
+    app.add_routes(namespace_routes)
+    app.add_routes(topic_routes)
+    app.add_routes(txn_batch_log_routes)
+    app.add_routes(transaction_routes)
     app.add_routes(metrics_http.routes)
     return app
