@@ -31,9 +31,8 @@ from pyspark_quasar.schema import BatchBuilder
 from pyspark_quasar.topics import fetch_ledger_spans
 from quasar.client import aio
 from quasar.client.admin import AdminClient
-from quasar.client.exceptions import Timeout
 from quasar.client.message_id import MessageId
-from quasar.errors import AdminError, ConnectError
+from quasar.errors import AdminError, ConnectError, Timeout
 
 __all__ = ["DataLossError", "PartitionRange", "ReadSettings", "read_partition"]
 

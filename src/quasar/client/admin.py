@@ -306,6 +306,7 @@ def _reason(raw: bytes, status_reason: str) -> str:
         body = json.loads(raw)
     except ValueError:
         return raw.decode(errors="replace").strip() or status_reason
-    if isinstance(body, dict) and isinstance(body.get("reason"), str):
-        return body["reason"]
+    reason = body.get("reason") if isinstance(body, dict) else None
+    if isinstance(reason, str):
+        return reason
     return raw.decode(errors="replace")
