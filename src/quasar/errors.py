@@ -244,10 +244,11 @@ class AdminError(QuasarError):
     """An error the admin REST API answers with ``http_status`` and ``{"reason": ...}``.
 
     ``reason`` is the message. ``remote`` is true on an error the admin API answered
-    with (rebuilt by ``error_for_http_status``: a peer failure) and false on one raised
-    on this side, e.g. for a bad name before anything was sent (local misuse). An instance rebuilt from an answer
-    whose status has no class of its own is an ``AdminError`` carrying that status; it
-    is retryable when the status is 5xx (the broker may be starting or busy).
+    with (rebuilt by ``error_for_http_status``: a peer failure) and false on one
+    raised on this side, e.g. for a bad name before anything was sent (local misuse).
+    An answer whose status has no class of its own becomes an ``AdminError`` carrying
+    that status; it is retryable when the status is 5xx (the broker may be starting or
+    busy).
     """
 
     remote: bool = False
