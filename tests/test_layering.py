@@ -6,6 +6,10 @@
   client packages.
 * ``quasar.transaction`` never imports broker, server, admin or client.
 * ``quasar.broker`` does no socket or HTTP I/O (``socket``, ``aiohttp``).
+* ``quasar.resources`` (tenant/namespace metadata) sits below the broker and admin
+  API and does no I/O but the metadata store's.
+* ``quasar.cli`` and ``quasar.perf`` talk to a broker only over its protocols: they
+  import neither the broker nor the admin server (nor, for perf, the server).
 * Only ``server``, ``admin``, ``metrics``, ``cli``, ``client``, ``perf`` and
   ``testing`` touch sockets or HTTP.
 * ``pyspark_quasar`` uses only ``quasar.client`` and ``quasar.protocol``.
@@ -35,6 +39,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "aiohttp",
     ),
     "quasar.broker": ("quasar.server", "quasar.admin", "quasar.client", "socket", "aiohttp"),
+    "quasar.resources": (
+        "quasar.broker", "quasar.server", "quasar.admin", "quasar.client", "quasar.cli",
+        "quasar.perf", "socket", "aiohttp",
+    ),
+    "quasar.cli": ("quasar.broker", "quasar.admin", "quasar.resources"),
+    "quasar.perf": ("quasar.broker", "quasar.server", "quasar.admin", "quasar.resources"),
     "quasar.errors": ("quasar.",),
 }
 PYSPARK_ALLOWED = ("quasar.client", "quasar.protocol", "quasar.errors")

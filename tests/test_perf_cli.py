@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from quasar.client.admin import call_admin
 from quasar.perf.histogram import Histogram
 from quasar.perf.main import main as perf_main
 from quasar.perf.recorder import LIMIT_REACHED, Recorder, RunControl
@@ -176,10 +177,11 @@ def test_partitioned_topic_is_created(broker: BrokerProcess, tmp_path: Path) -> 
         topic,
     )
     assert_run(produced, 300)
-    from quasar.cli.admin_client import AdminClient
-
-    meta = AdminClient(broker.admin_url).request(
-        "GET", f"/admin/v2/persistent/public/default/{topic}/partitions"
+    meta = call_admin(
+        broker.admin_url,
+        lambda admin: admin.request(
+            "GET", f"/admin/v2/persistent/public/default/{topic}/partitions"
+        ),
     )
     assert meta["partitions"] == 3
 

@@ -11,12 +11,11 @@ entries when the range was planned and is gone now (:mod:`pyspark_quasar.ledgers
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 
 import pyarrow as pa
 
-from pyspark_quasar import worker
+import pyspark_quasar.worker as worker
 from pyspark_quasar.data_loss import (
     DataLoss,
     DataLossError,
@@ -29,10 +28,11 @@ from pyspark_quasar.ledgers import is_deleted, skipped_ledgers
 from pyspark_quasar.plan import PartitionRange, ReadSettings
 from pyspark_quasar.positions import EARLIEST, Bound, is_past
 from pyspark_quasar.schema import BatchBuilder
-from pyspark_quasar.topics import ledger_spans
+from pyspark_quasar.topics import fetch_ledger_spans
 from quasar.client import aio
-from quasar.client.exceptions import Timeout
+from quasar.client.admin import AdminClient
 from quasar.client.message_id import MessageId
+from quasar.errors import AdminError, ConnectError, Timeout
 
 __all__ = ["DataLossError", "PartitionRange", "ReadSettings", "read_partition"]
 
@@ -115,12 +115,11 @@ class _Progress:
         if not skipped:
             return
         # Skipped entries may be markers or aborted messages (never delivered): lost
-        # only if their ledger is gone. Asked once per such skip, off the event loop.
+        # only if their ledger is gone. Asked once per such skip.
         try:
-            spans = await asyncio.get_running_loop().run_in_executor(
-                None, ledger_spans, self.settings.admin_url, self.topic
-            )
-        except OSError as exc:
+            async with AdminClient(self.settings.admin_url) as admin:
+                spans = await fetch_ledger_spans(admin, self.topic)
+        except (AdminError, ConnectError, Timeout) as exc:
             log.warning(
                 "%s: cannot tell whether ledgers %s were deleted (admin API: %s)",
                 self.topic, skipped, exc,

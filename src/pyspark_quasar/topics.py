@@ -2,73 +2,62 @@
 
 Partitions come over the binary protocol (partitioned-topic metadata lookup); topic
 listings (for ``topicsPattern``) and ledger lists (admission control, data-loss
-checks) come from the admin REST API on ``admin.url``, with the standard library's
-HTTP client.
+checks) come from the admin REST API on ``admin.url``, with quasar's admin client
+(``quasar.client.admin``).
 """
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.error
-import urllib.parse
-import urllib.request
-from typing import Any
 
 import quasar.client as qc
 from pyspark_quasar.ledgers import LedgerSpan
 from pyspark_quasar.names import base_topic, full_topic_name, partition_index
 from pyspark_quasar.options import SourceOptions
 from pyspark_quasar.positions import Bound
+from quasar.client.admin import AdminClient, call_admin
+from quasar.errors import InvalidAdminResponse, ResourceNotFoundError
 
 __all__ = [
     "BrokerView",
     "LedgerSpan",
-    "admin_get",
     "base_topic",
+    "fetch_ledger_spans",
     "full_topic_name",
     "ledger_spans",
     "partition_index",
 ]
 
 
-def admin_get(admin_url: str, path: str, timeout_s: float = 30.0) -> Any:
-    """GET ``admin_url + path`` and decode the JSON answer.
-
-    Raises:
-        OSError (urllib.error.URLError, HTTPError): unreachable, or an error status.
-    """
-    req = urllib.request.Request(admin_url + path, headers={"Accept": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-        return json.loads(resp.read())
-
-
-def _topic_path(topic: str) -> str:
-    """``/admin/v2/persistent/tenant/ns/topic`` for a full topic name."""
-    rest = full_topic_name(topic).split("://", 1)[1]
-    return "/admin/v2/persistent/" + "/".join(
-        urllib.parse.quote(p, safe="") for p in rest.split("/")
-    )
-
-
-def ledger_spans(admin_url: str, topic: str) -> list[LedgerSpan] | None:
+async def fetch_ledger_spans(admin: AdminClient, topic: str) -> list[LedgerSpan] | None:
     """The partition's ledgers in order, with entry counts and bytes (internalStats).
 
     Returns None when the partition does not exist (any more).
 
     Raises:
-        OSError (urllib.error.URLError, HTTPError): unreachable, or another error.
+        ConnectError, Timeout: the admin API is unreachable or too slow.
+        AdminError: another error answer, or an answer of the wrong shape.
     """
     try:
-        stats = admin_get(admin_url, _topic_path(topic) + "/internalStats")
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        raise
-    return [
-        LedgerSpan(int(li["ledgerId"]), int(li["entries"]), int(li.get("size", 0)))
-        for li in stats.get("ledgers", [])
-    ]
+        stats = await admin.internal_stats(topic)
+    except ResourceNotFoundError:
+        return None
+    try:
+        return [
+            LedgerSpan(int(li["ledgerId"]), int(li["entries"]), int(li.get("size", 0)))
+            for li in stats.get("ledgers", [])
+        ]
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise InvalidAdminResponse(f"unexpected internalStats of {topic}: {exc}") from exc
+
+
+def ledger_spans(admin_url: str, topic: str) -> list[LedgerSpan] | None:
+    """:func:`fetch_ledger_spans`, from blocking code.
+
+    Raises:
+        As :func:`fetch_ledger_spans`.
+    """
+    return call_admin(admin_url, lambda admin: fetch_ledger_spans(admin, topic))
 
 
 class BrokerView:
@@ -102,12 +91,10 @@ class BrokerView:
         full = full_topic_name(pattern) if "/" in pattern else pattern
         if "://" not in full:
             full = "persistent://public/default/" + full
-        tenant_ns = full.split("://", 1)[1].split("/")[:2]
+        namespace = "/".join(full.split("://", 1)[1].split("/")[:2])
         regex = re.compile(full)
-        listing = admin_get(
-            self.opts.conn.admin_url,
-            "/admin/v2/persistent/"
-            + "/".join(urllib.parse.quote(p, safe="") for p in tenant_ns),
+        listing = call_admin(
+            self.opts.conn.admin_url, lambda admin: admin.topics(namespace)
         )
         return [t for t in listing if regex.fullmatch(base_topic(t)) or regex.fullmatch(t)]
 

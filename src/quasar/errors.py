@@ -9,6 +9,11 @@ Every class carries three attributes that callers branch on (never on message te
 Local misuse (a bad argument, an operation in the wrong state on *this* side) and peer
 failure (a frame the other side sent that we cannot accept) are separate branches, the
 way h11 separates ``LocalProtocolError`` from ``RemoteProtocolError``.
+
+The admin REST API answers an error with its class's ``http_status`` and a body
+``{"reason": str(exc)}``; the admin client (``quasar.client.admin``) turns such an
+answer back into an instance of the same family with :func:`error_for_http_status`, so
+the server side and the client side catch the same classes.
 """
 
 from __future__ import annotations
@@ -53,8 +58,10 @@ class QuasarError(Exception):
     """Root of every error quasar raises on purpose."""
 
     code: ClassVar[ServerError | None] = None
-    http_status: ClassVar[int] = 500
-    retryable: ClassVar[bool] = False
+    # Plain class attributes (not ClassVar): an error rebuilt from an admin answer
+    # carries the status it was answered with on the instance.
+    http_status: int = 500
+    retryable: bool = False
 
 
 # --------------------------------------------------------------------------------------
@@ -226,6 +233,120 @@ class NotFound(StorageError):
 
 
 # --------------------------------------------------------------------------------------
+# Admin errors: what the admin REST API answers with. Raised by the broker's admin
+# handlers and metadata resources, and raised again on the client side from the answer.
+# One class per status is the one an answer maps back to (``error_for_http_status``);
+# the more specific classes derive from it, so ``except ConflictError`` catches an
+# ``AlreadyExistsError`` raised locally and a 409 answered remotely alike.
+
+
+class AdminError(QuasarError):
+    """An error the admin REST API answers with ``http_status`` and ``{"reason": ...}``.
+
+    ``reason`` is the message. ``remote`` is true on an error the admin API answered
+    with (rebuilt by ``error_for_http_status``: a peer failure) and false on one
+    raised on this side, e.g. for a bad name before anything was sent (local misuse).
+    An answer whose status has no class of its own becomes an ``AdminError`` carrying
+    that status; it is retryable when the status is 5xx (the broker may be starting or
+    busy).
+    """
+
+    remote: bool = False
+
+    def __init__(self, reason: str = "", http_status: int | None = None) -> None:
+        super().__init__(reason)
+        if http_status is not None:
+            self.http_status = http_status
+            self.retryable = http_status >= 500
+
+    @property
+    def reason(self) -> str:
+        """The server's explanation: the ``reason`` of the JSON answer."""
+        return str(self)
+
+    @property
+    def status(self) -> int:
+        """The HTTP status, as Pulsar's admin clients name it (same as ``http_status``)."""
+        return self.http_status
+
+
+class BadRequestError(AdminError):
+    """The request itself is malformed: bad JSON, a body of the wrong shape (400)."""
+
+    http_status = 400
+
+
+class InvalidValueError(BadRequestError):
+    """A JSON value of the wrong shape, e.g. a string where a number belongs (400)."""
+
+
+class ResourceNotFoundError(AdminError):
+    """The tenant, namespace or partitioned topic does not exist (404)."""
+
+    http_status = 404
+
+
+class NotAcceptableError(AdminError):
+    """An unacceptable partition count (406, as Pulsar answers for ``partitions <= 0``)."""
+
+    http_status = 406
+
+
+class ConflictError(AdminError):
+    """The request conflicts with existing state, e.g. deleting a non-empty tenant (409)."""
+
+    http_status = 409
+
+
+class AlreadyExistsError(ConflictError):
+    """The tenant, namespace, topic or subscription already exists (409)."""
+
+
+class PreconditionFailedError(AdminError):
+    """Not allowed in the current state, e.g. deleting a topic or subscription that
+    still has connected clients without ``force`` (412, as Pulsar answers)."""
+
+    http_status = 412
+
+
+class InvalidResourceError(PreconditionFailedError):
+    """An invalid name or policy value (412 Precondition Failed, as in Pulsar)."""
+
+
+class InvalidAdminResponse(AdminError):
+    """The admin API's answer cannot be read: not JSON, or not the documented shape.
+
+    A remote failure seen by the admin client; 502 as a gateway would answer it.
+    """
+
+    http_status = 502
+
+
+_ADMIN_ERROR_BY_STATUS: dict[int, type[AdminError]] = {
+    cls.http_status: cls
+    for cls in (
+        BadRequestError,
+        ResourceNotFoundError,
+        NotAcceptableError,
+        ConflictError,
+        PreconditionFailedError,
+    )
+}
+
+
+def error_for_http_status(status: int, reason: str) -> AdminError:
+    """The admin error for an HTTP error answer: ``status`` and the server's ``reason``.
+
+    A status with a class of its own (400, 404, 406, 409, 412) gives that class;
+    any other gives an ``AdminError`` carrying ``status``.
+    """
+    cls = _ADMIN_ERROR_BY_STATUS.get(status)
+    exc = AdminError(reason, http_status=status) if cls is None else cls(reason)
+    exc.remote = True
+    return exc
+
+
+# --------------------------------------------------------------------------------------
 # Client-side errors (raised by quasar.client; names follow the `pulsar` package).
 
 
@@ -240,7 +361,7 @@ class Timeout(ClientError):
 
 
 class ConnectError(ClientError):
-    """The client could not connect to the broker."""
+    """The client could not connect to the broker (or to its admin API)."""
 
     retryable = True
 

@@ -15,20 +15,18 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from quasar.admin import create_admin_app
-from quasar.broker.resources import (
-    AlreadyExistsError,
-    ConflictError,
-    PreconditionFailedError,
-    PulsarResources,
-    ResourceNotFoundError,
-    parse_topic,
-)
 from quasar.errors import (
+    AlreadyExistsError,
     BadVersion,
+    ConflictError,
     NotFound,
+    PreconditionFailedError,
+    ResourceNotFoundError,
     SubscriptionNotFound,
     TopicNotFound,
 )
+from quasar.protocol.namespace_name import parse_topic
+from quasar.resources.store import PulsarResources
 from quasar.storage.api import MetadataStore, Versioned
 
 

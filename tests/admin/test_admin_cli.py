@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from quasar.cli.admin_client import AdminClient, AdminRequestError
 from quasar.cli.main import main
+from quasar.client.admin import AdminClient
+from quasar.errors import ResourceNotFoundError
 
 Client = TestClient[Any, Any]
 
@@ -33,7 +34,7 @@ def url(client: Client) -> str:
 
 
 async def run(url: str, *argv: str) -> int:
-    """Run the CLI in a thread: it blocks on urllib while the server runs here."""
+    """Run the CLI in a thread: it runs its own event loop while the server runs here."""
     # WARNING: the server's access log runs in this process and would share stderr.
     argv = ("--log-level", "WARNING", "admin", "--admin-url", url, *argv)
     return await asyncio.to_thread(main, list(argv))
@@ -127,11 +128,8 @@ def test_unreachable_server(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 async def test_client_non_json_answers(url: str) -> None:
-    client = AdminClient(url + "/")
-    assert (
-        await asyncio.to_thread(client.request, "GET", "/admin/v2/brokers/health")
-        == "ok"
-    )
-    with pytest.raises(AdminRequestError) as info:
-        await asyncio.to_thread(client.request, "GET", "/admin/v2/nothing")
-    assert info.value.status == 404
+    async with AdminClient(url + "/") as client:
+        assert await client.request("GET", "/admin/v2/brokers/health") == "ok"
+        with pytest.raises(ResourceNotFoundError) as info:
+            await client.request("GET", "/admin/v2/nothing")
+    assert info.value.status == 404 and info.value.remote

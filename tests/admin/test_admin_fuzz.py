@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quasar.admin import create_admin_app
-from quasar.broker.resources import PulsarResources
+from quasar.resources.store import PulsarResources
 
 ROUTES = [
     "/admin/v2/tenants/{a}",

@@ -7,24 +7,25 @@ from dataclasses import replace
 
 import pytest
 
-from quasar.broker.resources import (
+from quasar.errors import (
     AlreadyExistsError,
-    AutoTopicCreationOverride,
+    BadVersion,
     ConflictError,
     InvalidResourceError,
+    InvalidTopicName,
     InvalidValueError,
     NotAcceptableError,
+    ResourceNotFoundError,
+)
+from quasar.protocol.namespace_name import parse_namespace, parse_topic, validate_tenant
+from quasar.resources.models import (
+    AutoTopicCreationOverride,
     PartitionedTopicMetadata,
     Policies,
-    PulsarResources,
-    ResourceNotFoundError,
     RetentionPolicies,
     TenantInfo,
-    parse_namespace,
-    parse_topic,
-    validate_tenant,
 )
-from quasar.errors import BadVersion, InvalidTopicName
+from quasar.resources.store import PulsarResources
 from quasar.storage.api import MetadataStore, Versioned
 
 INFO = TenantInfo(admin_roles=("admin",), allowed_clusters=("standalone",))

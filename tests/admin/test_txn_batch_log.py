@@ -15,10 +15,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.registry import CollectorRegistry
 
 from quasar.admin import create_admin_app
-from quasar.broker.resources import PulsarResources
 from quasar.cli.main import main
 from quasar.clock import ManualClock
 from quasar.metrics import broker_registry
+from quasar.resources.store import PulsarResources
 from quasar.storage import MemoryManagedLedgerFactory, MemoryMetadataStore
 from quasar.transaction.batched_log import BatchedLogs, BatchedWriteConfig
 

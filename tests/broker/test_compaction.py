@@ -29,7 +29,6 @@ from quasar.broker.compaction import (
     compacted_ledger_name,
 )
 from quasar.broker.consumer import Consumer
-from quasar.broker.resources import ConflictError
 from quasar.broker.service import BrokerService
 from quasar.broker.subscription import (
     SUB_EXCLUSIVE,
@@ -39,7 +38,7 @@ from quasar.broker.subscription import (
 )
 from quasar.broker.topic import PersistentTopic
 from quasar.config import ManagedLedgerSettings, ServiceConfiguration
-from quasar.errors import CorruptRecordError, NotAllowedError
+from quasar.errors import ConflictError, CorruptRecordError, NotAllowedError
 from quasar.protocol import (
     FrameDecoder,
     TopicName,

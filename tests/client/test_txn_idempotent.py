@@ -21,7 +21,7 @@ from aiohttp import web
 
 import quasar.client as qc
 from quasar.client import aio
-from quasar.client.admin_http import ClientTransactions, parse_txn_id
+from quasar.client.client_transactions import ClientTransactions, parse_txn_id
 from quasar.client.config import ClientConfig, admin_url_for
 from quasar.client.exceptions import (
     AdminApiError,

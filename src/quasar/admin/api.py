@@ -11,9 +11,8 @@ Conventions for implementations:
   (``...-partition-N``), never a partitioned topic's parent name, except where a
   method says otherwise.
 * Errors are ``quasar.errors.QuasarError`` subclasses; their ``http_status`` becomes
-  the HTTP status. Use ``quasar.errors.TopicNotFound`` (404) and
-  ``quasar.errors.SubscriptionNotFound`` (404) for missing topics and subscriptions,
-  and from ``quasar.broker.resources``: ``AlreadyExistsError`` (409),
+  the HTTP status. Use ``TopicNotFound`` (404) and ``SubscriptionNotFound`` (404) for
+  missing topics and subscriptions, and the admin errors: ``AlreadyExistsError`` (409),
   ``ConflictError`` (409), ``PreconditionFailedError`` (412: busy, e.g. connected
   clients without ``force``), ``ResourceNotFoundError`` (404) or
   ``InvalidResourceError`` (412). Anything else is answered with 500 and logged.
@@ -23,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from quasar.broker.resources import PulsarResources
+from quasar.resources.store import PulsarResources
 
 __all__ = ["AdminBroker", "EARLIEST", "LATEST"]
 

@@ -14,10 +14,13 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from prometheus_client.registry import CollectorRegistry
 
-from quasar.admin import namespaces, tenants, topics, transactions, txn_batch_log
 from quasar.admin.api import AdminBroker
-from quasar.admin.errors import error_body
 from quasar.admin.http import BROKER_KEY
+from quasar.admin.namespaces import routes as namespace_routes
+from quasar.admin.tenants import routes as tenant_routes
+from quasar.admin.topics import routes as topic_routes
+from quasar.admin.transactions import routes as transaction_routes
+from quasar.admin.txn_batch_log import routes as txn_batch_log_routes
 from quasar.errors import QuasarError
 from quasar.metrics import broker_registry
 from quasar.metrics import http as metrics_http
@@ -59,6 +62,12 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
         )
 
 
+def error_body(exc: BaseException) -> dict[str, str]:
+    """The ``{"reason": ...}`` body Pulsar answers an error with."""
+    reason = str(exc) or type(exc).__name__
+    return {"reason": reason}
+
+
 def create_admin_app(
     broker: AdminBroker, *, metrics: CollectorRegistry | None = None
 ) -> web.Application:
@@ -75,10 +84,10 @@ def create_admin_app(
     app[metrics_http.METRICS_REGISTRY_KEY] = (
         broker_registry() if metrics is None else metrics
     )
-    app.add_routes(tenants.routes)
-    app.add_routes(namespaces.routes)
-    app.add_routes(topics.routes)
-    app.add_routes(txn_batch_log.routes)
-    app.add_routes(transactions.routes)
+    app.add_routes(tenant_routes)
+    app.add_routes(namespace_routes)
+    app.add_routes(topic_routes)
+    app.add_routes(txn_batch_log_routes)
+    app.add_routes(transaction_routes)
     app.add_routes(metrics_http.routes)
     return app

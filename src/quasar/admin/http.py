@@ -8,8 +8,8 @@ from typing import Any
 from aiohttp import web
 
 from quasar.admin.api import AdminBroker
-from quasar.admin.errors import BadRequestError, ResourceNotFoundError
-from quasar.broker.resources import (
+from quasar.errors import BadRequestError, ResourceNotFoundError
+from quasar.protocol.namespace_name import (
     PERSISTENT,
     parse_namespace,
     parse_topic,

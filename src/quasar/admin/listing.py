@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from quasar.admin.api import AdminBroker
-from quasar.broker.resources import PARTITION_SUFFIX, PERSISTENT, parse_topic
+from quasar.protocol.namespace_name import PERSISTENT, parse_topic
+from quasar.protocol.topic_name import PARTITION_SUFFIX
 
 # Pulsar hides its system topics from listings unless asked; quasar's system topics
 # follow the same naming: a leading "__" (__change_events,

@@ -13,11 +13,6 @@ from typing import Any
 
 from aiohttp import web
 
-from quasar.admin.errors import (
-    BadRequestError,
-    ConflictError,
-    InvalidResourceError,
-)
 from quasar.admin.http import (
     broker_of,
     existing_namespace,
@@ -29,7 +24,8 @@ from quasar.admin.http import (
     tenant_param,
 )
 from quasar.admin.listing import is_system_topic, namespace_topics, partitioned_parent
-from quasar.broker.resources import (
+from quasar.errors import BadRequestError, ConflictError, InvalidResourceError
+from quasar.resources.models import (
     SCHEMA_COMPATIBILITY_STRATEGIES,
     AutoTopicCreationOverride,
     Policies,

@@ -6,7 +6,6 @@ from typing import Any
 
 from aiohttp import web
 
-from quasar.admin.errors import InvalidResourceError
 from quasar.admin.http import (
     broker_of,
     json_response,
@@ -14,7 +13,8 @@ from quasar.admin.http import (
     read_json,
     tenant_param,
 )
-from quasar.broker.resources import TenantInfo
+from quasar.errors import InvalidResourceError
+from quasar.resources.models import TenantInfo
 
 routes = web.RouteTableDef()
 

@@ -13,14 +13,6 @@ from typing import Any
 from aiohttp import web
 
 from quasar.admin.api import EARLIEST, LATEST, AdminBroker
-from quasar.admin.errors import (
-    AlreadyExistsError,
-    BadRequestError,
-    ConflictError,
-    InvalidResourceError,
-    NotAcceptableError,
-    ResourceNotFoundError,
-)
 from quasar.admin.http import (
     broker_of,
     existing_namespace,
@@ -31,8 +23,18 @@ from quasar.admin.http import (
     topic_param,
 )
 from quasar.admin.listing import namespace_topics
-from quasar.broker.resources import PARTITION_SUFFIX, parse_topic
-from quasar.errors import SubscriptionNotFound, TopicNotFound
+from quasar.errors import (
+    AlreadyExistsError,
+    BadRequestError,
+    ConflictError,
+    InvalidResourceError,
+    NotAcceptableError,
+    ResourceNotFoundError,
+    SubscriptionNotFound,
+    TopicNotFound,
+)
+from quasar.protocol.namespace_name import parse_topic
+from quasar.protocol.topic_name import PARTITION_SUFFIX
 
 routes = web.RouteTableDef()
 

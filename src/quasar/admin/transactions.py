@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from quasar.admin.errors import BadRequestError
 from quasar.admin.http import broker_of, json_response
+from quasar.errors import BadRequestError
 
 routes = web.RouteTableDef()
 

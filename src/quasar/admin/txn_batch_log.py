@@ -25,9 +25,8 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from quasar.admin.errors import BadRequestError
 from quasar.admin.http import broker_of, json_response, no_content, read_json
-from quasar.errors import NotAllowedError
+from quasar.errors import BadRequestError, NotAllowedError
 from quasar.transaction.batched_log import BatchedLogControl
 
 routes = web.RouteTableDef()

@@ -5,21 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from quasar.errors import (
+    AlreadyExistsError,
     NotAllowedError,
+    PreconditionFailedError,
+    ResourceNotFoundError,
     ServiceNotReady,
     SubscriptionNotFound,
     TopicNotFound,
 )
 from quasar.protocol import TopicName
+from quasar.resources.store import PulsarResources
 from quasar.storage.api import EARLIEST, LATEST, InitialPosition, Position
 
 from .compaction import delete_compacted_ledgers
-from .resources import (
-    AlreadyExistsError,
-    PreconditionFailedError,
-    PulsarResources,
-    ResourceNotFoundError,
-)
 from .service import BrokerService
 from .topic import PersistentTopic, is_system_cursor
 

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from quasar.clock import Clock, SystemClock
-from quasar.errors import ManagedLedgerClosed, PersistenceError
+from quasar.errors import ConflictError, ManagedLedgerClosed, PersistenceError
 from quasar.protocol.topic_name import COMPACTION_CURSOR
 from quasar.storage.api import (
     InitialPosition,
@@ -48,7 +48,6 @@ from quasar.storage.api import (
 from .compacted_ledger import CompactedLedger, CompactedRecord
 from .compactor import TwoPhaseCompactor
 from .entry_info import EntryInfo
-from .resources import ConflictError
 
 log = logging.getLogger(__name__)
 

@@ -22,12 +22,15 @@ import urllib.parse
 from quasar.clock import Clock, SystemClock
 from quasar.config import ServiceConfiguration
 from quasar.errors import (
+    AlreadyExistsError,
     NotAllowedError,
     QuasarError,
     ServiceNotReady,
     TopicNotFound,
 )
 from quasar.protocol.topic_name import TopicName, is_system_topic
+from quasar.resources.models import Policies
+from quasar.resources.store import PulsarResources
 from quasar.storage.api import (
     ManagedLedgerConfig,
     ManagedLedgerFactory,
@@ -36,7 +39,6 @@ from quasar.storage.api import (
 )
 
 from .entry_info import EntryInfoCache, info_capacity
-from .resources import AlreadyExistsError, Policies, PulsarResources
 from .schema import SchemaRegistry
 from .topic import PersistentTopic
 from .transactions import TransactionService

@@ -14,19 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from quasar.cli.admin_client import (
-    DEFAULT_ADMIN_URL,
-    AdminClient,
-    AdminConnectionError,
-    AdminRequestError,
-)
 from quasar.cli.admin_transactions import add_transactions_group
-from quasar.errors import QuasarError
+from quasar.client.admin import DEFAULT_ADMIN_URL, AdminClient, call_admin
+from quasar.errors import AdminError, QuasarError
 
-Command = Callable[[AdminClient, argparse.Namespace], Any]
+Command = Callable[[AdminClient, argparse.Namespace], Awaitable[Any]]
 
 
 def _csv(value: str) -> list[str]:
@@ -157,14 +152,18 @@ def _print(result: Any) -> None:
 
 def run_admin(args: argparse.Namespace) -> int:
     """Run the chosen admin command; 0 on success, 1 on any error (printed)."""
-    client = AdminClient(args.admin_url)
+    command: Command = args.admin_command
     try:
-        _print(args.admin_command(client, args))
-    except AdminRequestError as exc:
-        print(f"error: {exc.status} {exc.reason}", file=sys.stderr)
+        result = call_admin(args.admin_url, lambda client: command(client, args))
+    except AdminError as exc:
+        if not exc.remote:  # e.g. an invalid namespace name, refused before sending
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(f"error: {exc.http_status} {exc.reason}", file=sys.stderr)
         return 1
-    except (AdminConnectionError, QuasarError, ValueError) as exc:
-        # QuasarError: an invalid tenant/namespace/topic name, caught before sending.
+    except (QuasarError, ValueError) as exc:
+        # The admin API unreachable or too slow, or an invalid topic name or URL.
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    _print(result)
     return 0

@@ -15,7 +15,7 @@ import argparse
 from typing import Any
 from urllib.parse import quote
 
-from quasar.cli.admin_client import AdminClient
+from quasar.client.admin import AdminClient
 
 BASE = "/admin/v3/transactions"
 
@@ -27,24 +27,24 @@ def _bool(text: str) -> bool:
     return value == "true"
 
 
-def set_tc_batch_log(client: AdminClient, enable: bool) -> Any:
-    return client.request("POST", f"{BASE}/txnTcBatchLog?enable={str(enable).lower()}")
+async def set_tc_batch_log(client: AdminClient, enable: bool) -> Any:
+    return await client.request("POST", f"{BASE}/txnTcBatchLog?enable={str(enable).lower()}")
 
 
-def get_tc_batch_log_stat(client: AdminClient) -> Any:
-    return client.request("GET", f"{BASE}/txnTcBatchLogStat")
+async def get_tc_batch_log_stat(client: AdminClient) -> Any:
+    return await client.request("GET", f"{BASE}/txnTcBatchLogStat")
 
 
-def set_pending_ack_batch_log(client: AdminClient, enable: bool) -> Any:
-    return client.request("POST", f"{BASE}/txnPendingAckBatchLog?enable={str(enable).lower()}")
+async def set_pending_ack_batch_log(client: AdminClient, enable: bool) -> Any:
+    return await client.request("POST", f"{BASE}/txnPendingAckBatchLog?enable={str(enable).lower()}")
 
 
-def get_pending_ack_batch_log_stat(client: AdminClient) -> Any:
-    return client.request("GET", f"{BASE}/txnPendingAckBatchLogStat")
+async def get_pending_ack_batch_log_stat(client: AdminClient) -> Any:
+    return await client.request("GET", f"{BASE}/txnPendingAckBatchLogStat")
 
 
-def client_transactions(client: AdminClient, client_name: str) -> Any:
-    return client.request("GET", f"{BASE}/clientTransactions/{quote(client_name, safe='')}")
+async def client_transactions(client: AdminClient, client_name: str) -> Any:
+    return await client.request("GET", f"{BASE}/clientTransactions/{quote(client_name, safe='')}")
 
 
 def add_transactions_group(groups: Any) -> None:

@@ -32,8 +32,9 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from quasar.client.admin_http import ClientTransactions, fetch_client_transactions
+from quasar.client.admin import AdminClient
 from quasar.client.backoff import Backoff
+from quasar.client.client_transactions import ClientTransactions
 from quasar.client.config import (
     DEFAULT_TRANSACTION_END_TIMEOUT_MS,
     ClientConfig,
@@ -655,13 +656,8 @@ class Client:
         """
         self._check_open()
         name = self.config.client_name if client_name is None else client_name
-        return await asyncio.get_running_loop().run_in_executor(
-            None,
-            fetch_client_transactions,
-            self.admin_url,
-            name,
-            self.config.operation_timeout_s,
-        )
+        async with AdminClient(self.admin_url, self.config.operation_timeout_s) as admin:
+            return await admin.client_transactions(name)
 
     def _track(self, impl: Any) -> None:
         if len(self._handles) >= self._prune_at:

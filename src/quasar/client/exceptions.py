@@ -50,6 +50,9 @@ BrokerPersistenceError = errors.PersistenceError
 ServiceUnitNotReady = errors.ServiceNotReady
 TooManyLookupRequestException = errors.TooManyRequests
 TopicTerminated = errors.TopicTerminatedError
+# Any error answer of the admin REST API (``status``, ``reason``): the admin errors'
+# root, so ``except AdminApiError`` also catches ResourceNotFoundError, ConflictError...
+AdminApiError = errors.AdminError
 # quasar.errors' own names (InvalidTxnStatus, TransactionCoordinatorNotFound) are
 # exported too: the same classes.
 TransactionCoordinatorNotFoundError = TransactionCoordinatorNotFound
@@ -182,21 +185,6 @@ class TransactionOutcomeUnknown(ClientError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (str(self), self.txn_id))
-
-
-class AdminApiError(ClientError):
-    """An admin REST call of the client answered an HTTP error (``status``).
-
-    Retryable when the status is 5xx (the broker may be starting or busy).
-    """
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retryable = status >= 500  # type: ignore[misc]
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.status, str(self)))
 
 
 _RESULT_BY_CLASS: dict[type[BaseException], Result] = {

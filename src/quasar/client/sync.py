@@ -30,7 +30,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import quasar.client.aio as aio
-from quasar.client.admin_http import ClientTransactions
+from quasar.client.client_transactions import ClientTransactions
 from quasar.client.config import DEFAULT_TRANSACTION_END_TIMEOUT_MS
 from quasar.client.enums import (
     BatchingType,

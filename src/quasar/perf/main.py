@@ -24,6 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from quasar.errors import QuasarError
 from quasar.perf.options import (
     PubSubOptions,
     add_messaging_parsers,
@@ -120,13 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 1
     except Exception as exc:  # a run that could not start: say why, briefly
-        from quasar.cli.admin_client import AdminConnectionError, AdminRequestError
-        from quasar.errors import QuasarError
-
         known: tuple[type[BaseException], ...] = (
             QuasarError,
-            AdminRequestError,
-            AdminConnectionError,
             OSError,
             RuntimeError,
         )

@@ -132,7 +132,7 @@ def run_pubsub(popts: PubSubOptions) -> dict[str, Any]:
 
     Raises:
         RuntimeError: the consumer could not subscribe in time.
-        AdminRequestError, AdminConnectionError: creating partitioned topics failed.
+        AdminError, ConnectError, Timeout: creating partitioned topics failed.
     """
     p, c = popts.produce, popts.consume
     if p.partitions > 0:

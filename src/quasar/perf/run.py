@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
+from quasar.client.admin import AdminClient, call_admin
+from quasar.errors import ConflictError
 from quasar.perf.context import RunContext
 from quasar.perf.options import ConsumeOptions, ProduceOptions
 from quasar.perf.recorder import Recorder, RunControl
@@ -82,18 +84,18 @@ def create_partitioned_topics(
     """``PUT .../partitions`` for each topic; one that already exists is kept.
 
     Raises:
-        AdminRequestError, AdminConnectionError: the admin API refused or is down.
+        AdminError: the admin API refused (but for 409: the topic exists).
+        ConnectError, Timeout: the admin API is down or too slow.
     """
-    from quasar.cli.admin_client import AdminClient, AdminRequestError
 
-    admin = AdminClient(admin_url)
-    for topic in topics:
-        try:
-            admin.create_partitioned_topic(topic, partitions)
-        except AdminRequestError as exc:
-            if exc.status != 409:
-                raise
-            print(f"topic {topic} already exists: kept as it is", file=sys.stderr)
+    async def create(admin: AdminClient) -> None:
+        for topic in topics:
+            try:
+                await admin.create_partitioned_topic(topic, partitions)
+            except ConflictError:
+                print(f"topic {topic} already exists: kept as it is", file=sys.stderr)
+
+    call_admin(admin_url, create)
 
 
 def _run(
@@ -178,7 +180,7 @@ def run_produce(
     ``create_topics`` is False (the caller did it).
 
     Raises:
-        AdminRequestError, AdminConnectionError: creating partitioned topics failed.
+        AdminError, ConnectError, Timeout: creating partitioned topics failed.
         QuasarError / pulsar exceptions: the client could not create producers.
     """
     if opts.partitions > 0 and create_topics:

@@ -455,7 +455,7 @@ def run_transaction(
 
     Raises:
         ValueError: ``validate(opts)`` refuses the options.
-        AdminRequestError, AdminConnectionError: creating partitioned topics failed.
+        AdminError, ConnectError, Timeout: creating partitioned topics failed.
         QuasarError: the client could not subscribe, create producers or open the
             set-up transaction.
     """

@@ -1,7 +1,8 @@
-"""The few admin REST calls the client makes (standard library HTTP, in an executor).
+"""A client name's transactions, as the admin REST API reports them (PIP-255).
 
-Today one: ``GET /admin/v3/transactions/clientTransactions/{clientName}`` (PIP-255
-discoverability), behind ``client.get_client_transactions(client_name)``. It answers,
+``GET /admin/v3/transactions/clientTransactions/{clientName}`` (sent by
+``quasar.client.admin.AdminClient.client_transactions``, behind
+``client.get_client_transactions(client_name)``) answers,
 for one client name, the transactions its coordinators hold open and the terminated
 ones their preservers remember::
 
@@ -30,19 +31,13 @@ standalone``) serve the admin API by default.
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.error
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from quasar.client.exceptions import AdminApiError
 from quasar.client.txn_state import TxnID
-from quasar.errors import ConnectError, Timeout
+from quasar.errors import InvalidAdminResponse
 
-CLIENT_TRANSACTIONS_PATH = "/admin/v3/transactions/clientTransactions/"
 _TXN_ID = re.compile(r"^\(?\s*(\d+)\s*,\s*(\d+)\s*\)?$")
 
 
@@ -121,7 +116,7 @@ def parse_client_transactions(body: Any, client_name: str) -> ClientTransactions
     """The endpoint's JSON as :class:`ClientTransactions`.
 
     Raises:
-        AdminApiError: the body does not have the documented shape.
+        InvalidAdminResponse: the body does not have the documented shape.
     """
     try:
         return ClientTransactions(
@@ -133,65 +128,14 @@ def parse_client_transactions(body: Any, client_name: str) -> ClientTransactions
             ],
         )
     except (AttributeError, TypeError, ValueError) as exc:
-        raise AdminApiError(200, f"unexpected clientTransactions answer: {exc}") from exc
-
-
-def get_json(url: str, timeout_s: float) -> Any:
-    """GET ``url`` and decode its JSON body (blocking; run it in an executor).
-
-    Raises:
-        ConnectError: the admin server could not be reached.
-        Timeout: no answer within ``timeout_s``.
-        AdminApiError: an HTTP error status, or a body that is not JSON.
-    """
-    req = urllib.request.Request(url, headers={"Accept": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            raw = resp.read()
-    except urllib.error.HTTPError as exc:
-        reason = exc.reason
-        try:
-            reason = json.loads(exc.read()).get("reason", reason)
-        except (ValueError, AttributeError, OSError):
-            pass
-        raise AdminApiError(exc.code, f"GET {url}: {exc.code} {reason}") from None
-    except TimeoutError as exc:
-        raise Timeout(f"GET {url}: no answer within {timeout_s}s") from exc
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        if isinstance(reason, TimeoutError):
-            raise Timeout(f"GET {url}: no answer within {timeout_s}s") from exc
-        raise ConnectError(f"GET {url}: {reason}") from exc
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise AdminApiError(200, f"GET {url}: body is not JSON: {exc}") from exc
-
-
-def client_transactions_url(admin_url: str, client_name: str) -> str:
-    return (
-        admin_url.rstrip("/")
-        + CLIENT_TRANSACTIONS_PATH
-        + urllib.parse.quote(client_name, safe="")
-    )
-
-
-def fetch_client_transactions(
-    admin_url: str, client_name: str, timeout_s: float
-) -> ClientTransactions:
-    """``GET .../clientTransactions/{client_name}`` (blocking).
-
-    Raises:
-        As :func:`get_json` and :func:`parse_client_transactions`.
-    """
-    body = get_json(client_transactions_url(admin_url, client_name), timeout_s)
-    return parse_client_transactions(body, client_name)
+        raise InvalidAdminResponse(
+            f"unexpected clientTransactions answer: {exc}"
+        ) from exc
 
 
 __all__ = [
     "ClientTransaction",
     "ClientTransactions",
-    "fetch_client_transactions",
     "parse_client_transactions",
     "parse_txn_id",
 ]
