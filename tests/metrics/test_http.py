@@ -8,8 +8,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.registry import CollectorRegistry
 
 from quasar.admin import create_admin_app
-from quasar.broker.resources import PulsarResources
 from quasar.metrics import broker_registry
+from quasar.resources.store import PulsarResources
 from quasar.storage import MemoryMetadataStore
 from quasar.transaction.batched_log.metrics import coordinator_log_metrics
 
