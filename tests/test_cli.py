@@ -12,7 +12,6 @@ import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -147,25 +146,8 @@ def test_standalone_bad_config_exits_2(
     assert fake_standalone == []
 
 
-def test_standalone_accepts_a_coroutine_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    ran: list[int] = []
-
-    async def run(config: ServiceConfiguration) -> None:
-        ran.append(config.broker.broker_service_port)
-
-    module = types.ModuleType("quasar.server.standalone")
-    module.run = run  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "quasar.server.standalone", module)
-    assert main(["standalone", "--port", "1234"]) == 0
-    assert ran == [1234]
 
 
-def test_standalone_without_server_module(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setitem(sys.modules, "quasar.server.standalone", None)
-    assert main(["standalone"]) == 2
-    assert "quasar.server.standalone is missing" in capsys.readouterr().err
 
 
 def test_standalone_config_helper_ignores_unset_flags() -> None:
@@ -188,14 +170,6 @@ def test_config_command_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert "journalSyncData" in capsys.readouterr().err
 
 
-def test_perf_missing(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setitem(sys.modules, "quasar.perf.main", None)
-    assert main(["perf", "produce"]) == 2
-    assert "the perf tool is not available" in capsys.readouterr().err
-
-
 def test_perf_passes_its_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[list[str]] = []
     module = types.ModuleType("quasar.perf.main")
@@ -209,13 +183,6 @@ def test_perf_passes_its_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
     ]
 
 
-def test_perf_missing_dependency_is_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(name: str) -> Any:
-        raise ModuleNotFoundError("No module named 'numpy'", name="numpy")
-
-    monkeypatch.setattr("quasar.cli.main.importlib.import_module", broken)
-    with pytest.raises(ModuleNotFoundError, match="numpy"):
-        main(["perf"])
 
 
 def test_configure_logging_format_and_replacement() -> None:

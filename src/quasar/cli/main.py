@@ -16,14 +16,10 @@ Every subcommand also takes ``--log-level``. ``main`` returns the exit status:
 from __future__ import annotations
 
 import argparse
-import asyncio
-import importlib
 import importlib.metadata
-import inspect
 import os
 import sys
 from collections.abc import Sequence
-from types import ModuleType
 from typing import Any
 
 from quasar.cli.admin import add_admin_parser, run_admin
@@ -33,8 +29,6 @@ from quasar.native import status_lines
 
 __all__ = ["build_parser", "main", "standalone_config"]
 
-STANDALONE_MODULE = "quasar.server.standalone"
-PERF_MODULE = "quasar.perf.main"
 
 # Named standalone flags and the configuration keys they override.
 _FLAG_KEYS = {
@@ -156,19 +150,6 @@ def standalone_config(
     )
 
 
-def _import_optional(name: str, what: str) -> ModuleType | None:
-    """Import a module written elsewhere in the project, or explain that it is missing."""
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        # Only the module itself (or its package) being absent is "not installed";
-        # a missing dependency inside it is a real error and propagates.
-        if exc.name is None or not name.startswith(exc.name):
-            raise
-        print(f"error: {what} is not available ({name} is missing)", file=sys.stderr)
-        return None
-
-
 def version_text() -> str:
     """``quasar <version>`` and one line per optional C extension (``quasar.native``)."""
     try:
@@ -187,13 +168,12 @@ def _run_standalone(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    module = _import_optional(STANDALONE_MODULE, "the standalone server")
-    if module is None:
-        return 2
-    result = module.run(config)
-    if inspect.iscoroutine(result):
-        result = asyncio.run(result)
-    return int(result or 0)
+    # Imported on use, like the perf tool below: `quasar admin` and `quasar perf`
+    # processes need not load the broker.
+    from quasar.server.standalone import run
+
+    run(config)
+    return 0
 
 
 def _run_config(args: argparse.Namespace) -> int:
@@ -207,10 +187,9 @@ def _run_config(args: argparse.Namespace) -> int:
 
 
 def _run_perf(args: argparse.Namespace) -> int:
-    module = _import_optional(PERF_MODULE, "the perf tool")
-    if module is None:
-        return 2
-    return int(module.main(list(args.perf_args)) or 0)
+    from quasar.perf.main import main as perf_main
+
+    return perf_main(list(args.perf_args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
