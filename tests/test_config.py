@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import logging
 import re
@@ -597,36 +596,7 @@ def test_subsystem_classes_default_to_the_configuration_defaults() -> None:
     }
 
 
-# --------------------------------------------------------------------------------------
-# Layering: sections are declared below every subsystem and composed above them.
-
 SRC = Path(__file__).resolve().parents[1] / "src"
-
-
-def _quasar_imports(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return {n for n in names if n == "quasar" or n.startswith("quasar.")}
-
-
-def test_the_section_schema_imports_no_quasar_module() -> None:
-    assert _quasar_imports(SRC / "quasar" / "config_schema.py") == set()
-
-
-@pytest.mark.parametrize("package", ["storage", "transaction"])
-def test_subsystems_never_import_the_composed_configuration(package: str) -> None:
-    """quasar.config composes the subsystems' sections, so it sits above them."""
-    bad = [
-        f"{path.relative_to(SRC)} imports {name}"
-        for path in sorted((SRC / "quasar" / package).rglob("*.py"))
-        for name in _quasar_imports(path)
-        if name == "quasar.config" or name.startswith("quasar.config.")
-    ]
-    assert bad == []
 
 
 def test_a_key_without_effect_is_logged_when_set(
