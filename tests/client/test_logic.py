@@ -13,8 +13,6 @@ from quasar.client.acks import (
     AckGroupingTracker,
     BatchAckTracker,
     RedeliveryTracker,
-    bits_to_words,
-    words_to_bits,
 )
 from quasar.client.backoff import Backoff
 from quasar.client.message_id import MessageId
@@ -37,6 +35,7 @@ from quasar.client.schema import BytesSchema, JsonSchema, StringSchema
 from quasar.client.waiters import park, wake_all
 from quasar.clock import ManualClock
 from quasar.protocol import parse_batch
+from quasar.protocol.ack_set import bits_to_words, words_to_bits
 
 # --- batches -------------------------------------------------------------------------
 

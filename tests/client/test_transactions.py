@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from quasar.client import aio
-from quasar.client.acks import bits_to_words
 from quasar.client.exceptions import (
     InvalidConfiguration,
     TransactionHasOperationFailed,
@@ -39,6 +38,7 @@ from quasar.errors import (
     TransactionNotFound,
 )
 from quasar.protocol import parse_batch, parse_entry, pb
+from quasar.protocol.ack_set import bits_to_words
 
 from ..fakes.broker import TC_ASSIGN, FakeBroker
 

@@ -16,28 +16,9 @@ words are dropped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 EntryKey = tuple[int, int]  # (ledger_id, entry_id)
-
-
-def bits_to_words(bits: int) -> list[int]:
-    """An unacked-bits integer as BitSet long words (signed int64, no trailing zeros)."""
-    words: list[int] = []
-    while bits:
-        word = bits & 0xFFFFFFFFFFFFFFFF
-        words.append(word - (1 << 64) if word >= 1 << 63 else word)
-        bits >>= 64
-    return words
-
-
-def words_to_bits(words: Iterable[int]) -> int:
-    """Inverse of :func:`bits_to_words`."""
-    bits = 0
-    for k, word in enumerate(words):
-        bits |= (word & 0xFFFFFFFFFFFFFFFF) << (64 * k)
-    return bits
 
 
 def all_unacked(batch_size: int) -> int:

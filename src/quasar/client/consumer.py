@@ -28,7 +28,6 @@ from quasar.client.acks import (
     EntryKey,
     RedeliveryTracker,
     all_unacked,
-    bits_to_words,
 )
 from quasar.client.backoff import Backoff
 from quasar.client.connection import ClientConnection, ConnectionPool, make_command
@@ -57,10 +56,11 @@ from quasar.errors import (
     TopicTerminatedError,
 )
 from quasar.protocol import pb
+from quasar.protocol.ack_set import bits_to_words
+from quasar.protocol.int64 import INT64_MAX
 
 log = logging.getLogger(__name__)
 T = pb.BaseCommand
-_INT64_MAX = (1 << 63) - 1
 
 FATAL_ON_RESUBSCRIBE = (
     TopicNotFound,
@@ -89,7 +89,7 @@ _CLOSED = State.CLOSED
 
 
 def _is_boundary(mid: MessageId | None) -> bool:
-    return mid is None or mid.ledger_id() < 0 or mid.ledger_id() == _INT64_MAX
+    return mid is None or mid.ledger_id() < 0 or mid.ledger_id() == INT64_MAX
 
 
 class ConsumerImpl:

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from quasar.client.acks import words_to_bits
 from quasar.client.message import Message
 from quasar.client.message_id import MessageId
 from quasar.client.schema import Schema
 from quasar.errors import RemoteProtocolError
 from quasar.protocol import pb
+from quasar.protocol.ack_set import words_to_bits
 from quasar.protocol.batch import split_batch
 from quasar.protocol.compression import decompress
 from quasar.protocol.entry import parse_entry

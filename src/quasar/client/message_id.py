@@ -11,17 +11,8 @@ from __future__ import annotations
 import functools
 from typing import Any, ClassVar
 
-_INT64_MAX = (1 << 63) - 1
-_UINT64 = 1 << 64
-
-
-def _signed64(value: int) -> int:
-    """uint64 wire value as int64 (the wire carries -1 as 2**64 - 1)."""
-    return value - _UINT64 if value >= 1 << 63 else value
-
-
-def _unsigned64(value: int) -> int:
-    return value + _UINT64 if value < 0 else value
+from quasar.protocol import pb
+from quasar.protocol.int64 import INT64_MAX, to_int64, to_uint64
 
 
 @functools.total_ordering
@@ -96,10 +87,8 @@ class MessageId:
 
     def to_pb(self, include_batch: bool = False) -> Any:
         """``MessageIdData`` with ledger and entry (what ACK/SEEK/REDELIVER carry)."""
-        from quasar.protocol import pb
-
         data = pb.MessageIdData(
-            ledgerId=_unsigned64(self._ledger), entryId=_unsigned64(self._entry)
+            ledgerId=to_uint64(self._ledger), entryId=to_uint64(self._entry)
         )
         if include_batch and self._batch_index != -1:
             data.batch_index = self._batch_index
@@ -115,8 +104,8 @@ class MessageId:
             batch_size = data.batch_size
         return cls(
             partition,
-            _signed64(data.ledgerId),
-            _signed64(data.entryId),
+            to_int64(data.ledgerId),
+            to_int64(data.entryId),
             batch_index,
             batch_size,
             topic,
@@ -124,10 +113,8 @@ class MessageId:
 
     def serialize(self) -> bytes:
         """Protobuf ``MessageIdData`` bytes, as `pulsar` serializes an id."""
-        from quasar.protocol import pb
-
         data = pb.MessageIdData(
-            ledgerId=_unsigned64(self._ledger), entryId=_unsigned64(self._entry)
+            ledgerId=to_uint64(self._ledger), entryId=to_uint64(self._entry)
         )
         if self._partition != -1:
             data.partition = self._partition
@@ -145,8 +132,6 @@ class MessageId:
             ValueError: the bytes are not a ``MessageIdData``.
         """
         from google.protobuf.message import DecodeError
-
-        from quasar.protocol import pb
 
         data = pb.MessageIdData()
         try:
@@ -186,4 +171,4 @@ class MessageId:
 
 
 MessageId.earliest = MessageId(-1, -1, -1, -1)
-MessageId.latest = MessageId(-1, _INT64_MAX, _INT64_MAX, -1)
+MessageId.latest = MessageId(-1, INT64_MAX, INT64_MAX, -1)

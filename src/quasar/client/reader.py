@@ -12,8 +12,7 @@ import secrets
 
 from quasar.client.consumer import ConsumerImpl
 from quasar.client.message_id import MessageId
-
-_INT64_MAX = (1 << 63) - 1
+from quasar.protocol.int64 import INT64_MAX
 
 
 def reader_subscription_name(prefix: str | None = None) -> str:
@@ -40,7 +39,7 @@ async def child_has_message_available(consumer: ConsumerImpl) -> bool:
     if consumer.last_dequeued is not None:
         return _after(last, consumer.last_dequeued)
     start = consumer.start_message_id
-    if start is None or start.ledger_id() == _INT64_MAX or consumer.seeked_by_time:
+    if start is None or start.ledger_id() == INT64_MAX or consumer.seeked_by_time:
         # Where the cursor stands is known to the broker only: the mark-delete
         # position is the entry before the next one to read.
         return mark_delete is not None and last.entry_key > mark_delete.entry_key

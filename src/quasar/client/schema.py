@@ -28,6 +28,7 @@ from quasar.client.record import (  # noqa: F401 - re-exported like pulsar.schem
     Record,
     String,
 )
+from quasar.protocol import pb
 
 # Schema.Type numbers on the wire.
 SCHEMA_TYPE_NONE = 0
@@ -55,8 +56,6 @@ class Schema:
         """``pb.Schema`` for PRODUCER/SUBSCRIBE, or None when none is sent."""
         if self.schema_type == SCHEMA_TYPE_NONE:
             return None
-        from quasar.protocol import pb
-
         return pb.Schema(
             name=self.name, schema_data=self.definition(), type=self.schema_type
         )

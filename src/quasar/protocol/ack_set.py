@@ -16,24 +16,40 @@ All functions are pure: they return new lists and never modify their arguments.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+
+from .int64 import UINT64_MAX, to_int64, to_uint64
 
 __all__ = [
     "and_",
+    "bits_to_words",
     "clear_index",
     "full_ack_set",
     "is_all_acked",
     "is_acked",
     "unacked_indexes",
+    "words_to_bits",
 ]
 
-_MASK64 = (1 << 64) - 1
-_SIGN = 1 << 63
+
+def bits_to_words(bits: int) -> list[int]:
+    """A non-negative bit string as ack-set words (signed int64, word 0 lowest, no
+    trailing zero words)."""
+    assert bits >= 0, "ack sets are non-negative bit strings"
+    words: list[int] = []
+    while bits:
+        words.append(to_int64(bits))
+        bits >>= 64
+    return words
 
 
-def _signed(word: int) -> int:
-    word &= _MASK64
-    return word - (1 << 64) if word & _SIGN else word
+def words_to_bits(words: Iterable[int]) -> int:
+    """Ack-set words (signed int64, word 0 lowest) as one non-negative bit string;
+    the inverse of :func:`bits_to_words`."""
+    bits = 0
+    for k, word in enumerate(words):
+        bits |= to_uint64(word) << (64 * k)
+    return bits
 
 
 def _trim(words: list[int]) -> list[int]:
@@ -52,7 +68,7 @@ def full_ack_set(n: int) -> list[int]:
     words = [-1] * (n // 64)  # a full word is all ones, i.e. -1 as a signed int64
     rest = n % 64
     if rest:
-        words.append(_signed((1 << rest) - 1))
+        words.append(to_int64((1 << rest) - 1))
     return words
 
 
@@ -64,10 +80,10 @@ def clear_index(ack_set: Sequence[int], index: int) -> list[int]:
     if index < 0:
         raise ValueError(f"batch index must be >= 0, got {index}")
     word, bit = divmod(index, 64)
-    words = [w & _MASK64 for w in ack_set]
+    words = [w & UINT64_MAX for w in ack_set]
     if word < len(words):
-        words[word] &= ~(1 << bit) & _MASK64
-    return [_signed(w) for w in _trim(words)]
+        words[word] &= ~(1 << bit) & UINT64_MAX
+    return [to_int64(w) for w in _trim(words)]
 
 
 def is_acked(ack_set: Sequence[int], index: int) -> bool:
@@ -88,7 +104,7 @@ def unacked_indexes(ack_set: Sequence[int], n: int) -> list[int]:
     """Return, in order, the indexes below ``n`` that are still unacknowledged."""
     out: list[int] = []
     for word_index, word in enumerate(ack_set):
-        word &= _MASK64
+        word &= UINT64_MAX
         base = word_index * 64
         while word:
             low = word & -word
@@ -124,15 +140,15 @@ def and_(a: Sequence[int], b: Sequence[int]) -> list[int]:
     A message stays unacked only if it is unacked in both, so this merges two partial
     acknowledgements of the same batch. A missing word counts as zero.
     """
-    words = [(x & y) & _MASK64 for x, y in zip(a, b, strict=False)]
-    return [_signed(w) for w in _trim(words)]
+    words = [(x & y) & UINT64_MAX for x, y in zip(a, b, strict=False)]
+    return [to_int64(w) for w in _trim(words)]
 
 
 def or_(a: Sequence[int], b: Sequence[int]) -> list[int]:
     """Return the word-wise OR of two ack sets: a bit set in either stays set."""
     n = max(len(a), len(b))
     words = [
-        ((a[i] if i < len(a) else 0) | (b[i] if i < len(b) else 0)) & _MASK64
+        ((a[i] if i < len(a) else 0) | (b[i] if i < len(b) else 0)) & UINT64_MAX
         for i in range(n)
     ]
-    return [_signed(w) for w in _trim(words)]
+    return [to_int64(w) for w in _trim(words)]

@@ -16,21 +16,9 @@ from google.protobuf.message import DecodeError
 from quasar.errors import RemoteProtocolError
 
 from ._generated import pulsar_api_pb2 as pb
+from .int64 import INT64_MAX, to_int64, to_uint64
 
-__all__ = ["INT64_MAX", "MessageId", "to_int64", "to_uint64"]
-
-INT64_MAX = (1 << 63) - 1
-_MASK64 = (1 << 64) - 1
-
-
-def to_int64(value: int) -> int:
-    """Read a protobuf uint64 id as the signed int64 it stands for (2^64-1 -> -1)."""
-    return value - (1 << 64) if value > INT64_MAX else value
-
-
-def to_uint64(value: int) -> int:
-    """Write a signed int64 id into a protobuf uint64 field (-1 -> 2^64-1)."""
-    return value & _MASK64
+__all__ = ["MessageId"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +66,7 @@ class MessageId:
         from their defaults (-1, -1, 0), as the official client does.
         """
         data = pb.MessageIdData(
-            ledgerId=self.ledger_id & _MASK64, entryId=self.entry_id & _MASK64
+            ledgerId=to_uint64(self.ledger_id), entryId=to_uint64(self.entry_id)
         )
         if self.partition != -1:
             data.partition = self.partition

@@ -130,7 +130,7 @@ def cursor_members(env: PaEnv, e: int) -> set[int]:
     words = env.cursor.batch_ack_set(p)
     if words is None:
         return set()
-    bits = masks.words_to_int(words)
+    bits = ack_sets.words_to_bits(words)
     return {i for i in range(SIZES[e]) if not (bits >> i) & 1}
 
 

@@ -26,29 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from quasar.protocol.ack_set import bits_to_words, words_to_bits
+
 WHOLE = -1
-
-_MASK64 = (1 << 64) - 1
-
-
-def words_to_int(words: Sequence[int]) -> int:
-    """Ack-set words (signed int64, word 0 lowest) as one non-negative integer."""
-    bits = 0
-    for k, word in enumerate(words):
-        bits |= (word & _MASK64) << (64 * k)
-    return bits
-
-
-def int_to_words(bits: int) -> list[int]:
-    """A non-negative integer as ack-set words (signed int64, no trailing zeros)."""
-    assert bits >= 0, "ack sets are non-negative bit strings"
-    words: list[int] = []
-    while bits:
-        word = bits & _MASK64
-        words.append(word - (1 << 64) if word >> 63 else word)
-        bits >>= 64
-    return words
-
 
 def full(batch_size: int) -> int:
     """The mask of every member of a batch of ``batch_size``."""
@@ -78,21 +58,21 @@ def acked_mask(ack_set: Sequence[int] | None, batch_size: int | None) -> int:
     if not ack_set:
         return WHOLE
     n = effective_batch_size(ack_set, batch_size)
-    return full(n) & ~words_to_int(ack_set)
+    return full(n) & ~words_to_bits(ack_set)
 
 
 def cursor_acked_mask(cursor_ack_set: Sequence[int] | None, batch_size: int) -> int:
     """Members already acknowledged on the cursor (``0`` when it holds no ack set)."""
     if cursor_ack_set is None:
         return 0
-    return full(batch_size) & ~words_to_int(cursor_ack_set)
+    return full(batch_size) & ~words_to_bits(cursor_ack_set)
 
 
 def unacked_words(acked: int, batch_size: int) -> list[int]:
     """The wire ack set (1 = not acked) of the members outside ``acked``."""
     if acked == WHOLE:
         return []
-    return int_to_words(full(batch_size) & ~acked)
+    return bits_to_words(full(batch_size) & ~acked)
 
 
 def covers_all(acked: int, batch_size: int | None) -> bool:

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from quasar.errors import BrokerError, TransactionConflict
+from quasar.protocol.ack_set import bits_to_words
 from quasar.storage.api import Position
 
 from ..txn_id import TxnId
@@ -300,7 +301,7 @@ class PendingAckState:
             released=tuple(pos for pos, _ in held),
             released_cumulative=txn.cumulative,
             released_members=tuple(
-                (pos, tuple(masks.int_to_words(mask & masks.full(n))))
+                (pos, tuple(bits_to_words(mask & masks.full(n))))
                 for pos, (mask, n) in held
                 if mask != WHOLE and n is not None
             ),
@@ -362,5 +363,5 @@ class PendingAckState:
             if remaining == 0:
                 deletes.append(pos)
             else:
-                batch_sets.append((pos, tuple(masks.int_to_words(remaining))))
+                batch_sets.append((pos, tuple(bits_to_words(remaining))))
         return CursorUpdate(tuple(deletes), tuple(batch_sets), txn.cumulative)

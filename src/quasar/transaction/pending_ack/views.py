@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from quasar.protocol.ack_set import bits_to_words, words_to_bits
 from quasar.storage.api import Position
 
 from . import masks
@@ -47,9 +48,9 @@ def filter_normal_ack(
     assert n is not None, "a partial mask always has its clip size"
     # The client's "still unacked" members, plus every member a transaction holds:
     # those stay unacked on the cursor until the transaction ends.
-    unacked = masks.words_to_int(ack_set) if ack_set else 0
+    unacked = words_to_bits(ack_set) if ack_set else 0
     keep = (unacked | union) & masks.full(n)
-    return NormalAck(True, masks.int_to_words(keep))
+    return NormalAck(True, bits_to_words(keep))
 
 
 def position_state(
@@ -64,7 +65,7 @@ def position_state(
     held = state.position(position)
     if batch_index is not None:
         cursor_set = cursor.batch_ack_set(position)
-        if cursor_set is not None and not (masks.words_to_int(cursor_set) >> batch_index) & 1:
+        if cursor_set is not None and not (words_to_bits(cursor_set) >> batch_index) & 1:
             return PositionInPendingAckState.MARK_DELETE
         if held is not None and (held.union() >> batch_index) & 1:
             return PositionInPendingAckState.PENDING_ACK
