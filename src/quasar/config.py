@@ -100,9 +100,6 @@ KEYS_WITHOUT_EFFECT: Mapping[str, str] = types.MappingProxyType(
     {
         "superUserRoles": "quasar has no authorization yet",
         "brokerShutdownTimeoutMs": "shutdown waits for topics to close, unbounded",
-        "brokerDeduplicationMaxNumberOfProducers": (
-            "deduplication keeps its built-in bound of 10000 producers per topic"
-        ),
         "maxUnackedMessagesPerSubscription": (
             "only maxUnackedMessagesPerConsumer bounds dispatch"
         ),

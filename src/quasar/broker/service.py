@@ -258,7 +258,12 @@ class BrokerService:
         ledger = await self.ledgers.open(
             name.persistence_name, self._ledger_config(name.namespace_name)
         )
-        topic = PersistentTopic(self, name, ledger, self._dedup_enabled(name.namespace_name))
+        dedup_max_producers = (
+            self.config.policies.broker_deduplication_max_number_of_producers
+            if self._dedup_enabled(name.namespace_name)
+            else None
+        )
+        topic = PersistentTopic(self, name, ledger, dedup_max_producers)
         await topic.load()
         self.topics[name.full] = topic
         log.info("loaded topic %s", name.full)

@@ -78,8 +78,11 @@ class PersistentTopic:
         broker: BrokerContext,
         name: TopicName,
         ledger: ManagedLedger,
-        dedup_enabled: bool,
+        dedup_max_producers: int | None,
     ) -> None:
+        """``dedup_max_producers``: deduplication's bound on tracked producer names
+        (``brokerDeduplicationMaxNumberOfProducers``), or None when deduplication is
+        off for the topic's namespace."""
         self._broker = broker
         self.topic_name = name
         self.name = name.full
@@ -90,7 +93,9 @@ class PersistentTopic:
         self.topic_epoch = 0
         self._waiting_exclusive: list[tuple[Producer, asyncio.Future[None]]] = []
         self.dedup: MessageDeduplication | None = (
-            MessageDeduplication(ledger) if dedup_enabled else None
+            None
+            if dedup_max_producers is None
+            else MessageDeduplication(ledger, max_producers=dedup_max_producers)
         )
         self.closed = False
         self.msg_in = 0
