@@ -9,6 +9,11 @@
 * Only ``server``, ``admin``, ``metrics``, ``cli``, ``client``, ``perf`` and
   ``testing`` touch sockets or HTTP.
 * ``pyspark_quasar`` uses only ``quasar.client`` and ``quasar.protocol``.
+* ``quasar.transport`` (the connections' shared writer and keep-alive) sits above
+  ``quasar.protocol`` and below ``quasar.client`` and ``quasar.server``.
+* The server's command handlers see their connection only through
+  ``quasar.server.context``: they never import ``quasar.server.connection``, and
+  neither they nor the connection import inside a function.
 """
 
 from __future__ import annotations
@@ -36,7 +41,15 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     ),
     "quasar.broker": ("quasar.server", "quasar.admin", "quasar.client", "socket", "aiohttp"),
     "quasar.errors": ("quasar.",),
+    "quasar.transport": (
+        "quasar.client", "quasar.server", "quasar.broker", "quasar.storage",
+        "quasar.transaction", "quasar.admin", "socket", "aiohttp",
+    ),
 }
+SERVER_HANDLERS = (
+    "producer_commands", "consumer_commands", "lookup_commands", "txn_commands",
+    "context", "replies", "wire",
+)
 PYSPARK_ALLOWED = ("quasar.client", "quasar.protocol", "quasar.errors")
 
 
@@ -82,8 +95,48 @@ def test_pyspark_connector_uses_only_client_and_protocol() -> None:
     assert bad == []
 
 
+def _server_imports(path: Path) -> tuple[list[str], list[str]]:
+    """The modules ``path`` imports (relative ones resolved within quasar.server), and
+    those imported inside a function."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: list[str] = []
+    in_functions: list[str] = []
+    for node in ast.walk(tree):
+        found: list[str] = []
+        if isinstance(node, ast.Import):
+            found = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level == 1:
+                base = f"quasar.server.{base}" if base else "quasar.server"
+            found = [base] + [f"{base}.{a.name}" for a in node.names]
+        names.extend(found)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Import | ast.ImportFrom):
+                    in_functions.append(f"{path.name}:{inner.lineno}")
+    return names, in_functions
+
+
+@pytest.mark.parametrize("module", SERVER_HANDLERS)
+def test_server_handlers_do_not_import_the_connection(module: str) -> None:
+    names, _ = _server_imports(SRC / "quasar" / "server" / f"{module}.py")
+    assert [n for n in names if n.startswith("quasar.server.connection")] == []
+
+
+def test_no_connection_or_handler_module_imports_inside_a_function() -> None:
+    bad = []
+    for module in (*SERVER_HANDLERS, "connection"):
+        bad.extend(_server_imports(SRC / "quasar" / "server" / f"{module}.py")[1])
+    assert bad == []
+
+
 def test_the_check_can_fail(tmp_path: Path) -> None:
     # Guard against a checker that passes vacuously.
     sample = tmp_path / "m.py"
     sample.write_text("import socket\nfrom quasar.broker import topic\n")
     assert _imports(sample) == ["socket", "quasar.broker"]
+    handler = tmp_path / "h.py"
+    handler.write_text("def f():\n    from .connection import ServerConnection\n")
+    names, in_functions = _server_imports(handler)
+    assert "quasar.server.connection" in names and in_functions == ["h.py:2"]
