@@ -3,7 +3,7 @@
 The broker side of a connection is split in two: ``ServerConnection`` (``connection.py``)
 owns the socket, the handshake, keep-alive, back-pressure and dispatch; the handler
 objects (``producer_commands``, ``consumer_commands``, ``lookup_commands``,
-``transaction_commands``) turn each decoded command into calls on the broker and an
+``txn_commands``) turn each decoded command into calls on the broker and an
 answer. They see the connection only through ``ConnectionContext`` below, so they import
 nothing of ``connection.py`` and can be tested over a fake context.
 
