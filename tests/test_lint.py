@@ -25,12 +25,16 @@ def test_ruff_clean() -> None:
 
 def test_mypy_strict_on_the_core_packages() -> None:
     """``mypy --strict`` (pyproject's [tool.mypy]) on the packages the style guide
-    names: protocol, storage and transaction."""
+    names (protocol, storage and transaction), and on the transport both
+    connections share."""
     mypy = shutil.which("mypy", path=str(Path(sys.executable).parent))
     if mypy is None:
         pytest.fail("mypy is not installed in the test environment (it is a dev dependency)")
     result = subprocess.run(
-        [mypy, "-p", "quasar.protocol", "-p", "quasar.storage", "-p", "quasar.transaction"],
+        [
+            mypy, "-p", "quasar.protocol", "-p", "quasar.storage", "-p", "quasar.transaction",
+            "-p", "quasar.transport",
+        ],
         cwd=ROOT, capture_output=True, text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from quasar.client.config import (
@@ -34,7 +34,9 @@ from quasar.errors import (
     Timeout,
     error_for_code,
 )
-from quasar.protocol import EAGER_FLUSH_BYTES, FrameDecoder, encode_command, pb
+from quasar.protocol import FrameDecoder, encode_command, pb
+from quasar.transport.keep_alive import PONG_FRAME, KeepAlive, Silence
+from quasar.transport.writer import Buffer, FrameWriter
 
 log = logging.getLogger(__name__)
 
@@ -109,31 +111,17 @@ def make_command(type_: int, field: str, **fields: Any) -> Any:
     return cmd
 
 
-# A piece at least this large is written as it is; smaller neighbours are joined.
-GATHER_PIECE_BYTES_MIN = 16 * 1024
-
-
-def _gather(
-    buf: list[bytes | bytearray | memoryview],
-) -> list[bytes | bytearray | memoryview]:
-    """``buf`` with each run of small pieces joined into one."""
-    out: list[bytes | bytearray | memoryview] = []
-    run: list[bytes | bytearray | memoryview] = []
-    for piece in buf:
-        if len(piece) < GATHER_PIECE_BYTES_MIN:
-            run.append(piece)
-            continue
-        if run:
-            out.append(run[0] if len(run) == 1 else b"".join(run))
-            run = []
-        out.append(piece)
-    if run:
-        out.append(run[0] if len(run) == 1 else b"".join(run))
-    return out
-
-
 class ClientConnection(asyncio.Protocol):
     """A connection in one of three states: connecting, ready, closed."""
+
+    # Writes go straight to the shared ``FrameWriter`` (``quasar.transport``), whose
+    # bound methods these are: frames written during one loop iteration leave in one
+    # transport call at its end, except that ``EAGER_FLUSH_BYTES`` buffered leave at
+    # once. ``write`` takes a whole frame; ``write_parts`` a frame given as consecutive
+    # pieces (a SEND's head and its batch payload), handed to the transport without
+    # being copied into one buffer. Both drop the frame once the connection closed.
+    write: Callable[[Buffer], None]
+    write_parts: Callable[[Sequence[Buffer]], None]
 
     def __init__(self, url: str, config: ClientConfig) -> None:
         self.url = url
@@ -143,19 +131,24 @@ class ClientConnection(asyncio.Protocol):
         self.server_version = ""
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
-        self._wbuf: list[bytes | bytearray | memoryview] = []
-        # Some frame in _wbuf came in pieces (write_parts): keep large pieces apart.
-        self._wbuf_pieces = False
-        self._wbuf_bytes = 0
-        self._flush_scheduled = False
+        self._writer = FrameWriter(self._loop)
+        self.write = self._writer.write
+        self.write_parts = self._writer.write_parts
         self._decoder = FrameDecoder(config.max_frame_bytes)
         self._connected: asyncio.Future[None] = self._loop.create_future()
         self._closed = False
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self.producers: dict[int, ProducerHandler] = {}
         self.consumers: dict[int, ConsumerHandler] = {}
-        self._keepalive: asyncio.TimerHandle | None = None
-        self._heard_since_ping = True
+        # Started once CONNECTED arrived; the broker's own PINGs do not count as
+        # hearing from it (see quasar.transport.keep_alive).
+        self._keep_alive = KeepAlive(
+            config.keep_alive_interval_seconds,
+            self._loop,
+            self.write,
+            self._keep_alive_expired,
+            handshake_done=True,
+        )
         self.close_reason: BaseException | None = None
 
     # --- asyncio.Protocol ------------------------------------------------------------
@@ -163,6 +156,7 @@ class ClientConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses: no isinstance check.
         self._transport = transport  # type: ignore[assignment]
+        self._writer.attach(self._transport)  # type: ignore[arg-type]
         sock = transport.get_extra_info("socket")
         if sock is not None:
             # Small frames (acks, flow) must not wait for Nagle's algorithm.
@@ -186,10 +180,11 @@ class ClientConnection(asyncio.Protocol):
             log.warning("bad frame from %s: %s", self.url, exc)
             self.close(exc)
             return
+        keep_alive = self._keep_alive
         for frame in frames:
             # The broker's own PINGs do not prove it answers ours.
             if frame.command.type != T.PING:
-                self._heard_since_ping = True
+                keep_alive.heard = True
             try:
                 self._handle(frame.command, frame.payload, frame.checksum_ok)
             except QuasarError as exc:
@@ -228,54 +223,8 @@ class ClientConnection(asyncio.Protocol):
                 f"no CONNECTED from {self.url} within {timeout_s}s"
             ) from None
 
-    def write(self, data: bytes) -> bool:
-        """Write bytes; False when the connection is already closed.
-
-        Frames written during one loop iteration go out in one ``transport.writelines``
-        at its end (a syscall per frame costs more than building the frame), except
-        that ``EAGER_FLUSH_BYTES`` buffered go out at once.
-        """
-        return self.write_parts((data,))
-
-    def write_parts(self, parts: Sequence[bytes | bytearray | memoryview]) -> bool:
-        """``write`` of a frame given as consecutive pieces (e.g. a SEND's head and its
-        batch payload), which are handed to the transport as they are: no copy into
-        one buffer."""
-        if self._closed or self._transport is None:
-            return False
-        self._wbuf.extend(parts)
-        if len(parts) > 1:
-            self._wbuf_pieces = True
-        self._wbuf_bytes += sum(map(len, parts))
-        if self._wbuf_bytes >= EAGER_FLUSH_BYTES:
-            self._flush()
-            return True
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
-        return True
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        self._wbuf_bytes = 0
-        buf, self._wbuf = self._wbuf, []
-        pieces, self._wbuf_pieces = self._wbuf_pieces, False
-        if self._closed or self._transport is None or not buf:
-            return
-        if len(buf) == 1:
-            self._transport.write(buf[0])
-        elif not pieces:
-            # Whole frames, mostly small (acks, flow, unbatched SENDs): one copy
-            # into one buffer costs less than gathering many buffers.
-            self._transport.write(b"".join(buf))
-        else:
-            # Batch payloads stay separate buffers, written with the rest by one
-            # writev (uvloop): joining them would copy every batch (128 KiB)
-            # once more, in fresh memory.
-            self._transport.writelines(_gather(buf))
-
-    def send_command(self, cmd: Any) -> bool:
-        return self.write(encode_command(cmd))
+    def send_command(self, cmd: Any) -> None:
+        self.write(encode_command(cmd))
 
     async def request(
         self,
@@ -315,7 +264,7 @@ class ClientConnection(asyncio.Protocol):
     def close(self, reason: BaseException | None = None) -> None:
         if self._transport is not None and not self._closed:
             self.close_reason = reason
-            self._flush()
+            self._writer.close()
             self._transport.close()
         self._shutdown(reason or ConnectError(f"connection to {self.url} closed"))
 
@@ -325,8 +274,8 @@ class ClientConnection(asyncio.Protocol):
         if self._closed:
             return
         self._closed = True
-        if self._keepalive is not None:
-            self._keepalive.cancel()
+        self._keep_alive.stop()
+        self._writer.discard()
         if not isinstance(exc, QuasarError):
             exc = ConnectError(f"connection to {self.url} lost: {exc}")
         if not self._connected.done():
@@ -342,21 +291,15 @@ class ClientConnection(asyncio.Protocol):
         for handler in handlers:
             handler.on_disconnected(self, None)
 
-    def _schedule_keepalive(self) -> None:
-        interval = self.config.keep_alive_interval_seconds
-        if interval > 0 and not self._closed:
-            self._keepalive = self._loop.call_later(interval, self._keepalive_tick)
+    def pause_writing(self) -> None:
+        self._writer.pause_writing()
 
-    def _keepalive_tick(self) -> None:
-        if self._closed:
-            return
-        if not self._heard_since_ping:
-            log.warning("no answer to PING from %s, closing", self.url)
-            self.close(ConnectError(f"keep-alive timeout on {self.url}"))
-            return
-        self._heard_since_ping = False
-        self.send_command(make_command(T.PING, "ping"))
-        self._schedule_keepalive()
+    def resume_writing(self) -> None:
+        self._writer.resume_writing()
+
+    def _keep_alive_expired(self, silence: Silence) -> None:
+        log.warning("no answer to PING from %s, closing", self.url)
+        self.close(ConnectError(f"keep-alive timeout on {self.url}"))
 
     def _expire(self, request_id: int, fut: asyncio.Future[Any]) -> None:
         if not fut.done():
@@ -385,8 +328,8 @@ class ClientConnection(asyncio.Protocol):
                 if c.HasField("max_message_size"):
                     self.max_message_size = c.max_message_size
                 self._connected.set_result(None)
-                if self.server_protocol_version >= 1:
-                    self._schedule_keepalive()
+                if self.server_protocol_version >= 1 and not self._closed:
+                    self._keep_alive.start()
             elif t == T.ERROR:
                 raise error_for_code(cmd.error.error, cmd.error.message)
             else:
@@ -405,7 +348,7 @@ class ClientConnection(asyncio.Protocol):
             if producer is not None:
                 producer.on_send_error(cmd.send_error)
         elif t == T.PING:
-            self.send_command(make_command(T.PONG, "pong"))
+            self.write(PONG_FRAME)
         elif t == T.PONG:
             pass
         elif t == T.ERROR:

@@ -1,13 +1,18 @@
-"""PRODUCER, SEND and CLOSE_PRODUCER handling for a server connection."""
+"""PRODUCER, SEND (plain and transactional) and CLOSE_PRODUCER on a client connection.
+
+SEND is the broker's hottest command: its checks read only what the handler keeps
+from construction, and the receipt is written by a callback from the topic once the
+entry is stored, with no task per message.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
 
 from quasar.broker.producer import ACCESS_WAIT_FOR_EXCLUSIVE, Producer
-from quasar.broker.schema import SchemaInfo, encode_version
+from quasar.broker.schema import encode_version
+from quasar.broker.topic import PersistentTopic
 from quasar.errors import (
     ChecksumError,
     NotAllowedError,
@@ -18,64 +23,72 @@ from quasar.errors import (
 )
 from quasar.protocol import Frame, TopicName, encode_command, encode_send_receipt, pb
 from quasar.storage.api import Position
+from quasar.transaction.txn_id import TxnId
 
-if TYPE_CHECKING:
-    from .connection import ServerConnection
+from . import replies
+from .context import CommandHandler, ConnectionContext
+from .wire import schema_info
 
 log = logging.getLogger(__name__)
 
-U64_MAX = (1 << 64) - 1
+T = pb.BaseCommand
 # The stored entry holds the checksum and metadata besides the payload; the client
 # checks payload + metadata against maxMessageSize, so allow room for the checksum.
 MESSAGE_METADATA_ALLOWANCE = 6
 
 
-def schema_info(schema: pb.Schema) -> SchemaInfo:
-    return SchemaInfo(
-        schema.name,
-        int(schema.type),
-        bytes(schema.schema_data),
-        tuple((kv.key, kv.value) for kv in schema.properties),
-    )
-
-
 class ProducerCommands:
-    def producer_handlers(self: ServerConnection) -> dict[int, Any]:  # type: ignore[misc]
-        T = pb.BaseCommand
+    """Creates and closes the connection's producers and stores what they send."""
+
+    def __init__(self, ctx: ConnectionContext) -> None:
+        self._ctx = ctx
+        # Read on every SEND: kept here (the table is never replaced, the limit fixed).
+        self._producers = ctx.producers
+        self._max_message_size = ctx.settings.max_message_size
+
+    def handlers(self) -> dict[int, CommandHandler]:
+        spawn = self._ctx.spawn
         return {
-            T.PRODUCER: lambda c, f: self.spawn(self._on_producer(c.producer)),
-            T.SEND: self._on_send,
-            T.CLOSE_PRODUCER: lambda c, f: self._on_close_producer(c.close_producer),
+            T.PRODUCER: lambda c, f: spawn(self.on_producer(c.producer)),
+            T.SEND: self.on_send,
+            T.CLOSE_PRODUCER: lambda c, f: self.on_close_producer(c.close_producer),
         }
 
-    async def _on_producer(self: ServerConnection, c: pb.CommandProducer) -> None:  # type: ignore[misc]
+    # -- PRODUCER ------------------------------------------------------------------------
+    async def on_producer(self, c: pb.CommandProducer) -> None:
+        ctx = self._ctx
+        service = ctx.service
         request_id = c.request_id
         pid = c.producer_id
-        existing = self.producer_futures.get(pid)
+        existing = ctx.producer_futures.get(pid)
         if existing is not None:
-            if existing.done() and pid in self.producers:
+            if existing.done() and pid in ctx.producers:
                 # A retry of a request that already succeeded: answer it again.
-                producer, topic = self.producers[pid]
-                self._producer_success(request_id, producer, topic)
+                producer, topic = ctx.producers[pid]
+                ctx.send_command(replies.producer_success(request_id, producer, topic))
             else:
-                self.send_error(request_id, ProducerBusy("Producer is already present on the connection"))
+                ctx.send_command(
+                    replies.error(
+                        request_id, ProducerBusy("Producer is already present on the connection")
+                    )
+                )
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.producer_futures[pid] = fut
+        ctx.producer_futures[pid] = fut
         try:
             name = TopicName.parse(c.topic)
-            topic = await self.service.get_topic(name, create=True)
+            topic = await service.get_topic(name, create=True)
             schema_version = b""
             if c.HasField("schema"):
-                version = self.service.schemas.put_if_absent(
-                    self.service.schema_key(name), schema_info(c.schema)
+                version = service.schemas.put_if_absent(
+                    service.schema_key(name), schema_info(c.schema)
                 )
                 schema_version = encode_version(version)
             user_named = c.HasField("producer_name") and bool(c.producer_name)
             producer = Producer(
                 producer_id=pid,
-                producer_name=c.producer_name if user_named else self.service.generate_producer_name(),
-                connection=self,
+                producer_name=c.producer_name if user_named else service.generate_producer_name(),
+                connection=ctx,
                 access_mode=c.producer_access_mode,
                 epoch=c.epoch,
                 user_provided_name=user_named and c.user_provided_producer_name,
@@ -84,67 +97,52 @@ class ProducerCommands:
             )
             if producer.access_mode == ACCESS_WAIT_FOR_EXCLUSIVE and topic.producers:
                 # Tell the client it is queued; the real success follows later.
-                self._producer_success(request_id, producer, topic, ready=False)
+                ctx.send_command(
+                    replies.producer_success(request_id, producer, topic, ready=False)
+                )
             # A producer starts only after the transaction buffer recovered, so its
             # first message cannot overtake data the buffer is still replaying.
             await topic.check_transactions_recovered(c.txn_enabled)
             await topic.add_producer(producer)
-            if self.closed:
+            if ctx.closed:
                 topic.remove_producer(producer)
                 return
-            self.producers[pid] = (producer, topic)
+            ctx.producers[pid] = (producer, topic)
             fut.set_result(None)
-            self._producer_success(request_id, producer, topic)
+            ctx.send_command(replies.producer_success(request_id, producer, topic))
         except QuasarError as e:
-            self.producer_futures.pop(pid, None)
+            ctx.producer_futures.pop(pid, None)
             fut.cancel()
             if isinstance(e, StorageError):
                 log.error("cannot serve producer on %s: %s", c.topic, e)
-            self.send_error(request_id, e)
+            ctx.send_command(replies.error(request_id, e))
         except Exception as e:
-            self.producer_futures.pop(pid, None)
+            ctx.producer_futures.pop(pid, None)
             fut.cancel()
             log.exception("producer creation failed")
-            self.send_error(request_id, e)
+            ctx.send_command(replies.error(request_id, e))
 
-    def _producer_success(  # type: ignore[misc]
-        self: ServerConnection,
-        request_id: int,
-        producer: Producer,
-        topic: Any,
-        ready: bool = True,
-    ) -> None:
-        cmd = pb.BaseCommand(type=pb.BaseCommand.PRODUCER_SUCCESS)
-        s = cmd.producer_success
-        s.request_id = request_id
-        s.producer_name = producer.producer_name
-        s.last_sequence_id = topic.last_sequence_id(producer.producer_name)
-        if producer.schema_version:
-            s.schema_version = producer.schema_version
-        if producer.exclusive:
-            s.topic_epoch = topic.topic_epoch
-        s.producer_ready = ready
-        self.send_command(cmd)
-
-    def _on_send(self: ServerConnection, cmd: pb.BaseCommand, frame: Frame) -> None:  # type: ignore[misc]
+    # -- SEND ----------------------------------------------------------------------------
+    def on_send(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         c = cmd.send
         pid = c.producer_id
         seq = c.sequence_id
-        entry = self.producers.get(pid)
+        entry = self._producers.get(pid)
         if entry is None:
             self._send_error(pid, seq, NotAllowedError("Producer not found on this connection"))
             return
         producer, topic = entry
-        if frame.payload is None:
+        payload = frame.payload
+        if payload is None:
             self._send_error(pid, seq, NotAllowedError("SEND without a payload"))
             return
-        if len(frame.payload) > self.settings.max_message_size + MESSAGE_METADATA_ALLOWANCE:
+        if len(payload) > self._max_message_size + MESSAGE_METADATA_ALLOWANCE:
             self._send_error(
                 pid,
                 seq,
                 NotAllowedError(
-                    f"Message of {len(frame.payload)} bytes exceeds maxMessageSize "
-                    f"{self.settings.max_message_size}"
+                    f"Message of {len(payload)} bytes exceeds maxMessageSize "
+                    f"{self._max_message_size}"
                 ),
             )
             return
@@ -152,28 +150,34 @@ class ProducerCommands:
             self._send_error(pid, seq, ChecksumError("Checksum failed on the broker"))
             return
         if c.HasField("txnid_most_bits") and c.HasField("txnid_least_bits"):
-            self.publish_transactional(producer, topic, c, frame.payload)
+            if self._ctx.service.transactions is None:
+                self._send_error(pid, seq, NotAllowedError(replies.TRANSACTIONS_NOT_ENABLED))
+                return
+            txn = TxnId(c.txnid_most_bits, c.txnid_least_bits)
+            self._publish(producer, topic, c, payload, txn)
             return
-        self._publish(producer, topic, c, frame.payload)
+        self._publish(producer, topic, c, payload, None)
 
-    def _publish(  # type: ignore[misc]
-        self: ServerConnection,
+    def _publish(
+        self,
         producer: Producer,
-        topic: Any,
+        topic: PersistentTopic,
         c: pb.CommandSend,
         payload: bytes,
-        txn: Any = None,
+        txn: TxnId | None,
     ) -> None:
         pid = c.producer_id
         seq = c.sequence_id
         # Unset fields read as their declared defaults (0 and 1), as HasField would give.
         highest = c.highest_sequence_id
         num = c.num_messages
-        self.publish_started()
-        write = self.write
+        ctx = self._ctx
+        ctx.publish_started()
+        write = ctx.write
+        publish_completed = ctx.publish_completed
 
         def done(pos: Position | None, err: BaseException | None) -> None:
-            self.publish_completed()
+            publish_completed()
             if err is not None:
                 self._send_error(pid, seq, err)
                 return
@@ -182,32 +186,25 @@ class ProducerCommands:
 
         topic.publish(producer, seq, highest, num, payload, done, txn)
 
-    def _send_error(self: ServerConnection, pid: int, seq: int, err: BaseException) -> None:  # type: ignore[misc]
-        from .connection import error_code_and_message
+    def _send_error(self, pid: int, seq: int, err: BaseException) -> None:
+        cmd = replies.send_error(pid, seq, err)
+        if int(cmd.send_error.error) == ServerError.UnknownError:
+            log.error("publish failed: %s", cmd.send_error.message)
+        self._ctx.send_command(cmd)
 
-        code, message = error_code_and_message(err)
-        if code == ServerError.UnknownError:
-            log.error("publish failed: %s", message)
-        cmd = pb.BaseCommand(type=pb.BaseCommand.SEND_ERROR)
-        cmd.send_error.producer_id = pid
-        cmd.send_error.sequence_id = seq
-        cmd.send_error.error = code
-        cmd.send_error.message = message
-        self.send_command(cmd)
-
-    def _on_close_producer(self: ServerConnection, c: pb.CommandCloseProducer) -> None:  # type: ignore[misc]
-        entry = self.producers.pop(c.producer_id, None)
-        self.producer_futures.pop(c.producer_id, None)
+    # -- CLOSE_PRODUCER ------------------------------------------------------------------
+    def on_close_producer(self, c: pb.CommandCloseProducer) -> None:
+        ctx = self._ctx
+        entry = ctx.producers.pop(c.producer_id, None)
+        ctx.producer_futures.pop(c.producer_id, None)
         if entry is not None:
             producer, topic = entry
             topic.remove_producer(producer)
-        self.send_success(c.request_id)
+        ctx.send_command(replies.success(c.request_id))
 
-    def close_producer(self: ServerConnection, producer_id: int) -> None:  # type: ignore[misc]
+    def close_producer(self, producer_id: int) -> None:
         """Broker-initiated close: the client reconnects the producer."""
-        self.producers.pop(producer_id, None)
-        self.producer_futures.pop(producer_id, None)
-        cmd = pb.BaseCommand(type=pb.BaseCommand.CLOSE_PRODUCER)
-        cmd.close_producer.producer_id = producer_id
-        cmd.close_producer.request_id = U64_MAX
-        self.write(encode_command(cmd))
+        ctx = self._ctx
+        ctx.producers.pop(producer_id, None)
+        ctx.producer_futures.pop(producer_id, None)
+        ctx.write(encode_command(replies.close_producer(producer_id)))

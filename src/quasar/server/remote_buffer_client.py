@@ -28,6 +28,8 @@ from quasar.protocol import (
 )
 from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
+from quasar.transport.keep_alive import PONG_FRAME
+from quasar.transport.writer import FrameWriter
 
 T = pb.BaseCommand
 CLIENT_VERSION = "quasar-broker-txn-client"
@@ -38,17 +40,22 @@ class _BrokerConnection(asyncio.Protocol):
     def __init__(self, on_lost: Callable[[_BrokerConnection], None]) -> None:
         self._decoder = FrameDecoder(DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING)
         self._transport: asyncio.Transport | None = None
+        loop = asyncio.get_running_loop()
+        # An end fans out to many partitions at once: their requests to one broker
+        # leave together, as the client's and the broker's own frames do.
+        self._writer = FrameWriter(loop)
         self._pending: dict[int, asyncio.Future[pb.BaseCommand]] = {}
-        self.connected: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.connected: asyncio.Future[None] = loop.create_future()
         self._on_lost = on_lost
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
+        self._writer.attach(self._transport)  # type: ignore[arg-type]
         cmd = T(type=T.CONNECT)
         cmd.connect.client_version = CLIENT_VERSION
         cmd.connect.protocol_version = PROTOCOL_VERSION_MAX
-        transport.write(encode_command(cmd))  # type: ignore[attr-defined]
+        self.write(cmd)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -64,7 +71,7 @@ class _BrokerConnection(asyncio.Protocol):
                 if not self.connected.done():
                     self.connected.set_result(None)
             elif cmd.type == T.PING:
-                self.write(T(type=T.PONG, pong=pb.CommandPong()))
+                self._writer.write(PONG_FRAME)
             elif cmd.type in (T.END_TXN_ON_PARTITION_RESPONSE, T.END_TXN_ON_SUBSCRIPTION_RESPONSE):
                 resp = (
                     cmd.endTxnOnPartitionResponse
@@ -81,6 +88,7 @@ class _BrokerConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._writer.discard()
         self._fail(ServiceNotReady(f"connection to broker lost: {exc}"))
         if not self.connected.done():
             self.connected.set_exception(ServiceNotReady("broker closed the connection"))
@@ -93,8 +101,7 @@ class _BrokerConnection(asyncio.Protocol):
                 fut.set_exception(exc)
 
     def write(self, cmd: pb.BaseCommand) -> None:
-        if self._transport is not None and not self.closed:
-            self._transport.write(encode_command(cmd))
+        self._writer.write(encode_command(cmd))
 
     async def request(self, request_id: int, cmd: pb.BaseCommand) -> pb.BaseCommand:
         fut: asyncio.Future[pb.BaseCommand] = asyncio.get_running_loop().create_future()
@@ -108,6 +115,7 @@ class _BrokerConnection(asyncio.Protocol):
             self._pending.pop(request_id, None)
 
     def close(self) -> None:
+        self._writer.close()
         if self._transport is not None:
             self._transport.close()
 

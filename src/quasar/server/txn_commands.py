@@ -6,6 +6,9 @@ commands (END_TXN_ON_PARTITION, END_TXN_ON_SUBSCRIPTION) go to the topic and
 subscription, the same methods the in-process coordinator calls. Every request is
 answered in its own response type with the request id, the transaction id and, on
 failure, Pulsar's error code and message; nothing here can crash the connection.
+
+Messages and acknowledgments inside a transaction are SEND and ACK commands carrying a
+transaction id; the producer and consumer handlers take those.
 """
 
 from __future__ import annotations
@@ -13,26 +16,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from quasar.errors import (
-    NotAllowedError,
-    QuasarError,
-    SubscriptionNotFound,
-    TopicNotFound,
-    TransactionCoordinatorNotFound,
-)
+from quasar.broker.transactions import TransactionService
+from quasar.errors import NotAllowedError, QuasarError, TransactionCoordinatorNotFound
 from quasar.protocol import TopicName, pb
 from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
 
-if TYPE_CHECKING:
-    from .connection import ServerConnection
+from .context import CommandHandler, ConnectionContext
+from .replies import TRANSACTIONS_NOT_ENABLED, error_code_and_message
 
 log = logging.getLogger(__name__)
 
 T = pb.BaseCommand
-_NOT_ENABLED = "Transactions are not enabled on this broker"
 
 # request type -> (response type, request field, response field)
 _FIELDS = {
@@ -103,8 +100,15 @@ _Started = tuple[
 ]
 
 
+
+
 class TransactionCommands:
-    def transaction_handlers(self: ServerConnection) -> dict[int, Any]:  # type: ignore[misc]
+    """The transaction coordinator's and the participants' side of the wire."""
+
+    def __init__(self, ctx: ConnectionContext) -> None:
+        self._ctx = ctx
+
+    def handlers(self) -> dict[int, CommandHandler]:
         # The coordinator's hot requests wait by callback on the future of their log
         # record (or of the end): no task per request, which cost 6-8 us more than a
         # callback each (a transaction makes three or four of them).
@@ -119,46 +123,56 @@ class TransactionCommands:
             T.END_TXN_ON_PARTITION: self._end_on_partition,
             T.END_TXN_ON_SUBSCRIPTION: self._end_on_subscription,
         }
-        handlers: dict[int, Any] = {
-            t: (lambda c, f, h=h: self.spawn(self._txn_request(c, h)))
-            for t, h in by_task.items()
-        }
-        handlers.update(
-            {t: (lambda c, f, h=h: self._txn_request_now(c, h)) for t, h in by_callback.items()}
-        )
+        spawn = self._ctx.spawn
+
+        def in_task(handler: Callable[[Any], Awaitable[Any]]) -> CommandHandler:
+            return lambda c, f: spawn(self._request(c, handler))
+
+        def by_callback_of(start: Callable[[Any], _Started]) -> CommandHandler:
+            return lambda c, f: self._request_now(c, start)
+
+        handlers = {t: in_task(h) for t, h in by_task.items()}
+        handlers.update({t: by_callback_of(s) for t, s in by_callback.items()})
         return handlers
 
-    async def _txn_request(  # type: ignore[misc]
-        self: ServerConnection, cmd: pb.BaseCommand, handler: Callable[[Any], Awaitable[Any]]
+    def _transactions(self) -> TransactionService:
+        """The broker's transaction service.
+
+        Raises:
+            NotAllowedError: transactions are not enabled on this broker.
+        """
+        transactions = self._ctx.service.transactions
+        if transactions is None:
+            raise NotAllowedError(TRANSACTIONS_NOT_ENABLED)
+        return transactions
+
+    async def _request(
+        self, cmd: pb.BaseCommand, handler: Callable[[Any], Awaitable[Any]]
     ) -> None:
         req = getattr(cmd, _RESPONSES[cmd.type][1])
         try:
-            if self.service.transactions is None:
-                raise NotAllowedError(_NOT_ENABLED)
+            self._transactions()
             result = await handler(req)
         except Exception as e:
-            self._answer_txn(cmd, req, None, e)
+            self._answer(cmd, req, None, e)
             return
-        self._answer_txn(cmd, req, result if isinstance(result, TxnId) else None, None)
+        self._answer(cmd, req, result if isinstance(result, TxnId) else None, None)
 
-    def _txn_request_now(  # type: ignore[misc]
-        self: ServerConnection, cmd: pb.BaseCommand, start: Callable[[Any], _Started]
-    ) -> None:
+    def _request_now(self, cmd: pb.BaseCommand, start: Callable[[Any], _Started]) -> None:
         req = getattr(cmd, _RESPONSES[cmd.type][1])
         try:
-            if self.service.transactions is None:
-                raise NotAllowedError(_NOT_ENABLED)
+            self._transactions()
             pending, txn, failure = start(req)
         except Exception as e:
-            self._answer_txn(cmd, req, None, e)
+            self._answer(cmd, req, None, e)
             return
         if pending is None:
-            self._answer_txn(cmd, req, txn, None)
+            self._answer(cmd, req, txn, None)
             return
-        pending.add_done_callback(lambda f: self._answer_txn(cmd, req, txn, failure(f)))
+        pending.add_done_callback(lambda f: self._answer(cmd, req, txn, failure(f)))
 
-    def _answer_txn(  # type: ignore[misc]
-        self: ServerConnection,
+    def _answer(
+        self,
         cmd: pb.BaseCommand,
         req: Any,
         txn: TxnId | None,
@@ -177,8 +191,6 @@ class TransactionCommands:
             if txn is not None:
                 resp.txnid_most_bits, resp.txnid_least_bits = txn.most, txn.least
         else:
-            from .connection import error_code_and_message  # (import cycle)
-
             if not isinstance(error, QuasarError):  # a bug: answer, log, keep the connection
                 log.error("transaction request failed", exc_info=error)
             elif cmd.type == T.NEW_TXN:
@@ -186,110 +198,57 @@ class TransactionCommands:
             code, message = error_code_and_message(error)
             resp.error = code
             resp.message = message
-        self.send_command(out)
+        self._ctx.send_command(out)
 
     # -- coordinator side, answered by callback ------------------------------------------
-    def _start_new_txn(self: ServerConnection, req: Any) -> _Started:  # type: ignore[misc]
-        assert self.service.transactions is not None
+    def _start_new_txn(self, req: Any) -> _Started:
         # The Java client puts milliseconds in txn_ttl_seconds (see the reference).
         timeout_ms = req.txn_ttl_seconds if req.HasField("txn_ttl_seconds") else 0
-        tc = self.service.transactions.registry.get(req.tc_id)
+        tc = self._transactions().registry.get(req.tc_id)
         txn, durable = tc.new_txn_nowait(
-            timeout_ms or 60_000, owner=self.principal, client_name=_client_name(req)
+            timeout_ms or 60_000, owner=self._ctx.principal, client_name=_client_name(req)
         )
         return durable, txn, _future_failure
 
-    def _start_add_partitions(self: ServerConnection, req: Any) -> _Started:  # type: ignore[misc]
-        assert self.service.transactions is not None
+    def _start_add_partitions(self, req: Any) -> _Started:
         txn = _txn_of(req)
         partitions = [TopicName.parse(p).full for p in req.partitions]
-        tc = self.service.transactions.registry.route(txn)
+        tc = self._transactions().registry.route(txn)
         return tc.add_partitions_nowait(txn, partitions), None, _future_failure
 
-    def _start_add_subscriptions(  # type: ignore[misc]
-        self: ServerConnection, req: Any
-    ) -> _Started:
-        assert self.service.transactions is not None
+    def _start_add_subscriptions(self, req: Any) -> _Started:
         txn = _txn_of(req)
         subs = [(TopicName.parse(s.topic).full, s.subscription) for s in req.subscription]
-        tc = self.service.transactions.registry.route(txn)
+        tc = self._transactions().registry.route(txn)
         return tc.add_subscriptions_nowait(txn, subs), None, _future_failure
 
-    def _start_end_txn(self: ServerConnection, req: Any) -> _Started:  # type: ignore[misc]
-        assert self.service.transactions is not None
+    def _start_end_txn(self, req: Any) -> _Started:
         txn = _txn_of(req)
-        tc = self.service.transactions.registry.route(txn)
+        tc = self._transactions().registry.route(txn)
         driver = tc.end_txn_nowait(txn, _action(req.txn_action), _client_name(req))
         return driver, None, (lambda t: tc.end_failure(txn, t))
 
     # -- coordinator side, answered from a task ---------------------------------------
-    async def _tc_connect(self: ServerConnection, req: Any) -> None:  # type: ignore[misc]
-        assert self.service.transactions is not None
-        await self.service.transactions.registry.connect(req.tc_id)
+    async def _tc_connect(self, req: Any) -> None:
+        await self._transactions().registry.connect(req.tc_id)
 
     # -- participant side (also reached in-process through LocalTransactionBufferClient)
-    async def _end_on_partition(self: ServerConnection, req: Any) -> None:  # type: ignore[misc]
-        assert self.service.transactions is not None
+    async def _end_on_partition(self, req: Any) -> None:
         lwm = req.txnid_least_bits_of_low_watermark if req.HasField(
             "txnid_least_bits_of_low_watermark"
         ) else -1
-        await self.service.transactions.buffer_client.end_txn_on_partition(
+        await self._transactions().buffer_client.end_txn_on_partition(
             req.topic, _txn_of(req), _action(req.txn_action), lwm
         )
 
-    async def _end_on_subscription(self: ServerConnection, req: Any) -> None:  # type: ignore[misc]
-        assert self.service.transactions is not None
+    async def _end_on_subscription(self, req: Any) -> None:
         lwm = req.txnid_least_bits_of_low_watermark if req.HasField(
             "txnid_least_bits_of_low_watermark"
         ) else -1
-        await self.service.transactions.buffer_client.end_txn_on_subscription(
+        await self._transactions().buffer_client.end_txn_on_subscription(
             req.subscription.topic,
             req.subscription.subscription,
             _txn_of(req),
             _action(req.txn_action),
             lwm,
         )
-
-    # -- transactional data ------------------------------------------------------------
-    def publish_transactional(  # type: ignore[misc]
-        self: ServerConnection, producer: Any, topic: Any, c: pb.CommandSend, payload: bytes
-    ) -> None:
-        if self.service.transactions is None:
-            self._send_error(c.producer_id, c.sequence_id, NotAllowedError(_NOT_ENABLED))
-            return
-        self._publish(producer, topic, c, payload, TxnId(c.txnid_most_bits, c.txnid_least_bits))
-
-    def ack_transactional(  # type: ignore[misc]
-        self: ServerConnection, consumer: Any, topic: Any, c: pb.CommandAck
-    ) -> None:
-        self.spawn(self._ack_transactional(consumer, topic, c))
-
-    async def _ack_transactional(  # type: ignore[misc]
-        self: ServerConnection, consumer: Any, topic: Any, c: pb.CommandAck
-    ) -> None:
-        from .consumer_commands import position_of
-
-        error: BaseException | None = None
-        try:
-            if self.service.transactions is None:
-                raise NotAllowedError(_NOT_ENABLED)
-            sub = topic.subscriptions.get(consumer.subscription_name)
-            if sub is None:
-                raise SubscriptionNotFound("Subscription is gone")
-            txn = TxnId(c.txnid_most_bits, c.txnid_least_bits)
-            if c.ack_type == pb.CommandAck.Cumulative:
-                if c.message_id:
-                    await sub.ack_cumulative_in_txn(consumer, txn, position_of(c.message_id[0]))
-            else:
-                await sub.ack_individual_in_txn(
-                    consumer,
-                    txn,
-                    [(position_of(m), list(m.ack_set) or None) for m in c.message_id],
-                )
-        except (QuasarError, TopicNotFound) as e:
-            error = e
-        if c.HasField("request_id"):
-            self.send_ack_response(c, error)
-
-    def on_connection_lost(self: ServerConnection) -> None:  # type: ignore[misc]
-        pass
