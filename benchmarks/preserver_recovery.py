@@ -35,7 +35,7 @@ from quasar.broker.transactions import TransactionService
 from quasar.config import ServiceConfiguration
 from quasar.protocol import TopicName
 from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
-from quasar.transaction import CoordinatorConfig, TransactionConfig, TxnId, TxnStatus
+from quasar.transaction import CoordinatorConfig, TransactionConfig, TxnID, TxnStatus
 from quasar.transaction.coordinator import terminated_txn_state_topic
 
 
@@ -78,7 +78,7 @@ async def fill(root: Path, entries: int, count: int) -> None:
     now = int(time.time() * 1000)
     for i in range(entries):
         status = TxnStatus.COMMITTED if i % 4 else TxnStatus.ABORTED
-        tc.preserver.append(TxnId(0, i), status, f"client-{i // count:06d}", now)
+        tc.preserver.append(TxnID(0, i), status, f"client-{i // count:06d}", now)
     await tc.preserver.flush()
     assert len(tc.preserver) == entries, len(tc.preserver)
     if count == 0:  # preserver off: its topic is never created

@@ -26,7 +26,6 @@ class _Context:
     def __init__(self, transactions: Any = None) -> None:
         self.settings = SimpleNamespace(max_message_size=1024)
         self.service = SimpleNamespace(
-            settings=self.settings,
             transactions=transactions,
             list_topics=lambda namespace: [f"persistent://{namespace}/t"],
         )

@@ -13,10 +13,10 @@ import pytest
 
 from quasar.errors import SubscriptionNotFound, TopicNotFound
 from quasar.protocol import pb
+from quasar.protocol.txn_id import TxnID
 from quasar.server.remote_buffer_client import RemoteTransactionBufferClient
 from quasar.testing.process import BrokerProcess
 from quasar.transaction.buffer_client import EndFailure, classify_end_failure
-from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
 
 from .test_txn_buffer_wire import TxnProducer
@@ -46,9 +46,9 @@ def test_end_on_partition_over_the_wire(broker: BrokerProcess) -> None:
     async def end() -> None:
         client = RemoteTransactionBufferClient(lambda _t: broker.url)
         try:
-            await client.end_txn_on_partition(topic, TxnId(*txn), TxnAction.COMMIT, -1)
+            await client.end_txn_on_partition(topic, TxnID(*txn), TxnAction.COMMIT, -1)
             # Participants are idempotent: a repeated end succeeds.
-            await client.end_txn_on_partition(topic, TxnId(*txn), TxnAction.COMMIT, -1)
+            await client.end_txn_on_partition(topic, TxnID(*txn), TxnAction.COMMIT, -1)
         finally:
             await client.close()
 
@@ -64,14 +64,14 @@ def test_errors_carry_the_classes_the_coordinator_retries_on(broker: BrokerProce
         try:
             with pytest.raises(TopicNotFound) as gone_topic:
                 await client.end_txn_on_partition(
-                    "persistent://public/default/never-existed", TxnId(0, 1),
+                    "persistent://public/default/never-existed", TxnID(0, 1),
                     TxnAction.ABORT, -1,
                 )
             TxnProducer(broker, "persistent://public/default/remote-sub-topic")
             with pytest.raises((SubscriptionNotFound, TopicNotFound)) as gone_sub:
                 await client.end_txn_on_subscription(
                     "persistent://public/default/remote-sub-topic", "no-such-sub",
-                    TxnId(0, 1), TxnAction.ABORT, -1,
+                    TxnID(0, 1), TxnAction.ABORT, -1,
                 )
             return gone_topic.value, gone_sub.value
         finally:
@@ -88,7 +88,7 @@ def test_unreachable_broker_is_retryable() -> None:
     async def run() -> BaseException:
         client = RemoteTransactionBufferClient(lambda _t: f"pulsar://127.0.0.1:{free_port()}")
         try:
-            await client.end_txn_on_partition("persistent://a/b/c", TxnId(0, 1),
+            await client.end_txn_on_partition("persistent://a/b/c", TxnID(0, 1),
                                               TxnAction.COMMIT, -1)
         except Exception as exc:  # noqa: BLE001 - the class is what is checked
             return exc

@@ -16,7 +16,7 @@ from quasar.config import ServiceConfiguration
 from quasar.protocol import pb
 from quasar.protocol.frames import FrameDecoder
 from quasar.server.connection import ServerConnection
-from quasar.transaction import TransactionCoordinator, TxnId
+from quasar.transaction import TransactionCoordinator, TxnID
 from quasar.transaction.txn_status import TxnAction
 
 from ..transaction.helpers import P1, TcEnv
@@ -45,8 +45,8 @@ class _Registry:
         assert tc_id == 0
         return self.tc
 
-    def route(self, txn_id: TxnId) -> TransactionCoordinator:
-        return self.get(txn_id.most)
+    def route(self, txn_id: TxnID) -> TransactionCoordinator:
+        return self.get(txn_id.most_bits)
 
 
 class _Client:
@@ -101,13 +101,13 @@ async def test_new_txn_is_answered_with_its_id_once_durable(env: TcEnv) -> None:
     assert first.type == T.NEW_TXN_RESPONSE and not first.newTxnResponse.HasField("error")
     assert (first.newTxnResponse.request_id, first.newTxnResponse.txnid_least_bits) == (1, 0)
     assert (second.newTxnResponse.request_id, second.newTxnResponse.txnid_least_bits) == (2, 1)
-    assert tc.get_txn_meta(TxnId(0, 1)).timeout_ms == 60_000  # 0 means the default
+    assert tc.get_txn_meta(TxnID(0, 1)).timeout_ms == 60_000  # 0 means the default
 
 
 async def test_registrations_and_commit_are_answered_in_their_types(env: TcEnv) -> None:
     tc = await env.start()
     txn = await tc.new_txn(60_000)
-    ids = {"txnid_most_bits": txn.most, "txnid_least_bits": txn.least}
+    ids = {"txnid_most_bits": txn.most_bits, "txnid_least_bits": txn.least_bits}
     client = _Client(tc)
     client.request(T.ADD_PARTITION_TO_TXN, "addPartitionToTxn", partitions=[P1.topic], **ids)
     client.request(T.ADD_PARTITION_TO_TXN, "addPartitionToTxn", partitions=[P1.topic], **ids)
@@ -118,7 +118,7 @@ async def test_registrations_and_commit_are_answered_in_their_types(env: TcEnv) 
     client.request(T.END_TXN, "endTxn", txn_action=pb.COMMIT, **ids)
     (ended,) = await client.answers()
     assert ended.type == T.END_TXN_RESPONSE and not ended.endTxnResponse.HasField("error")
-    assert ended.endTxnResponse.txnid_least_bits == txn.least
+    assert ended.endTxnResponse.txnid_least_bits == txn.least_bits
     assert env.client.ended_txns(P1) == [(txn, pb.COMMIT)]
     client.request(T.END_TXN, "endTxn", txn_action=pb.COMMIT, **ids)
     (late,) = await client.answers()
@@ -138,7 +138,7 @@ async def test_refusals_are_answered_with_pulsar_codes(env: TcEnv) -> None:
     await tc.add_partitions(txn, [P1.topic])
     env.client.hold(P1)
     aborting = tc.end_txn_nowait(txn, TxnAction.ABORT)
-    ids = {"txnid_most_bits": txn.most, "txnid_least_bits": txn.least}
+    ids = {"txnid_most_bits": txn.most_bits, "txnid_least_bits": txn.least_bits}
     client.request(T.ADD_PARTITION_TO_TXN, "addPartitionToTxn", partitions=["x"], **ids)
     client.request(T.END_TXN, "endTxn", txn_action=pb.COMMIT, **ids)
     late_add, opposite = await client.answers()
@@ -157,7 +157,7 @@ async def _commit_waiting_for_p1(env: TcEnv) -> tuple[TransactionCoordinator, _C
     env.client.hold(P1)
     client = _Client(tc)
     client.request(
-        T.END_TXN, "endTxn", txnid_most_bits=txn.most, txnid_least_bits=txn.least,
+        T.END_TXN, "endTxn", txnid_most_bits=txn.most_bits, txnid_least_bits=txn.least_bits,
         txn_action=pb.COMMIT,
     )
     return tc, client

@@ -30,7 +30,7 @@ from quasar.client.exceptions import (
     TransactionsNotEnabled,
     result_for,
 )
-from quasar.client.txn_state import TransactionState, TxnID
+from quasar.client.txn_state import TransactionState
 from quasar.errors import (
     ConnectError,
     InvalidTxnStatus,
@@ -38,6 +38,7 @@ from quasar.errors import (
     TransactionPreserverClosed,
 )
 from quasar.protocol import pb
+from quasar.protocol.txn_id import TxnID
 
 from ..fakes.broker import FakeBroker
 from ..fakes.threaded import ThreadedFakeBroker

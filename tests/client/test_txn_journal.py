@@ -21,9 +21,10 @@ from quasar.client.exceptions import (
     TransactionOutcomeUnknown,
 )
 from quasar.client.txn_journal import FORMAT_VERSION, JournalEntry, TransactionJournal
-from quasar.client.txn_state import TransactionState, TxnID
+from quasar.client.txn_state import TransactionState
 from quasar.errors import InvalidTxnStatus, NotAllowedError
 from quasar.protocol import pb
+from quasar.protocol.txn_id import TxnID
 
 from ..fakes.broker import FakeBroker
 from .test_transactions import make_client, wait_for

@@ -24,7 +24,7 @@ from quasar.transaction import (
     FakeTransactionBufferClient,
     Participant,
     TransactionCoordinator,
-    TxnId,
+    TxnID,
     VirtualScheduler,
 )
 from quasar.transaction.batched_log import BatchedLogControl
@@ -188,7 +188,7 @@ async def write_log(ml: ManagedLedger, records: list[Record]) -> None:
 
 
 async def end_task(
-    tc: TransactionCoordinator, txn: TxnId, action: object
+    tc: TransactionCoordinator, txn: TxnID, action: object
 ) -> asyncio.Task[None]:
     """Start ``end_txn`` in a task and let it run up to its first suspension, so the
     end is registered with the coordinator when this returns."""

@@ -19,7 +19,7 @@ from quasar.transaction import (
     ReachMaxActiveTxn,
     TransactionCoordinator,
     TxnAction,
-    TxnId,
+    TxnID,
     TxnStatus,
 )
 
@@ -32,7 +32,7 @@ async def test_ids_start_at_zero_and_grow(env: TcEnv) -> None:
     env.tc_id = 3
     tc = await env.start()
     ids = [await tc.new_txn(60_000) for _ in range(3)]
-    assert ids == [TxnId(3, 0), TxnId(3, 1), TxnId(3, 2)]
+    assert ids == [TxnID(3, 0), TxnID(3, 1), TxnID(3, 2)]
     assert tc.next_sequence() == 3
 
 
@@ -69,8 +69,8 @@ async def test_registration_is_stored_sorted_and_deduplicated(env: TcEnv) -> Non
 async def test_unknown_transactions(env: TcEnv) -> None:
     tc = await env.start()
     await tc.new_txn(60_000)
-    for txn in (TxnId(0, 99), TxnId(5, 0)):  # never created; another coordinator's
-        with pytest.raises(TransactionNotFound, match=rf"The transaction \({txn.most},{txn.least}\) is not found"):
+    for txn in (TxnID(0, 99), TxnID(5, 0)):  # never created; another coordinator's
+        with pytest.raises(TransactionNotFound, match=rf"The transaction \({txn.most_bits},{txn.least_bits}\) is not found"):
             await tc.add_partitions(txn, ["p"])
         with pytest.raises(TransactionNotFound):
             await tc.add_subscriptions(txn, [("t", "s")])
@@ -163,7 +163,7 @@ async def test_max_active_transactions(env: TcEnv) -> None:
     assert info.value.retryable
     await tc.end_txn(a, ABORT)
     c = await tc.new_txn(60_000)
-    assert c == TxnId(0, 2)  # the refused request burned no id
+    assert c == TxnID(0, 2)  # the refused request burned no id
 
 
 async def test_max_active_counts_new_transactions_in_flight(env: TcEnv) -> None:
@@ -206,7 +206,7 @@ async def test_low_watermark(env: TcEnv) -> None:
     tc = await env.restart()
     assert tc.low_watermark() == 2
     t3 = await tc.new_txn(60_000)
-    assert t3.least == 3 and tc.low_watermark() == 2
+    assert t3.least_bits == 3 and tc.low_watermark() == 2
 
 
 async def test_failed_append_fences_the_coordinator(env: TcEnv) -> None:

@@ -11,7 +11,7 @@ from quasar.errors import (
     TopicNotFound,
     TransactionCoordinatorNotFound,
 )
-from quasar.transaction import TxnAction, TxnId, TxnStatus
+from quasar.transaction import TxnAction, TxnID, TxnStatus
 from quasar.transaction.buffer_client import EndFailure, classify_end_failure
 from quasar.transaction.coordinator.state import Op
 
@@ -20,7 +20,7 @@ from .helpers import P1, P2, S1, TcEnv, end_task
 COMMIT, ABORT = TxnAction.COMMIT, TxnAction.ABORT
 
 
-async def open_txn(env: TcEnv) -> TxnId:
+async def open_txn(env: TcEnv) -> TxnID:
     assert env.tc is not None
     txn = await env.tc.new_txn(600_000)
     await env.tc.add_partitions(txn, [P1.topic, P2.topic])

@@ -22,7 +22,7 @@ from quasar.transaction import (
     CoordinatorStatus,
     TransactionCoordinator,
     TxnAction,
-    TxnId,
+    TxnID,
     TxnStatus,
 )
 from quasar.transaction.coordinator import MemoryPreserverStore
@@ -69,7 +69,7 @@ async def penv() -> PreservingEnv:  # type: ignore[misc]
 
 async def open_txn(
     tc: TransactionCoordinator, name: str | None = NAME, timeout_ms: int = 600_000
-) -> TxnId:
+) -> TxnID:
     txn = await tc.new_txn(timeout_ms, client_name=name)
     await tc.add_partitions(txn, [P1.topic, P2.topic])
     await tc.add_subscriptions(txn, [(S1.topic, "sub")])
@@ -77,7 +77,7 @@ async def open_txn(
 
 
 def preserved(env: PreservingEnv, name: str = NAME) -> dict[int, TxnStatus]:
-    return {t.txn_id.least: t.status for t in decode_terminated(env.store.data[name])}
+    return {t.txn_id.least_bits: t.status for t in decode_terminated(env.store.data[name])}
 
 
 # ----------------------------------------------------------------------------- semantics
@@ -108,15 +108,15 @@ async def test_repeated_end_succeeds_and_crossed_end_names_the_outcome(
     await tc.end_txn(txn, action, NAME)
     with pytest.raises(InvalidTxnStatus, match=f"but it is in {outcome.name} status"):
         await tc.end_txn(txn, opposite, NAME)
-    assert preserved(penv) == {txn.least: outcome}
+    assert preserved(penv) == {txn.least_bits: outcome}
 
 
 async def test_unknown_transactions_are_still_not_found(penv: PreservingEnv) -> None:
     tc = await penv.start()
     with pytest.raises(TransactionNotFound):
-        await tc.end_txn(TxnId(0, 77), COMMIT, NAME)
+        await tc.end_txn(TxnID(0, 77), COMMIT, NAME)
     with pytest.raises(TransactionNotFound):
-        await tc.end_txn(TxnId(5, 0), COMMIT, NAME)  # another coordinator's id
+        await tc.end_txn(TxnID(5, 0), COMMIT, NAME)  # another coordinator's id
     with pytest.raises(NotAllowedError, match="client name"):
         await tc.new_txn(1000, client_name="x" * 1025)
     blank = await tc.new_txn(1000, client_name="  ")  # blank counts as none
@@ -158,7 +158,7 @@ async def test_trimmed_by_count_is_not_found(penv: PreservingEnv) -> None:
             await tc.end_txn(txn, COMMIT, NAME)
     for i, txn in enumerate(txns[2:], start=2):
         await tc.end_txn(txn, COMMIT if i % 2 else ABORT, NAME)
-    assert sorted(preserved(penv)) == [t.least for t in txns[2:]]
+    assert sorted(preserved(penv)) == [t.least_bits for t in txns[2:]]
 
 
 async def test_expired_is_not_found(penv: PreservingEnv) -> None:
@@ -240,7 +240,7 @@ async def test_flush_precedes_the_terminal_record_and_participants_are_dropped(
     await ending
     updates = [r.new_status for r in await penv.log_records() if r.metadata_op == Op.UPDATE]
     assert updates == [TxnStatus.COMMITTING, TxnStatus.COMMITTED]
-    assert preserved(penv) == {txn.least: TxnStatus.COMMITTED}
+    assert preserved(penv) == {txn.least_bits: TxnStatus.COMMITTED}
 
 
 async def test_appends_of_concurrent_ends_share_writes(penv: PreservingEnv) -> None:
@@ -254,7 +254,7 @@ async def test_appends_of_concurrent_ends_share_writes(penv: PreservingEnv) -> N
     assert sorted(penv.store.writes) == [NAME, "app-2"]
     assert tc.preserver.stats.flushes == 1 and tc.preserver.stats.appends == 5
     assert len(preserved(penv)) == 4
-    assert preserved(penv, "app-2") == {other.least: TxnStatus.ABORTED}
+    assert preserved(penv, "app-2") == {other.least_bits: TxnStatus.ABORTED}
 
 
 async def test_client_name_is_logged_and_recovered(penv: PreservingEnv) -> None:
@@ -293,7 +293,7 @@ async def test_preserver_unavailable_fails_fast_then_the_end_completes(
     await penv.sched.advance(1_000)  # the background resume
     assert tc.active_transactions() == 0
     await tc.end_txn(txn, COMMIT, NAME)
-    assert preserved(penv) == {txn.least: TxnStatus.COMMITTED}
+    assert preserved(penv) == {txn.least_bits: TxnStatus.COMMITTED}
 
 
 async def test_a_stuck_preserver_times_out_instead_of_hanging(penv: PreservingEnv) -> None:
@@ -341,7 +341,7 @@ async def test_unreadable_preserver_fails_the_load(penv: PreservingEnv) -> None:
         await penv.start()
     assert penv.tc is not None and penv.tc.status is CoordinatorStatus.CLOSED
     with pytest.raises(TransactionCoordinatorNotFound):
-        await penv.tc.end_txn(TxnId(0, 1), COMMIT, NAME)
+        await penv.tc.end_txn(TxnID(0, 1), COMMIT, NAME)
     await penv.tc.ledger.close()
     penv.tc = None
     tc = await penv.start()  # the next load (the next TC_CLIENT_CONNECT) succeeds

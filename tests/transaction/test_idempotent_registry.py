@@ -16,7 +16,7 @@ from quasar.transaction import (
     FakeTransactionBufferClient,
     TransactionCoordinatorRegistry,
     TxnAction,
-    TxnId,
+    TxnID,
     TxnStatus,
     VirtualScheduler,
 )
@@ -92,5 +92,5 @@ async def test_client_transactions_over_every_coordinator(penv: Env) -> None:
         }],
         "unavailableCoordinators": [2],
     }
-    assert TxnId(1, 1) not in {m.txn_id for m in found.live}
+    assert TxnID(1, 1) not in {m.txn_id for m in found.live}
     await reg.close()

@@ -28,7 +28,7 @@ from quasar.errors import (
     TransactionCoordinatorNotFound,
     TransactionNotFound,
 )
-from quasar.transaction import TxnAction, TxnId, TxnStatus
+from quasar.transaction import TxnAction, TxnID, TxnStatus
 from quasar.transaction.scheduler import settle
 from quasar.transaction.txn_status import ending_status
 
@@ -60,7 +60,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self.model: dict[int, ModelTxn] = {}
         self.max_id = -1
         self.held = False
-        self.waiting: list[tuple[asyncio.Task[None], TxnId]] = []
+        self.waiting: list[tuple[asyncio.Task[None], TxnID]] = []
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
@@ -89,15 +89,15 @@ class CoordinatorMachine(RuleBasedStateMachine):
     # ---------------------------------------------------------------- rules
 
     @rule(target=txns, timeout=st.integers(0, 8_000))
-    def new(self, timeout: int) -> TxnId:
-        txn: TxnId = self.run(self.tc.new_txn(timeout))
-        assert txn.least == self.max_id + 1, "ids are handed out in order, never reused"
-        self.max_id = txn.least
-        self.model[txn.least] = ModelTxn(self.now + timeout)
+    def new(self, timeout: int) -> TxnID:
+        txn: TxnID = self.run(self.tc.new_txn(timeout))
+        assert txn.least_bits == self.max_id + 1, "ids are handed out in order, never reused"
+        self.max_id = txn.least_bits
+        self.model[txn.least_bits] = ModelTxn(self.now + timeout)
         return txn
 
-    def _register(self, txn: TxnId, call: Any) -> bool:
-        m = self.expect(txn.least)
+    def _register(self, txn: TxnID, call: Any) -> bool:
+        m = self.expect(txn.least_bits)
         try:
             self.run(call)
         except TransactionNotFound:
@@ -110,18 +110,18 @@ class CoordinatorMachine(RuleBasedStateMachine):
         return True
 
     @rule(txn=txns, partition=st.sampled_from(PARTITIONS))
-    def add_partition(self, txn: TxnId, partition: str) -> None:
+    def add_partition(self, txn: TxnID, partition: str) -> None:
         if self._register(txn, self.tc.add_partitions(txn, [partition])):
-            self.model[txn.least].partitions.add(partition)
+            self.model[txn.least_bits].partitions.add(partition)
 
     @rule(txn=txns, sub=st.sampled_from(SUBSCRIPTIONS))
-    def add_subscription(self, txn: TxnId, sub: tuple[str, str]) -> None:
+    def add_subscription(self, txn: TxnID, sub: tuple[str, str]) -> None:
         if self._register(txn, self.tc.add_subscriptions(txn, [sub])):
-            self.model[txn.least].subscriptions.add(sub)
+            self.model[txn.least_bits].subscriptions.add(sub)
 
     @rule(txn=txns, action=st.sampled_from(list(TxnAction)))
-    def end(self, txn: TxnId, action: TxnAction) -> None:
-        m = self.expect(txn.least)
+    def end(self, txn: TxnID, action: TxnAction) -> None:
+        m = self.expect(txn.least_bits)
         task = self.loop.create_task(self.tc.end_txn(txn, action))
         self.run(settle())
         if m is None:
@@ -137,7 +137,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             self.waiting.append((task, txn))
         else:
             assert task.done() and task.exception() is None
-            del self.model[txn.least]
+            del self.model[txn.least_bits]
 
     @precondition(lambda self: not self.held)
     @rule()
@@ -185,7 +185,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def matches_model(self) -> None:
         if self.tc is None:
             return
-        live = {m.txn_id.least: m for m in self.tc.transactions()}
+        live = {m.txn_id.least_bits: m for m in self.tc.transactions()}
         assert set(live) == set(self.model)
         for least, m in self.model.items():
             meta = live[least]
@@ -196,7 +196,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         assert self.tc.low_watermark() == expected_lwm
         assert self.tc.next_sequence() == self.max_id + 1
         # Ends in progress are exactly the -ING transactions.
-        ending = {t.least for t in self.tc.ending_transactions()}
+        ending = {t.least_bits for t in self.tc.ending_transactions()}
         assert ending == {k for k, m in self.model.items() if m.status.is_ending}
 
 

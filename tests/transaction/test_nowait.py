@@ -11,7 +11,7 @@ from quasar.errors import (
     TransactionCoordinatorNotFound,
     TransactionNotFound,
 )
-from quasar.transaction import TransactionCoordinator, TxnId
+from quasar.transaction import TransactionCoordinator, TxnID
 from quasar.transaction.coordinator.state import ApplyResult
 from quasar.transaction.txn_status import TxnAction, TxnStatus
 
@@ -25,7 +25,7 @@ async def test_new_txn_nowait_gives_the_id_at_once_and_applies_once_durable(
 ) -> None:
     tc = await env.start()
     txn, durable = tc.new_txn_nowait(60_000)
-    assert txn == TxnId(0, 0)
+    assert txn == TxnID(0, 0)
     assert tc.next_sequence() == 1  # the id is taken now, not when the record lands
     with pytest.raises(TransactionNotFound):
         tc.get_txn_meta(txn)  # not live before its record is durable
@@ -54,10 +54,10 @@ async def test_add_partitions_nowait_writes_only_what_is_new(env: TcEnv) -> None
     await subscribed
     assert list(tc.get_txn_meta(txn).produced_partitions) == [P1.topic]
     with pytest.raises(TransactionNotFound):
-        tc.add_partitions_nowait(TxnId(0, 99), [P1.topic])
+        tc.add_partitions_nowait(TxnID(0, 99), [P1.topic])
 
 
-async def _held_txn(env: TcEnv) -> tuple[TransactionCoordinator, TxnId]:
+async def _held_txn(env: TcEnv) -> tuple[TransactionCoordinator, TxnID]:
     """A started coordinator and an open transaction on P1, whose end calls wait."""
     tc = await env.start()
     txn = await tc.new_txn(60_000)

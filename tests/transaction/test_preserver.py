@@ -9,7 +9,7 @@ import pytest
 
 from quasar.clock import ManualClock
 from quasar.errors import CorruptRecordError, TransactionPreserverClosed
-from quasar.transaction import TxnId, TxnStatus, VirtualScheduler
+from quasar.transaction import TxnID, TxnStatus, VirtualScheduler
 from quasar.transaction.coordinator.preserver import (
     MemoryPreserverStore,
     TerminatedTxnPreserver,
@@ -58,8 +58,8 @@ class Env:
         return p
 
 
-def txn(least: int) -> TxnId:
-    return TxnId(TC, least)
+def txn(least: int) -> TxnID:
+    return TxnID(TC, least)
 
 
 # ----------------------------------------------------------------------------- format
@@ -68,7 +68,7 @@ def txn(least: int) -> TxnId:
 def test_format_round_trip_and_layout() -> None:
     entries = [
         TerminatedTxn(txn(1), S.COMMITTED, 1_700_000_000_000),
-        TerminatedTxn(TxnId(TC, 2**64 - 1), S.ABORTED, 5),
+        TerminatedTxn(TxnID(TC, 2**64 - 1), S.ABORTED, 5),
     ]
     data = encode_terminated(entries)
     assert len(data) == 8 + 25 * 2
@@ -77,7 +77,7 @@ def test_format_round_trip_and_layout() -> None:
     assert decode_terminated(encode_terminated([])) == []
     # The preserver keeps entries encoded and joins them; the bytes are the same.
     encoded = [
-        encode_entry(TC, e.txn_id.least, int(e.status), e.end_time_ms) for e in entries
+        encode_entry(TC, e.txn_id.least_bits, int(e.status), e.end_time_ms) for e in entries
     ]
     assert encode_entries(encoded) == data
     assert encode_entries([]) == encode_terminated([])
@@ -124,7 +124,7 @@ async def test_append_counts_ending_as_ended_and_repeats_are_noops() -> None:
     assert p.find("a", txn(2)) == TerminatedTxn(txn(2), S.ABORTED, 200)
     assert p.find("b", txn(1)) is None  # another client's name
     assert p.find(None, txn(1)) is None
-    assert p.find("a", TxnId(TC + 1, 1)) is None  # another coordinator's id
+    assert p.find("a", TxnID(TC + 1, 1)) is None  # another coordinator's id
     assert p.stats.appends == 2 and len(p) == 2 and p.stats.client_names == 1
     with pytest.raises(AssertionError):
         p.append(txn(1), S.ABORTING, "a", 300)  # a decision never changes
@@ -136,11 +136,11 @@ async def test_keeps_the_last_count_per_client_name() -> None:
     for i in range(5):
         p.append(txn(i), S.COMMITTING, "a", i)
     p.append(txn(10), S.ABORTING, "b", 10)
-    assert [t.txn_id.least for t in p.terminated("a")] == [2, 3, 4]
+    assert [t.txn_id.least_bits for t in p.terminated("a")] == [2, 3, 4]
     assert p.find("a", txn(1)) is None
     assert p.stats.trimmed == 2 and len(p) == 4
     await p.flush()
-    assert [t.txn_id.least for t in decode_terminated(env.store.data["a"])] == [2, 3, 4]
+    assert [t.txn_id.least_bits for t in decode_terminated(env.store.data["a"])] == [2, 3, 4]
 
 
 # ----------------------------------------------------------------------------- flush
@@ -168,7 +168,7 @@ async def test_flush_writes_one_message_per_dirty_name_and_coalesces() -> None:
     env.store.release()
     await asyncio.gather(first, *more)
     assert env.store.writes[2:] == ["a", "a"]
-    assert [t.txn_id.least for t in decode_terminated(env.store.data["a"])] == [1, 2, 4, 5, 6][-4:]
+    assert [t.txn_id.least_bits for t in decode_terminated(env.store.data["a"])] == [1, 2, 4, 5, 6][-4:]
     assert p.stats.flushes == 3 and p.stats.messages_written == 4
     (latency,) = p.stats.flush_latency.collect()
     assert [s.value for s in latency.samples if s.name.endswith("_count")] == [3.0]
@@ -198,7 +198,7 @@ async def test_a_flush_does_not_wait_for_a_round_that_cannot_cover_it() -> None:
     assert started == ["a", "a"]  # the second round is in flight beside the first
     env.store.release()
     await asyncio.gather(first, second)
-    assert [t.txn_id.least for t in decode_terminated(env.store.data["a"])] == [1, 2]
+    assert [t.txn_id.least_bits for t in decode_terminated(env.store.data["a"])] == [1, 2]
     assert p.stats.flushes == 2
 
 
@@ -278,11 +278,11 @@ async def test_load_restores_drops_expired_and_cuts_to_count() -> None:
     env.clock.advance(10 * HOUR_MS)
     # Newer entries of "old" are not there: move time so that "old" alone expires.
     q = await env.loaded(count=2)
-    assert [t.txn_id.least for t in q.terminated("a")] == [2, 3]
+    assert [t.txn_id.least_bits for t in q.terminated("a")] == [2, 3]
     assert q.find("a", txn(3)) == TerminatedTxn(txn(3), S.COMMITTED, env.clock.wall_ms() - 10 * HOUR_MS)
     assert q.stats.restored == 3 and q.stats.trimmed == 2
     await q.flush()  # the shortened name is written back
-    assert [t.txn_id.least for t in decode_terminated(env.store.data["a"])] == [2, 3]
+    assert [t.txn_id.least_bits for t in decode_terminated(env.store.data["a"])] == [2, 3]
     q.close()
     env.clock.advance(63 * HOUR_MS)  # 73 h after the decisions
     r = await env.loaded()
@@ -323,7 +323,7 @@ async def test_expiry_runs_on_its_interval_and_writes_tombstones() -> None:
     assert p.find("a", txn(1)) is not None  # exactly 72 h is not older than 72 h
     await env.sched.advance(300_000)
     assert p.find("a", txn(1)) is None and p.find("a", txn(2)) is not None
-    assert [t.txn_id.least for t in decode_terminated(env.store.data["a"])] == [2]
+    assert [t.txn_id.least_bits for t in decode_terminated(env.store.data["a"])] == [2]
     await env.sched.advance(60 * HOUR_MS)  # txns 2 and 3 are older than 72 h now
     assert len(p) == 0 and p.client_names() == []
     assert env.store.data == {} and p.stats.expirations == 3

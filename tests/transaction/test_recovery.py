@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from quasar.errors import CorruptRecordError
-from quasar.transaction import CoordinatorStatus, TxnAction, TxnId, TxnStatus
+from quasar.transaction import CoordinatorStatus, TxnAction, TxnID, TxnStatus
 from quasar.transaction.coordinator import CoordinatorState
 from quasar.transaction.coordinator.state import Op
 
@@ -48,20 +48,20 @@ async def test_recovery_redrives_committing_and_aborting(env: TcEnv) -> None:
     env.client.hold()
     tc = await env.start()
     # Replayed as written, before the re-drives make progress.
-    assert [(m.txn_id.least, m.status) for m in tc.transactions()] == [
+    assert [(m.txn_id.least_bits, m.status) for m in tc.transactions()] == [
         (0, TxnStatus.COMMITTING), (1, TxnStatus.ABORTING), (2, TxnStatus.OPEN),
     ]
-    assert tc.get_txn_meta(TxnId(0, 0)).subscriptions() == [(S1.topic, "sub")]
+    assert tc.get_txn_meta(TxnID(0, 0)).subscriptions() == [(S1.topic, "sub")]
     assert tc.next_sequence() == 3
     await env.settle()
-    assert {c.txn_id.least for c in env.client.calls} == {0, 1}
+    assert {c.txn_id.least_bits for c in env.client.calls} == {0, 1}
     env.client.release()
     await env.settle()
     # Both re-drives run at once: the order between the two on P1 is not defined.
-    assert sorted(env.client.ended_txns(P1)) == [(TxnId(0, 0), COMMIT), (TxnId(0, 1), ABORT)]
-    assert env.client.ended_txns(P2) == [(TxnId(0, 0), COMMIT)]
-    assert env.client.ended_txns(S1) == [(TxnId(0, 0), COMMIT)]
-    assert [m.txn_id.least for m in tc.transactions()] == [2]
+    assert sorted(env.client.ended_txns(P1)) == [(TxnID(0, 0), COMMIT), (TxnID(0, 1), ABORT)]
+    assert env.client.ended_txns(P2) == [(TxnID(0, 0), COMMIT)]
+    assert env.client.ended_txns(S1) == [(TxnID(0, 0), COMMIT)]
+    assert [m.txn_id.least_bits for m in tc.transactions()] == [2]
     finals = [
         (r.txnid_least_bits, r.new_status)
         for r in (await env.log_records())[10:]
@@ -170,7 +170,7 @@ async def test_trimming_keeps_the_log_small_and_the_counter(env: TcEnv) -> None:
 # ---------------------------------------------------------------- durable (file) storage
 
 
-async def _use_and_end_all(env: TcEnv, n: int) -> list[TxnId]:
+async def _use_and_end_all(env: TcEnv, n: int) -> list[TxnID]:
     assert env.tc is not None
     tc = env.tc
     ids = []
@@ -196,9 +196,9 @@ async def test_ids_never_reused_after_every_record_was_deleted(
         tc = await (env.restart() if restart == "clean" else env.crash())
         assert tc.active_transactions() == 0
         fresh = await tc.new_txn(600_000)
-        assert fresh.least > max(t.least for t in used)
+        assert fresh.least_bits > max(t.least_bits for t in used)
         if restart == "clean":
-            assert fresh.least == 5
+            assert fresh.least_bits == 5
     finally:
         await env.close()
 
@@ -207,7 +207,7 @@ async def test_ids_never_reused_after_the_ledgers_were_trimmed(tmp_path: Path) -
     env = TcEnv("file", tmp_path, ledger=ledger_config(max_entries_per_ledger=3))
     try:
         tc = await env.start()
-        used: list[TxnId] = []
+        used: list[TxnID] = []
         for _ in range(4):
             used += await _use_and_end_all(env, 3)
             await tc.transaction_log.wait_for_trim()
@@ -217,7 +217,7 @@ async def test_ids_never_reused_after_the_ledgers_were_trimmed(tmp_path: Path) -
         assert tc.ledger.ledgers()[0].ledger_id >= first_ledger_left
         assert all(r.txnid_least_bits >= 3 for r in await env.log_records())
         fresh = await tc.new_txn(600_000)
-        assert fresh.least > max(t.least for t in used)
+        assert fresh.least_bits > max(t.least_bits for t in used)
     finally:
         await env.close()
 

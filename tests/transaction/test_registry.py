@@ -21,7 +21,7 @@ from quasar.transaction import (
     FakeTransactionBufferClient,
     TransactionCoordinatorRegistry,
     TxnAction,
-    TxnId,
+    TxnID,
     VirtualScheduler,
     transaction_log_ledger_name,
     transaction_log_topic,
@@ -64,14 +64,14 @@ async def test_lazy_load_and_routing(renv: Env) -> None:
     assert reg.get(2) is tc and reg.loaded() == [2]
     assert tc.ledger.name == "pulsar/system/persistent/__transaction_log_2"
     txn = await reg.get(2).new_txn(60_000)
-    assert txn == TxnId(2, 0)
+    assert txn == TxnID(2, 0)
     assert reg.route(txn) is tc
     await reg.route(txn).add_partitions(txn, ["p"])
     await reg.route(txn).add_subscriptions(txn, [("t", "s")])
     await reg.route(txn).end_txn(txn, TxnAction.COMMIT)
     assert tc.active_transactions() == 0
     with pytest.raises(TransactionCoordinatorNotFound):
-        reg.route(TxnId(1, 0))  # coordinator 1 is not loaded here
+        reg.route(TxnID(1, 0))  # coordinator 1 is not loaded here
     await reg.close()
 
 
@@ -119,7 +119,7 @@ async def test_reload_recovers_state(renv: Env) -> None:
     tc2 = await reg.connect(0)
     assert tc2 is not tc
     assert tc2.get_txn_meta(txn).txn_id == txn
-    assert (await tc2.new_txn(60_000)).least == 1
+    assert (await tc2.new_txn(60_000)).least_bits == 1
     await reg.close()
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from quasar.errors import InvalidTxnStatus, ServerError
 from quasar.protocol import pb, txnlog_pb
-from quasar.transaction.txn_id import TxnId
+from quasar.protocol.txn_id import TxnID
 from quasar.transaction.txn_status import (
     END_TABLE,
     TRANSITIONS,
@@ -24,7 +24,7 @@ from quasar.transaction.txn_status import (
 )
 
 S = TxnStatus
-TXN = TxnId(3, 42)
+TXN = TxnID(3, 42)
 
 # The allowed moves, written out independently of the module's table.
 ALLOWED = {
@@ -133,5 +133,5 @@ def test_action_statuses() -> None:
 
 
 def test_txn_id_text_is_pulsars() -> None:
-    assert str(TxnId(1, 7)) == "(1,7)"
-    assert TxnId(1, 7).tc_id == 1
+    assert str(TxnID(1, 7)) == "(1,7)"
+    assert TxnID(1, 7).tc_id == 1

@@ -32,6 +32,7 @@ from typing import Protocol
 
 from quasar.clock import Clock
 from quasar.protocol.topic_name import TopicName
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import (
     ManagedCursor,
     ManagedLedger,
@@ -40,7 +41,6 @@ from quasar.storage.api import (
 )
 from quasar.transaction.buffer import TopicTransactionBuffer
 from quasar.transaction.pending_ack import LowWatermarkAbortListener, PendingAckHandle
-from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
 
 from .compacted_ledger import CompactedRecord
@@ -240,12 +240,12 @@ class LoadedTopic(Protocol):
     @property
     def closed(self) -> bool: ...
 
-    async def end_txn(self, txn: TxnId, action: TxnAction, low_watermark: int) -> None:
+    async def end_txn(self, txn: TxnID, action: TxnAction, low_watermark: int) -> None:
         """Write ``txn``'s commit or abort marker on this topic (idempotent)."""
         ...
 
     async def end_subscription_txn(
-        self, subscription: str, txn: TxnId, action: TxnAction, low_watermark: int
+        self, subscription: str, txn: TxnID, action: TxnAction, low_watermark: int
     ) -> None:
         """Commit or abort ``txn``'s pending acks on a subscription (idempotent).
         Raises SubscriptionNotFound."""

@@ -18,10 +18,10 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from quasar.errors import NotAllowedError
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import ManagedCursor, ManagedLedger, Position
 from quasar.transaction.pending_ack import PendingAckHandle, pending_ack_ledger_name
 from quasar.transaction.pending_ack.results import AbortResult, CommitResult
-from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
 
 from .api import BrokerContext
@@ -107,7 +107,7 @@ class SubscriptionTransactions:
     # -- acks inside a transaction ------------------------------------------------------
     async def individual_ack(
         self,
-        txn: TxnId,
+        txn: TxnID,
         acks: Sequence[tuple[Position, Sequence[int] | None]],
         dispatched: Mapping[Position, int] | None = None,
     ) -> None:
@@ -144,11 +144,11 @@ class SubscriptionTransactions:
         info = entry_info(entry.data)
         return info.num_messages if info.is_batch else None
 
-    async def cumulative_ack(self, txn: TxnId, position: Position) -> None:
+    async def cumulative_ack(self, txn: TxnID, position: Position) -> None:
         handle = await self.ensure()
         await handle.cumulative_ack(txn, position)
 
-    async def end_txn(self, txn: TxnId, action: TxnAction, low_watermark: int) -> None:
+    async def end_txn(self, txn: TxnID, action: TxnAction, low_watermark: int) -> None:
         if self.handle is None and not self._broker.ledgers.exists(self.ledger_name):
             return  # nothing of this transaction was ever acknowledged here
         handle = await self.ensure()
@@ -158,7 +158,7 @@ class SubscriptionTransactions:
         else:
             self._on_committed(result)
 
-    def _on_low_watermark_abort(self, txn: TxnId, result: AbortResult) -> None:
+    def _on_low_watermark_abort(self, txn: TxnID, result: AbortResult) -> None:
         self._on_released(result)
 
     def _on_fenced(self, handle: PendingAckHandle) -> None:

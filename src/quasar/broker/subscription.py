@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from quasar.errors import ConsumerBusy, NotAllowedError
 from quasar.protocol import ack_set as ack_sets
 from quasar.protocol import encode_command, pb
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import ManagedCursor, Position
 from quasar.transaction.pending_ack.results import AbortResult, CommitResult
-from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
 
 from .api import BrokerContext, SubscriptionHost
@@ -258,7 +258,7 @@ class Subscription:
     async def ack_individual_in_txn(
         self,
         consumer: Consumer,
-        txn: TxnId,
+        txn: TxnID,
         acks: Sequence[tuple[Position, Sequence[int] | None]],
     ) -> None:
         """Record acks of ``txn`` as pending until it ends.
@@ -272,7 +272,7 @@ class Subscription:
         self._forget_acked([pos for pos, ack_set in acks if not ack_set], consumer)
 
     async def ack_cumulative_in_txn(
-        self, consumer: Consumer, txn: TxnId, position: Position
+        self, consumer: Consumer, txn: TxnID, position: Position
     ) -> None:
         """Raises: NotAllowedError (Shared/Key_Shared), TransactionConflict, ..."""
         if self.sub_type in (SUB_SHARED, SUB_KEY_SHARED):
@@ -280,7 +280,7 @@ class Subscription:
         await self.txns.cumulative_ack(txn, position)
         consumer.acked_up_to(position)
 
-    async def end_txn(self, txn: TxnId, action: TxnAction, low_watermark: int) -> None:
+    async def end_txn(self, txn: TxnID, action: TxnAction, low_watermark: int) -> None:
         """Commit or abort ``txn``'s pending acks here (idempotent)."""
         await self.txns.end_txn(txn, action, low_watermark)
 

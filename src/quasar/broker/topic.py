@@ -33,6 +33,7 @@ from quasar.protocol.topic_name import (
     is_system_cursor,
     is_system_topic,
 )
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import (
     EARLIEST,
     LATEST,
@@ -42,7 +43,6 @@ from quasar.storage.api import (
     Position,
 )
 from quasar.transaction.buffer import TopicTransactionBuffer
-from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
 
 from .api import BrokerContext, ReaderSubscription
@@ -142,9 +142,9 @@ class PersistentTopic:
         tb = self.txn_buffer
         if tb is None or info.txn is None:
             return False
-        return tb.is_aborted(TxnId(*info.txn), position)
+        return tb.is_aborted(TxnID(*info.txn), position)
 
-    def append_transactional(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]:
+    def append_transactional(self, txn: TxnID, data: bytes) -> asyncio.Future[Position]:
         """Append an entry of ``txn`` through the transaction buffer.
 
         Raises:
@@ -155,7 +155,7 @@ class PersistentTopic:
             raise NotAllowedError(f"Topic {self.name} does not accept transactional messages")
         return self.txn_buffer.append_transactional(txn, data)
 
-    async def end_txn(self, txn: TxnId, action: TxnAction, low_watermark: int) -> None:
+    async def end_txn(self, txn: TxnID, action: TxnAction, low_watermark: int) -> None:
         """End ``txn`` on this partition: write its commit or abort marker (idempotent).
 
         Raises:
@@ -168,7 +168,7 @@ class PersistentTopic:
         self.txn_sends.ended(txn, set(self.txn_buffer.ongoing_transactions()))
 
     async def end_subscription_txn(
-        self, subscription: str, txn: TxnId, action: TxnAction, low_watermark: int
+        self, subscription: str, txn: TxnID, action: TxnAction, low_watermark: int
     ) -> None:
         """End ``txn``'s pending acks on ``subscription`` (idempotent).
 
@@ -257,7 +257,7 @@ class PersistentTopic:
         num_messages: int,
         data: bytes,
         callback: PublishCallback,
-        txn: TxnId | None = None,
+        txn: TxnID | None = None,
     ) -> None:
         """Append one entry; ``callback(position, error)`` runs once it is durable.
 
@@ -278,7 +278,7 @@ class PersistentTopic:
         if info.marker_type is not None:
             callback(None, NotAllowedError("Clients may not publish marker entries"))
             return
-        if info.txn != (None if txn is None else (txn.most, txn.least)):
+        if info.txn != (None if txn is None else (txn.most_bits, txn.least_bits)):
             callback(None, NotAllowedError(
                 "Transaction ids in the message metadata do not match the send"
             ))

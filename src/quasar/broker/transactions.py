@@ -31,6 +31,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from quasar.clock import Clock, SystemClock
 from quasar.protocol.topic_name import TRANSACTION_BUFFER_SNAPSHOT, TopicName
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import ManagedCursor, ManagedLedger
 from quasar.transaction.batched_log import BatchedLogs
 from quasar.transaction.buffer import TopicTransactionBuffer
@@ -47,7 +48,6 @@ from quasar.transaction.pending_ack import (
 )
 from quasar.transaction.pending_ack.log import pending_ack_writer
 from quasar.transaction.scheduler import AsyncioScheduler
-from quasar.transaction.txn_id import TxnId
 from quasar.transaction.txn_status import TxnAction
 
 from .api import LoadedTopic, TopicRegistry
@@ -71,7 +71,7 @@ class LocalTransactionBufferClient:
         self._topics = topics
 
     async def end_txn_on_partition(
-        self, topic: str, txn_id: TxnId, action: TxnAction, low_watermark: int
+        self, topic: str, txn_id: TxnID, action: TxnAction, low_watermark: int
     ) -> None:
         t = await self._topic(topic)
         await t.end_txn(txn_id, action, low_watermark)
@@ -80,7 +80,7 @@ class LocalTransactionBufferClient:
         self,
         topic: str,
         subscription: str,
-        txn_id: TxnId,
+        txn_id: TxnID,
         action: TxnAction,
         low_watermark: int,
     ) -> None:
@@ -255,9 +255,9 @@ def client_transactions_json(found: ClientTransactions) -> dict[str, Any]:
         "open": [
             {
                 "txnId": str(m.txn_id),
-                "mostSigBits": m.txn_id.most,
-                "leastSigBits": m.txn_id.least,
-                "coordinatorId": m.txn_id.most,
+                "mostSigBits": m.txn_id.most_bits,
+                "leastSigBits": m.txn_id.least_bits,
+                "coordinatorId": m.txn_id.most_bits,
                 "status": m.status.name,
                 "openTimestamp": m.open_timestamp_ms,
                 "timeoutAt": m.timeout_at_ms,
@@ -267,9 +267,9 @@ def client_transactions_json(found: ClientTransactions) -> dict[str, Any]:
         "terminated": [
             {
                 "txnId": str(t.txn_id),
-                "mostSigBits": t.txn_id.most,
-                "leastSigBits": t.txn_id.least,
-                "coordinatorId": t.txn_id.most,
+                "mostSigBits": t.txn_id.most_bits,
+                "leastSigBits": t.txn_id.least_bits,
+                "coordinatorId": t.txn_id.most_bits,
                 "status": t.status.name,
                 "endTime": t.end_time_ms,
             }

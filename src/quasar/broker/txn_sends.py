@@ -16,8 +16,8 @@ entry is dropped when it ends here.
 from __future__ import annotations
 
 from quasar.errors import RemoteProtocolError
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import ManagedLedger, Position
-from quasar.transaction.txn_id import TxnId
 
 from .entry_info import entry_info
 
@@ -26,12 +26,12 @@ SCAN_BATCH_ENTRIES = 500
 
 class TransactionalSends:
     def __init__(self) -> None:
-        self._highest: dict[TxnId, dict[str, int]] = {}
+        self._highest: dict[TxnID, dict[str, int]] = {}
 
-    def is_duplicate(self, txn: TxnId, producer: str, sequence_id: int) -> bool:
+    def is_duplicate(self, txn: TxnID, producer: str, sequence_id: int) -> bool:
         return sequence_id <= self._highest.get(txn, {}).get(producer, -1)
 
-    def record(self, txn: TxnId, producer: str, highest_sequence_id: int) -> int:
+    def record(self, txn: TxnID, producer: str, highest_sequence_id: int) -> int:
         """Mark a send accepted; returns the previous mark (for ``restore``)."""
         marks = self._highest.setdefault(txn, {})
         previous = marks.get(producer, -1)
@@ -39,19 +39,19 @@ class TransactionalSends:
             marks[producer] = highest_sequence_id
         return previous
 
-    def restore(self, txn: TxnId, producer: str, previous: int) -> None:
+    def restore(self, txn: TxnID, producer: str, previous: int) -> None:
         """The send was not stored after all: a re-send must be accepted again."""
         marks = self._highest.get(txn)
         if marks is not None:
             marks[producer] = previous
 
-    def ended(self, txn: TxnId, still_open: set[TxnId]) -> None:
+    def ended(self, txn: TxnID, still_open: set[TxnID]) -> None:
         """Forget ``txn`` and any transaction no longer open here (low-watermark aborts)."""
         self._highest.pop(txn, None)
         for other in [t for t in self._highest if t not in still_open]:
             del self._highest[other]
 
-    async def rebuild(self, ledger: ManagedLedger, open_txns: dict[TxnId, Position]) -> None:
+    async def rebuild(self, ledger: ManagedLedger, open_txns: dict[TxnID, Position]) -> None:
         """Recover the marks of the open transactions by reading their entries."""
         if not open_txns:
             return
@@ -67,7 +67,7 @@ class TransactionalSends:
                     continue
                 if info.txn is None or info.marker_type is not None:
                     continue
-                txn = TxnId(*info.txn)
+                txn = TxnID(*info.txn)
                 if txn in open_txns:
                     self.record(
                         txn, info.producer_name, info.sequence_id + info.num_messages - 1

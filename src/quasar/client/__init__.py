@@ -46,7 +46,8 @@ from quasar.client.message import Message
 from quasar.client.message_id import MessageId
 from quasar.client.schema import BytesSchema, JsonSchema, Schema, StringSchema
 from quasar.client.sync import Client, Consumer, Producer, Reader, Transaction
-from quasar.client.txn_state import TransactionState, TxnID
+from quasar.client.txn_state import TransactionState
+from quasar.protocol.txn_id import TxnID
 
 __all__ = [
     "BatchingType",

@@ -81,9 +81,10 @@ from quasar.client.transaction import (
 )
 from quasar.client.txn_coordinator import TransactionCoordinatorClient
 from quasar.client.txn_journal import JournalEntry, TransactionJournal
-from quasar.client.txn_state import TransactionState, TxnID
+from quasar.client.txn_state import TransactionState
 from quasar.errors import AlreadyClosed
 from quasar.protocol import TopicName
+from quasar.protocol.txn_id import TxnID
 
 log = logging.getLogger(__name__)
 

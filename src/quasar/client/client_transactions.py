@@ -35,8 +35,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from quasar.client.txn_state import TxnID
 from quasar.errors import InvalidAdminResponse
+from quasar.protocol.txn_id import TxnID
 
 _TXN_ID = re.compile(r"^\(?\s*(\d+)\s*,\s*(\d+)\s*\)?$")
 

@@ -23,7 +23,7 @@ from quasar.protocol.batch import build_batch, encode_plain_batch
 
 if TYPE_CHECKING:
     from quasar.client.transaction import TransactionImpl
-    from quasar.client.txn_state import TxnID
+    from quasar.protocol.txn_id import TxnID
 
 
 _NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})

@@ -49,7 +49,6 @@ from quasar.client.receipts import (
     ReceiptOutcome,
     SendCallback,
 )
-from quasar.client.txn_state import TxnID
 from quasar.client.waiters import park
 from quasar.clock import Clock, SystemClock
 from quasar.errors import (
@@ -73,6 +72,7 @@ from quasar.protocol import (
     pb,
 )
 from quasar.protocol.compression import compress
+from quasar.protocol.txn_id import TxnID
 
 log = logging.getLogger(__name__)
 T = pb.BaseCommand

@@ -58,8 +58,9 @@ from quasar.client.send_pipe import CallbackRunner, SendPipe
 from quasar.client.table_view import TableView, open_table_view
 from quasar.client.transaction import TransactionImpl
 from quasar.client.txn_journal import JournalEntry
-from quasar.client.txn_state import TransactionState, TxnID
+from quasar.client.txn_state import TransactionState
 from quasar.errors import AlreadyClosed
+from quasar.protocol.txn_id import TxnID
 
 R = TypeVar("R")
 _LISTENER_PREFIX = "quasar-listener"

@@ -74,7 +74,7 @@ from quasar.client.exceptions import (
 from quasar.client.receipts import SendCallback
 from quasar.client.txn_coordinator import TransactionCoordinatorClient
 from quasar.client.txn_journal import TransactionJournal
-from quasar.client.txn_state import TransactionState, TxnID, check_transition
+from quasar.client.txn_state import TransactionState, check_transition
 from quasar.client.waiters import park, wake_all
 from quasar.errors import (
     AlreadyClosed,
@@ -85,6 +85,7 @@ from quasar.errors import (
     TransactionNotFound,
 )
 from quasar.protocol import pb
+from quasar.protocol.txn_id import TxnID
 
 log = logging.getLogger(__name__)
 S = TransactionState

@@ -38,7 +38,6 @@ from quasar.client.backoff import Backoff
 from quasar.client.config import ClientConfig
 from quasar.client.connection import ClientConnection, ConnectionPool, make_command
 from quasar.client.lookup import LookupService
-from quasar.client.txn_state import TxnID
 from quasar.errors import (
     AlreadyClosed,
     ConnectError,
@@ -46,6 +45,7 @@ from quasar.errors import (
     TransactionCoordinatorNotFound,
 )
 from quasar.protocol import pb
+from quasar.protocol.txn_id import TxnID
 
 log = logging.getLogger(__name__)
 T = pb.BaseCommand

@@ -44,7 +44,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from quasar.client.txn_state import TxnID
+from quasar.protocol.txn_id import TxnID
 
 log = logging.getLogger(__name__)
 

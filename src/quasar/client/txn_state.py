@@ -21,27 +21,9 @@ sends and acks and has no client-side timer, so it only ever leaves OPEN through
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
 
 from quasar.errors import InvalidTxnStatus
-
-
-class TxnID(NamedTuple):
-    """A transaction id: ``(most_bits, least_bits)`` = (coordinator id, sequence).
-
-    It is a plain tuple (``most, least = txn.id``) that is also callable and returns
-    itself, so both ``txn.id`` and ``txn.id()`` read naturally and mean the same thing.
-    ``str()`` gives Pulsar's ``(most,least)`` form.
-    """
-
-    most_bits: int
-    least_bits: int
-
-    def __call__(self) -> TxnID:
-        return self
-
-    def __str__(self) -> str:
-        return f"({self.most_bits},{self.least_bits})"
+from quasar.protocol.txn_id import TxnID
 
 
 class TransactionState(enum.Enum):

@@ -20,7 +20,7 @@ from quasar.errors import (
     TopicNotFound,
 )
 from quasar.protocol import TopicName, encode_command, pb
-from quasar.transaction.txn_id import TxnId
+from quasar.protocol.txn_id import TxnID
 
 from . import replies
 from .context import CommandHandler, ConnectionContext
@@ -170,7 +170,7 @@ class ConsumerCommands:
             sub = topic.subscriptions.get(consumer.subscription_name)
             if sub is None:
                 raise SubscriptionNotFound("Subscription is gone")
-            txn = TxnId(c.txnid_most_bits, c.txnid_least_bits)
+            txn = TxnID(c.txnid_most_bits, c.txnid_least_bits)
             if c.ack_type == pb.CommandAck.Cumulative:
                 if c.message_id:
                     await sub.ack_cumulative_in_txn(consumer, txn, position_of(c.message_id[0]))

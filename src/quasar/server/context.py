@@ -20,8 +20,9 @@ from typing import Any, Protocol
 
 from quasar.broker.consumer import Consumer
 from quasar.broker.producer import Producer
-from quasar.broker.service import BrokerService, BrokerSettings
+from quasar.broker.service import BrokerService
 from quasar.broker.topic import PersistentTopic
+from quasar.config import BrokerConfig
 from quasar.protocol import Frame, pb
 
 __all__ = ["CommandHandler", "ConnectionContext"]
@@ -34,7 +35,8 @@ class ConnectionContext(Protocol):
     """One client connection, as its command handlers use it."""
 
     service: BrokerService
-    settings: BrokerSettings
+    # The broker section of the configuration (limits, advertised URLs).
+    settings: BrokerConfig
     # The authenticated role (None: no authentication configured).
     principal: str | None
     # Producers and consumers created on this connection, by the client's ids; the

@@ -22,8 +22,8 @@ from quasar.errors import (
     StorageError,
 )
 from quasar.protocol import Frame, TopicName, encode_command, encode_send_receipt, pb
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import Position
-from quasar.transaction.txn_id import TxnId
 
 from . import replies
 from .context import CommandHandler, ConnectionContext
@@ -153,7 +153,7 @@ class ProducerCommands:
             if self._ctx.service.transactions is None:
                 self._send_error(pid, seq, NotAllowedError(replies.TRANSACTIONS_NOT_ENABLED))
                 return
-            txn = TxnId(c.txnid_most_bits, c.txnid_least_bits)
+            txn = TxnID(c.txnid_most_bits, c.txnid_least_bits)
             self._publish(producer, topic, c, payload, txn)
             return
         self._publish(producer, topic, c, payload, None)
@@ -164,7 +164,7 @@ class ProducerCommands:
         topic: PersistentTopic,
         c: pb.CommandSend,
         payload: bytes,
-        txn: TxnId | None,
+        txn: TxnID | None,
     ) -> None:
         pid = c.producer_id
         seq = c.sequence_id

@@ -26,7 +26,7 @@ from quasar.protocol import (
     encode_command,
     pb,
 )
-from quasar.transaction.txn_id import TxnId
+from quasar.protocol.txn_id import TxnID
 from quasar.transaction.txn_status import TxnAction
 from quasar.transport.keep_alive import PONG_FRAME
 from quasar.transport.writer import FrameWriter
@@ -166,13 +166,13 @@ class RemoteTransactionBufferClient:
                 del self._connections[url]
 
     async def end_txn_on_partition(
-        self, topic: str, txn_id: TxnId, action: TxnAction, low_watermark: int
+        self, topic: str, txn_id: TxnID, action: TxnAction, low_watermark: int
     ) -> None:
         rid = next(self._request_ids)
         cmd = T(type=T.END_TXN_ON_PARTITION)
         c = cmd.endTxnOnPartition
         c.request_id, c.topic, c.txn_action = rid, topic, int(action)
-        c.txnid_most_bits, c.txnid_least_bits = txn_id.most, txn_id.least
+        c.txnid_most_bits, c.txnid_least_bits = txn_id.most_bits, txn_id.least_bits
         if low_watermark >= 0:  # uint64 on the wire: "nothing ended yet" is left out
             c.txnid_least_bits_of_low_watermark = low_watermark
         conn = await self._connection(self._url_for(topic))
@@ -182,7 +182,7 @@ class RemoteTransactionBufferClient:
         self,
         topic: str,
         subscription: str,
-        txn_id: TxnId,
+        txn_id: TxnID,
         action: TxnAction,
         low_watermark: int,
     ) -> None:
@@ -191,7 +191,7 @@ class RemoteTransactionBufferClient:
         c = cmd.endTxnOnSubscription
         c.request_id, c.txn_action = rid, int(action)
         c.subscription.topic, c.subscription.subscription = topic, subscription
-        c.txnid_most_bits, c.txnid_least_bits = txn_id.most, txn_id.least
+        c.txnid_most_bits, c.txnid_least_bits = txn_id.most_bits, txn_id.least_bits
         if low_watermark >= 0:
             c.txnid_least_bits_of_low_watermark = low_watermark
         conn = await self._connection(self._url_for(topic))

@@ -21,7 +21,7 @@ from typing import Any
 from quasar.broker.transactions import TransactionService
 from quasar.errors import NotAllowedError, QuasarError, TransactionCoordinatorNotFound
 from quasar.protocol import TopicName, pb
-from quasar.transaction.txn_id import TxnId
+from quasar.protocol.txn_id import TxnID
 from quasar.transaction.txn_status import TxnAction
 
 from .context import CommandHandler, ConnectionContext
@@ -68,8 +68,8 @@ def _echoes_txn(resp_type: int, req_field: str, resp_field: str) -> bool:
 _RESPONSES = {t: (*f, _echoes_txn(*f)) for t, f in _FIELDS.items()}
 
 
-def _txn_of(req: Any) -> TxnId:
-    return TxnId(req.txnid_most_bits, req.txnid_least_bits)
+def _txn_of(req: Any) -> TxnID:
+    return TxnID(req.txnid_most_bits, req.txnid_least_bits)
 
 
 def _client_name(req: Any) -> str | None:
@@ -95,7 +95,7 @@ def _future_failure(f: asyncio.Future[Any]) -> BaseException | None:
 # finished future.
 _Started = tuple[
     "asyncio.Future[Any] | None",
-    "TxnId | None",
+    "TxnID | None",
     "Callable[[asyncio.Future[Any]], BaseException | None]",
 ]
 
@@ -156,7 +156,7 @@ class TransactionCommands:
         except Exception as e:
             self._answer(cmd, req, None, e)
             return
-        self._answer(cmd, req, result if isinstance(result, TxnId) else None, None)
+        self._answer(cmd, req, result if isinstance(result, TxnID) else None, None)
 
     def _request_now(self, cmd: pb.BaseCommand, start: Callable[[Any], _Started]) -> None:
         req = getattr(cmd, _RESPONSES[cmd.type][1])
@@ -175,7 +175,7 @@ class TransactionCommands:
         self,
         cmd: pb.BaseCommand,
         req: Any,
-        txn: TxnId | None,
+        txn: TxnID | None,
         error: BaseException | None,
     ) -> None:
         """Answer ``req`` in its response type: success (with ``txn`` when given) or
@@ -189,7 +189,7 @@ class TransactionCommands:
             resp.txnid_least_bits = req.txnid_least_bits
         if error is None:
             if txn is not None:
-                resp.txnid_most_bits, resp.txnid_least_bits = txn.most, txn.least
+                resp.txnid_most_bits, resp.txnid_least_bits = txn.most_bits, txn.least_bits
         else:
             if not isinstance(error, QuasarError):  # a bug: answer, log, keep the connection
                 log.error("transaction request failed", exc_info=error)

@@ -8,6 +8,8 @@ imports the broker, server, admin or client packages. The broker plugs in throug
 ledger factory and naming it hands to ``TransactionCoordinatorRegistry``.
 """
 
+from quasar.protocol.txn_id import TxnID
+
 from .buffer_client import (
     EndFailure,
     FakeTransactionBufferClient,
@@ -30,7 +32,6 @@ from .coordinator_registry import (
 )
 from .errors import ReachMaxActiveTxn
 from .scheduler import AsyncioScheduler, Scheduler, VirtualScheduler
-from .txn_id import TxnId
 from .txn_status import TxnAction, TxnStatus, check_transition
 
 __all__ = [
@@ -48,7 +49,7 @@ __all__ = [
     "TransactionCoordinator",
     "TransactionCoordinatorRegistry",
     "TxnAction",
-    "TxnId",
+    "TxnID",
     "TxnMeta",
     "TxnStatus",
     "VirtualScheduler",

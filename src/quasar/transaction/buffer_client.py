@@ -41,8 +41,8 @@ from enum import Enum
 from typing import NamedTuple, Protocol
 
 from quasar.errors import ServerError, ServiceNotReady
+from quasar.protocol.txn_id import TxnID
 
-from .txn_id import TxnId
 from .txn_status import TxnAction
 
 
@@ -50,7 +50,7 @@ class TransactionBufferClient(Protocol):
     """Sends an end decision to one participant; see the module docstring."""
 
     async def end_txn_on_partition(
-        self, topic: str, txn_id: TxnId, action: TxnAction, low_watermark: int
+        self, topic: str, txn_id: TxnID, action: TxnAction, low_watermark: int
     ) -> None:
         """End ``txn_id`` on one topic partition's transaction buffer.
 
@@ -63,7 +63,7 @@ class TransactionBufferClient(Protocol):
         self,
         topic: str,
         subscription: str,
-        txn_id: TxnId,
+        txn_id: TxnID,
         action: TxnAction,
         low_watermark: int,
     ) -> None:
@@ -110,7 +110,7 @@ class EndCall(NamedTuple):
     """One call the fake received."""
 
     participant: Participant
-    txn_id: TxnId
+    txn_id: TxnID
     action: TxnAction
     low_watermark: int
 
@@ -131,7 +131,7 @@ class FakeTransactionBufferClient:
 
     def __init__(self) -> None:
         self.calls: list[EndCall] = []
-        self.ended: dict[Participant, list[tuple[TxnId, TxnAction]]] = {}
+        self.ended: dict[Participant, list[tuple[TxnID, TxnAction]]] = {}
         self._failures: dict[Participant, list[BaseException]] = {}
         self._always: dict[Participant, BaseException] = {}
         self._hold_all = False
@@ -179,17 +179,17 @@ class FakeTransactionBufferClient:
     def blocked(self) -> bool:
         return self._hold_all or bool(self._held)
 
-    def ended_txns(self, participant: Participant) -> list[tuple[TxnId, TxnAction]]:
+    def ended_txns(self, participant: Participant) -> list[tuple[TxnID, TxnAction]]:
         return list(self.ended.get(participant, []))
 
-    def participants_for(self, txn_id: TxnId) -> set[Participant]:
+    def participants_for(self, txn_id: TxnID) -> set[Participant]:
         """Participants that acknowledged an end of ``txn_id``."""
         return {p for p, done in self.ended.items() if any(t == txn_id for t, _ in done)}
 
     # ---------------------------------------------------------------- the protocol
 
     async def end_txn_on_partition(
-        self, topic: str, txn_id: TxnId, action: TxnAction, low_watermark: int
+        self, topic: str, txn_id: TxnID, action: TxnAction, low_watermark: int
     ) -> None:
         await self._call(Participant(topic), txn_id, action, low_watermark)
 
@@ -197,14 +197,14 @@ class FakeTransactionBufferClient:
         self,
         topic: str,
         subscription: str,
-        txn_id: TxnId,
+        txn_id: TxnID,
         action: TxnAction,
         low_watermark: int,
     ) -> None:
         await self._call(Participant(topic, subscription), txn_id, action, low_watermark)
 
     async def _call(
-        self, p: Participant, txn_id: TxnId, action: TxnAction, lwm: int
+        self, p: Participant, txn_id: TxnID, action: TxnAction, lwm: int
     ) -> None:
         self.calls.append(EndCall(p, txn_id, action, lwm))
         while self._hold_all or p in self._held:

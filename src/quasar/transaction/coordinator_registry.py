@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from quasar.clock import Clock
 from quasar.errors import BrokerError, TransactionCoordinatorNotFound
 from quasar.protocol import TopicName
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import ManagedLedgerConfig, ManagedLedgerFactory
 
 from .batched_log import BatchedLogControl
@@ -42,7 +43,6 @@ from .coordinator import (
 from .coordinator.preserver import PreserverStore
 from .coordinator.preserver_format import TerminatedTxn
 from .scheduler import AsyncioScheduler, Scheduler
-from .txn_id import TxnId
 
 log = logging.getLogger(__name__)
 
@@ -238,13 +238,13 @@ class TransactionCoordinatorRegistry:
             raise self._not_found(tc_id, state)
         return tc
 
-    def route(self, txn_id: TxnId) -> TransactionCoordinator:
+    def route(self, txn_id: TxnID) -> TransactionCoordinator:
         """The coordinator of a transaction (by its most significant bits).
 
         Raises:
             TransactionCoordinatorNotFound: as ``get``.
         """
-        return self.get(txn_id.most)
+        return self.get(txn_id.most_bits)
 
     async def client_transactions(self, client_name: str) -> ClientTransactions:
         """``client_name``'s live and preserved transactions on every coordinator.

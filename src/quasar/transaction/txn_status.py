@@ -44,8 +44,7 @@ from enum import Enum, IntEnum
 from types import MappingProxyType
 
 from quasar.errors import InvalidTxnStatus
-
-from .txn_id import TxnId
+from quasar.protocol.txn_id import TxnID
 
 
 class TxnStatus(IntEnum):
@@ -137,12 +136,12 @@ def can_transition(current: TxnStatus, new: TxnStatus) -> bool:
     return new in TRANSITIONS[current]
 
 
-def _txn(txn_id: TxnId | None) -> str:
+def _txn(txn_id: TxnID | None) -> str:
     return str(txn_id) if txn_id is not None else "(?,?)"
 
 
 def expect_status(
-    current: TxnStatus, expected: TxnStatus, txn_id: TxnId | None = None
+    current: TxnStatus, expected: TxnStatus, txn_id: TxnID | None = None
 ) -> None:
     """Check that a transaction is in ``expected``.
 
@@ -161,7 +160,7 @@ def check_transition(
     current: TxnStatus,
     expected: TxnStatus,
     new: TxnStatus,
-    txn_id: TxnId | None = None,
+    txn_id: TxnID | None = None,
 ) -> None:
     """Check a compare-and-set status update: ``current`` must be ``expected`` and
     ``expected`` → ``new`` must be in ``TRANSITIONS``.
@@ -177,7 +176,7 @@ def check_transition(
         )
 
 
-def check_can_register(current: TxnStatus, txn_id: TxnId | None = None) -> None:
+def check_can_register(current: TxnStatus, txn_id: TxnID | None = None) -> None:
     """Partitions and subscriptions may be added only while OPEN.
 
     Raises:
@@ -186,7 +185,7 @@ def check_can_register(current: TxnStatus, txn_id: TxnId | None = None) -> None:
     expect_status(current, TxnStatus.OPEN, txn_id)
 
 
-def end_step(current: TxnStatus, action: TxnAction, txn_id: TxnId | None = None) -> EndStep:
+def end_step(current: TxnStatus, action: TxnAction, txn_id: TxnID | None = None) -> EndStep:
     """Look up ``END_TABLE``: what an end with ``action`` does in ``current``.
 
     Raises:
@@ -203,7 +202,7 @@ def end_step(current: TxnStatus, action: TxnAction, txn_id: TxnId | None = None)
 
 
 def check_preserved_end(
-    outcome: TxnStatus, action: TxnAction, txn_id: TxnId | None = None
+    outcome: TxnStatus, action: TxnAction, txn_id: TxnID | None = None
 ) -> None:
     """An END_TXN for a transaction that already ended with ``outcome`` (COMMITTED
     or ABORTED): nothing to do if ``action`` leads there.

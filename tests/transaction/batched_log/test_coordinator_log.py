@@ -59,11 +59,11 @@ async def benv() -> Any:
 async def test_concurrent_records_share_one_entry(benv: TcEnv) -> None:
     tc = await benv.start()
     txns = await _run(benv, *(tc.new_txn(60_000) for _ in range(5)))
-    assert [t.least for t in txns] == [0, 1, 2, 3, 4]
+    assert [t.least_bits for t in txns] == [0, 1, 2, 3, 4]
     data = await _entries(tc.ledger)
     assert len(data) == 1 and is_batched_entry(data[0])
     assert tc.transaction_log.writer.records_written == 5
-    await _run(benv, *(tc.add_partitions(t, [f"p{t.least}"]) for t in txns))
+    await _run(benv, *(tc.add_partitions(t, [f"p{t.least_bits}"]) for t in txns))
     assert tc.ledger.number_of_entries == 2
     assert tc.get_txn_meta(txns[3]).partitions() == ["p3"]
 

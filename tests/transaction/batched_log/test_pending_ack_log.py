@@ -159,12 +159,12 @@ async def test_status_lists_open_logs(pa: BatchedPaEnv) -> None:
 
 async def test_positions_kept_are_bounded_by_live_transactions(pa: BatchedPaEnv) -> None:
     """One old open transaction does not make the store remember every later one."""
-    from quasar.transaction import TxnId
+    from quasar.transaction import TxnID
 
     h = pa.handle
     await _run(pa, h.individual_ack(T1, individual(pa, 0)))
     for i in range(1, 15):
-        txn = TxnId(1, i)
+        txn = TxnID(1, i)
         await _run(pa, h.individual_ack(txn, individual(pa, i)))
         await _run(pa, h.commit(txn, -1))
     store = h._store  # noqa: SLF001 - the bound is internal

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from quasar.transaction import TxnId
+from quasar.transaction import TxnID
 from quasar.transaction.buffer import TransactionBufferConfig
 from quasar.transaction.buffer.snapshot_format import segment_capacity
 from tests.transaction.buffer.helpers import TOPIC, DirSnapshotStore, TbEnv
@@ -20,13 +20,13 @@ async def main(root: Path, scenario: str) -> None:
     env = TbEnv("file", root, config=config, store=DirSnapshotStore(root / "snapshots"))
     tb = await env.ready()
     if scenario == "marker":
-        await env.send(b"t1", TxnId(0, 1))
+        await env.send(b"t1", TxnID(0, 1))
         print("sent", flush=True)
-        await env.commit(TxnId(0, 1))
+        await env.commit(TxnID(0, 1))
     elif scenario == "snapshot":
         for i in range(1, segment_capacity(SEGMENT_BYTES, TOPIC) + 2):
-            await env.send(b"x", TxnId(0, i))
-            await env.abort(TxnId(0, i))
+            await env.send(b"x", TxnID(0, i))
+            await env.abort(TxnID(0, i))
         print("aborted", flush=True)
         await tb.take_snapshot()
     print("survived", flush=True)

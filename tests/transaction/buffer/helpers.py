@@ -21,7 +21,7 @@ from quasar.storage import (
 )
 from quasar.storage.api import ManagedLedger
 from quasar.storage.ledger_factory import BaseManagedLedgerFactory
-from quasar.transaction import TxnAction, TxnId, VirtualScheduler
+from quasar.transaction import TxnAction, TxnID, VirtualScheduler
 from quasar.transaction.buffer import (
     MemorySnapshotStore,
     SnapshotStore,
@@ -36,14 +36,14 @@ LEDGER_NAME = "t/ns/persistent/topic-partition-0"
 _seq = itertools.count()
 
 
-def entry(payload: bytes, txn: TxnId | None = None) -> bytes:
+def entry(payload: bytes, txn: TxnID | None = None) -> bytes:
     """A client entry as a producer would send it."""
     md = pb.MessageMetadata(
         producer_name="producer", sequence_id=next(_seq), publish_time=1
     )
     if txn is not None:
-        md.txnid_most_bits = txn.most
-        md.txnid_least_bits = txn.least
+        md.txnid_most_bits = txn.most_bits
+        md.txnid_least_bits = txn.least_bits
     return make_entry(md, payload)
 
 
@@ -155,27 +155,27 @@ class TbEnv:
 
     # ------------------------------------------------------------------ shortcuts
 
-    async def send(self, payload: bytes, txn: TxnId | None = None) -> Position:
+    async def send(self, payload: bytes, txn: TxnID | None = None) -> Position:
         if txn is None:
             return await self.tb.append_non_transactional(entry(payload))
         return await self.tb.append_transactional(txn, entry(payload, txn))
 
-    async def commit(self, txn: TxnId, lwm: int = -1) -> None:
+    async def commit(self, txn: TxnID, lwm: int = -1) -> None:
         await self.tb.end_txn(txn, TxnAction.COMMIT, lwm)
 
-    async def abort(self, txn: TxnId, lwm: int = -1) -> None:
+    async def abort(self, txn: TxnID, lwm: int = -1) -> None:
         await self.tb.end_txn(txn, TxnAction.ABORT, lwm)
 
     async def visible(self) -> list[bytes]:
         return await visible(self.tb, self.ml)
 
-    async def markers(self) -> list[tuple[int, TxnId]]:
+    async def markers(self) -> list[tuple[int, TxnID]]:
         """(marker_type, txn) of every marker in the topic, in order."""
         out = []
         for e in await self.ml.read_entries(EARLIEST, 1_000_000):
             md = parse_entry(e.data).metadata
             if md.HasField("marker_type"):
-                out.append((md.marker_type, TxnId(md.txnid_most_bits, md.txnid_least_bits)))
+                out.append((md.marker_type, TxnID(md.txnid_most_bits, md.txnid_least_bits)))
         return out
 
 

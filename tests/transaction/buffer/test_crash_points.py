@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from quasar.transaction import TxnId
+from quasar.transaction import TxnID
 from quasar.transaction.buffer import CRASH_POINTS, TbState, TransactionBufferConfig
 from quasar.transaction.buffer.records import TXN_COMMIT
 from quasar.transaction.buffer.snapshot_format import segment_capacity, segment_key
@@ -42,10 +42,10 @@ async def test_crash_after_marker_before_state(tmp_path: Path) -> None:
         tb = await env.start()
         assert tb.state is TbState.READY
         # The marker was durable: the commit happened, the data is visible.
-        assert await env.markers() == [(TXN_COMMIT, TxnId(0, 1))]
+        assert await env.markers() == [(TXN_COMMIT, TxnID(0, 1))]
         assert await env.visible() == [b"t1"]
         # The coordinator never got its answer and retries: no second marker.
-        await env.commit(TxnId(0, 1))
+        await env.commit(TxnID(0, 1))
         assert len(await env.markers()) == 1
     finally:
         await env.close()

@@ -12,16 +12,16 @@ from quasar.errors import (
     ServiceNotReady,
     TooManyRequests,
 )
-from quasar.transaction import TxnAction, TxnId
+from quasar.transaction import TxnAction, TxnID
 from quasar.transaction.buffer import TbState, TransactionBufferConfig
 from quasar.transaction.buffer.records import TXN_ABORT, TXN_COMMIT
 
 from .helpers import TbEnv, drain, entry
 
-T1 = TxnId(0, 1)
-T2 = TxnId(0, 2)
-T3 = TxnId(0, 3)
-OTHER_TC = TxnId(5, 1)
+T1 = TxnID(0, 1)
+T2 = TxnID(0, 2)
+T3 = TxnID(0, 3)
+OTHER_TC = TxnID(5, 1)
 
 
 async def test_commit_writes_marker_and_shows_data(env: TbEnv) -> None:
@@ -117,7 +117,7 @@ async def test_send_at_or_below_low_watermark_is_refused(env: TbEnv) -> None:
     await tb.append_transactional(OTHER_TC, entry(b"ok", OTHER_TC))
     # The low watermark only goes up.
     await env.commit(OTHER_TC, lwm=-1)
-    await tb.end_txn(TxnId(0, 9), TxnAction.COMMIT, 1)
+    await tb.end_txn(TxnID(0, 9), TxnAction.COMMIT, 1)
     assert tb.low_watermark(0) == 2
 
 

@@ -10,14 +10,14 @@ import pytest
 
 from quasar.errors import PersistenceError, ServiceNotReady
 from quasar.storage import EARLIEST, Position
-from quasar.transaction import TxnId
+from quasar.transaction import TxnID
 from quasar.transaction.buffer import TbState
 
 from .helpers import TbEnv, drain, entry
 
-T1 = TxnId(0, 1)
-T2 = TxnId(0, 2)
-T3 = TxnId(1, 7)
+T1 = TxnID(0, 1)
+T2 = TxnID(0, 2)
+T3 = TxnID(1, 7)
 
 
 async def test_no_snapshot_plain_publishes_move_it(env: TbEnv) -> None:

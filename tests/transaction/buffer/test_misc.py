@@ -7,14 +7,14 @@ import asyncio
 import pytest
 
 from quasar.errors import CorruptRecordError, InvalidTxnStatus, ServiceNotReady
-from quasar.transaction import TxnId
+from quasar.transaction import TxnID
 from quasar.transaction.buffer import TbState, TransactionBufferConfig
 
 from .helpers import TOPIC, TbEnv, drain, entry
 
-T1 = TxnId(0, 1)
-T2 = TxnId(0, 2)
-T3 = TxnId(0, 3)
+T1 = TxnID(0, 1)
+T2 = TxnID(0, 2)
+T3 = TxnID(0, 3)
 
 
 async def test_committed_data_stays_visible_after_late_send_is_aborted() -> None:

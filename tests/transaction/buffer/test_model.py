@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quasar.errors import InvalidTxnStatus, NotAllowedError
-from quasar.transaction import TxnAction, TxnId
+from quasar.transaction import TxnAction, TxnID
 
 from .helpers import TbEnv, entry
 
@@ -40,23 +40,23 @@ ops = st.lists(
 
 class Model:
     def __init__(self) -> None:
-        self.entries: list[tuple[bytes, TxnId | None]] = []
-        self.status: dict[TxnId, str] = {}  # open / committed / aborted
-        self.slot: dict[int, TxnId] = {}
+        self.entries: list[tuple[bytes, TxnID | None]] = []
+        self.status: dict[TxnID, str] = {}  # open / committed / aborted
+        self.slot: dict[int, TxnID] = {}
         self.next_id = 0
-        self.fenced_here: set[TxnId] = set()  # ended and known to refuse late sends
+        self.fenced_here: set[TxnID] = set()  # ended and known to refuse late sends
 
-    def txn_for(self, slot: int) -> TxnId:
+    def txn_for(self, slot: int) -> TxnID:
         txn = self.slot.get(slot)
         if txn is None or self.status[txn] != "open":
-            txn = TxnId(0, self.next_id)
+            txn = TxnID(0, self.next_id)
             self.next_id += 1
             self.slot[slot] = txn
             self.status[txn] = "open"
         return txn
 
     def low_watermark(self) -> int:
-        open_ids = [t.least for t, s in self.status.items() if s == "open"]
+        open_ids = [t.least_bits for t, s in self.status.items() if s == "open"]
         return min(open_ids) - 1 if open_ids else self.next_id - 1
 
     def visible(self) -> list[bytes]:
@@ -94,7 +94,7 @@ async def run(steps: list[tuple[str, int]]) -> None:
                     # A coordinator never does this. Above the low watermark the
                     # buffer refuses; at or below it the id is forgotten and the end
                     # is answered as done. Either way nothing may change.
-                    if txn.least > lwm:
+                    if txn.least_bits > lwm:
                         with pytest.raises(InvalidTxnStatus):
                             await env.tb.end_txn(txn, action, lwm)
                     else:
@@ -123,7 +123,7 @@ async def run(steps: list[tuple[str, int]]) -> None:
                 # may be forgotten, as in Pulsar.
                 model.fenced_here = {
                     t for t in model.fenced_here
-                    if model.status[t] == "aborted" or t.least <= env.tb.low_watermark(0)
+                    if model.status[t] == "aborted" or t.least_bits <= env.tb.low_watermark(0)
                 }
             elif op == "tick":
                 await env.sched.advance(env.config.snapshot_min_time_in_millis)

@@ -6,7 +6,7 @@ import pytest
 
 from quasar.errors import NotAllowedError, RemoteProtocolError
 from quasar.protocol import make_entry, parse_entry, pb
-from quasar.transaction import TxnAction, TxnId
+from quasar.transaction import TxnAction, TxnID
 from quasar.transaction.buffer import (
     MARKER_PRODUCER_NAME,
     RecordKind,
@@ -17,7 +17,7 @@ from quasar.transaction.buffer.records import check_client_entry
 
 from .helpers import entry
 
-T = TxnId(3, 42)
+T = TxnID(3, 42)
 
 
 def test_marker_layout() -> None:

@@ -10,17 +10,17 @@ import pytest
 
 from quasar.errors import CorruptRecordError, ServiceNotReady
 from quasar.storage import EARLIEST, Position
-from quasar.transaction import TxnAction, TxnId
+from quasar.transaction import TxnAction, TxnID
 from quasar.transaction.buffer import TbState, TransactionBufferConfig
 from quasar.transaction.buffer.records import TXN_COMMIT
 from quasar.transaction.buffer.snapshot_format import segment_capacity, segment_key
 
 from .helpers import TOPIC, TbEnv, drain, entry
 
-T1 = TxnId(0, 1)
-T2 = TxnId(0, 2)
-T3 = TxnId(0, 3)
-T4 = TxnId(0, 4)
+T1 = TxnID(0, 1)
+T2 = TxnID(0, 2)
+T3 = TxnID(0, 3)
+T4 = TxnID(0, 4)
 
 
 async def test_no_snapshot_means_no_replay(env: TbEnv) -> None:
@@ -115,8 +115,8 @@ async def test_missing_segment_still_needed_fails_recovery() -> None:
     try:
         tb = await env.ready()
         for i in range(1, segment_capacity(1024, TOPIC) + 2):
-            await env.send(b"x", TxnId(0, i))
-            await env.abort(TxnId(0, i))
+            await env.send(b"x", TxnID(0, i))
+            await env.abort(TxnID(0, i))
         await tb.take_snapshot()
         await env.stop()
         del env.store.data[segment_key(TOPIC, 0)]

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from quasar.errors import CorruptRecordError
 from quasar.storage import Position
-from quasar.transaction import TxnId
+from quasar.transaction import TxnID
 from quasar.transaction.buffer.snapshot_format import (
     ABORTED_SIZE,
     SegmentRef,
@@ -29,7 +29,7 @@ u64 = st.integers(0, 2**64 - 1)
 i64 = st.integers(-(2**63), 2**63 - 1)
 positions = st.builds(Position, i64, i64)
 aborted = st.lists(
-    st.tuples(st.builds(TxnId, u64, u64), st.builds(AbortedTxn, positions, positions)),
+    st.tuples(st.builds(TxnID, u64, u64), st.builds(AbortedTxn, positions, positions)),
     max_size=20,
 )
 topics = st.text(max_size=50)
@@ -52,7 +52,7 @@ def test_index_round_trip(index: SnapshotIndex) -> None:
 
 
 @given(topics, u64, aborted)
-def test_segment_round_trip(topic: str, seq: int, items: list[tuple[TxnId, AbortedTxn]]) -> None:
+def test_segment_round_trip(topic: str, seq: int, items: list[tuple[TxnID, AbortedTxn]]) -> None:
     seg = SnapshotSegment(topic, seq, items)
     assert decode_segment(encode_segment(seg)) == seg
 
@@ -80,6 +80,6 @@ def test_header_checks() -> None:
 def test_segment_capacity_fits() -> None:
     topic = "persistent://tenant/namespace/some-topic-partition-3"
     cap = segment_capacity(4096, topic)
-    seg = SnapshotSegment(topic, 1, [(TxnId(1, 1), AbortedTxn(Position(1, 1), Position(1, 2)))] * cap)
+    seg = SnapshotSegment(topic, 1, [(TxnID(1, 1), AbortedTxn(Position(1, 1), Position(1, 2)))] * cap)
     assert len(encode_segment(seg)) <= 4096 < len(encode_segment(seg)) + ABORTED_SIZE
     assert segment_key(topic, 3) != topic and not segment_key(topic, 3).startswith("persistent://")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quasar.errors import ServiceNotReady
-from quasar.transaction import TxnId
+from quasar.transaction import TxnID
 from quasar.transaction.buffer import TransactionBufferConfig
 from quasar.transaction.buffer.snapshot_format import (
     decode_index,
@@ -16,8 +16,8 @@ from quasar.transaction.buffer.snapshot_format import (
 from .helpers import TOPIC, TbEnv, drain, ledger_config
 
 
-def txn(i: int) -> TxnId:
-    return TxnId(0, i)
+def txn(i: int) -> TxnID:
+    return TxnID(0, i)
 
 
 async def test_count_trigger() -> None:

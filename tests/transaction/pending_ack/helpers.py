@@ -16,7 +16,7 @@ from quasar.storage import (
 )
 from quasar.storage.api import InitialPosition, ManagedCursor, ManagedLedger, Position
 from quasar.storage.ledger_factory import BaseManagedLedgerFactory
-from quasar.transaction import TxnId, VirtualScheduler
+from quasar.transaction import TxnID, VirtualScheduler
 from quasar.transaction.pending_ack import (
     AbortResult,
     PendingAckConfig,
@@ -29,9 +29,9 @@ TOPIC = "persistent://public/default/orders"
 SUB = "sub"
 TOPIC_LEDGER = "public/default/persistent/orders"
 
-T1 = TxnId(0, 1)
-T2 = TxnId(0, 2)
-T3 = TxnId(0, 3)
+T1 = TxnID(0, 1)
+T2 = TxnID(0, 2)
+T3 = TxnID(0, 3)
 
 
 def ledger_config(**overrides: object) -> ManagedLedgerConfig:
@@ -66,7 +66,7 @@ class PaEnv:
         self.log_ledger_config = log_ledger_config or ledger_config()
         self.memory_meta = MemoryMetadataStore()
         self.factory: BaseManagedLedgerFactory = self._make_factory()
-        self.lwm_aborts: list[tuple[TxnId, AbortResult]] = []
+        self.lwm_aborts: list[tuple[TxnID, AbortResult]] = []
         self.fenced: list[PendingAckHandle] = []
         self.positions: list[Position] = []
         self._handle: PendingAckHandle | None = None

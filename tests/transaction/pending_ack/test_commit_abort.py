@@ -9,7 +9,7 @@ import pytest
 
 from quasar.errors import MetadataError, ServiceNotReady
 from quasar.storage.api import Position
-from quasar.transaction import TxnAction, TxnId
+from quasar.transaction import TxnAction, TxnID
 from quasar.transaction.pending_ack import (
     AbortResult,
     CommitResult,
@@ -22,10 +22,10 @@ from ..helpers import FailingLedger
 from .helpers import T1, T2, T3, PaEnv, batch_ack_set, individual
 
 
-async def ops(env: PaEnv) -> list[tuple[PendingAckOp, TxnId]]:
+async def ops(env: PaEnv) -> list[tuple[PendingAckOp, TxnID]]:
     """Every record in the log, deleted ones too."""
     ml = env.log_ledger
-    out: list[tuple[PendingAckOp, TxnId]] = []
+    out: list[tuple[PendingAckOp, TxnID]] = []
     for e in await ml.read_entries(ml.first_position, 10_000):
         out.extend((r.op, r.txn_id) for r in decode_entry(e.data))
     return out

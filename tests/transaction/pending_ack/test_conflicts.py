@@ -8,7 +8,7 @@ import pytest
 
 from quasar.errors import NotAllowedError, TooManyRequests, TransactionConflict
 from quasar.storage.api import Position
-from quasar.transaction import TxnId
+from quasar.transaction import TxnID
 from quasar.transaction.pending_ack import PendingAckConfig
 
 from .helpers import SUB, T1, T2, T3, TOPIC, PaEnv, batch_ack_set, individual
@@ -201,11 +201,11 @@ async def test_acks_of_an_ended_transaction_are_refused(pa: PaEnv) -> None:
 
 
 async def test_acks_at_or_below_the_low_watermark_are_refused(pa: PaEnv) -> None:
-    await pa.handle.abort(TxnId(0, 7), 5)  # coordinator 0: everything <= 5 ended
+    await pa.handle.abort(TxnID(0, 7), 5)  # coordinator 0: everything <= 5 ended
     with pytest.raises(NotAllowedError):
-        await pa.handle.individual_ack(TxnId(0, 5), individual(pa, 1))
-    await pa.handle.individual_ack(TxnId(0, 6), individual(pa, 1))
-    await pa.handle.individual_ack(TxnId(1, 5), individual(pa, 2))  # other coordinator
+        await pa.handle.individual_ack(TxnID(0, 5), individual(pa, 1))
+    await pa.handle.individual_ack(TxnID(0, 6), individual(pa, 1))
+    await pa.handle.individual_ack(TxnID(1, 5), individual(pa, 2))  # other coordinator
 
 
 async def test_negative_positions_are_refused(pa: PaEnv) -> None:
@@ -252,7 +252,7 @@ async def test_zero_means_no_limit() -> None:
     await env.start()
     try:
         for i in range(10):
-            await env.handle.individual_ack(TxnId(0, i + 1), individual(env, i))
+            await env.handle.individual_ack(TxnID(0, i + 1), individual(env, i))
         assert env.handle.stats()["ongoingTxnSize"] == 10
     finally:
         await env.close()

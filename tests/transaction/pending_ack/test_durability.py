@@ -121,7 +121,7 @@ CHILD = textwrap.dedent(
     from quasar.storage import FileManagedLedgerFactory, ManagedLedgerConfig
     from quasar.storage import SqliteMetadataStore
     from quasar.storage.api import InitialPosition
-    from quasar.transaction import AsyncioScheduler, TxnId
+    from quasar.transaction import AsyncioScheduler, TxnID
     from quasar.transaction.pending_ack import PendingAckHandle, pending_ack_ledger_name
     from quasar.transaction.pending_ack.config import PendingAckConfig
 
@@ -138,7 +138,7 @@ CHILD = textwrap.dedent(
         handle = PendingAckHandle(cursor, log, {topic!r}, {sub!r}, ManualClock(),
                                   AsyncioScheduler(), config)
         await handle.recover()
-        txn = TxnId(0, 1)
+        txn = TxnID(0, 1)
         await handle.individual_ack(txn, [(p, None, None) for p in positions[:3]])
         await handle.commit(txn, -1)
         print("survived")

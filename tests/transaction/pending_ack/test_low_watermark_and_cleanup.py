@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quasar.transaction import TxnId
+from quasar.transaction import TxnID
 from quasar.transaction.pending_ack import AbortResult
 
 from .helpers import T1, T2, PaEnv, individual, ledger_config
@@ -11,7 +11,7 @@ from .helpers import T1, T2, PaEnv, individual, ledger_config
 
 
 async def test_transactions_at_or_below_the_low_watermark_are_aborted(pa: PaEnv) -> None:
-    old, kept, other_tc, ending = TxnId(0, 3), TxnId(0, 9), TxnId(1, 2), TxnId(0, 10)
+    old, kept, other_tc, ending = TxnID(0, 3), TxnID(0, 9), TxnID(1, 2), TxnID(0, 10)
     await pa.handle.individual_ack(old, individual(pa, 0, 1))
     await pa.handle.individual_ack(kept, individual(pa, 2))
     await pa.handle.individual_ack(other_tc, individual(pa, 3))
@@ -28,25 +28,25 @@ async def test_transactions_at_or_below_the_low_watermark_are_aborted(pa: PaEnv)
 
 async def test_a_pending_cumulative_ack_is_cleaned_too(pa: PaEnv) -> None:
     await pa.handle.cumulative_ack(T1, pa.p(5))
-    await pa.handle.abort(TxnId(0, 2), 1)
+    await pa.handle.abort(TxnID(0, 2), 1)
     await pa.handle.wait_for_low_watermark_check()
     assert pa.lwm_aborts == [(T1, AbortResult(cumulative_position=pa.p(5)))]
     assert pa.handle.stats()["cumulativeAck"] is None
 
 
 async def test_low_watermarks_only_go_up(pa: PaEnv) -> None:
-    await pa.handle.abort(TxnId(0, 20), 7)
-    await pa.handle.abort(TxnId(0, 21), 3)
-    await pa.handle.abort(TxnId(0, 22), -1)  # nothing ended: no information
+    await pa.handle.abort(TxnID(0, 20), 7)
+    await pa.handle.abort(TxnID(0, 21), 3)
+    await pa.handle.abort(TxnID(0, 22), -1)  # nothing ended: no information
     assert pa.handle.low_watermarks() == {0: 7}
 
 
 async def test_several_triggers_run_one_cleanup_at_a_time(pa: PaEnv) -> None:
-    txns = [TxnId(0, i) for i in range(1, 6)]
+    txns = [TxnID(0, i) for i in range(1, 6)]
     for i, t in enumerate(txns):
         await pa.handle.individual_ack(t, individual(pa, i))
-    await pa.handle.abort(TxnId(0, 10), 2)
-    await pa.handle.abort(TxnId(0, 11), 4)
+    await pa.handle.abort(TxnID(0, 10), 2)
+    await pa.handle.abort(TxnID(0, 11), 4)
     await pa.handle.wait_for_low_watermark_check()
     await pa.handle.wait_for_low_watermark_check()
     assert [t for t, _ in pa.lwm_aborts] == txns[:4]
@@ -74,7 +74,7 @@ async def test_a_long_transaction_pins_only_from_its_first_record(pa: PaEnv) -> 
     pinned_after = pa.log_ledger.last_confirmed_entry
     await pa.handle.individual_ack(T1, individual(pa, 0))  # long-running
     for i in range(1, 5):
-        t = TxnId(0, 100 + i)
+        t = TxnID(0, 100 + i)
         await pa.handle.individual_ack(t, individual(pa, i))
         await pa.handle.commit(t, -1)
     assert pa.handle.log.cursor.mark_delete_position == pinned_after
@@ -87,7 +87,7 @@ async def test_log_ledgers_are_trimmed() -> None:
     await env.start()
     try:
         for i in range(10):
-            t = TxnId(0, i + 1)
+            t = TxnID(0, i + 1)
             await env.handle.individual_ack(t, individual(env, i))
             await env.handle.commit(t, -1)
         await env.handle.log.wait_for_trim()

@@ -11,7 +11,7 @@ from quasar.protocol import ack_set as wire
 from quasar.protocol import pb, pending_ack_pb
 from quasar.protocol.ack_set import bits_to_words, words_to_bits
 from quasar.storage.api import Position
-from quasar.transaction import TxnId
+from quasar.transaction import TxnID
 from quasar.transaction.pending_ack import (
     AckedPosition,
     AckType,
@@ -70,7 +70,7 @@ def test_words_roundtrip(bits: int) -> None:
 # ---------------------------------------------------------------------------- records
 
 positions = st.builds(Position, st.integers(0, 2**40), st.integers(0, 2**40))
-txn_ids = st.builds(TxnId, st.integers(0, 2**16), st.integers(0, 2**63))
+txn_ids = st.builds(TxnID, st.integers(0, 2**16), st.integers(0, 2**63))
 acked_positions = st.builds(
     AckedPosition,
     positions,
@@ -104,7 +104,7 @@ def test_batched_entries_are_read_too(batch: list[PendingAckRecord]) -> None:
 
 def test_record_fields_are_pulsars() -> None:
     record = PendingAckRecord(
-        PendingAckOp.ACK, AckType.INDIVIDUAL, TxnId(3, 9),
+        PendingAckOp.ACK, AckType.INDIVIDUAL, TxnID(3, 9),
         (AckedPosition(Position(5, 6), (0b101,), 3),),
     )
     entry = pending_ack_pb.PendingAckMetadataEntry()

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from quasar.errors import TransactionConflict
 from quasar.protocol import ack_set as ack_sets
-from quasar.transaction import TxnId
+from quasar.transaction import TxnID
 from quasar.transaction.pending_ack import masks
 
 from .helpers import PaEnv, batch_ack_set
@@ -134,7 +134,7 @@ def cursor_members(env: PaEnv, e: int) -> set[int]:
     return {i for i in range(SIZES[e]) if not (bits >> i) & 1}
 
 
-def pending_of(env: PaEnv, txns: dict[int, TxnId]) -> dict[int, dict[int, set[int]]]:
+def pending_of(env: PaEnv, txns: dict[int, TxnID]) -> dict[int, dict[int, set[int]]]:
     index = {env.p(e): e for e in range(len(SIZES))}
     slot_of = {t: s for s, t in txns.items()}
     out: dict[int, dict[int, set[int]]] = {}
@@ -177,7 +177,7 @@ async def run(ops: list[tuple[object, ...]]) -> None:
     await env.start()
     model = Model()
     counter = iter(range(1, 10_000))
-    txns = {s: TxnId(0, next(counter)) for s in range(SLOTS)}
+    txns = {s: TxnID(0, next(counter)) for s in range(SLOTS)}
     try:
         for op in ops:
             kind = op[0]
@@ -207,7 +207,7 @@ async def run(ops: list[tuple[object, ...]]) -> None:
                     if got_cum is not None and got_cum <= env.cursor.mark_delete_position:
                         got_cum = None  # moot: the cursor had passed it
                     assert got_cum == (None if cum is None else env.p(cum)), op
-                txns[s] = TxnId(0, next(counter))
+                txns[s] = TxnID(0, next(counter))
             elif kind == "normal":
                 _, _, e, m = op
                 assert isinstance(e, int)
@@ -220,7 +220,7 @@ async def run(ops: list[tuple[object, ...]]) -> None:
         await env.close()
 
 
-def check(env: PaEnv, model: Model, txns: dict[int, TxnId], op: object) -> None:
+def check(env: PaEnv, model: Model, txns: dict[int, TxnID], op: object) -> None:
     assert [cursor_members(env, e) for e in range(len(SIZES))] == model.acked, op
     want = {s: {e: m for e, m in held.items() if m} for s, held in model.pending.items()}
     assert pending_of(env, txns) == {s: h for s, h in want.items() if h}, op

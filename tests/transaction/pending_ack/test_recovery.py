@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from quasar.errors import CorruptRecordError, ServiceNotReady, TransactionConflict
-from quasar.transaction import TxnId
+from quasar.transaction import TxnID
 from quasar.transaction.pending_ack import (
     AckType,
     PendingAckConfig,
@@ -105,7 +105,7 @@ async def test_recovery_is_equivalent_to_the_live_state(pa: PaEnv) -> None:
     await pa.handle.individual_ack(T1, individual(pa, 2, 3))
     await pa.handle.individual_ack(T2, [(pa.p(5), 9, batch_ack_set(9, {1, 8}))])
     await pa.handle.individual_ack(T3, [(pa.p(5), 9, batch_ack_set(9, {0}))])
-    await pa.handle.cumulative_ack(TxnId(0, 4), pa.p(1))
+    await pa.handle.cumulative_ack(TxnID(0, 4), pa.p(1))
     await pa.handle.abort(T3, -1)
     live = snapshot(pa)
     await pa.restart()

@@ -42,11 +42,11 @@ from quasar.errors import (
     ServiceNotReady,
     TooManyRequests,
 )
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import EARLIEST, ManagedLedger, Position, resolve_append
 
 from ..crash_points import crash_point
 from ..scheduler import Scheduler
-from ..txn_id import TxnId
 from ..txn_status import TxnAction
 from .config import TransactionBufferConfig
 from .first_snapshot import FirstSnapshotGate
@@ -123,8 +123,8 @@ class TopicTransactionBuffer:
         self._ready: asyncio.Future[None] = self._loop.create_future()
         self._ready.add_done_callback(_quiet)
         self._max_read = EARLIEST
-        self._pending_appends: dict[TxnId, int] = {}
-        self._ending: dict[TxnId, _Ending] = {}
+        self._pending_appends: dict[TxnID, int] = {}
+        self._ending: dict[TxnID, _Ending] = {}
         self._gate: FirstSnapshotGate | None = None
         self._watch = MaxReadWatch(topic)
         self._snapshots = SnapshotScheduler(
@@ -170,7 +170,7 @@ class TopicTransactionBuffer:
         the entry's position: an entry written before an earlier commit of the same
         id stays visible even if a late send of it was aborted afterwards.
         """
-        txn = txn_id if type(txn_id) is TxnId else TxnId(*txn_id)
+        txn = txn_id if type(txn_id) is TxnID else TxnID(*txn_id)
         return self._buf.is_aborted(txn, position)
 
     @property
@@ -186,7 +186,7 @@ class TopicTransactionBuffer:
     def ongoing_count(self) -> int:
         return len(self._buf.ongoing)
 
-    def ongoing_transactions(self) -> dict[TxnId, Position]:
+    def ongoing_transactions(self) -> dict[TxnID, Position]:
         """Open transactions on this partition and the position of their first entry."""
         return dict(self._buf.ongoing)
 
@@ -197,7 +197,7 @@ class TopicTransactionBuffer:
     def low_watermark(self, tc_id: int) -> int:
         return self._buf.low_watermark(tc_id)
 
-    def transaction_in_buffer_stats(self, txn_id: TxnId) -> dict[str, object]:
+    def transaction_in_buffer_stats(self, txn_id: TxnID) -> dict[str, object]:
         """Pulsar's ``TransactionInBufferStats``: first position if ongoing, aborted."""
         start = self._buf.ongoing.get(txn_id)
         return {
@@ -269,7 +269,7 @@ class TopicTransactionBuffer:
 
     # ================================================================== publishing
 
-    def append_transactional(self, txn_id: TxnId, data: bytes) -> asyncio.Future[Position]:
+    def append_transactional(self, txn_id: TxnID, data: bytes) -> asyncio.Future[Position]:
         """Append a message published in ``txn_id``; the future gives its position.
 
         The first entry of a transaction on this partition records it as ongoing
@@ -346,7 +346,7 @@ class TopicTransactionBuffer:
         except ManagedLedgerClosed as exc:
             callback(None, exc)
 
-    def _check_txn_append(self, txn: TxnId, data: bytes) -> None:
+    def _check_txn_append(self, txn: TxnID, data: bytes) -> None:
         if self.config.verify_client_entries:
             check_client_entry(data, txn)
         buf = self._buf
@@ -375,7 +375,7 @@ class TopicTransactionBuffer:
                 "new ones are refused until retention trims them"
             )
 
-    def _append_txn_now(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]:
+    def _append_txn_now(self, txn: TxnID, data: bytes) -> asyncio.Future[Position]:
         fut: asyncio.Future[Position] = self._loop.create_future()
         # Counted first: a failed ledger answers inside append_entry.
         self._pending_appends[txn] = self._pending_appends.get(txn, 0) + 1
@@ -388,7 +388,7 @@ class TopicTransactionBuffer:
             raise
         return fut
 
-    def _txn_append_settled(self, txn: TxnId) -> None:
+    def _txn_append_settled(self, txn: TxnID) -> None:
         left = self._pending_appends[txn] - 1
         if left:
             self._pending_appends[txn] = left
@@ -397,7 +397,7 @@ class TopicTransactionBuffer:
 
     def _txn_data_added(
         self,
-        txn: TxnId,
+        txn: TxnID,
         fut: asyncio.Future[Position],
         position: Position | None,
         exc: BaseException | None,
@@ -445,7 +445,7 @@ class TopicTransactionBuffer:
 
     # ================================================================== ending
 
-    async def end_txn(self, txn_id: TxnId, action: TxnAction, low_watermark: int) -> None:
+    async def end_txn(self, txn_id: TxnID, action: TxnAction, low_watermark: int) -> None:
         """Commit or abort ``txn_id`` on this partition (END_TXN_ON_PARTITION).
 
         Writes a commit/abort marker and, once it is durable, ends the transaction
@@ -463,7 +463,7 @@ class TopicTransactionBuffer:
             PersistenceError: the marker could not be appended (retryable).
             FatalStorageError: the storage failed for good.
         """
-        moved = self._buf.merge_low_watermark(txn_id.most, low_watermark)
+        moved = self._buf.merge_low_watermark(txn_id.most_bits, low_watermark)
         try:
             while True:
                 step = action_for(self._state, TbOp.END_TXN)
@@ -489,7 +489,7 @@ class TopicTransactionBuffer:
             if moved:
                 self._cleaner.trigger()
 
-    async def _end(self, txn: TxnId, action: TxnAction) -> None:
+    async def _end(self, txn: TxnID, action: TxnAction) -> None:
         ending = self._ending.get(txn)
         if ending is not None:
             if ending.action is not action:
@@ -522,7 +522,7 @@ class TopicTransactionBuffer:
             raise
         await asyncio.shield(ending.done)
 
-    def _conflict(self, txn: TxnId, done: TxnAction, asked: TxnAction) -> BrokerError:
+    def _conflict(self, txn: TxnID, done: TxnAction, asked: TxnAction) -> BrokerError:
         past = "committed" if done is TxnAction.COMMIT else "aborted"
         return InvalidTxnStatus(
             f"Transaction {txn} was {past} on {self.topic}; cannot {asked.name.lower()} it"
@@ -530,7 +530,7 @@ class TopicTransactionBuffer:
 
     def _marker_added(
         self,
-        txn: TxnId,
+        txn: TxnID,
         ending: _Ending,
         position: Position | None,
         exc: BaseException | None,
@@ -584,7 +584,7 @@ class TopicTransactionBuffer:
         self._snapshots.start_timer()
         return None
 
-    def _admit_queued(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]:
+    def _admit_queued(self, txn: TxnID, data: bytes) -> asyncio.Future[Position]:
         try:
             self._check_txn_append(txn, data)
         except (BrokerError, RemoteProtocolError) as exc:

@@ -16,9 +16,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import Position
-
-from ..txn_id import TxnId
 
 
 def chain(inner: asyncio.Future[Position], outer: asyncio.Future[Position]) -> None:
@@ -51,10 +50,10 @@ class FirstSnapshotGate:
         self,
         write: Callable[[], Awaitable[None]],
         finish: Callable[[BaseException | None], BaseException | None],
-        admit: Callable[[TxnId, bytes], asyncio.Future[Position]],
+        admit: Callable[[TxnID, bytes], asyncio.Future[Position]],
     ) -> None:
         loop = asyncio.get_running_loop()
-        self._queued: list[tuple[TxnId, bytes, asyncio.Future[Position]]] = []
+        self._queued: list[tuple[TxnID, bytes, asyncio.Future[Position]]] = []
         self._write = write
         self._finish = finish
         self._admit = admit
@@ -63,7 +62,7 @@ class FirstSnapshotGate:
         self.done.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._task = loop.create_task(self._run())
 
-    def enqueue(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]:
+    def enqueue(self, txn: TxnID, data: bytes) -> asyncio.Future[Position]:
         outer: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
         self._queued.append((txn, data, outer))
         return outer

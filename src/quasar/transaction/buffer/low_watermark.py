@@ -19,7 +19,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from ..txn_id import TxnId
+from quasar.protocol.txn_id import TxnID
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +28,8 @@ class LowWatermarkCleaner:
     def __init__(
         self,
         topic: str,
-        orphans: Callable[[], list[TxnId]],
-        abort: Callable[[TxnId], Awaitable[None]],
+        orphans: Callable[[], list[TxnID]],
+        abort: Callable[[TxnID], Awaitable[None]],
         active: Callable[[], bool],
     ) -> None:
         self._topic = topic

@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 from quasar.errors import NotAllowedError, RemoteProtocolError
 from quasar.protocol import make_entry, markers_pb, parse_entry, pb
+from quasar.protocol.txn_id import TxnID
 
-from ..txn_id import TxnId
 from ..txn_status import TxnAction
 
 MARKER_PRODUCER_NAME = "pulsar.txn.marker"
@@ -42,18 +42,18 @@ class TbRecord(NamedTuple):
     """One entry as the transaction buffer understands it."""
 
     kind: RecordKind
-    txn: TxnId | None = None
+    txn: TxnID | None = None
 
 
 PLAIN = TbRecord(RecordKind.PLAIN)
 
 
-def marker_record(txn: TxnId, action: TxnAction) -> TbRecord:
+def marker_record(txn: TxnID, action: TxnAction) -> TbRecord:
     kind = RecordKind.COMMIT if action is TxnAction.COMMIT else RecordKind.ABORT
     return TbRecord(kind, txn)
 
 
-def make_marker(txn: TxnId, action: TxnAction, publish_time_ms: int) -> bytes:
+def make_marker(txn: TxnID, action: TxnAction, publish_time_ms: int) -> bytes:
     """The stored bytes of a commit or abort marker for ``txn``.
 
     The sequence id is 0: Pulsar writes -1, which does not fit the uint64 field, and
@@ -64,16 +64,16 @@ def make_marker(txn: TxnId, action: TxnAction, publish_time_ms: int) -> bytes:
         sequence_id=0,
         publish_time=publish_time_ms,
         marker_type=TXN_COMMIT if action is TxnAction.COMMIT else TXN_ABORT,
-        txnid_most_bits=txn.most,
-        txnid_least_bits=txn.least,
+        txnid_most_bits=txn.most_bits,
+        txnid_least_bits=txn.least_bits,
     )
     return make_entry(md, b"")
 
 
-def _txn_of(md: pb.MessageMetadata) -> TxnId | None:
+def _txn_of(md: pb.MessageMetadata) -> TxnID | None:
     # Pulsar treats an entry as transactional only with both halves present.
     if md.HasField("txnid_most_bits") and md.HasField("txnid_least_bits"):
-        return TxnId(md.txnid_most_bits, md.txnid_least_bits)
+        return TxnID(md.txnid_most_bits, md.txnid_least_bits)
     return None
 
 
@@ -99,7 +99,7 @@ def classify(data: bytes) -> TbRecord:
     return PLAIN
 
 
-def check_client_entry(data: bytes, txn: TxnId | None) -> None:
+def check_client_entry(data: bytes, txn: TxnID | None) -> None:
     """Check that a client's entry says what the publish says.
 
     Recovery trusts the stored metadata, so an entry must carry transaction ids

@@ -55,9 +55,9 @@ import struct
 from dataclasses import dataclass, field
 
 from quasar.errors import CorruptRecordError
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import Position
 
-from ..txn_id import TxnId
 from .txn_state import AbortedTxn
 
 MAGIC = 0x51544253
@@ -110,14 +110,14 @@ class SnapshotIndex:
     low_watermarks: list[tuple[int, int]] = field(default_factory=list)
     segments: list[SegmentRef] = field(default_factory=list)
     garbage: list[int] = field(default_factory=list)
-    aborted: list[tuple[TxnId, AbortedTxn]] = field(default_factory=list)
+    aborted: list[tuple[TxnID, AbortedTxn]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class SnapshotSegment:
     topic: str
     seq: int
-    aborted: list[tuple[TxnId, AbortedTxn]]
+    aborted: list[tuple[TxnID, AbortedTxn]]
 
 
 # ---------------------------------------------------------------------- encoding
@@ -130,10 +130,10 @@ def _topic(topic: str) -> bytes:
     return _U16.pack(len(raw)) + raw
 
 
-def _aborted(items: list[tuple[TxnId, AbortedTxn]]) -> list[bytes]:
+def _aborted(items: list[tuple[TxnID, AbortedTxn]]) -> list[bytes]:
     out = [_U32.pack(len(items))]
     for txn, (first, marker) in items:
-        out.append(_ABORTED.pack(txn.most, txn.least, *first, *marker))
+        out.append(_ABORTED.pack(txn.most_bits, txn.least_bits, *first, *marker))
     return out
 
 
@@ -195,7 +195,7 @@ class _Reader:
         except UnicodeDecodeError as exc:
             raise CorruptRecordError(f"{self._what} has a bad topic name") from exc
 
-    def aborted(self) -> list[tuple[TxnId, AbortedTxn]]:
+    def aborted(self) -> list[tuple[TxnID, AbortedTxn]]:
         n = self.one(_U32)
         if self._offset + n * _ABORTED.size > len(self._data):
             raise CorruptRecordError(f"{self._what} is truncated")
@@ -203,7 +203,7 @@ class _Reader:
         for _ in range(n):
             most, least, fl, fe, ml, me = self.unpack(_ABORTED)
             out.append(
-                (TxnId(most, least), AbortedTxn(Position(fl, fe), Position(ml, me)))
+                (TxnID(most, least), AbortedTxn(Position(fl, fe), Position(ml, me)))
             )
         return out
 

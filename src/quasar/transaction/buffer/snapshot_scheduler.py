@@ -25,10 +25,10 @@ from typing import NamedTuple
 
 from quasar.clock import Clock
 from quasar.errors import BrokerError, ServiceNotReady
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import Position
 
 from ..scheduler import Scheduler, TimerHandle
-from ..txn_id import TxnId
 from .snapshotter import SnapshotWriter
 from .txn_state import AbortedTxn
 
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 class SnapshotState(NamedTuple):
     """What a snapshot captures, read at the instant its write starts."""
 
-    aborted: Mapping[TxnId, AbortedTxn]
+    aborted: Mapping[TxnID, AbortedTxn]
     max_read_position: Position
     low_watermarks: Mapping[int, int]
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from itertools import islice
 
 from quasar.errors import CorruptRecordError
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import Position
 
 from ..crash_points import crash_point
-from ..txn_id import TxnId
 from .snapshot_format import (
     SegmentRef,
     SnapshotIndex,
@@ -43,7 +43,7 @@ from .txn_state import AbortedTxn
 
 log = logging.getLogger(__name__)
 
-Aborted = list[tuple[TxnId, AbortedTxn]]
+Aborted = list[tuple[TxnID, AbortedTxn]]
 
 
 @dataclass
@@ -119,7 +119,7 @@ class SnapshotWriter:
 
     def prepare(
         self,
-        aborted: Mapping[TxnId, AbortedTxn],
+        aborted: Mapping[TxnID, AbortedTxn],
         max_read_position: Position,
         low_watermarks: Mapping[int, int],
         now_ms: int,

@@ -24,9 +24,9 @@ import heapq
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import Position
 
-from ..txn_id import TxnId
 from ..txn_status import TxnAction
 from .records import RecordKind, TbRecord
 
@@ -41,7 +41,7 @@ class EndedTxns:
 
     def __init__(self, max_size: int) -> None:
         self._max_size = max_size
-        self._actions: dict[TxnId, TxnAction] = {}  # insertion order = end order
+        self._actions: dict[TxnID, TxnAction] = {}  # insertion order = end order
         # Per coordinator, a min-heap of sequences, so pruning below a low watermark
         # costs O(log n) per id. Entries evicted by size stay until popped (lazy).
         self._heaps: dict[int, list[int]] = {}
@@ -50,14 +50,14 @@ class EndedTxns:
     def __len__(self) -> int:
         return len(self._actions)
 
-    def get(self, txn: TxnId) -> TxnAction | None:
+    def get(self, txn: TxnID) -> TxnAction | None:
         return self._actions.get(txn)
 
-    def add(self, txn: TxnId, action: TxnAction) -> None:
+    def add(self, txn: TxnID, action: TxnAction) -> None:
         if txn in self._actions:
             return
         self._actions[txn] = action
-        heapq.heappush(self._heaps.setdefault(txn.most, []), txn.least)
+        heapq.heappush(self._heaps.setdefault(txn.most_bits, []), txn.least_bits)
         self._heap_items += 1
         while len(self._actions) > self._max_size:
             del self._actions[next(iter(self._actions))]
@@ -70,12 +70,12 @@ class EndedTxns:
         while heap and heap[0] <= low_watermark:
             least = heapq.heappop(heap)
             self._heap_items -= 1
-            self._actions.pop(TxnId(tc_id, least), None)
+            self._actions.pop(TxnID(tc_id, least), None)
 
     def _rebuild_heaps(self) -> None:
         heaps: dict[int, list[int]] = {}
         for txn in self._actions:
-            heaps.setdefault(txn.most, []).append(txn.least)
+            heaps.setdefault(txn.most_bits, []).append(txn.least_bits)
         for heap in heaps.values():
             heapq.heapify(heap)
         self._heaps = heaps
@@ -86,8 +86,8 @@ class BufferState:
     """See the module docstring. Positions are only compared, never computed, here."""
 
     def __init__(self, max_ended_transactions: int) -> None:
-        self.ongoing: dict[TxnId, Position] = {}
-        self.aborted: dict[TxnId, AbortedTxn] = {}
+        self.ongoing: dict[TxnID, Position] = {}
+        self.aborted: dict[TxnID, AbortedTxn] = {}
         self.ended = EndedTxns(max_ended_transactions)
         self.low_watermarks: dict[int, int] = {}
 
@@ -126,7 +126,7 @@ class BufferState:
             return position
         return None
 
-    def ended_action(self, txn: TxnId) -> TxnAction | None:
+    def ended_action(self, txn: TxnID) -> TxnAction | None:
         """How ``txn`` ended here, if this buffer still knows."""
         action = self.ended.get(txn)
         if action is None and txn in self.aborted:
@@ -136,11 +136,11 @@ class BufferState:
     def low_watermark(self, tc_id: int) -> int:
         return self.low_watermarks.get(tc_id, -1)
 
-    def is_fenced(self, txn: TxnId) -> bool:
+    def is_fenced(self, txn: TxnID) -> bool:
         """True if its coordinator's low watermark says ``txn`` has ended."""
-        return txn.least <= self.low_watermark(txn.most)
+        return txn.least_bits <= self.low_watermark(txn.most_bits)
 
-    def is_aborted(self, txn: TxnId, position: Position | None = None) -> bool:
+    def is_aborted(self, txn: TxnID, position: Position | None = None) -> bool:
         """True if the entry of ``txn`` at ``position`` belongs to an aborted run.
 
         Without a position, true if ``txn`` is in the aborted set at all.
@@ -150,7 +150,7 @@ class BufferState:
             return False
         return position is None or position >= aborted.first
 
-    def orphans(self) -> list[TxnId]:
+    def orphans(self) -> list[TxnID]:
         """Ongoing transactions that their coordinator's low watermark says ended."""
         return [t for t in self.ongoing if self.is_fenced(t)]
 
@@ -181,7 +181,7 @@ class BufferState:
 
     def install(
         self,
-        aborted: Iterable[tuple[TxnId, AbortedTxn]],
+        aborted: Iterable[tuple[TxnID, AbortedTxn]],
         low_watermarks: Iterable[tuple[int, int]],
     ) -> None:
         """Load a snapshot into an empty state (recovery, before the replay)."""

@@ -61,6 +61,7 @@ from quasar.errors import (
     TransactionPreserverClosed,
 )
 from quasar.protocol import pb, txnlog_pb
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import ManagedLedger
 
 from ..batched_log import BatchedLogControl, LogPosition
@@ -68,7 +69,6 @@ from ..buffer_client import TransactionBufferClient, participants
 from ..crash_points import crash_point
 from ..errors import ReachMaxActiveTxn
 from ..scheduler import AsyncioScheduler, Scheduler
-from ..txn_id import TxnId
 from ..txn_status import (
     EndStep,
     TxnAction,
@@ -215,11 +215,11 @@ class TransactionCoordinator:
         """Copies of the live transactions, in sequence order."""
         return [m.snapshot() for m in self._state.txns()]
 
-    def ending_transactions(self) -> list[TxnId]:
+    def ending_transactions(self) -> list[TxnID]:
         """Transactions whose end is in progress in this process."""
-        return [TxnId(self._tc_id, s) for s in self._ending]
+        return [TxnID(self._tc_id, s) for s in self._ending]
 
-    def get_txn_meta(self, txn_id: TxnId) -> TxnMeta:
+    def get_txn_meta(self, txn_id: TxnID) -> TxnMeta:
         """A copy of a live transaction's metadata.
 
         Raises:
@@ -227,7 +227,7 @@ class TransactionCoordinator:
         """
         return self._live(txn_id).snapshot()
 
-    def verify_txn_ownership(self, txn_id: TxnId, role: str) -> bool:
+    def verify_txn_ownership(self, txn_id: TxnID, role: str) -> bool:
         """True if ``role`` may act on the transaction: no owner was recorded (auth
         off, or an old record) or it is the owner. Super-users are the caller's call.
 
@@ -278,7 +278,7 @@ class TransactionCoordinator:
         for meta in self._state.txns():
             if meta.status.is_ending:
                 action = TxnAction.COMMIT if meta.status is TxnStatus.COMMITTING else TxnAction.ABORT
-                self._start_end(meta.txn_id.least, action, is_timeout=False)
+                self._start_end(meta.txn_id.least_bits, action, is_timeout=False)
         log.info(
             "tc %d ready: %d live transactions, next sequence %d",
             self._tc_id, len(self._state), self._next_seq,
@@ -323,7 +323,7 @@ class TransactionCoordinator:
 
     async def new_txn(
         self, timeout_ms: int, owner: str | None = None, client_name: str | None = None
-    ) -> TxnId:
+    ) -> TxnID:
         """Open a transaction that aborts ``timeout_ms`` from now unless ended.
 
         ``client_name`` (NEW_TXN's, optional) is logged with the transaction; its
@@ -339,7 +339,7 @@ class TransactionCoordinator:
 
     def new_txn_nowait(
         self, timeout_ms: int, owner: str | None = None, client_name: str | None = None
-    ) -> tuple[TxnId, asyncio.Future[ApplyResult]]:
+    ) -> tuple[TxnID, asyncio.Future[ApplyResult]]:
         """``new_txn`` for a caller that waits by callback (the broker's requests):
         the id, and the future that resolves once its record is durable and applied.
 
@@ -369,9 +369,9 @@ class TransactionCoordinator:
         if client_name is not None:
             record.clientName = client_name
         self._pending_new.add(seq)
-        return TxnId(self._tc_id, seq), self._write(record)
+        return TxnID(self._tc_id, seq), self._write(record)
 
-    async def add_partitions(self, txn_id: TxnId, partitions: Sequence[str]) -> None:
+    async def add_partitions(self, txn_id: TxnID, partitions: Sequence[str]) -> None:
         """Register topic partitions the transaction produces to.
 
         Raises:
@@ -380,7 +380,7 @@ class TransactionCoordinator:
         await _when_durable(self.add_partitions_nowait(txn_id, partitions))
 
     def add_partitions_nowait(
-        self, txn_id: TxnId, partitions: Sequence[str]
+        self, txn_id: TxnID, partitions: Sequence[str]
     ) -> asyncio.Future[ApplyResult] | None:
         """``add_partitions`` for a caller that waits by callback: the future of the
         record, or ``None`` when every partition was registered already.
@@ -395,12 +395,12 @@ class TransactionCoordinator:
         new = [p for p in dict.fromkeys(partitions) if p not in meta.produced_partitions]
         if not new:
             return None
-        record = self._record(Op.ADD_PARTITION, txn_id.least)
+        record = self._record(Op.ADD_PARTITION, txn_id.least_bits)
         record.partitions.extend(new)
         return self._write(record)
 
     async def add_subscriptions(
-        self, txn_id: TxnId, subscriptions: Sequence[tuple[str, str]]
+        self, txn_id: TxnID, subscriptions: Sequence[tuple[str, str]]
     ) -> None:
         """Register ``(topic, subscription)`` pairs the transaction acknowledges on.
 
@@ -410,7 +410,7 @@ class TransactionCoordinator:
         await _when_durable(self.add_subscriptions_nowait(txn_id, subscriptions))
 
     def add_subscriptions_nowait(
-        self, txn_id: TxnId, subscriptions: Sequence[tuple[str, str]]
+        self, txn_id: TxnID, subscriptions: Sequence[tuple[str, str]]
     ) -> asyncio.Future[ApplyResult] | None:
         """``add_subscriptions`` for a caller that waits by callback (see
         ``add_partitions_nowait``).
@@ -425,12 +425,12 @@ class TransactionCoordinator:
         new = [s for s in dict.fromkeys(subscriptions) if s not in meta.acked_subscriptions]
         if not new:
             return None
-        record = self._record(Op.ADD_SUBSCRIPTION, txn_id.least)
+        record = self._record(Op.ADD_SUBSCRIPTION, txn_id.least_bits)
         record.subscriptions.extend(pb.Subscription(topic=t, subscription=s) for t, s in new)
         return self._write(record)
 
     async def end_txn(
-        self, txn_id: TxnId, action: TxnAction, client_name: str | None = None
+        self, txn_id: TxnID, action: TxnAction, client_name: str | None = None
     ) -> None:
         """Commit or abort; returns once COMMITTED/ABORTED is durable, or at once if
         the transaction already ended that way and ``client_name`` has it preserved.
@@ -461,7 +461,7 @@ class TransactionCoordinator:
             raise
 
     def end_txn_nowait(
-        self, txn_id: TxnId, action: TxnAction, client_name: str | None = None
+        self, txn_id: TxnID, action: TxnAction, client_name: str | None = None
     ) -> asyncio.Task[None] | None:
         """``end_txn`` for a caller that waits by callback: the task driving the end
         (shared with repeated requests: wait for it, never cancel it), or ``None`` when
@@ -474,33 +474,33 @@ class TransactionCoordinator:
         self._check_ready("end transaction")
         action = TxnAction(action)
         client_name = _client_name(client_name)
-        meta = self._state.get(txn_id.least) if txn_id.most == self._tc_id else None
+        meta = self._state.get(txn_id.least_bits) if txn_id.most_bits == self._tc_id else None
         if meta is None:
             self._answer_from_preserver(txn_id, action, client_name)
             return None
-        driver = self._ending.get(txn_id.least)
+        driver = self._ending.get(txn_id.least_bits)
         if driver is None:
             end_step(meta.status, action, txn_id)  # raises on the opposite decision
-            driver = self._start_end(txn_id.least, action, is_timeout=False)
+            driver = self._start_end(txn_id.least_bits, action, is_timeout=False)
         elif driver.action is not action:
             expect_status(ending_status(driver.action), ending_status(action), txn_id)
         return driver.task
 
-    def end_failure(self, txn_id: TxnId, driver: asyncio.Task[None]) -> BaseException | None:
+    def end_failure(self, txn_id: TxnID, driver: asyncio.Task[None]) -> BaseException | None:
         """The error to answer for a finished end of ``end_txn_nowait`` (``None``:
         it succeeded). A cancelled end means this coordinator closed while ending."""
         if driver.cancelled():
             return self._closed_while_ending(txn_id)
         return driver.exception()
 
-    def _closed_while_ending(self, txn_id: TxnId) -> BrokerError:
+    def _closed_while_ending(self, txn_id: TxnID) -> BrokerError:
         why = f"Transaction coordinator {self._tc_id} closed while ending {txn_id}"
         if self.preserver.enabled:
             return TransactionPreserverClosed(why)
         return TransactionCoordinatorNotFound(why)
 
     def _answer_from_preserver(
-        self, txn_id: TxnId, action: TxnAction, client_name: str | None
+        self, txn_id: TxnID, action: TxnAction, client_name: str | None
     ) -> None:
         preserved = self.preserver.find(client_name, txn_id)
         if preserved is None:
@@ -521,7 +521,7 @@ class TransactionCoordinator:
         self._check_ready("list client transactions")
         live = [m.snapshot() for m in self._state.txns() if m.client_name == client_name]
         terminated = [
-            t for t in self.preserver.terminated(client_name) if t.txn_id.least not in self._state
+            t for t in self.preserver.terminated(client_name) if t.txn_id.least_bits not in self._state
         ]
         return live, terminated
 
@@ -555,7 +555,7 @@ class TransactionCoordinator:
             self._start_end(seq, action, is_timeout=False)
 
     async def _drive_end(self, seq: int, action: TxnAction, is_timeout: bool) -> None:
-        txn_id = TxnId(self._tc_id, seq)
+        txn_id = TxnID(self._tc_id, seq)
         meta = self._live(txn_id)
         step = end_step(meta.status, action, txn_id)
         deciding = ending_status(action)
@@ -648,7 +648,7 @@ class TransactionCoordinator:
 
     def _after_apply(self, result: ApplyResult) -> None:
         """Side effects of an applied record; shared by live requests and replay."""
-        seq = result.txn.txn_id.least
+        seq = result.txn.txn_id.least_bits
         if result.created:
             self.stats.created += 1
             self._timeouts.add(seq, result.txn.timeout_at_ms)
@@ -688,15 +688,15 @@ class TransactionCoordinator:
         if self._status is not CoordinatorStatus.READY:
             raise self._not_found(f"cannot {operation}")
 
-    def _live(self, txn_id: TxnId) -> TxnMeta:
-        meta = self._state.get(txn_id.least) if txn_id.most == self._tc_id else None
+    def _live(self, txn_id: TxnID) -> TxnMeta:
+        meta = self._state.get(txn_id.least_bits) if txn_id.most_bits == self._tc_id else None
         if meta is None:
             raise TransactionNotFound(f"The transaction {txn_id} is not found")
         return meta
 
-    def _registrable(self, txn_id: TxnId) -> TxnMeta:
+    def _registrable(self, txn_id: TxnID) -> TxnMeta:
         meta = self._live(txn_id)
-        driver = self._ending.get(txn_id.least)
+        driver = self._ending.get(txn_id.least_bits)
         # An end already decided in this process may not have written its -ING record
         # yet; refuse now rather than let the registration race that record (if it
         # lost, its apply would fail the same way).

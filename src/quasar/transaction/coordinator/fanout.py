@@ -18,6 +18,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
+from quasar.protocol.txn_id import TxnID
+
 from ..buffer_client import (
     EndFailure,
     Participant,
@@ -26,7 +28,6 @@ from ..buffer_client import (
 )
 from ..crash_points import crash_point
 from ..scheduler import Scheduler
-from ..txn_id import TxnId
 from ..txn_status import TxnAction
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class EndFanOut:
         self._low_watermark = low_watermark
 
     async def deliver(
-        self, txn_id: TxnId, action: TxnAction, targets: Sequence[Participant]
+        self, txn_id: TxnID, action: TxnAction, targets: Sequence[Participant]
     ) -> None:
         """Return once every participant acknowledged (or is gone).
 
@@ -85,7 +86,7 @@ class EndFanOut:
     async def _end_on(
         self,
         p: Participant,
-        txn_id: TxnId,
+        txn_id: TxnID,
         action: TxnAction,
         acknowledged: list[Participant],
     ) -> None:

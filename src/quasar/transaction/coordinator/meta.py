@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..txn_id import TxnId
+from quasar.protocol.txn_id import TxnID
+
 from ..txn_status import TxnStatus
 
 Subscription = tuple[str, str]  # (topic, subscription)
@@ -23,7 +24,7 @@ class TxnMeta:
       after a restart the timeout is re-armed from it, not from the full timeout.
     """
 
-    txn_id: TxnId
+    txn_id: TxnID
     open_timestamp_ms: int
     timeout_ms: int
     status: TxnStatus = TxnStatus.OPEN

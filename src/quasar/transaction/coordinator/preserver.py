@@ -50,10 +50,10 @@ from prometheus_client import Histogram
 
 from quasar.clock import Clock
 from quasar.errors import CorruptRecordError, TransactionPreserverClosed
+from quasar.protocol.txn_id import TxnID
 
 from ..buffer.snapshot_store import MemorySnapshotStore
 from ..scheduler import Scheduler, TimerHandle
-from ..txn_id import TxnId
 from ..txn_status import TxnStatus
 from .preserver_format import (
     TerminatedTxn,
@@ -328,15 +328,15 @@ class TerminatedTxnPreserver:
 
     # ------------------------------------------------------------------ queries
 
-    def find(self, client_name: str | None, txn_id: TxnId) -> TerminatedTxn | None:
+    def find(self, client_name: str | None, txn_id: TxnID) -> TerminatedTxn | None:
         """How ``txn_id`` ended, if ``client_name`` has it preserved."""
-        if not client_name or txn_id.most != self._tc_id:
+        if not client_name or txn_id.most_bits != self._tc_id:
             return None
         txns = self._names.get(client_name)
-        entry = txns.get(txn_id.least) if txns is not None else None
+        entry = txns.get(txn_id.least_bits) if txns is not None else None
         if entry is None:
             return None
-        return self._unpack(txn_id.least, entry)
+        return self._unpack(txn_id.least_bits, entry)
 
     def terminated(self, client_name: str) -> list[TerminatedTxn]:
         """``client_name``'s preserved transactions, oldest first."""
@@ -348,7 +348,7 @@ class TerminatedTxnPreserver:
     # ------------------------------------------------------------------ changes
 
     def append(
-        self, txn_id: TxnId, status: TxnStatus, client_name: str | None, end_time_ms: int
+        self, txn_id: TxnID, status: TxnStatus, client_name: str | None, end_time_ms: int
     ) -> int:
         """Remember that ``txn_id`` of ``client_name`` ended (or is decided) with
         ``status``; COMMITTING counts as COMMITTED, ABORTING as ABORTED. Repeating an
@@ -361,12 +361,12 @@ class TerminatedTxnPreserver:
         if not self.enabled or not client_name:
             return 0
         self._check_open()
-        assert txn_id.most == self._tc_id, f"{txn_id} is not a transaction of tc {self._tc_id}"
+        assert txn_id.most_bits == self._tc_id, f"{txn_id} is not a transaction of tc {self._tc_id}"
         final = preserved_status(status)
         txns = self._names.get(client_name)
         if txns is None:
             txns = self._names[client_name] = {}
-        existing = txns.get(txn_id.least)
+        existing = txns.get(txn_id.least_bits)
         if existing is not None:
             # A decision never changes; a re-drive after a restart appends it again.
             assert entry_status(existing) == final, (
@@ -374,7 +374,7 @@ class TerminatedTxnPreserver:
                 f"now {final.name}"
             )
             return self._dirty.get(client_name, 0)  # not dirty: already durable
-        txns[txn_id.least] = encode_entry(self._tc_id, txn_id.least, final, end_time_ms)
+        txns[txn_id.least_bits] = encode_entry(self._tc_id, txn_id.least_bits, final, end_time_ms)
         self._note_end(end_time_ms)
         self.stats.appends += 1
         self.stats.entries += 1 - self._trim(txns)
@@ -501,7 +501,7 @@ class TerminatedTxnPreserver:
 
     def _unpack(self, least: int, entry: bytes) -> TerminatedTxn:
         return TerminatedTxn(
-            TxnId(self._tc_id, least), TxnStatus(entry_status(entry)), entry_end_ms(entry)
+            TxnID(self._tc_id, least), TxnStatus(entry_status(entry)), entry_end_ms(entry)
         )
 
     def _current_round(self, target: int) -> asyncio.Task[None]:

@@ -33,8 +33,8 @@ from collections.abc import Collection, Iterable
 from typing import NamedTuple
 
 from quasar.errors import CorruptRecordError
+from quasar.protocol.txn_id import TxnID
 
-from ..txn_id import TxnId
 from ..txn_status import TxnStatus
 
 MAGIC = 0x5054
@@ -48,7 +48,7 @@ _STATUS_VALUES = frozenset(int(s) for s in _STATUSES)
 class TerminatedTxn(NamedTuple):
     """One preserved transaction: how it ended and when the decision was recorded."""
 
-    txn_id: TxnId
+    txn_id: TxnID
     status: TxnStatus  # COMMITTED or ABORTED
     end_time_ms: int
 
@@ -59,7 +59,7 @@ def encode_terminated(entries: Iterable[TerminatedTxn]) -> bytes:
     parts = [_HEADER.pack(MAGIC, VERSION, 0, len(items))]
     for e in items:
         assert e.status in _STATUSES, f"only terminal statuses are preserved, not {e.status}"
-        parts.append(_ENTRY.pack(e.txn_id.most, e.txn_id.least, int(e.status), e.end_time_ms))
+        parts.append(_ENTRY.pack(e.txn_id.most_bits, e.txn_id.least_bits, int(e.status), e.end_time_ms))
     return b"".join(parts)
 
 
@@ -99,7 +99,7 @@ def decode_terminated(data: bytes) -> list[TerminatedTxn]:
             that is not terminal.
     """
     return [
-        TerminatedTxn(TxnId(most, least), TxnStatus(status), end_ms)
+        TerminatedTxn(TxnID(most, least), TxnStatus(status), end_ms)
         for most, least, status, end_ms in decode_terminated_fields(data)
     ]
 

@@ -24,9 +24,9 @@ from collections.abc import Iterator
 from typing import Final, NamedTuple
 
 from quasar.errors import CorruptRecordError, TransactionNotFound
+from quasar.protocol.txn_id import TxnID
 
 from ..batched_log import LogPosition
-from ..txn_id import TxnId
 from ..txn_status import TxnStatus, check_can_register, check_transition
 from .log import Record
 from .meta import TxnMeta
@@ -142,7 +142,7 @@ class CoordinatorState:
         if not record.HasField("metadata_op"):
             raise CorruptRecordError(f"log record without an op at {position}")
         least = record.txnid_least_bits
-        txn_id = TxnId(self.tc_id, least)
+        txn_id = TxnID(self.tc_id, least)
         if record.metadata_op == Op.NEW:
             return self._apply_new(record, txn_id, position)
         meta = self._txns.get(least)
@@ -175,9 +175,9 @@ class CoordinatorState:
         return ApplyResult(meta, False, ended, garbage)
 
     def _apply_new(
-        self, record: Record, txn_id: TxnId, position: LogPosition
+        self, record: Record, txn_id: TxnID, position: LogPosition
     ) -> ApplyResult:
-        least = txn_id.least
+        least = txn_id.least_bits
         existing = self._txns.get(least)
         if existing is not None:
             # Pulsar keeps the first NEW and only remembers the position.

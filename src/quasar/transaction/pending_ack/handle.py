@@ -41,11 +41,11 @@ from quasar.errors import (
     TooManyRequests,
     TransactionConflict,
 )
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import ManagedCursor, ManagedLedger, Position
 
 from ..crash_points import crash_point
 from ..scheduler import Scheduler
-from ..txn_id import TxnId
 from ..txn_status import TxnAction
 from . import views
 from .config import PendingAckConfig
@@ -62,7 +62,7 @@ from .store import PendingAckStore, abort_result, commit_result
 log = logging.getLogger(__name__)
 
 EndResult = CommitResult | AbortResult
-LowWatermarkAbortListener = Callable[[TxnId, AbortResult], None]
+LowWatermarkAbortListener = Callable[[TxnID, AbortResult], None]
 
 
 @dataclass
@@ -110,7 +110,7 @@ class PendingAckHandle:
             life=self._life, scheduler=scheduler, config=self._config,
             counters=self.counters,
         )
-        self._ending: dict[TxnId, _End] = {}
+        self._ending: dict[TxnID, _End] = {}
         self._lwm = LowWatermarks(
             self._describe,
             candidates=lambda: [t for t, _ in self._state.txns() if t not in self._ending],
@@ -191,7 +191,7 @@ class PendingAckHandle:
 
     async def individual_ack(
         self,
-        txn_id: TxnId,
+        txn_id: TxnID,
         acks: Sequence[tuple[Position, int | None, Sequence[int] | None]],
     ) -> None:
         """Acknowledge ``(position, batch_size, ack_set)`` entries inside ``txn_id``.
@@ -232,7 +232,7 @@ class PendingAckHandle:
         await self._store.write(PendingAckRecord(PendingAckOp.ACK, AckType.INDIVIDUAL, txn_id, items))
         crash_point("pa.after_ack_before_commit")
 
-    async def cumulative_ack(self, txn_id: TxnId, position: Position) -> None:
+    async def cumulative_ack(self, txn_id: TxnID, position: Position) -> None:
         """Acknowledge every entry up to ``position`` inside ``txn_id`` (Exclusive and
         Failover subscriptions only: the broker checks the type).
 
@@ -258,7 +258,7 @@ class PendingAckHandle:
         ))
         crash_point("pa.after_ack_before_commit")
 
-    def _check_bounds(self, txn_id: TxnId, new_positions: int) -> None:
+    def _check_bounds(self, txn_id: TxnID, new_positions: int) -> None:
         """Raises ``TooManyRequests`` past ``max_ongoing_transactions`` or
         ``max_pending_positions`` (a soft bound: acks in flight are not counted)."""
         config, state = self._config, self._state
@@ -275,7 +275,7 @@ class PendingAckHandle:
                 f"(max_pending_positions)"
             )
 
-    def _check_open_txn(self, txn_id: TxnId) -> None:
+    def _check_open_txn(self, txn_id: TxnID) -> None:
         ended = (
             txn_id in self._ending
             or self._store.ended(txn_id) is not None
@@ -289,7 +289,7 @@ class PendingAckHandle:
 
     # ------------------------------------------------------------------ ends
 
-    async def commit(self, txn_id: TxnId, low_watermark: int) -> CommitResult:
+    async def commit(self, txn_id: TxnID, low_watermark: int) -> CommitResult:
         """Commit: COMMIT record, acks applied to the cursor, cursor flushed; then
         answer. Idempotent. ``low_watermark``: the coordinator's (inclusive; -1 when
         nothing has ended).
@@ -304,7 +304,7 @@ class PendingAckHandle:
         assert isinstance(result, CommitResult)
         return result
 
-    async def abort(self, txn_id: TxnId, low_watermark: int) -> AbortResult:
+    async def abort(self, txn_id: TxnID, low_watermark: int) -> AbortResult:
         """Abort: ABORT record, pending acks dropped; returns what to redeliver.
         Idempotent (a repeated abort returns an empty result).
 
@@ -316,22 +316,22 @@ class PendingAckHandle:
         assert isinstance(result, AbortResult)
         return result
 
-    async def end_txn(self, txn_id: TxnId, action: TxnAction, low_watermark: int) -> EndResult:
+    async def end_txn(self, txn_id: TxnID, action: TxnAction, low_watermark: int) -> EndResult:
         """``commit`` or ``abort`` by ``action`` (what END_TXN_ON_SUBSCRIPTION does)."""
         if TxnAction(action) is TxnAction.COMMIT:
             return await self.commit(txn_id, low_watermark)
         return await self.abort(txn_id, low_watermark)
 
     async def _end_and_clean(
-        self, txn_id: TxnId, action: TxnAction, low_watermark: int
+        self, txn_id: TxnID, action: TxnAction, low_watermark: int
     ) -> EndResult:
-        self._lwm.merge(txn_id.most, low_watermark)
+        self._lwm.merge(txn_id.most_bits, low_watermark)
         try:
             return await self._end(txn_id, action)
         finally:
             self._lwm.schedule()
 
-    async def _end(self, txn_id: TxnId, action: TxnAction) -> EndResult:
+    async def _end(self, txn_id: TxnID, action: TxnAction) -> EndResult:
         empty: EndResult = CommitResult() if action is TxnAction.COMMIT else AbortResult()
         running = self._ending.get(txn_id)
         if running is not None:
@@ -363,7 +363,7 @@ class PendingAckHandle:
         task.add_done_callback(finished)
         return await asyncio.shield(task)
 
-    async def _drive_end(self, txn_id: TxnId, action: TxnAction) -> EndResult:
+    async def _drive_end(self, txn_id: TxnID, action: TxnAction) -> EndResult:
         cumulative = self._state.cumulative
         ack_type = (
             AckType.CUMULATIVE if cumulative is not None and cumulative[0] == txn_id
@@ -387,7 +387,7 @@ class PendingAckHandle:
         return commit_result(applied)
 
     def _contradiction(
-        self, txn_id: TxnId, asked: TxnAction, did: TxnAction, empty: EndResult
+        self, txn_id: TxnID, asked: TxnAction, did: TxnAction, empty: EndResult
     ) -> EndResult:
         # The coordinator's decision is durable and final, so it never asks both; this
         # happens only when a low-watermark abort raced a late end. Pulsar answers
@@ -399,7 +399,7 @@ class PendingAckHandle:
 
     # ------------------------------------------------------------------ low watermark
 
-    async def _low_watermark_abort(self, txn_id: TxnId) -> AbortResult:
+    async def _low_watermark_abort(self, txn_id: TxnID) -> AbortResult:
         result = await self._end(txn_id, TxnAction.ABORT)
         assert isinstance(result, AbortResult)
         self.counters.low_watermark_aborted += 1
@@ -437,7 +437,7 @@ class PendingAckHandle:
             self.state, self._state, self.counters, self.low_watermarks(), self.waiting_requests
         )
 
-    def transaction_stats(self, txn_id: TxnId) -> dict[str, object]:
+    def transaction_stats(self, txn_id: TxnID) -> dict[str, object]:
         """Pulsar's ``TransactionInPendingAckStats``: ``{cumulativeAckPosition}``."""
         txn = self._state.get(txn_id)
         position = txn.cumulative if txn is not None else None

@@ -23,7 +23,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
-from ..txn_id import TxnId
+from quasar.protocol.txn_id import TxnID
+
 from .results import AbortResult
 
 log = logging.getLogger(__name__)
@@ -36,10 +37,10 @@ class LowWatermarks:
         self,
         describe: str,
         *,
-        candidates: Callable[[], Iterable[TxnId]],
-        abort: Callable[[TxnId], Awaitable[AbortResult]],
+        candidates: Callable[[], Iterable[TxnID]],
+        abort: Callable[[TxnID], Awaitable[AbortResult]],
         serving: Callable[[], bool],
-        on_abort: Callable[[TxnId, AbortResult], None],
+        on_abort: Callable[[TxnID, AbortResult], None],
     ) -> None:
         self._describe = describe
         self._marks: dict[int, int] = {}
@@ -55,9 +56,9 @@ class LowWatermarks:
         if low_watermark > self._marks.get(tc_id, -1):
             self._marks[tc_id] = low_watermark
 
-    def covers(self, txn_id: TxnId) -> bool:
+    def covers(self, txn_id: TxnID) -> bool:
         """True if the transaction's coordinator says it has ended."""
-        return txn_id.least <= self._marks.get(txn_id.most, -1)
+        return txn_id.least_bits <= self._marks.get(txn_id.most_bits, -1)
 
     def view(self) -> dict[int, int]:
         return dict(self._marks)
@@ -92,7 +93,7 @@ class LowWatermarks:
                                 self._describe, txn_id, exc_info=True)
                     continue
                 log.info("%s: aborted %s: its coordinator's low watermark is %d",
-                         self._describe, txn_id, self._marks.get(txn_id.most, -1))
+                         self._describe, txn_id, self._marks.get(txn_id.most_bits, -1))
                 self._on_abort(txn_id, result)
             if not self._again:
                 return

@@ -38,9 +38,8 @@ from google.protobuf.message import DecodeError
 
 from quasar.errors import CorruptRecordError
 from quasar.protocol import pb, pending_ack_pb
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import Position
-
-from ..txn_id import TxnId
 
 BATCH_MAGIC = 0x0E01
 BATCH_VERSION = 1
@@ -84,7 +83,7 @@ class PendingAckRecord:
 
     op: PendingAckOp
     ack_type: AckType
-    txn_id: TxnId
+    txn_id: TxnID
     positions: tuple[AckedPosition, ...] = ()
 
     def __post_init__(self) -> None:
@@ -143,8 +142,8 @@ def _to_proto(record: PendingAckRecord) -> _Entry:
     entry = _Entry(
         pending_ack_op=int(record.op),  # type: ignore[arg-type]
         ack_type=int(record.ack_type),  # type: ignore[arg-type]
-        txnid_least_bits=record.txn_id.least,
-        txnid_most_bits=record.txn_id.most,
+        txnid_least_bits=record.txn_id.least_bits,
+        txnid_most_bits=record.txn_id.most_bits,
     )
     for acked in record.positions:
         meta = entry.pending_ack_metadata.add()
@@ -179,5 +178,5 @@ def _from_proto(entry: _Entry) -> PendingAckRecord:
     if op is not PendingAckOp.ACK and positions:
         raise CorruptRecordError(f"pending-ack {op.name} record with positions")
     return PendingAckRecord(
-        op, ack_type, TxnId(entry.txnid_most_bits, entry.txnid_least_bits), positions
+        op, ack_type, TxnID(entry.txnid_most_bits, entry.txnid_least_bits), positions
     )

@@ -48,9 +48,9 @@ from typing import Protocol
 
 from quasar.errors import BrokerError, TransactionConflict
 from quasar.protocol.ack_set import bits_to_words
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import Position
 
-from ..txn_id import TxnId
 from . import masks
 from .masks import WHOLE
 from .records import AckedPosition, AckType, PendingAckOp, PendingAckRecord
@@ -82,7 +82,7 @@ class PositionAcks:
     """Every transaction's pending ack on one entry."""
 
     batch_size: int | None
-    owners: dict[TxnId, int] = field(default_factory=dict)
+    owners: dict[TxnID, int] = field(default_factory=dict)
 
     def union(self) -> int:
         out = 0
@@ -144,9 +144,9 @@ class PendingAckState:
 
     def __init__(self, describe: str) -> None:
         self._describe = describe  # "[topic][subscription]" for error messages
-        self._txns: dict[TxnId, TxnAcks] = {}
+        self._txns: dict[TxnID, TxnAcks] = {}
         self._positions: dict[Position, PositionAcks] = {}
-        self._cumulative: tuple[TxnId, Position] | None = None
+        self._cumulative: tuple[TxnID, Position] | None = None
 
     # ------------------------------------------------------------------ queries
 
@@ -161,11 +161,11 @@ class PendingAckState:
     def position_count(self) -> int:
         return len(self._positions)
 
-    def txns(self) -> Iterator[tuple[TxnId, TxnAcks]]:
+    def txns(self) -> Iterator[tuple[TxnID, TxnAcks]]:
         """Transactions with pending acks, oldest first record first (a copy)."""
         return iter(list(self._txns.items()))
 
-    def get(self, txn_id: TxnId) -> TxnAcks | None:
+    def get(self, txn_id: TxnID) -> TxnAcks | None:
         return self._txns.get(txn_id)
 
     def first_log(self) -> Position | None:
@@ -173,7 +173,7 @@ class PendingAckState:
         return next(iter(self._txns.values())).first_log if self._txns else None
 
     @property
-    def cumulative(self) -> tuple[TxnId, Position] | None:
+    def cumulative(self) -> tuple[TxnID, Position] | None:
         return self._cumulative
 
     def position(self, position: Position) -> PositionAcks | None:
@@ -188,7 +188,7 @@ class PendingAckState:
 
     # ------------------------------------------------------------------ checks
 
-    def check_individual(self, txn_id: TxnId, acks: Normalized, cursor: CursorView) -> None:
+    def check_individual(self, txn_id: TxnID, acks: Normalized, cursor: CursorView) -> None:
         """Check an individual ack against the rules of the module docstring.
 
         Raises:
@@ -218,7 +218,7 @@ class PendingAckState:
             if cumulative is not None and cumulative[0] != txn_id and pos <= cumulative[1]:
                 raise self._conflict(txn_id, pos, "in pending ack status")
 
-    def check_cumulative(self, txn_id: TxnId, position: Position, cursor: CursorView) -> None:
+    def check_cumulative(self, txn_id: TxnID, position: Position, cursor: CursorView) -> None:
         """Check a cumulative ack against the rules of the module docstring.
 
         Raises:
@@ -249,7 +249,7 @@ class PendingAckState:
                 raise TransactionConflict(f"{prefix} covering message:{pos} in pending ack status.")
 
     def _conflict(
-        self, txn_id: TxnId, pos: Position, what: str, batch_index: int | None = None
+        self, txn_id: TxnID, pos: Position, what: str, batch_index: int | None = None
     ) -> BrokerError:
         member = f" batchIndex:{batch_index}" if batch_index is not None else ""
         return TransactionConflict(
@@ -307,19 +307,19 @@ class PendingAckState:
             ),
         )
 
-    def preview_commit(self, txn_id: TxnId, cursor: CursorView) -> CursorUpdate | None:
+    def preview_commit(self, txn_id: TxnID, cursor: CursorView) -> CursorUpdate | None:
         """The cursor update a COMMIT of ``txn_id`` would make now, changing nothing
         (``None``: nothing is pending for it)."""
         txn = self._txns.get(txn_id)
         return None if txn is None else self._commit_update(txn, cursor)
 
-    def _txn(self, txn_id: TxnId, log_position: Position) -> TxnAcks:
+    def _txn(self, txn_id: TxnID, log_position: Position) -> TxnAcks:
         txn = self._txns.get(txn_id)
         if txn is None:
             txn = self._txns[txn_id] = TxnAcks(log_position)
         return txn
 
-    def _add_individual(self, txn: TxnAcks, txn_id: TxnId, acks: Normalized) -> None:
+    def _add_individual(self, txn: TxnAcks, txn_id: TxnID, acks: Normalized) -> None:
         for pos, (mask, n) in acks.items():
             old = txn.individual.get(pos)
             if old is not None:
@@ -333,7 +333,7 @@ class PendingAckState:
                 held.batch_size = n
             held.owners[txn_id] = mask
 
-    def _remove(self, txn_id: TxnId) -> TxnAcks | None:
+    def _remove(self, txn_id: TxnID) -> TxnAcks | None:
         txn = self._txns.pop(txn_id, None)
         if txn is None:
             return None

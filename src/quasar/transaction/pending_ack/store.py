@@ -27,12 +27,12 @@ from quasar.errors import (
     ManagedLedgerClosed,
     TransactionConflict,
 )
+from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import ManagedCursor, Position
 from quasar.transaction.batched_log import LogPosition
 
 from ..crash_points import crash_point
 from ..scheduler import Scheduler, TimerHandle
-from ..txn_id import TxnId
 from ..txn_status import TxnAction
 from .config import PendingAckConfig
 from .lifecycle import HandleLifecycle
@@ -77,32 +77,32 @@ class PendingAckStore:
         self._scheduler = scheduler
         self._config = config
         self._counters = counters
-        self._inflight: dict[TxnId, int] = {}  # records appended, not yet applied
-        self._ended: OrderedDict[TxnId, TxnAction] = OrderedDict()
-        self._unflushed: dict[TxnId, _Unflushed] = {}
+        self._inflight: dict[TxnID, int] = {}  # records appended, not yet applied
+        self._ended: OrderedDict[TxnID, TxnAction] = OrderedDict()
+        self._unflushed: dict[TxnID, _Unflushed] = {}
         # First record of each transaction pending in the state, in log order (an
         # ended transaction's moves to ``_unflushed`` until its cursor flush).
-        self._first: dict[TxnId, LogPosition] = {}
+        self._first: dict[TxnID, LogPosition] = {}
         self._last_applied = LogPosition(Position(-1, -1))
         self._replaying = False
         self._flush_timer: TimerHandle | None = None
 
     # ------------------------------------------------------------------ queries
 
-    def has_inflight(self, txn_id: TxnId) -> bool:
+    def has_inflight(self, txn_id: TxnID) -> bool:
         """A record of the transaction is appended and not yet applied."""
         return bool(self._inflight.get(txn_id))
 
-    def ended(self, txn_id: TxnId) -> TxnAction | None:
+    def ended(self, txn_id: TxnID) -> TxnAction | None:
         """How the transaction ended here, if it did recently (bounded memory)."""
         return self._ended.get(txn_id)
 
-    def unflushed(self, txn_id: TxnId) -> CommitResult | None:
+    def unflushed(self, txn_id: TxnID) -> CommitResult | None:
         """The result of a commit applied to the cursor but not yet flushed."""
         pending = self._unflushed.get(txn_id)
         return pending.result if pending is not None else None
 
-    def remember_ended(self, txn_id: TxnId, action: TxnAction) -> None:
+    def remember_ended(self, txn_id: TxnID, action: TxnAction) -> None:
         self._ended[txn_id] = action
         self._ended.move_to_end(txn_id)
         while len(self._ended) > self._config.max_ended_transactions:
