@@ -33,6 +33,7 @@ from quasar.errors import (
     SubscriptionNotFound,
     TopicNotFound,
 )
+from quasar.protocol.int64 import INT64_MAX
 from quasar.protocol.namespace_name import parse_topic
 from quasar.protocol.topic_name import PARTITION_SUFFIX
 
@@ -43,7 +44,6 @@ TOPIC = NS + "/{topic}"
 
 # Java's Long.MAX_VALUE pair and (-1, -1) are how Pulsar's MessageId.latest and
 # MessageId.earliest serialise when a Java admin client sends them as JSON.
-_LONG_MAX = 2**63 - 1
 _POSITION = re.compile(r"(\d+):(\d+)")
 
 
@@ -238,7 +238,7 @@ def _message_id(body: Any) -> str:
         ledger, entry = body.get("ledgerId"), body.get("entryId")
         if all(isinstance(v, int) and not isinstance(v, bool) for v in (ledger, entry)):
             assert isinstance(ledger, int) and isinstance(entry, int)
-            if ledger == entry == _LONG_MAX:
+            if ledger == entry == INT64_MAX:
                 return LATEST
             if ledger == entry == -1:
                 return EARLIEST

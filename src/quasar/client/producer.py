@@ -72,12 +72,11 @@ from quasar.protocol import (
     pb,
 )
 from quasar.protocol.compression import compress
+from quasar.protocol.int64 import to_int64
 from quasar.protocol.txn_id import TxnID
 
 log = logging.getLogger(__name__)
 T = pb.BaseCommand
-_U64 = 1 << 64
-_I64_LIMIT = 1 << 63
 
 # Errors after which reconnecting cannot help: pending sends fail and the producer stops.
 FATAL_ON_RECONNECT = (
@@ -654,10 +653,7 @@ class ProducerImpl:
             data = receipt.message_id
             ledger, entry = data.ledgerId, data.entryId
             # uint64 on the wire; -1 (no position, e.g. a duplicate) comes as 2^64-1.
-            if ledger >= _I64_LIMIT:
-                ledger -= _U64
-            if entry >= _I64_LIMIT:
-                entry -= _U64
+            ledger, entry = to_int64(ledger), to_int64(entry)
         else:
             ledger = entry = -1
         if not op.is_batch:

@@ -10,6 +10,8 @@ from google.protobuf.message import Message
 
 from quasar.errors import RemoteProtocolError
 
+from .int64 import UINT64_MAX
+
 # Magic numbers that may precede the metadata of a payload command.
 MAGIC_CRC32C = 0x0E01
 MAGIC_BROKER_ENTRY_METADATA = 0x0E02
@@ -19,7 +21,7 @@ U16 = struct.Struct(">H")
 U32 = struct.Struct(">I")
 U32X2 = struct.Struct(">II")
 MAX_U32 = 0xFFFFFFFF
-MASK64 = (1 << 64) - 1
+MASK64 = UINT64_MAX
 
 # The hot paths call the C function directly: the Python-level wrapper in
 # quasar.protocol.crc32c would add a call per frame for nothing. They pass

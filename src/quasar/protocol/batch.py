@@ -34,6 +34,7 @@ from quasar.errors import LocalProtocolError, RemoteProtocolError
 
 from ._generated import pulsar_api_pb2 as pb
 from ._wire import U32, BytesLike, parse_message, varint
+from .int64 import UINT64_MAX
 
 # The extension is optional (setup.py builds it when a C compiler is there). Without
 # it split_batch runs in Python; the reason is kept so that quasar.native can report
@@ -48,7 +49,6 @@ except ImportError as exc:
 __all__ = ["build_batch", "encode_plain_batch", "parse_batch", "split_batch"]
 
 _INT32_MAX = (1 << 31) - 1
-_U64_LIMIT = 1 << 64
 
 
 def parse_batch(
@@ -152,7 +152,7 @@ def encode_plain_batch(
         )
     if not sequence_ids:
         return b""
-    if min(sequence_ids) < 0 or max(sequence_ids) >= _U64_LIMIT:
+    if min(sequence_ids) < 0 or max(sequence_ids) > UINT64_MAX:
         raise LocalProtocolError("sequence id out of range")
     parts: list[BytesLike] = []
     append = parts.append

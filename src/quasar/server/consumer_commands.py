@@ -20,6 +20,7 @@ from quasar.errors import (
     TopicNotFound,
 )
 from quasar.protocol import TopicName, encode_command, pb
+from quasar.protocol.int64 import to_uint64
 from quasar.protocol.txn_id import TxnID
 
 from . import replies
@@ -29,7 +30,6 @@ from .wire import position_of, schema_info
 log = logging.getLogger(__name__)
 
 T = pb.BaseCommand
-_U64 = 1 << 64
 
 
 class ConsumerCommands:
@@ -268,16 +268,16 @@ class ConsumerCommands:
         cmd = T(type=T.GET_LAST_MESSAGE_ID_RESPONSE)
         r = cmd.getLastMessageIdResponse
         r.request_id = c.request_id
-        r.last_message_id.ledgerId = position.ledger_id % _U64
-        r.last_message_id.entryId = position.entry_id % _U64
+        r.last_message_id.ledgerId = to_uint64(position.ledger_id)
+        r.last_message_id.entryId = to_uint64(position.entry_id)
         r.last_message_id.partition = topic.partition_index
         if info is not None and info.is_batch:
             r.last_message_id.batch_index = info.num_messages - 1
         sub = topic.subscriptions.get(consumer.subscription_name)
         if sub is not None:
             md = sub.cursor.mark_delete_position
-            r.consumer_mark_delete_position.ledgerId = md.ledger_id % _U64
-            r.consumer_mark_delete_position.entryId = md.entry_id % _U64
+            r.consumer_mark_delete_position.ledgerId = to_uint64(md.ledger_id)
+            r.consumer_mark_delete_position.entryId = to_uint64(md.entry_id)
         ctx.send_command(cmd)
 
     def on_consumer_stats(self, c: pb.CommandConsumerStats) -> None:

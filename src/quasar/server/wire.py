@@ -4,25 +4,17 @@ from __future__ import annotations
 
 from quasar.broker.schema import SchemaInfo
 from quasar.protocol import pb
+from quasar.protocol.int64 import INT64_MAX, to_int64
 from quasar.storage.api import Position, new_position
 
 __all__ = ["position_of", "schema_info"]
-
-_U64 = 1 << 64
-_I64_LIMIT = 1 << 63
-
-
-def _signed64(value: int) -> int:
-    """A uint64 from the wire as the int64 it stands for."""
-    return value - _U64 if value >= _I64_LIMIT else value
-
 
 def position_of(mid: pb.MessageIdData) -> Position:
     """The stored position a message id names. Ledger and entry ids are int64 that
     the wire carries as uint64, so -1 (the earliest position) arrives as 2**64-1."""
     ledger, entry = mid.ledgerId, mid.entryId
-    if ledger >= _I64_LIMIT or entry >= _I64_LIMIT:
-        return Position(_signed64(ledger), _signed64(entry))
+    if ledger > INT64_MAX or entry > INT64_MAX:
+        return Position(to_int64(ledger), to_int64(entry))
     return new_position((ledger, entry))
 
 
