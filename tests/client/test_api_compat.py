@@ -140,14 +140,6 @@ def test_exception_names_match_pulsar() -> None:
         assert issubclass(getattr(qc, name), qc.PulsarException)
 
 
-def test_message_id_class_attributes() -> None:
-    assert str(qc.MessageId.earliest) == str(pulsar.MessageId.earliest)
-    assert str(qc.MessageId.latest) == str(pulsar.MessageId.latest)
-    theirs = pulsar.MessageId(2, 10, 3, -1)
-    assert qc.MessageId(2, 10, 3, -1).serialize() == theirs.serialize()
-    assert str(qc.MessageId.deserialize(theirs.serialize())) == str(theirs)
-
-
 def test_aio_module_has_async_api() -> None:
     for cls, methods in {
         "Client": [

@@ -15,7 +15,6 @@ from quasar.client.acks import (
     RedeliveryTracker,
 )
 from quasar.client.backoff import Backoff
-from quasar.client.message_id import MessageId
 from quasar.client.outgoing import (
     Batch,
     BatchContainer,
@@ -345,26 +344,7 @@ def test_backoff_jitter_only_shortens() -> None:
     assert b.next_delay_ms() == pytest.approx(180)
 
 
-# --- message ids and schemas ---------------------------------------------------------
-
-
-def test_message_id_serialization_and_order() -> None:
-    mid = MessageId(2, 10, 3)
-    assert mid.serialize().hex() == "080a10031802"
-    assert MessageId.deserialize(mid.serialize()) == mid
-    assert str(MessageId.earliest) == "(-1,-1,-1,-1)"
-    assert str(MessageId.latest) == "(9223372036854775807,9223372036854775807,-1,-1)"
-    assert MessageId.deserialize(MessageId.earliest.serialize()) == MessageId.earliest
-    batch = MessageId(-1, 1, 1, 2, 5)
-    assert MessageId.deserialize(batch.serialize()).batch_size() == 5
-    assert (
-        MessageId(-1, 1, 1, 0)
-        < MessageId(-1, 1, 1, 1)
-        < MessageId(-1, 1, 2)
-        < MessageId(-1, 2, 0)
-    )
-    with pytest.raises(ValueError):
-        MessageId.deserialize(b"\xff\xff")
+# --- schemas --------------------------------------------------------------------------
 
 
 @dataclasses.dataclass

@@ -18,7 +18,6 @@ import pytest
 
 from quasar.protocol import (
     Frame,
-    MessageId,
     build_batch,
     clear_index,
     compress,
@@ -29,6 +28,7 @@ from quasar.protocol import (
     parse_entry,
     pb,
 )
+from quasar.protocol.message_id import message_id_fields, parse_message_id_data
 
 from ..fakes.broker import Delivery
 from ..fakes.threaded import ThreadedFakeBroker
@@ -196,8 +196,10 @@ def test_client_accepts_our_message_frames(
         (LEDGER_ID, 1, 2),
         (LEDGER_ID, 1, 3),
     ]
-    ours = MessageId.deserialize(ids[2].serialize())
-    assert (ours.ledger_id, ours.entry_id, ours.batch_index) == (LEDGER_ID, 1, 2)
+    ledger, entry, _, batch_index, _ = message_id_fields(
+        parse_message_id_data(ids[2].serialize())
+    )
+    assert (ledger, entry, batch_index) == (LEDGER_ID, 1, 2)
     consumer.acknowledge(received[0])
     consumer.close()
     assert broker.wait_for(lambda: any(a.message_id for a in _acks(broker)))

@@ -42,7 +42,6 @@ from .frames import (
     encode_message,
     encode_payload_command,
 )
-from .message_id import MessageId
 from .topic_name import TopicName
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
@@ -64,7 +63,6 @@ __all__ = [
     "PROTOCOL_VERSION_MAX",
     "Frame",
     "FrameDecoder",
-    "MessageId",
     "ParsedEntry",
     "TopicName",
     "and_",
