@@ -10,7 +10,7 @@ client can raise (a full queue, a message too big, ...) are defined here.
 
 from __future__ import annotations
 
-from quasar import errors
+import quasar.errors as errors
 from quasar.client.enums import Result
 from quasar.errors import (
     AlreadyClosed,
