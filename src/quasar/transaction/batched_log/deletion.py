@@ -19,12 +19,13 @@ Two ways to delete, one per log:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TypeVar
 
 from quasar.protocol.ack_set import clear_index, full_ack_set, is_acked
 from quasar.storage.api import ManagedCursor, ManagedLedger, Position
 
+from .entry_format import is_batched_entry
 from .position import LogPosition
 
 R = TypeVar("R")
@@ -43,6 +44,29 @@ def live_records(
         for i, r in enumerate(records)
         if acks is None or not is_acked(acks, i)
     ]
+
+
+async def replay_live_records(
+    cursor: ManagedCursor, read_entries: int, decode: Callable[[bytes], Sequence[R]]
+) -> AsyncIterator[tuple[LogPosition, R]]:
+    """Every record of the log not yet deleted, in log order, from the cursor's
+    mark-delete position on; ``decode`` turns one entry into its records.
+
+    Raises:
+        CorruptRecordError: from ``decode``; recovery must stop there, since skipping
+            an entry could forget a record.
+        ManagedLedgerClosed: the ledger was closed meanwhile.
+    """
+    cursor.rewind()
+    while True:
+        entries = await cursor.read_entries(read_entries)
+        if not entries:
+            return
+        for entry in entries:
+            records = decode(entry.data)
+            batched = is_batched_entry(entry.data)
+            for live in live_records(cursor, entry.position, records, batched):
+                yield live
 
 
 def delete_records(cursor: ManagedCursor, positions: Iterable[LogPosition]) -> None:

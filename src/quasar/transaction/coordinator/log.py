@@ -51,7 +51,7 @@ from quasar.transaction.batched_log import (
     encode_batched_entry,
     is_batched_entry,
 )
-from quasar.transaction.batched_log.deletion import delete_records, live_records
+from quasar.transaction.batched_log.deletion import delete_records, replay_live_records
 from quasar.transaction.log_trimming import LogTrimmer
 from quasar.transaction.scheduler import Scheduler
 
@@ -194,17 +194,8 @@ class TransactionLog:
             CorruptRecordError: an entry cannot be decoded (recovery must stop: a log
                 that cannot be read is never "recovered" by skipping records).
         """
-        cursor = self.cursor
-        cursor.rewind()
-        while True:
-            entries = await cursor.read_entries(self._read_entries)
-            if not entries:
-                return
-            for entry in entries:
-                records = decode_entry(entry.data)
-                batched = is_batched_entry(entry.data)
-                for position, record in live_records(cursor, entry.position, records, batched):
-                    yield position, record
+        async for live in replay_live_records(self.cursor, self._read_entries, decode_entry):
+            yield live
 
     # ------------------------------------------------------------------ deleting
 

@@ -44,11 +44,11 @@ from quasar.transaction.batched_log import (
     LogPosition,
     TxnLogBufferedWriter,
 )
-from quasar.transaction.batched_log.deletion import live_records, release_before
+from quasar.transaction.batched_log.deletion import release_before, replay_live_records
 from quasar.transaction.log_trimming import LogTrimmer
 from quasar.transaction.scheduler import Scheduler
 
-from .records import PendingAckRecord, decode_entry, encode_record, is_batch
+from .records import PendingAckRecord, decode_entry, encode_record
 
 log = logging.getLogger(__name__)
 
@@ -176,17 +176,8 @@ class PendingAckLog:
                 (skipping it could forget an ACK or a COMMIT).
             ManagedLedgerClosed: the ledger was closed meanwhile.
         """
-        cursor = self.cursor
-        cursor.rewind()
-        while True:
-            entries = await cursor.read_entries(self._read_entries)
-            if not entries:
-                return
-            for entry in entries:
-                records = decode_entry(entry.data)
-                batched = is_batch(entry.data)
-                for position, record in live_records(cursor, entry.position, records, batched):
-                    yield position, record
+        async for live in replay_live_records(self.cursor, self._read_entries, decode_entry):
+            yield live
 
     def release_before(
         self, first_needed: LogPosition | None, last_applied: LogPosition

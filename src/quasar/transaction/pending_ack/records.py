@@ -30,7 +30,6 @@ is a ``CorruptRecordError``, and recovery stops on it rather than skip acks.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -41,9 +40,11 @@ from quasar.protocol import pb, pending_ack_pb
 from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import Position
 
-BATCH_MAGIC = 0x0E01
-BATCH_VERSION = 1
-_BATCH_HEADER = struct.Struct(">HH")
+from ..batched_log.entry_format import (
+    batched_payload,
+    encode_batched_entry,
+    is_batched_entry,
+)
 
 _Entry = pending_ack_pb.PendingAckMetadataEntry
 
@@ -102,15 +103,8 @@ def encode_record(record: PendingAckRecord) -> bytes:
 
 
 def encode_batch(records: list[PendingAckRecord]) -> bytes:
-    """Several records as one batched entry (PIP-160 layout)."""
-    batch = pending_ack_pb.BatchedPendingAckMetadataEntry(
-        pending_ack_logs=[_to_proto(r) for r in records]
-    )
-    return _BATCH_HEADER.pack(BATCH_MAGIC, BATCH_VERSION) + batch.SerializeToString()
-
-
-def is_batch(data: bytes) -> bool:
-    return len(data) >= 4 and _BATCH_HEADER.unpack_from(data)[0] == BATCH_MAGIC
+    """Several records as one batched entry (PIP-160 layout, ``batched_log``)."""
+    return encode_batched_entry([encode_record(r) for r in records])
 
 
 def decode_entry(data: bytes) -> list[PendingAckRecord]:
@@ -122,12 +116,9 @@ def decode_entry(data: bytes) -> list[PendingAckRecord]:
             a cumulative ACK with several, COMMIT/ABORT with positions).
     """
     try:
-        if is_batch(data):
-            _, version = _BATCH_HEADER.unpack_from(data)
-            if version != BATCH_VERSION:
-                raise CorruptRecordError(f"unknown batched pending-ack entry version {version}")
+        if is_batched_entry(data):
             batch = pending_ack_pb.BatchedPendingAckMetadataEntry()
-            batch.ParseFromString(data[_BATCH_HEADER.size :])
+            batch.ParseFromString(batched_payload(data))
             entries = list(batch.pending_ack_logs)
         else:
             entry = _Entry()
