@@ -199,11 +199,8 @@ class ConsumerCommands:
 
     def on_unsubscribe(self, c: pb.CommandUnsubscribe) -> None:
         ctx = self._ctx
-        entry = ctx.consumers.get(c.consumer_id)
+        entry = self._consumer_or_reply(c.consumer_id, c.request_id)
         if entry is None:
-            ctx.send_command(
-                replies.error(c.request_id, ConsumerNotFound(f"Consumer {c.consumer_id} not found"))
-            )
             return
         consumer, topic = entry
         try:
@@ -214,6 +211,17 @@ class ConsumerCommands:
         ctx.consumers.pop(c.consumer_id, None)
         ctx.consumer_futures.pop(c.consumer_id, None)
         ctx.send_command(replies.success(c.request_id))
+
+    def _consumer_or_reply(
+        self, consumer_id: int, request_id: int
+    ) -> tuple[Consumer, PersistentTopic] | None:
+        """The connection's consumer ``consumer_id``; if there is none, answer the
+        request with ConsumerNotFound and return None."""
+        entry = self._ctx.consumers.get(consumer_id)
+        if entry is None:
+            error = ConsumerNotFound(f"Consumer {consumer_id} not found")
+            self._ctx.send_command(replies.error(request_id, error))
+        return entry
 
     def on_close_consumer(self, c: pb.CommandCloseConsumer) -> None:
         ctx = self._ctx
@@ -234,11 +242,8 @@ class ConsumerCommands:
     # -- SEEK, GET_LAST_MESSAGE_ID, CONSUMER_STATS ---------------------------------------
     async def on_seek(self, c: pb.CommandSeek) -> None:
         ctx = self._ctx
-        entry = ctx.consumers.get(c.consumer_id)
+        entry = self._consumer_or_reply(c.consumer_id, c.request_id)
         if entry is None:
-            ctx.send_command(
-                replies.error(c.request_id, ConsumerNotFound(f"Consumer {c.consumer_id} not found"))
-            )
             return
         consumer, topic = entry
         sub = topic.subscriptions.get(consumer.subscription_name)
@@ -257,11 +262,8 @@ class ConsumerCommands:
 
     async def on_get_last_message_id(self, c: pb.CommandGetLastMessageId) -> None:
         ctx = self._ctx
-        entry = ctx.consumers.get(c.consumer_id)
+        entry = self._consumer_or_reply(c.consumer_id, c.request_id)
         if entry is None:
-            ctx.send_command(
-                replies.error(c.request_id, ConsumerNotFound(f"Consumer {c.consumer_id} not found"))
-            )
             return
         consumer, topic = entry
         position, info = await topic.last_message(consumer.read_compacted)
