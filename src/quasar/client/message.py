@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from quasar.client.message_id import MessageId
-
-if TYPE_CHECKING:
-    from quasar.client.schema import Schema
+from quasar.client.schema import Schema
 
 
 class Message:

@@ -16,15 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from quasar.client.transaction import TransactionImpl
 from quasar.protocol import pb
 from quasar.protocol.batch import build_batch, encode_plain_batch
-
-if TYPE_CHECKING:
-    from quasar.client.transaction import TransactionImpl
-    from quasar.protocol.txn_id import TxnID
-
+from quasar.protocol.txn_id import TxnID
 
 _NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
 
