@@ -6,7 +6,11 @@ import pytest
 
 from quasar.errors import InvalidTopicName
 from quasar.protocol import TopicName
-from quasar.protocol.topic_name import is_system_cursor, is_system_topic
+from quasar.protocol.topic_name import (
+    is_hidden_from_listings,
+    is_system_cursor,
+    is_system_topic,
+)
 
 
 @pytest.mark.parametrize(
@@ -212,3 +216,19 @@ def test_system_topics(name: str, system: bool) -> None:
 )
 def test_system_cursors(name: str, system: bool) -> None:
     assert is_system_cursor(name) is system
+
+
+@pytest.mark.parametrize(
+    ("name", "hidden"),
+    [
+        ("persistent://public/default/orders", False),
+        ("persistent://public/default/orders-partition-3", False),
+        ("persistent://public/default/__change_events", True),
+        ("persistent://public/default/__transaction_buffer_snapshot", True),
+        ("persistent://public/default/orders-sub__transaction_pending_ack", True),
+        ("persistent://public/default/orders-sub__transaction_pending_ack-partition-1", True),
+        ("persistent://public/default/not__transaction_pending_ack_really", False),
+    ],
+)
+def test_hidden_from_listings(name: str, hidden: bool) -> None:
+    assert is_hidden_from_listings(TopicName.parse(name)) is hidden

@@ -4,24 +4,7 @@ from __future__ import annotations
 
 from quasar.admin.api import AdminBroker
 from quasar.protocol.namespace_name import PERSISTENT, parse_topic
-from quasar.protocol.topic_name import PARTITION_SUFFIX
-
-# Pulsar hides its system topics from listings unless asked; quasar's system topics
-# follow the same naming: a leading "__" (__change_events,
-# __transaction_buffer_snapshot, ...) or the pending-ack log suffix.
-_SYSTEM_SUFFIX = "__transaction_pending_ack"
-
-
-def is_system_topic(topic: str) -> bool:
-    """True for a system topic's (or system topic partition's) full name."""
-    local = parse_topic(topic).local_name
-    return local.startswith("__") or partitioned_parent(local).endswith(_SYSTEM_SUFFIX)
-
-
-def partitioned_parent(name: str) -> str:
-    """``x`` for ``x-partition-N``; other names unchanged."""
-    base, sep, index = name.rpartition(PARTITION_SUFFIX)
-    return base if sep and base and index.isdigit() else name
+from quasar.protocol.topic_name import PARTITION_SUFFIX, is_hidden_from_listings
 
 
 def namespace_topics(
@@ -40,5 +23,5 @@ def namespace_topics(
                 f"{parent}{PARTITION_SUFFIX}{i}" for i in range(metadata.partitions)
             )
     if not include_system:
-        topics = {t for t in topics if not is_system_topic(t)}
+        topics = {t for t in topics if not is_hidden_from_listings(parse_topic(t))}
     return sorted(topics)

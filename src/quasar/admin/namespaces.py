@@ -23,8 +23,10 @@ from quasar.admin.http import (
     read_json,
     tenant_param,
 )
-from quasar.admin.listing import is_system_topic, namespace_topics, partitioned_parent
+from quasar.admin.listing import namespace_topics
 from quasar.errors import BadRequestError, ConflictError, InvalidResourceError
+from quasar.protocol.namespace_name import parse_topic
+from quasar.protocol.topic_name import is_hidden_from_listings
 from quasar.resources.models import (
     SCHEMA_COMPATIBILITY_STRATEGIES,
     AutoTopicCreationOverride,
@@ -78,11 +80,13 @@ async def delete_namespace(request: web.Request) -> web.Response:
     # topics go away with their parent.
     parents = set(partitioned)
     others = [
-        t for t in broker.list_topics(namespace) if partitioned_parent(t) not in parents
+        t for t in broker.list_topics(namespace) if parse_topic(t).base.full not in parents
     ]
     # As in Pulsar, system topics (transaction-buffer snapshots, ...) do not keep a
     # namespace alive; they are deleted with it.
-    user_topics = [t for t in partitioned + others if not is_system_topic(t)]
+    user_topics = [
+        t for t in partitioned + others if not is_hidden_from_listings(parse_topic(t))
+    ]
     if user_topics and not force:
         raise ConflictError("Cannot delete non empty namespace")
     for topic in partitioned:

@@ -40,6 +40,7 @@ __all__ = [
     "TRANSACTION_BUFFER_SNAPSHOT",
     "TRANSACTION_LOG_PREFIX",
     "TopicName",
+    "is_hidden_from_listings",
     "is_system_cursor",
     "is_system_topic",
 ]
@@ -242,6 +243,16 @@ def is_system_topic(name: TopicName) -> bool:
         or local.startswith(TRANSACTION_LOG_PREFIX)
         or PENDING_ACK_SUFFIX in local
     )
+
+
+def is_hidden_from_listings(name: TopicName) -> bool:
+    """Topics the admin API lists only when system topics are asked for, as Pulsar
+    does: a local name starting with ``__`` (``__change_events``,
+    ``__transaction_buffer_snapshot``, ...) or a subscription's pending-ack log,
+    partitions included. Wider than :func:`is_system_topic`, which names only the
+    topics the broker writes itself."""
+    local = name.base.local_name
+    return local.startswith("__") or local.endswith(PENDING_ACK_SUFFIX)
 
 
 def is_system_cursor(name: str) -> bool:
