@@ -90,6 +90,9 @@ def export_revision(rev: str, dest: Path) -> Path:
         target = dest / built.relative_to(ROOT)
         if target.parent.is_dir():
             shutil.copy2(built, target)
+    # Older revisions have quasar as a namespace package, which Python would merge
+    # with (or lose to) the installed tree's regular package: make it regular too.
+    (dest / "src" / "quasar" / "__init__.py").touch()
     return dest / "src"
 
 
