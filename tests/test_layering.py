@@ -6,6 +6,8 @@
 * No file takes part in an import cycle at all, parent packages included: a module
   that imports its own package's ``__init__`` while that ``__init__`` imports it is
   a cycle too. grimp, the graph ``import-linter`` builds on, gives the edges.
+* The protocol, which other projects could embed, depends on no third-party package
+  but its codecs' (an allow-list, which a forbidden contract cannot say).
 """
 
 from __future__ import annotations
@@ -61,12 +63,30 @@ def test_import_contracts_can_fail(tmp_path: Path) -> None:
     assert result.stdout.count("BROKEN") == 2, result.stdout
 
 
-def _graph() -> grimp.ImportGraph:
+def _graph(include_external_packages: bool = False) -> grimp.ImportGraph:
     sys.path.insert(0, str(ROOT / "src"))
     try:
-        return grimp.build_graph(*PACKAGES, cache_dir=None)
+        return grimp.build_graph(
+            *PACKAGES, cache_dir=None, include_external_packages=include_external_packages
+        )
     finally:
         sys.path.remove(str(ROOT / "src"))
+
+
+PROTOCOL_THIRD_PARTY = {"google", "crc32c", "lz4", "zstandard", "cramjam"}
+
+
+def test_protocol_depends_only_on_its_codecs() -> None:
+    graph = _graph(include_external_packages=True)
+    external = {
+        imported.split(".")[0]
+        for module in graph.find_children("quasar.protocol") | {"quasar.protocol"}
+        for descendant in {module} | graph.find_descendants(module)
+        for imported in graph.find_modules_directly_imported_by(descendant)
+        if imported.split(".")[0] not in PACKAGES
+    }
+    third_party = external - set(sys.stdlib_module_names) - {"__future__"}
+    assert third_party <= PROTOCOL_THIRD_PARTY, third_party - PROTOCOL_THIRD_PARTY
 
 
 def _is_extension_import(graph: grimp.ImportGraph, importer: str, imported: str) -> bool:

@@ -1,7 +1,7 @@
 """The exactly-once sink: streaming (``DataSourceStreamArrowWriter``) and batch writers.
 
-Protocol (``docs/spark.md`` has the long form; the facts it rests on are in
-``../shared/reference/spark-data-source.md`` §b):
+Protocol (``docs/spark.md`` has the long form; the facts it rests on are those of
+PySpark's Python data source API for writers):
 
 1. Each task attempt publishes its rows in its own transaction and reports the id
    (:mod:`pyspark_quasar.task_writer`). A failed attempt aborts its own transaction.

@@ -1,6 +1,6 @@
 """Pulsar issue #19629 reproduced: a transactional producer under broker kill -9 loops.
 
-The scenario of the issue: a produce-only application commits transactions in a loop.
+The scenario of the Pulsar issue: a produce-only application commits transactions in a loop.
 The broker dies while a commit is in flight, the commit times out, and the application
 cannot tell whether it happened. Upstream, retrying the commit gets
 TransactionNotFound (the coordinator forgot the transaction), so the application
@@ -71,7 +71,7 @@ RETRY_INTERVAL_S = 0.05  # while the broker is down (a retry interval, not a wai
 
 
 class Producer:
-    """The application of the issue: commit batches, never resend an unknown one."""
+    """The application of the Pulsar issue: commit batches, never resend an unknown one."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args

@@ -26,7 +26,7 @@ __all__ = ["create_partitioned_topics", "run_consume", "run_produce"]
 # every few hundred messages and walked every message in flight, 6-9 % of the quasar
 # producer's CPU and 3 % of the official consumer's (measured with gc.callbacks).
 # The hot paths make almost no reference cycles, so rarer collections lose nothing;
-# at these values a 23 s unbatched run spends ~30 ms in GC (session 4 measurement).
+# at these values a 23 s unbatched run spends ~30 ms in GC (measured).
 GC_THRESHOLDS = (20_000, 50, 1_000)
 
 # glibc malloc: keep freed memory for reuse instead of returning it to the kernel.

@@ -150,7 +150,7 @@ class Standalone:
 # Cyclic-GC thresholds for the broker process. The defaults (700, 10, 10) run a young
 # collection every 700 allocations and walk every long-lived object often; at 10k
 # msg/s that cost the broker ~20% of its CPU and 25-150 ms pauses (measured with the
-# perf tool, see docs/benchmarks.md). Broker objects are mostly acyclic, so rarer
+# perf tool). Broker objects are mostly acyclic, so rarer
 # collections lose nothing; objects alive after start-up are frozen out of them.
 # A young collection walks the young objects still alive, and a message's objects
 # (its dispatch info, pending-ack entries, receipt callback) live until its ack, tens
