@@ -25,7 +25,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests tools
+	$(BIN)/ruff check src tests tools benchmarks
+	$(BIN)/lint-imports
 
 proto: $(STAMP)
 	$(BIN)/python tools/gen_protocol.py
