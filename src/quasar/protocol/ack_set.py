@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .int64 import UINT64_MAX, to_int64, to_uint64
+from .int64 import INT64_MAX, UINT64_MAX, to_int64
 
 __all__ = [
     "and_",
@@ -38,7 +38,9 @@ def bits_to_words(bits: int) -> list[int]:
     assert bits >= 0, "ack sets are non-negative bit strings"
     words: list[int] = []
     while bits:
-        words.append(to_int64(bits))
+        # to_int64 inline: this runs for every batch ack.
+        word = bits & UINT64_MAX
+        words.append(word - (1 << 64) if word > INT64_MAX else word)
         bits >>= 64
     return words
 
@@ -48,7 +50,7 @@ def words_to_bits(words: Iterable[int]) -> int:
     the inverse of :func:`bits_to_words`."""
     bits = 0
     for k, word in enumerate(words):
-        bits |= to_uint64(word) << (64 * k)
+        bits |= (word & UINT64_MAX) << (64 * k)  # to_uint64 inline, as above
     return bits
 
 
