@@ -1,0 +1,1 @@
+"""Authentication: how the broker establishes who a client is."""
