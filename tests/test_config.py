@@ -80,6 +80,12 @@ EXPECTED_DEFAULTS = {
     "transactionPendingAckBatchedWriteMaxSize": 4194304,
     "transactionPendingAckBatchedWriteMaxDelayInMillis": 1,
     "superUserRoles": (),
+    "tokenSecretKey": "",
+    "tokenPublicKey": "",
+    "tokenPublicAlg": "RS256",
+    "tokenAuthClaim": "sub",
+    "tokenAudienceClaim": "",
+    "tokenAudience": "",
 }
 
 

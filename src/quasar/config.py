@@ -16,6 +16,7 @@ constructor argument; nothing reads settings from module-level state:
 * ``config.managed_ledger`` and ``config.journal``: ``quasar.storage.config``;
 * ``config.transaction``: ``quasar.transaction.config``, which composes the
   coordinator, transaction-buffer and batched-log sections of its packages;
+* ``config.token_authentication``: here, read by ``quasar.auth.tokens``;
 * ``config.broker``, ``config.policies`` and ``config.dispatch``: here, since the
   broker sits above this module. ``BrokerService`` receives the whole
   ``ServiceConfiguration``, as Pulsar's does, and hands each subsystem its part.
@@ -84,6 +85,7 @@ __all__ = [
     "ManagedLedgerSettings",
     "PolicyDefaults",
     "ServiceConfiguration",
+    "TokenAuthenticationConfig",
     "TransactionConfig",
     "config_keys",
     "snake_case",
@@ -205,6 +207,59 @@ class DispatchConfig(Section):
     )
 
 
+# Settings whose value may be a secret itself (a key inline as base64 or a data: URL).
+# Output shows them masked, unless the value is a file: URL, which names where the
+# secret is, not the secret.
+SECRET_KEYS = frozenset({"tokenSecretKey"})
+MASKED_SECRET = "********"
+
+
+def masked(key: str, value: str) -> str:
+    """``value`` as output may show it: secrets masked, file: URLs in clear."""
+    if key in SECRET_KEYS and value and not value.startswith("file:"):
+        return MASKED_SECRET
+    return value
+
+
+@dataclass(frozen=True, repr=False)
+class TokenAuthenticationConfig(Section):
+    """The keys and claims of token authentication (Pulsar's token provider).
+
+    A key value is a ``data:`` URL, a ``file:`` URL, a file path or base64
+    (``quasar.auth.token_keys``).
+    """
+
+    # Pulsar default: unset (broker.conf tokenSecretKey); the HMAC key. It wins over
+    # tokenPublicKey when both are set.
+    token_secret_key: str = setting("", "tokenSecretKey")
+    # Pulsar default: unset (broker.conf tokenPublicKey); DER X.509 public key.
+    token_public_key: str = setting("", "tokenPublicKey")
+    # Pulsar default (AuthenticationProviderToken): RS256.
+    token_public_alg: str = setting(
+        "RS256",
+        "tokenPublicAlg",
+        one_of(
+            "RS256", "RS384", "RS512", "PS256", "PS384", "PS512",
+            "ES256", "ES384", "ES512",
+        ),
+    )
+    # Pulsar default (broker.conf tokenAuthClaim): the role is the subject.
+    token_auth_claim: str = setting("sub", "tokenAuthClaim", non_empty)
+    # Pulsar default: unset; when set, tokens must carry tokenAudience in it.
+    token_audience_claim: str = setting("", "tokenAudienceClaim")
+    # Pulsar default: unset; the audience this broker stands for.
+    token_audience: str = setting("", "tokenAudience")
+
+    def __repr__(self) -> str:
+        # A frozen dataclass repr would print the secret key into any log line
+        # that shows the configuration.
+        fields = ", ".join(
+            f"{f.name}={masked(f.metadata['key'], getattr(self, f.name))!r}"
+            for f in dataclasses.fields(self)
+        )
+        return f"{type(self).__name__}({fields})"
+
+
 @dataclass(frozen=True)
 class ServiceConfiguration(Section):
     """The whole configuration; build it with ``ServiceConfiguration.load``."""
@@ -215,6 +270,9 @@ class ServiceConfiguration(Section):
     managed_ledger: ManagedLedgerSettings = section(ManagedLedgerSettings)
     journal: JournalConfig = section(JournalConfig)
     transaction: TransactionConfig = section(TransactionConfig)
+    token_authentication: TokenAuthenticationConfig = section(
+        TokenAuthenticationConfig
+    )
 
     @classmethod
     def load(
@@ -255,14 +313,15 @@ class ServiceConfiguration(Section):
             yield key, spec.get(self)
 
     def to_properties(self) -> str:
-        """The effective configuration as a properties file (loadable again)."""
+        """The effective configuration as a properties file (loadable again, except
+        that secret values are masked: see ``SECRET_KEYS``)."""
         lines: list[str] = []
         current = ""
         for key, spec in config_keys().items():
             if spec.path[0] != current:
                 current = spec.path[0]
                 lines.append(("\n" if lines else "") + f"# [{current}]")
-            lines.append(f"{key}={_format(spec.get(self))}")
+            lines.append(f"{key}={masked(key, _format(spec.get(self)))}")
         return "\n".join(lines) + "\n"
 
     def managed_ledger_config(self) -> ManagedLedgerConfig:
