@@ -336,3 +336,11 @@ def test_reasons_never_repeat_the_token(clock: ManualClock) -> None:
         TokenValidator(SECRET, ("HS256",), clock=clock).validate(token)
     assert token not in str(info.value)
     assert "secret-role" not in str(info.value)
+
+
+def test_a_public_key_configured_as_the_secret_is_refused() -> None:
+    _, public_der = key_pair("RS256")
+    with pytest.raises(ValueError, match="asymmetric key"):
+        TokenValidator(public_der, ("HS256",))
+    with pytest.raises(ValueError, match="asymmetric key"):
+        create_token("r", public_der, "HS256")

@@ -27,6 +27,7 @@ from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from jwt.algorithms import HMACAlgorithm
 
 from quasar.auth.token_keys import (
     EC_CURVES,
@@ -95,6 +96,14 @@ def _check_key_fits(key: SigningKey | VerifyingKey, algorithm: str) -> None:
                 f"{algorithm} needs a secret key of at least "
                 f"{HMAC_KEY_BYTES_MIN[algorithm] * 8} bits, not {len(key) * 8}"
             )
+        try:
+            # PyJWT refuses an HMAC secret that is a PEM or DER public key, the
+            # material of algorithm-confusion attacks; say so at configuration.
+            HMACAlgorithm(HMACAlgorithm.SHA256).prepare_key(key)
+        except jwt.InvalidKeyError:
+            raise ValueError(
+                "the secret key is an encoded asymmetric key, not an HMAC secret"
+            ) from None
     elif family == "RSA":
         if not isinstance(key, (rsa.RSAPrivateKey, rsa.RSAPublicKey)):
             raise ValueError(f"{algorithm} needs an RSA key")
@@ -246,7 +255,7 @@ class TokenValidator:
             ) from None
         except jwt.InvalidSignatureError:
             raise AuthenticationError("token signature does not verify") from None
-        except jwt.InvalidTokenError as exc:
+        except jwt.PyJWTError as exc:
             raise AuthenticationError(f"malformed token: {exc}") from None
         claims = _claims(decoded["payload"])
         now_ms = self._clock.wall_ms()

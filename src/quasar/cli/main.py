@@ -7,6 +7,7 @@ Subcommands::
     quasar standalone --version   the version and which native extensions are active
     quasar config     [--config FILE] [--set KEY=VALUE ...]   print the effective config
     quasar admin ...  (see quasar.cli.admin)
+    quasar tokens ... (JWT keys and tokens, see quasar.cli.tokens)
     quasar perf ...   (the benchmark tool, quasar.perf.main)
 
 Every subcommand also takes ``--log-level``. ``main`` returns the exit status:
@@ -24,6 +25,7 @@ from typing import Any
 
 from quasar.cli.admin import add_admin_parser, run_admin
 from quasar.cli.logs import LOG_LEVELS, configure_logging
+from quasar.cli.tokens import add_tokens_parser, run_tokens
 from quasar.config import ServiceConfiguration
 from quasar.native import status_lines
 
@@ -116,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_arguments(config)
 
     add_admin_parser(commands, [common])
+    add_tokens_parser(commands, [common])
 
     # Everything after "perf" belongs to the perf tool, which parses it itself (main
     # passes it through raw), so this subparser declares nothing, not even -h.
@@ -211,6 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "standalone": _run_standalone,
         "config": _run_config,
         "admin": run_admin,
+        "tokens": run_tokens,
         "perf": _run_perf,
     }
     return runners[args.subcommand](args)
