@@ -89,6 +89,10 @@ def test_plain_pyjwt_reads_the_expected_header_and_claims() -> None:
 def test_extra_headers_are_added_but_alg_is_not_overridable() -> None:
     token = create_token("r", SECRET, headers={"kid": "k1"})
     assert parts(token)[0] == {"alg": "HS256", "kid": "k1"}
+    assert parts(create_token("r", SECRET, headers={"typ": "JWT"}))[0] == {
+        "alg": "HS256",
+        "typ": "JWT",
+    }
     with pytest.raises(ValueError, match="alg"):
         create_token("r", SECRET, headers={"alg": "none"})
 

@@ -146,9 +146,10 @@ def create_token(
     payload: dict[str, Any] = {"sub": subject}
     if expiry_time_s is not None:
         payload["exp"] = int(expiry_time_s)
-    # PyJWT adds "typ": "JWT" unless told not to; jjwt writes only "alg".
+    # PyJWT adds "typ": "JWT" unless told not to; jjwt writes only "alg" (and the
+    # headers asked for, typ included).
     return jwt.encode(
-        payload, key, algorithm=algorithm, headers={**extra, "typ": None},
+        payload, key, algorithm=algorithm, headers={"typ": None, **extra},
         sort_headers=False,
     )
 
