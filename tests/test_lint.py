@@ -35,7 +35,7 @@ def test_mypy_strict_on_the_core_packages() -> None:
             mypy, "-p", "quasar.protocol", "-p", "quasar.storage", "-p", "quasar.transaction",
             "-p", "quasar.transport", "-p", "quasar.broker", "-p", "quasar.config",
             "-p", "quasar.config_schema", "-p", "quasar.resources", "-p", "quasar.errors",
-            "-p", "quasar.native", "-p", "quasar.metrics",
+            "-p", "quasar.native", "-p", "quasar.metrics", "-p", "quasar.auth",
         ],
         cwd=ROOT, capture_output=True, text=True,
     )
