@@ -223,13 +223,13 @@ class AuthenticationService:
                     f"authentication method {chosen[:64]!r} is not served",
                 )
             name, provider = entry
-            return self._run(name, provider, _http_auth_data(chosen, headers), peer)
+            return self._run(name, provider, self._http_data(name, chosen, headers), peer)
         last: BrokerError | None = None
         for method, (name, provider) in self._providers.items():
-            data = _http_auth_data(method, headers)
-            if method != "tls" and not data:
-                continue  # this request carries nothing for this provider
             try:
+                data = self._http_data(name, method, headers)
+                if method != "tls" and not data:
+                    continue  # this request carries nothing for this provider
                 return self._run(name, provider, data, peer)
             except AuthenticationError as exc:
                 last = exc
@@ -240,6 +240,15 @@ class AuthenticationService:
             raise last
         self._metrics.failed("none", AUTH_METHOD_NONE, "NoCredentials")
         raise AuthenticationFailure("NoCredentials", "Authentication required")
+
+
+    def _http_data(self, name: str, method: str, headers: Mapping[str, str]) -> bytes:
+        """``_http_auth_data``, counting malformed credentials as failures."""
+        try:
+            return _http_auth_data(method, headers)
+        except AuthenticationError as exc:
+            self._metrics.failed(name, method, failure_reason(exc))
+            raise
 
 
 def _http_auth_data(method: str, headers: Mapping[str, str]) -> bytes:
