@@ -3,14 +3,15 @@ connection and a virtual wall clock (Pulsar's rules: the reference's section 1.3
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 import pytest
 
 from quasar.auth import AuthenticationError, AuthenticationService
 from quasar.auth.token import TokenAuthenticationProvider, ValidatedToken
-from quasar.errors import ServerError
+from quasar.errors import ProtocolError, ServerError
 from quasar.protocol import pb
 from quasar.server.authentication import (
     AUTH_REFRESH_CHALLENGE,
@@ -35,6 +36,18 @@ class FakeConnection:
         self.principal: str | None = None
         self.sent: list[pb.BaseCommand] = []
         self.aborted = False
+        self.tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def closed(self) -> bool:
+        return self.aborted
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        self.tasks.append(asyncio.get_running_loop().create_task(coro))
+
+    async def settle(self) -> None:
+        """Wait for what AUTH_RESPONSE started."""
+        await asyncio.gather(*self.tasks)
 
     @property
     def remote_address(self) -> str:
@@ -94,7 +107,7 @@ def assert_refused(conn: FakeConnection) -> None:
 
 async def test_connect_sets_the_principal() -> None:
     conn, auth = make(Clock())
-    assert auth.on_connect(connect(b"t1"))
+    assert await auth.on_connect(connect(b"t1"))
     assert conn.principal == "svc" and not conn.sent
     auth.stop()
 
@@ -106,7 +119,7 @@ async def test_refused_connect_gets_authentication_error_and_closes(
     token: bytes, method: str
 ) -> None:
     conn, auth = make(Clock())
-    assert not auth.on_connect(connect(token, method))
+    assert not await auth.on_connect(connect(token, method))
     assert conn.principal is None
     assert_refused(conn)
 
@@ -114,7 +127,7 @@ async def test_refused_connect_gets_authentication_error_and_closes(
 async def test_expired_credentials_are_challenged_and_refreshed() -> None:
     clock = Clock()
     conn, auth = make(clock)
-    assert auth.on_connect(connect(b"t1"))
+    assert await auth.on_connect(connect(b"t1"))
     clock.now = 50.0
     auth.check_expiry()
     assert not conn.sent  # not expired yet
@@ -126,6 +139,7 @@ async def test_expired_credentials_are_challenged_and_refreshed() -> None:
     assert challenge.authChallenge.challenge.auth_data == AUTH_REFRESH_CHALLENGE
     assert auth.challenge_pending
     auth.on_auth_response(auth_response(b"t2"), None)
+    await conn.settle()
     assert not auth.challenge_pending and not conn.aborted
     assert auth.state is not None and auth.state.expires_at_s == 200.0
     assert conn.sent[-1].type == T.AUTH_CHALLENGE  # no second CONNECTED
@@ -135,7 +149,7 @@ async def test_expired_credentials_are_challenged_and_refreshed() -> None:
 async def test_unanswered_challenge_closes() -> None:
     clock = Clock()
     conn, auth = make(clock)
-    auth.on_connect(connect(b"t1"))
+    await auth.on_connect(connect(b"t1"))
     clock.now = 150.0
     auth.check_expiry()
     assert auth.challenge_pending and not conn.aborted
@@ -146,7 +160,7 @@ async def test_unanswered_challenge_closes() -> None:
 async def test_expiry_without_refresh_support_closes() -> None:
     clock = Clock()
     conn, auth = make(clock)
-    auth.on_connect(connect(b"t1", refresh=False))
+    await auth.on_connect(connect(b"t1", refresh=False))
     clock.now = 150.0
     auth.check_expiry()
     assert conn.aborted and not conn.sent
@@ -156,8 +170,25 @@ async def test_expiry_without_refresh_support_closes() -> None:
 async def test_bad_refresh_closes(token: bytes | None) -> None:
     clock = Clock()
     conn, auth = make(clock)
-    auth.on_connect(connect(b"t1"))
+    await auth.on_connect(connect(b"t1"))
     clock.now = 150.0
     auth.check_expiry()
     auth.on_auth_response(auth_response(token), None)
+    await conn.settle()
     assert_refused(conn)
+
+
+async def test_an_auth_response_without_a_challenge_is_a_protocol_error() -> None:
+    clock = Clock()
+    conn, auth = make(clock)
+    await auth.on_connect(connect(b"t1"))
+    with pytest.raises(ProtocolError):
+        auth.on_auth_response(auth_response(b"t2"), None)
+    clock.now = 150.0
+    auth.check_expiry()
+    auth.on_auth_response(auth_response(b"t2"), None)
+    with pytest.raises(ProtocolError):  # one answer per challenge
+        auth.on_auth_response(auth_response(b"t2"), None)
+    await conn.settle()
+    assert not conn.aborted
+    auth.stop()

@@ -11,6 +11,7 @@ answer is 401 with Pulsar's ``{"reason": ...}`` body. The role is kept on the re
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -48,8 +49,13 @@ def authentication_middleware(service: AuthenticationService) -> Callable[
         remote = request.remote or "unknown"
         transport = request.transport
         cert = transport.get_extra_info("peercert") if transport is not None else None
+        peer = Peer(remote, cert or None)
+        loop = asyncio.get_running_loop()
         try:
-            state = service.authenticate_http(request.headers, Peer(remote, cert or None))
+            # On the thread pool: a bcrypt check must not stall the event loop.
+            state = await loop.run_in_executor(
+                None, service.authenticate_http, request.headers, peer
+            )
         except AuthenticationError as exc:
             log.warning("admin %s %s from %s: authentication failed: %s",
                         request.method, request.path, remote, exc)

@@ -11,9 +11,15 @@
   credentials expired (a token's ``exp``), a client that declared
   ``supports_auth_refresh`` is sent AUTH_CHALLENGE with ``PulsarAuthRefresh``; one that
   did not, or that left the previous challenge unanswered, is disconnected.
-* AUTH_RESPONSE: must carry a method and data; the credentials are authenticated
-  again. The same role replaces the state (no new CONNECTED); another role or a
+* AUTH_RESPONSE: must answer a pending challenge (anything else is a protocol error
+  that closes the connection, so a client cannot queue checks) and carry a method and
+  data; the credentials are authenticated again. The same role replaces the state (no new CONNECTED); another role or a
   failure closes the connection.
+
+Providers run on the default thread pool, not on the event loop: a bcrypt check
+costs tens of milliseconds, and a burst of reconnecting clients must not stall every
+other connection of the broker. A client waits for CONNECTED before it sends anything
+else, so CONNECT is answered when its check completes.
 
 Every refusal is logged with the remote address; the service counts it.
 """
@@ -23,11 +29,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
 from quasar.auth import AuthenticationService, AuthenticationState, Peer
-from quasar.errors import AuthenticationError, BrokerError
+from quasar.errors import AuthenticationError, BrokerError, ProtocolError
 from quasar.protocol import PROTOCOL_VERSION_MAX, pb
 
 from .replies import BROKER_REQUEST_ID, error
@@ -57,9 +63,16 @@ class AuthenticatedConnection(Protocol):
         """The verified TLS client certificate (``getpeercert()``), or None."""
         ...
 
+    @property
+    def closed(self) -> bool: ...
+
     def send_command(self, cmd: pb.BaseCommand) -> None: ...
 
     def abort(self) -> None: ...
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro``; it is cancelled when the connection closes."""
+        ...
 
 
 def connect_auth_method(c: pb.CommandConnect) -> str:
@@ -91,19 +104,33 @@ class ConnectionAuthentication:
         self.state: AuthenticationState | None = None
         self.supports_refresh = False
         self.challenge_pending = False
+        self._answer_in_check = False  # an AUTH_RESPONSE is being authenticated
         self._timer: asyncio.TimerHandle | None = None
 
     def _peer(self) -> Peer:
         return Peer(self._conn.remote_address, self._conn.peer_certificate)
 
-    def on_connect(self, c: pb.CommandConnect) -> bool:
+    async def _authenticate(self, method: str, auth_data: bytes) -> AuthenticationState:
+        """The service's check, on the default thread pool (see the module doc).
+
+        Raises:
+            AuthenticationError: refused.
+        """
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            None, self._service.authenticate, method, auth_data, self._peer()
+        )
+
+    async def on_connect(self, c: pb.CommandConnect) -> bool:
         """Authenticate a CONNECT; True when CONNECTED may be sent. On refusal the
         client has been answered and the connection is closing."""
         method = connect_auth_method(c)
         try:
-            state = self._service.authenticate(method, c.auth_data, self._peer())
+            state = await self._authenticate(method, c.auth_data)
         except AuthenticationError as exc:
             self._refuse(method, exc)
+            return False
+        if self._conn.closed:
             return False
         self.state = state
         self.supports_refresh = c.feature_flags.supports_auth_refresh
@@ -113,17 +140,31 @@ class ConnectionAuthentication:
         return True
 
     def on_auth_response(self, cmd: pb.BaseCommand, frame: Any) -> None:
-        """AUTH_RESPONSE: re-authenticate (see the module doc)."""
+        """AUTH_RESPONSE: re-authenticate (see the module doc).
+
+        Raises:
+            ProtocolError: no challenge awaits an answer (the connection closes).
+        """
+        if not self.challenge_pending or self._answer_in_check:
+            raise ProtocolError("AUTH_RESPONSE without a pending AUTH_CHALLENGE")
         r = cmd.authResponse
         if not (r.HasField("response") and r.response.HasField("auth_method_name")
                 and r.response.HasField("auth_data")):
             self._refuse("none", AuthenticationError("AUTH_RESPONSE without credentials"))
             return
-        method = r.response.auth_method_name
+        self._answer_in_check = True
+        self._conn.spawn(self._reauthenticate(r.response.auth_method_name,
+                                              r.response.auth_data))
+
+    async def _reauthenticate(self, method: str, auth_data: bytes) -> None:
         try:
-            state = self._service.authenticate(method, r.response.auth_data, self._peer())
+            state = await self._authenticate(method, auth_data)
         except AuthenticationError as exc:
             self._refuse(method, exc)
+            return
+        finally:
+            self._answer_in_check = False
+        if self._conn.closed:
             return
         previous = self.state
         if previous is not None and state.role != previous.role:

@@ -137,6 +137,7 @@ class ServerConnection(asyncio.Protocol):
             **TransactionCommands(self).handlers(),
         }
         self._authentication: ConnectionAuthentication | None = None
+        self._authenticating = False  # CONNECT received, its check not yet done
         if authentication is not None:
             self._authentication = ConnectionAuthentication(
                 self,
@@ -302,8 +303,22 @@ class ServerConnection(asyncio.Protocol):
         handler(cmd, frame)
 
     def _on_connect(self, c: pb.CommandConnect) -> None:
-        if self._authentication is not None and not self._authentication.on_connect(c):
-            return  # refused: answered, and the connection is closing
+        if self._authentication is None:
+            self._connected(c)
+            return
+        if self._authenticating:
+            raise ProtocolError("CONNECT sent again before CONNECTED")
+        self._authenticating = True
+        self.spawn(self._authenticate_connect(self._authentication, c))
+
+    async def _authenticate_connect(
+        self, authentication: ConnectionAuthentication, c: pb.CommandConnect
+    ) -> None:
+        if await authentication.on_connect(c):
+            self._connected(c)
+        # Refused: the client was answered and the connection is closing.
+
+    def _connected(self, c: pb.CommandConnect) -> None:
         self.connected = True
         self._keep_alive.handshake_done = True
         self._client_version = c.client_version
