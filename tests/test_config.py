@@ -61,6 +61,11 @@ EXPECTED_DEFAULTS = {
     "maxPendingPublishRequestsPerConnection": 1000,
     "maxUnackedMessagesPerConsumer": 50000,
     "maxUnackedMessagesPerSubscription": 200000,
+    "authenticationEnabled": False,
+    "authenticationProviders": (),
+    "anonymousUserRole": "",
+    "basicAuthConf": "",
+    "authenticationRefreshCheckSeconds": 60,
     "brokerShutdownTimeoutMs": 60000,
     "transactionCoordinatorEnabled": True,  # quasar (Pulsar: false)
     "transactionCoordinatorCount": 1,

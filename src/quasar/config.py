@@ -78,6 +78,7 @@ from quasar.transaction.config import TransactionConfig
 
 __all__ = [
     "KEYS_WITHOUT_EFFECT",
+    "AuthenticationConfig",
     "BatchedWriteConfig",
     "BrokerConfig",
     "DispatchConfig",
@@ -261,12 +262,33 @@ class TokenAuthenticationConfig(Section):
 
 
 @dataclass(frozen=True)
+class AuthenticationConfig(Section):
+    """Who may connect: the authentication providers and the anonymous role
+    (``quasar.auth`` builds its ``AuthenticationService`` from this section)."""
+
+    # Pulsar default (broker.conf authenticationEnabled).
+    authentication_enabled: bool = setting(False, "authenticationEnabled")
+    # Pulsar's provider class names, comma-separated (broker.conf
+    # authenticationProviders); an unknown name stops the broker at start-up.
+    authentication_providers: tuple[str, ...] = setting((), "authenticationProviders")
+    # Pulsar default: no anonymous role (broker.conf anonymousUserRole).
+    anonymous_user_role: str = setting("", "anonymousUserRole")
+    # Pulsar's basic provider's htpasswd file: data:/file: URL, path or base64 content.
+    basic_auth_conf: str = setting("", "basicAuthConf")
+    # Pulsar default (broker.conf authenticationRefreshCheckSeconds).
+    authentication_refresh_check_seconds: int = setting(
+        60, "authenticationRefreshCheckSeconds", at_least(1)
+    )
+
+
+@dataclass(frozen=True)
 class ServiceConfiguration(Section):
     """The whole configuration; build it with ``ServiceConfiguration.load``."""
 
     broker: BrokerConfig = section(BrokerConfig)
     policies: PolicyDefaults = section(PolicyDefaults)
     dispatch: DispatchConfig = section(DispatchConfig)
+    authentication: AuthenticationConfig = section(AuthenticationConfig)
     managed_ledger: ManagedLedgerSettings = section(ManagedLedgerSettings)
     journal: JournalConfig = section(JournalConfig)
     transaction: TransactionConfig = section(TransactionConfig)

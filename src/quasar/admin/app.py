@@ -15,12 +15,14 @@ from aiohttp import web
 from prometheus_client.registry import CollectorRegistry
 
 from quasar.admin.api import AdminBroker
+from quasar.admin.authentication import authentication_middleware
 from quasar.admin.http import BROKER_KEY
 from quasar.admin.namespaces import routes as namespace_routes
 from quasar.admin.tenants import routes as tenant_routes
 from quasar.admin.topics import routes as topic_routes
 from quasar.admin.transactions import routes as transaction_routes
 from quasar.admin.txn_batch_log import routes as txn_batch_log_routes
+from quasar.auth import AuthenticationService
 from quasar.errors import QuasarError
 from quasar.metrics import broker_registry
 from quasar.metrics import http as metrics_http
@@ -69,17 +71,23 @@ def error_body(exc: BaseException) -> dict[str, str]:
 
 
 def create_admin_app(
-    broker: AdminBroker, *, metrics: CollectorRegistry | None = None
+    broker: AdminBroker,
+    *,
+    metrics: CollectorRegistry | None = None,
+    authentication: AuthenticationService | None = None,
 ) -> web.Application:
     """Build the aiohttp application serving Pulsar's ``/admin/v2`` subset.
 
     Run it with ``aiohttp.web.AppRunner`` on ``webServicePort``; routes are listed in
     ``docs/admin.md``. ``GET /metrics`` serves ``metrics``, the broker's registry;
     without one it serves a new ``broker_registry()`` (process series only).
+    With ``authentication`` every other route needs credentials
+    (``quasar.admin.authentication``).
     """
-    app = web.Application(
-        middlewares=[_errors_as_json], client_max_size=REQUEST_BYTES_MAX
-    )
+    middlewares: list[Callable[..., Awaitable[web.StreamResponse]]] = [_errors_as_json]
+    if authentication is not None:
+        middlewares.append(authentication_middleware(authentication))
+    app = web.Application(middlewares=middlewares, client_max_size=REQUEST_BYTES_MAX)
     app[BROKER_KEY] = broker
     app[metrics_http.METRICS_REGISTRY_KEY] = (
         broker_registry() if metrics is None else metrics

@@ -27,6 +27,12 @@ authentication, end-to-end encryption, chunking or dead-letter policy.
 from __future__ import annotations
 
 from quasar.client import aio, schema
+from quasar.client.authentication import (
+    Authentication,
+    AuthenticationBasic,
+    AuthenticationTLS,
+    AuthenticationToken,
+)
 from quasar.client.enums import (
     BatchingType,
     CompressionType,
@@ -50,6 +56,10 @@ from quasar.client.txn_state import TransactionState
 from quasar.protocol.txn_id import TxnID
 
 __all__ = [
+    "Authentication",
+    "AuthenticationBasic",
+    "AuthenticationTLS",
+    "AuthenticationToken",
     "BatchingType",
     "BytesSchema",
     "Client",

@@ -37,6 +37,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from quasar.client.authentication import Authentication
 from quasar.client.client_transactions import (
     ClientTransactions,
     parse_client_transactions,
@@ -87,13 +88,20 @@ class AdminClient:
     """
 
     def __init__(
-        self, base_url: str = DEFAULT_ADMIN_URL, timeout_s: float = REQUEST_TIMEOUT_S
+        self,
+        base_url: str = DEFAULT_ADMIN_URL,
+        timeout_s: float = REQUEST_TIMEOUT_S,
+        authentication: Authentication | None = None,
     ) -> None:
+        """``authentication``: credentials sent as the ``Authorization`` header of
+        every request (read again for each, so a token supplier's new token is used).
+        """
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self._session: aiohttp.ClientSession | None = None
+        self.authentication = authentication
 
     async def __aenter__(self) -> AdminClient:
         return self
@@ -147,9 +155,12 @@ class AdminClient:
     async def _send(self, method: str, path: str, body: Any) -> tuple[bytes, str]:
         url = self.base_url + path
         data = None if body is _NO_BODY else json.dumps(body).encode()
+        headers = dict(_HEADERS)
+        if self.authentication is not None:
+            headers.update(self.authentication.http_headers())
         try:
             async with self._open_session().request(
-                method, url, data=data, headers=_HEADERS
+                method, url, data=data, headers=headers
             ) as resp:
                 raw = await resp.read()
                 if resp.status >= 400:

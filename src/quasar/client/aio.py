@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from quasar.client.admin import AdminClient
+from quasar.client.authentication import Authentication
 from quasar.client.backoff import Backoff
 from quasar.client.client_transactions import ClientTransactions
 from quasar.client.config import (
@@ -121,6 +122,45 @@ def _full_name(topic: str) -> str:
     return TopicName.parse(topic).full
 
 
+# Options of pulsar.Client with nothing to do in this client: its I/O runs on one event
+# loop, listeners on the facade's threads, and it logs through ``logging``.
+_OPTIONS_WITHOUT_EFFECT = frozenset({
+    "io_threads",
+    "message_listener_threads",
+    "concurrent_lookup_requests",
+    "log_conf_file_path",
+    "stats_interval_in_seconds",
+    "logger",
+})
+# pulsar.Client's TLS options, with the values that ask for no TLS.
+_TLS_OPTIONS_OFF: dict[str, Any] = {
+    "use_tls": False,
+    "tls_trust_certs_file_path": None,
+    "tls_allow_insecure_connection": False,
+    "tls_validate_hostname": False,
+    "tls_private_key_file_path": None,
+    "tls_certificate_file_path": None,
+}
+
+
+def _check_other_options(options: dict[str, Any]) -> None:
+    """Refuse what would otherwise be silently ignored (see ``Client``).
+
+    Raises:
+        InvalidConfiguration: an unknown option, or a TLS option asking for TLS.
+    """
+    for name, value in options.items():
+        if name in _OPTIONS_WITHOUT_EFFECT:
+            continue
+        if name in _TLS_OPTIONS_OFF:
+            if value != _TLS_OPTIONS_OFF[name]:
+                raise InvalidConfiguration(
+                    f"{name}={value!r}: this client does not support TLS yet"
+                )
+            continue
+        raise InvalidConfiguration(f"unknown client option {name!r}")
+
+
 class Client:
     """Asyncio client: the factory for producers, consumers, readers and transactions.
 
@@ -148,10 +188,21 @@ class Client:
     beyond it waits (``block_if_queue_full``) or raises ``MemoryBufferIsFull``. With
     it, a producer's ``max_pending_messages=0`` means no count limit, as in Pulsar.
 
+    ``authentication``: an ``AuthenticationToken``, ``AuthenticationBasic`` or
+    ``AuthenticationTLS`` (``quasar.client.authentication``), sent on CONNECT, on
+    every refresh the broker asks for, and to the admin API.
+
+    Other ``pulsar.Client`` options that change nothing in this client
+    (``io_threads``, ``message_listener_threads``, ``concurrent_lookup_requests``,
+    ``log_conf_file_path``, ``stats_interval_in_seconds``, ``logger``) are accepted
+    so that code written for ``pulsar`` keeps working. TLS options asking for TLS are
+    refused, and so is any other option.
+
     Raises:
         InvalidUrl: ``service_url`` is not ``pulsar://host:port``.
-        InvalidConfiguration: ``client_name`` is empty or not a string, or
-            ``memory_limit_bytes`` is negative.
+        InvalidConfiguration: ``client_name`` is empty or not a string,
+            ``memory_limit_bytes`` is negative, ``authentication`` is not an
+            ``Authentication``, or an option is unknown or not supported.
     """
 
     def __init__(
@@ -168,18 +219,22 @@ class Client:
         transaction_journal_dir: str | os.PathLike[str] | None = None,
         admin_url: str | None = None,
         memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
+        authentication: Authentication | None = None,
         **kwargs: Any,
     ) -> None:
         parse_service_url(service_url)
+        _check_other_options(kwargs)
+        if authentication is not None and not isinstance(authentication, Authentication):
+            raise InvalidConfiguration(
+                "authentication must be a quasar.client.authentication.Authentication "
+                f"(AuthenticationToken, AuthenticationBasic, ...), got {authentication!r}"
+            )
         if client_name is not None and (
             not isinstance(client_name, str) or not client_name
         ):
             raise InvalidConfiguration(
                 f"client_name must be a non-empty string, got {client_name!r}"
             )
-        # Options of pulsar.Client this client does not use (TLS, auth, threads,
-        # logging) are accepted so that code written for pulsar keeps working.
-        self._ignored = kwargs
         journal_dir = (
             None if transaction_journal_dir is None else os.fspath(transaction_journal_dir)
         )
@@ -195,6 +250,7 @@ class Client:
             transaction_journal_dir=journal_dir,
             admin_url=admin_url or admin_url_for(service_url),
             memory_limit_bytes=memory_limit_bytes,
+            authentication=authentication,
         )
         self.pool = ConnectionPool(self.config)
         self.lookup = LookupService(self.config, self.pool)
@@ -657,7 +713,9 @@ class Client:
         """
         self._check_open()
         name = self.config.client_name if client_name is None else client_name
-        async with AdminClient(self.admin_url, self.config.operation_timeout_s) as admin:
+        async with AdminClient(
+            self.admin_url, self.config.operation_timeout_s, self.config.authentication
+        ) as admin:
             return await admin.client_transactions(name)
 
     def _track(self, impl: Any) -> None:

@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from quasar.client.authentication import Authentication
 from quasar.client.exceptions import InvalidUrl
 from quasar.client.memory_limit import DEFAULT_MEMORY_LIMIT_BYTES, MemoryLimit
 from quasar.protocol import DEFAULT_MAX_MESSAGE_SIZE, FRAME_PADDING
@@ -71,6 +72,8 @@ class ClientConfig:
     # Bytes of messages awaiting receipts, summed over the client's producers (0: no
     # bound); see quasar.client.memory_limit.
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES
+    # Credentials for CONNECT, refresh challenges and the admin API (None: none).
+    authentication: Authentication | None = None
     memory: MemoryLimit = field(init=False, repr=False)
     _ids: itertools.count[int] = field(default_factory=itertools.count, repr=False)
     _producer_ids: itertools.count[int] = field(

@@ -162,16 +162,36 @@ class ClientConnection(asyncio.Protocol):
             # Small frames (acks, flow) must not wait for Nagle's algorithm.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        try:
+            method, data = self._credentials()
+        except QuasarError as exc:
+            log.warning("cannot connect to %s: %s", self.url, exc)
+            self.close(exc)
+            return
         connect = make_command(
             T.CONNECT,
             "connect",
             client_version=self.config.client_version,
             protocol_version=PROTOCOL_VERSION,
-            auth_method_name="none",
+            auth_method_name=method,
         )
+        if data:
+            connect.connect.auth_data = data
         flags = connect.connect.feature_flags
         flags.supports_auth_refresh = True
         self.write(encode_command(connect))
+
+    def _credentials(self) -> tuple[str, bytes]:
+        """``(auth_method_name, auth_data)``, read afresh (a token supplier is called
+        again each time).
+
+        Raises:
+            ErrorGettingAuthenticationData: the credentials cannot be produced.
+        """
+        auth = self.config.authentication
+        if auth is None:
+            return "none", b""
+        return auth.auth_method_name, auth.auth_data()
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -381,15 +401,17 @@ class ClientConnection(asyncio.Protocol):
             if migrated is not None:
                 migrated.on_disconnected(self, tm.brokerServiceUrl or None)
         elif t == T.AUTH_CHALLENGE:
-            # No authentication: answer with empty "none" credentials.
+            # The broker asks for fresh credentials (they expired): answer with what
+            # the authentication gives now; failing that, the connection closes.
+            method, data = self._credentials()
             resp = make_command(
                 T.AUTH_RESPONSE,
                 "authResponse",
                 client_version=self.config.client_version,
                 protocol_version=PROTOCOL_VERSION,
             )
-            resp.authResponse.response.auth_method_name = "none"
-            resp.authResponse.response.auth_data = b""
+            resp.authResponse.response.auth_method_name = method
+            resp.authResponse.response.auth_data = data
             self.send_command(resp)
         elif t == T.REACHED_END_OF_TOPIC:
             pass  # nothing to do: receive() simply keeps waiting

@@ -30,6 +30,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import quasar.client.aio as aio
+from quasar.client.authentication import Authentication
 from quasar.client.client_transactions import ClientTransactions
 from quasar.client.config import DEFAULT_TRANSACTION_END_TIMEOUT_MS
 from quasar.client.enums import (
@@ -458,7 +459,10 @@ class Transaction:
 
 
 class Client:
-    """Blocking client (see ``pulsar.Client``); only ``pulsar://`` URLs, no auth/TLS.
+    """Blocking client (see ``pulsar.Client``); only ``pulsar://`` URLs, no TLS.
+
+    ``authentication`` (``AuthenticationToken``, ``AuthenticationBasic``, ...) and the
+    options accepted without effect are described on :class:`quasar.client.aio.Client`.
 
     ``enable_transaction=True`` allows :meth:`new_transaction`. The transaction
     options (``client_name``, ``transaction_end_timeout_ms`` and its deprecated alias
@@ -467,12 +471,13 @@ class Client:
 
     Raises:
         InvalidUrl: the service URL is not ``pulsar://host:port``.
+        InvalidConfiguration: a bad ``authentication``, or TLS asked for.
     """
 
     def __init__(
         self,
         service_url: str,
-        authentication: Any = None,
+        authentication: Authentication | None = None,
         operation_timeout_seconds: int = 30,
         io_threads: int = 1,
         message_listener_threads: int = 1,
@@ -498,6 +503,13 @@ class Client:
     ) -> None:
         self._aio = aio.Client(
             service_url,
+            authentication=authentication,
+            use_tls=use_tls,
+            tls_trust_certs_file_path=tls_trust_certs_file_path,
+            tls_allow_insecure_connection=tls_allow_insecure_connection,
+            tls_validate_hostname=tls_validate_hostname,
+            tls_private_key_file_path=tls_private_key_file_path,
+            tls_certificate_file_path=tls_certificate_file_path,
             operation_timeout_seconds=operation_timeout_seconds,
             connection_timeout_ms=connection_timeout_ms,
             listener_name=listener_name,

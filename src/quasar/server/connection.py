@@ -11,6 +11,11 @@ Life of a connection::
 
     AWAIT_CONNECT --CONNECT--> READY --(transport lost | protocol error)--> CLOSED
 
+With authentication enabled, CONNECT is authenticated first (``authentication.py``):
+refused credentials get ERROR(AuthenticationError) and the connection closes; the
+role becomes the connection's ``principal``, and expiring credentials are refreshed
+with AUTH_CHALLENGE / AUTH_RESPONSE while READY.
+
 Any command before CONNECT, an undecodable frame or an oversize frame closes this
 connection only; the broker keeps serving everyone else and nothing stored is touched.
 
@@ -44,9 +49,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
+from quasar.auth import AuthenticationService
 from quasar.broker.consumer import Consumer
 from quasar.broker.producer import Producer
 from quasar.broker.service import BrokerService
@@ -63,6 +69,7 @@ from quasar.protocol import (
 from quasar.transport.keep_alive import PONG_FRAME, KeepAlive, Silence
 from quasar.transport.writer import Buffer, FrameWriter
 
+from .authentication import ConnectionAuthentication
 from .consumer_commands import ConsumerCommands
 from .context import CommandHandler
 from .lookup_commands import LookupCommands
@@ -91,6 +98,7 @@ class ServerConnection(asyncio.Protocol):
         service: BrokerService,
         max_pending_publish: int = 1000,
         keep_alive_s: float = 30.0,
+        authentication: AuthenticationService | None = None,
     ) -> None:
         loop = asyncio.get_running_loop()
         self.service = service
@@ -103,7 +111,7 @@ class ServerConnection(asyncio.Protocol):
         self.connected = False
         self.closed = False
         self.protocol_version = 0
-        self.principal: str | None = None  # the authenticated role (no auth yet)
+        self.principal: str | None = None  # the authenticated role (None: auth off)
         self._client_version = ""
         self._remote = ""
         self.producers: dict[int, tuple[Producer, PersistentTopic]] = {}
@@ -128,6 +136,16 @@ class ServerConnection(asyncio.Protocol):
             **LookupCommands(self).handlers(),
             **TransactionCommands(self).handlers(),
         }
+        self._authentication: ConnectionAuthentication | None = None
+        self._authenticating = False  # CONNECT received, its check not yet done
+        if authentication is not None:
+            self._authentication = ConnectionAuthentication(
+                self,
+                authentication,
+                SERVER_VERSION,
+                service.config.authentication.authentication_refresh_check_seconds,
+            )
+            self._handlers[T.AUTH_RESPONSE] = self._authentication.on_auth_response
 
     # -- what the broker's producers and consumers read ------------------------------
     @property
@@ -137,6 +155,15 @@ class ServerConnection(asyncio.Protocol):
     @property
     def client_version(self) -> str:
         return self._client_version
+
+    @property
+    def peer_certificate(self) -> Mapping[str, Any] | None:
+        """The verified TLS client certificate as ``ssl`` decodes it, or None (plain
+        TCP, or no certificate presented)."""
+        if self._transport is None:
+            return None
+        cert = self._transport.get_extra_info("peercert")
+        return cert or None
 
     def close_producer(self, producer_id: int) -> None:
         """Broker-initiated close: the client reconnects the producer."""
@@ -186,6 +213,8 @@ class ServerConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._keep_alive.stop()
+        if self._authentication is not None:
+            self._authentication.stop()
         self._writer.discard()
         for task in list(self._tasks):
             task.cancel()
@@ -274,6 +303,22 @@ class ServerConnection(asyncio.Protocol):
         handler(cmd, frame)
 
     def _on_connect(self, c: pb.CommandConnect) -> None:
+        if self._authentication is None:
+            self._connected(c)
+            return
+        if self._authenticating:
+            raise ProtocolError("CONNECT sent again before CONNECTED")
+        self._authenticating = True
+        self.spawn(self._authenticate_connect(self._authentication, c))
+
+    async def _authenticate_connect(
+        self, authentication: ConnectionAuthentication, c: pb.CommandConnect
+    ) -> None:
+        if await authentication.on_connect(c):
+            self._connected(c)
+        # Refused: the client was answered and the connection is closing.
+
+    def _connected(self, c: pb.CommandConnect) -> None:
         self.connected = True
         self._keep_alive.handshake_done = True
         self._client_version = c.client_version

@@ -20,6 +20,7 @@ import signal
 import sys
 from typing import Any
 
+from quasar.auth import AuthenticationConfigError, AuthenticationService
 from quasar.broker.service import BrokerService
 from quasar.broker.transactions import TransactionService
 from quasar.config import ServiceConfiguration
@@ -48,6 +49,9 @@ class Standalone:
         self._ledgers: Any = None
         # This broker's /metrics (not prometheus_client's process-global default).
         self.metrics = broker_registry()
+        # Built before anything is opened: a bad authentication configuration (an
+        # unknown provider class, an unreadable htpasswd file) stops start-up here.
+        self.authentication = AuthenticationService.from_config(config, self.metrics)
 
     def _on_fatal(self, exc: BaseException) -> None:
         log.critical("fatal storage error, stopping without retry: %s", exc)
@@ -74,10 +78,11 @@ class Standalone:
         max_pending = broker.max_pending_publish_requests_per_connection
         keep_alive_s = broker.keep_alive_interval_seconds
         service = self.service
+        authentication = self.authentication
         # Admin first: once the binary port accepts, the whole broker is ready.
         await self._start_admin(bind)
         self._server = await loop.create_server(
-            lambda: ServerConnection(service, max_pending, keep_alive_s),
+            lambda: ServerConnection(service, max_pending, keep_alive_s, authentication),
             host=bind,
             port=broker.broker_service_port,
             reuse_address=True,
@@ -113,7 +118,11 @@ class Standalone:
             log.warning("admin API unavailable: %s", e)
             return
         assert self.service is not None
-        app = create_admin_app(AdminAdapter(self.service), metrics=self.metrics)
+        app = create_admin_app(
+            AdminAdapter(self.service),
+            metrics=self.metrics,
+            authentication=self.authentication,
+        )
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(
@@ -177,8 +186,13 @@ def run(config: ServiceConfiguration) -> None:
     """Run the standalone broker in the foreground until SIGTERM/SIGINT."""
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     try:
+        standalone = Standalone(config)
+    except AuthenticationConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    try:
         import uvloop
     except ImportError:  # uvloop is optional: plain asyncio works, only slower
-        asyncio.run(Standalone(config).run_until_signal())
+        asyncio.run(standalone.run_until_signal())
         return
-    uvloop.run(Standalone(config).run_until_signal())
+    uvloop.run(standalone.run_until_signal())

@@ -47,7 +47,8 @@ def free_port() -> int:
 
 
 def _handshake_ok(port: int, timeout: float) -> bool:
-    """True if the port answers CONNECT with CONNECTED (hand-encoded, no deps)."""
+    """True if the port answers CONNECT with CONNECTED, or with ERROR (a broker with
+    authentication refuses the probe's missing credentials, but it is serving)."""
     # BaseCommand{type=CONNECT(2), connect{client_version="probe", protocol_version=20}}
     connect = b"\x0a\x05probe" + b"\x20\x14"
     base = b"\x08\x02" + b"\x12" + bytes([len(connect)]) + connect
@@ -59,9 +60,9 @@ def _handshake_ok(port: int, timeout: float) -> bool:
             head = s.recv(8)
             if len(head) < 8:
                 return False
-            # BaseCommand type field: tag 0x08, value 3 (CONNECTED)
+            # BaseCommand type field: tag 0x08, value CONNECTED (3) or ERROR (14).
             body = s.recv(2)
-            return body[:2] == b"\x08\x03"
+            return body[:2] in (b"\x08\x03", b"\x08\x0e")
     except OSError:
         return False
 
@@ -74,11 +75,16 @@ class BrokerProcess:
         http_port: int | None = None,
         extra_env: dict[str, str] | None = None,
         log_path: Path | None = None,
+        config: dict[str, str] | None = None,
     ) -> None:
+        """``config``: broker settings by Pulsar key (``{"authenticationEnabled":
+        "true"}``), passed as ``QUASAR_<key>`` environment variables."""
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.http_port = http_port or free_port()
         self.extra_env = dict(extra_env or {})
+        for key, value in (config or {}).items():
+            self.extra_env[f"QUASAR_{key}"] = value
         self.log_path = log_path or self.data_dir.parent / f"broker-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
