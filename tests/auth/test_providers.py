@@ -149,9 +149,9 @@ def test_token_provider_calls_the_validator_with_the_bare_token() -> None:
             provider.authenticate(bad, PEER)
 
 
-def test_token_provider_is_registered_and_needs_a_validator() -> None:
+def test_token_provider_is_registered_and_needs_a_key() -> None:
     cfg = config(authenticationEnabled=True, authenticationProviders=TOKEN)
-    with pytest.raises(AuthenticationConfigError, match="token validator"):
+    with pytest.raises(AuthenticationConfigError, match="tokenSecretKey or tokenPublicKey"):
         AuthenticationService.from_config(cfg)
     service = AuthenticationService.from_config(cfg, token_validator=lambda c: fake_validator)
     assert service is not None
