@@ -80,6 +80,16 @@ EXPECTED_DEFAULTS = {
     "transactionPendingAckBatchedWriteMaxSize": 4194304,
     "transactionPendingAckBatchedWriteMaxDelayInMillis": 1,
     "superUserRoles": (),
+    "brokerServicePortTls": None,
+    "webServicePortTls": None,
+    "tlsCertificateFilePath": "",
+    "tlsKeyFilePath": "",
+    "tlsTrustCertsFilePath": "",
+    "tlsAllowInsecureConnection": False,
+    "tlsRequireTrustedClientCertOnConnect": False,
+    "tlsProtocols": (),
+    "tlsCiphers": (),
+    "tlsCertRefreshCheckDurationSec": 300,
 }
 
 

@@ -29,6 +29,7 @@ import logging
 import os
 import re
 import secrets
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,7 @@ from quasar.client.config import (
     DEFAULT_TRANSACTION_END_TIMEOUT_MS,
     ClientConfig,
     admin_url_for,
+    is_tls_url,
     new_client_name,
     parse_service_url,
 )
@@ -74,6 +76,7 @@ from quasar.client.producer import State as ProducerState
 from quasar.client.reader import reader_subscription_name
 from quasar.client.receive_queue import ReceiveQueue
 from quasar.client.schema import Schema
+from quasar.client.tls import ClientTlsOptions
 from quasar.client.transaction import (
     Transaction,
     TransactionImpl,
@@ -148,10 +151,19 @@ class Client:
     beyond it waits (``block_if_queue_full``) or raises ``MemoryBufferIsFull``. With
     it, a producer's ``max_pending_messages=0`` means no count limit, as in Pulsar.
 
+    TLS (``pulsar+ssl://host:6651`` service URLs, and an ``https://`` admin URL, whose
+    default is ``https://<host>:8443`` then): ``tls_trust_certs_file_path``,
+    ``tls_allow_insecure_connection``, ``tls_validate_hostname``,
+    ``tls_certificate_file_path`` and ``tls_private_key_file_path`` as in
+    ``pulsar.Client`` (see :mod:`quasar.client.tls`). ``use_tls`` is deprecated in
+    Pulsar, where the URL decides; it is accepted when it agrees with the URL.
+
     Raises:
-        InvalidUrl: ``service_url`` is not ``pulsar://host:port``.
-        InvalidConfiguration: ``client_name`` is empty or not a string, or
-            ``memory_limit_bytes`` is negative.
+        InvalidUrl: ``service_url`` is not ``pulsar://host:port`` or
+            ``pulsar+ssl://host:port``.
+        InvalidConfiguration: ``client_name`` is empty or not a string,
+            ``memory_limit_bytes`` is negative, ``use_tls=True`` with a
+            ``pulsar://`` URL, or a TLS file cannot be used.
     """
 
     def __init__(
@@ -168,9 +180,27 @@ class Client:
         transaction_journal_dir: str | os.PathLike[str] | None = None,
         admin_url: str | None = None,
         memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
+        use_tls: bool = False,
+        tls_trust_certs_file_path: str | None = None,
+        tls_allow_insecure_connection: bool = False,
+        tls_validate_hostname: bool = False,
+        tls_certificate_file_path: str | None = None,
+        tls_private_key_file_path: str | None = None,
         **kwargs: Any,
     ) -> None:
         parse_service_url(service_url)
+        if use_tls and not is_tls_url(service_url):
+            raise InvalidConfiguration(
+                f"use_tls=True but the service URL {service_url!r} is not "
+                "pulsar+ssl://: the URL decides (use_tls is deprecated)"
+            )
+        tls = ClientTlsOptions(
+            trust_certs_file_path=tls_trust_certs_file_path,
+            allow_insecure_connection=tls_allow_insecure_connection,
+            validate_hostname=tls_validate_hostname,
+            certificate_file_path=tls_certificate_file_path,
+            private_key_file_path=tls_private_key_file_path,
+        )
         if client_name is not None and (
             not isinstance(client_name, str) or not client_name
         ):
@@ -195,7 +225,11 @@ class Client:
             transaction_journal_dir=journal_dir,
             admin_url=admin_url or admin_url_for(service_url),
             memory_limit_bytes=memory_limit_bytes,
+            tls=tls,
         )
+        assert self.config.admin_url is not None
+        if self.config.use_tls or self.config.admin_url.startswith("https:"):
+            self.config.ssl_context()  # a TLS file that cannot be used fails here
         self.pool = ConnectionPool(self.config)
         self.lookup = LookupService(self.config, self.pool)
         # Producers, consumers and readers to close with the client; closed ones are
@@ -657,8 +691,16 @@ class Client:
         """
         self._check_open()
         name = self.config.client_name if client_name is None else client_name
-        async with AdminClient(self.admin_url, self.config.operation_timeout_s) as admin:
+        async with AdminClient(
+            self.admin_url, self.config.operation_timeout_s, ssl_context=self._admin_tls()
+        ) as admin:
             return await admin.client_transactions(name)
+
+    def _admin_tls(self) -> ssl.SSLContext | None:
+        """The client's TLS context when the admin URL is ``https://``."""
+        if self.admin_url.startswith("https:"):
+            return self.config.ssl_context()
+        return None
 
     def _track(self, impl: Any) -> None:
         if len(self._handles) >= self._prune_at:
@@ -681,6 +723,7 @@ class Client:
         self._handles.clear()
         self._stop_transactions()
         self.pool.close()
+        await self.pool.wait_closed()
 
     def _stop_transactions(self) -> None:
         if self.transaction_coordinator is not None:
@@ -692,6 +735,7 @@ class Client:
         self._closed = True
         self._stop_transactions()
         self.pool.close()
+        await self.pool.wait_closed()
 
 
 _PRUNE_AT_LEAST = 64

@@ -458,15 +458,18 @@ class Transaction:
 
 
 class Client:
-    """Blocking client (see ``pulsar.Client``); only ``pulsar://`` URLs, no auth/TLS.
+    """Blocking client (see ``pulsar.Client``): ``pulsar://`` and ``pulsar+ssl://``
+    URLs.
 
     ``enable_transaction=True`` allows :meth:`new_transaction`. The transaction
     options (``client_name``, ``transaction_end_timeout_ms`` and its deprecated alias
-    ``transaction_end_retry_timeout_ms``, ``transaction_journal_dir``, ``admin_url``)
-    and ``memory_limit_bytes`` are described on :class:`quasar.client.aio.Client`.
+    ``transaction_end_retry_timeout_ms``, ``transaction_journal_dir``, ``admin_url``),
+    ``memory_limit_bytes`` and the TLS options (``tls_*``, ``use_tls``) are described
+    on :class:`quasar.client.aio.Client`.
 
     Raises:
-        InvalidUrl: the service URL is not ``pulsar://host:port``.
+        InvalidUrl: the service URL is not ``pulsar://`` or ``pulsar+ssl://``.
+        InvalidConfiguration: as :class:`quasar.client.aio.Client`.
     """
 
     def __init__(
@@ -508,6 +511,12 @@ class Client:
             transaction_journal_dir=transaction_journal_dir,
             admin_url=admin_url,
             memory_limit_bytes=memory_limit_bytes,
+            use_tls=use_tls,
+            tls_trust_certs_file_path=tls_trust_certs_file_path,
+            tls_allow_insecure_connection=tls_allow_insecure_connection,
+            tls_validate_hostname=tls_validate_hostname,
+            tls_certificate_file_path=tls_certificate_file_path,
+            tls_private_key_file_path=tls_private_key_file_path,
         )
         self._loop = _LoopThread("quasar-client-io")
         self._executor = concurrent.futures.ThreadPoolExecutor(
