@@ -16,6 +16,7 @@ itself, because an event loop's own TLS connect may leave it open.
 from __future__ import annotations
 
 import asyncio
+import math
 import ssl
 from asyncio.sslproto import SSLProtocol
 
@@ -50,7 +51,8 @@ class TlsLayer(SSLProtocol):
             self.handshake,
             server_side=server_side,
             server_hostname=server_hostname,
-            ssl_handshake_timeout=handshake_timeout_s,
+            # Whole seconds, as asyncio's signature declares it.
+            ssl_handshake_timeout=max(1, math.ceil(handshake_timeout_s)),
         )
         self.remote_address = "unknown"
         self._raw: asyncio.BaseTransport | None = None
