@@ -3,6 +3,7 @@ and its reload, the client's options and URLs, the client certificate's role."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import ssl
 from pathlib import Path
@@ -16,7 +17,12 @@ from quasar.client.exceptions import InvalidConfiguration
 from quasar.client.tls import ClientTlsOptions
 from quasar.config import ServiceConfiguration, TlsConfig
 from quasar.server.connection import peer_common_name
-from quasar.server.tls import ServerTls, TlsConfigurationError, build_server_context
+from quasar.server.tls import (
+    ServerTls,
+    TlsConfigurationError,
+    TlsHandshake,
+    build_server_context,
+)
 from quasar.testing.certs import TestCerts, make_test_certs, write_signed_cert
 
 
@@ -255,3 +261,70 @@ def test_the_role_of_a_client_certificate_is_its_common_name() -> None:
     assert peer_common_name(decoded) == "alice"
     assert peer_common_name({"subject": ((("organizationName", "x"),),)}) is None
     assert peer_common_name(None) is None
+
+
+# ------------------------------------------------------------------ the handshake layer
+
+
+class RecordingProtocol(asyncio.Protocol):
+    """Stands in for the broker's connection: records what it is handed."""
+
+    def __init__(self) -> None:
+        self.made: asyncio.Future[asyncio.BaseTransport] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self.data = bytearray()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.made.set_result(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.data += data
+
+
+async def test_the_handshake_layer_hands_over_the_verified_client_certificate(
+    certs: TestCerts, caplog: pytest.LogCaptureFixture
+) -> None:
+    tls = ServerTls(tls_config(certs, tls_require_trusted_client_cert_on_connect=True))
+    served: list[RecordingProtocol] = []
+
+    def accept() -> TlsHandshake:
+        served.append(RecordingProtocol())
+        return TlsHandshake(tls, served[-1])
+
+    server = await asyncio.get_running_loop().create_server(accept, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        client_tls = ClientTlsOptions(
+            trust_certs_file_path=str(certs.ca_cert),
+            certificate_file_path=str(certs.client_cert),
+            private_key_file_path=str(certs.client_key),
+        ).context()
+        _, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=client_tls, server_hostname="localhost"
+        )
+        writer.write(b"hello")
+        transport = await asyncio.wait_for(served[0].made, 10)
+        assert peer_common_name(transport.get_extra_info("peercert")) == "alice"
+        writer.close()
+        await writer.wait_closed()
+
+        # Without a client certificate: refused, and logged with the address.
+        no_cert = ClientTlsOptions(trust_certs_file_path=str(certs.ca_cert)).context()
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=no_cert, server_hostname="localhost"
+        )
+        local = "{}:{}".format(*writer.get_extra_info("sockname")[:2])
+        try:
+            # TLS 1.3: the client learns of the refusal on its first read, as an
+            # alert or as the end of the stream.
+            answer = await asyncio.wait_for(reader.read(), 10)
+        except (ssl.SSLError, ConnectionError):
+            answer = b""
+        assert answer == b""
+        writer.close()
+        assert not served[1].made.done()
+        assert f"TLS handshake with {local} failed" in caplog.text
+    finally:
+        server.close()
+        await server.wait_closed()
