@@ -91,6 +91,16 @@ EXPECTED_DEFAULTS = {
     "tokenAuthClaim": "sub",
     "tokenAudienceClaim": "",
     "tokenAudience": "",
+    "brokerServicePortTls": None,
+    "webServicePortTls": None,
+    "tlsCertificateFilePath": "",
+    "tlsKeyFilePath": "",
+    "tlsTrustCertsFilePath": "",
+    "tlsAllowInsecureConnection": False,
+    "tlsRequireTrustedClientCertOnConnect": False,
+    "tlsProtocols": (),
+    "tlsCiphers": (),
+    "tlsCertRefreshCheckDurationSec": 300,
 }
 
 

@@ -33,7 +33,9 @@ Sources, later ones winning::
 
 * The file is Java-properties style: ``key=value`` (or ``key: value``), ``#``/``!``
   comments, blank lines. An empty value keeps the default, as in Pulsar's
-  ``broker.conf`` where ``advertisedAddress=`` means "not set". An unknown key is
+  ``broker.conf`` where ``advertisedAddress=`` means "not set"; for a setting that
+  may be absent (the listener ports, typed ``int | None``) empty means "off", so
+  ``brokerServicePort=`` turns the plaintext port off. An unknown key is
   logged as a warning (so a real ``broker.conf`` can be used as is); a line that is
   not a setting is an error.
 * Environment variables are ``QUASAR_<key>`` (``QUASAR_brokerServicePort=6651``) or
@@ -86,6 +88,8 @@ __all__ = [
     "ManagedLedgerSettings",
     "PolicyDefaults",
     "ServiceConfiguration",
+    "TLS_PROTOCOLS",
+    "TlsConfig",
     "TokenAuthenticationConfig",
     "TransactionConfig",
     "config_keys",
@@ -113,16 +117,40 @@ KEYS_WITHOUT_EFFECT: Mapping[str, str] = types.MappingProxyType(
 # The broker's sections. Every default carries a comment naming its source.
 
 
+# Pulsar's tlsProtocols names; Python's ssl module sets a minimum and a maximum
+# version, so a list is applied as the range from its oldest to its newest entry.
+TLS_PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
+
+
+def optional_port(value: Any) -> str | None:
+    """Accept a TCP port, or ``None`` (an empty value): the listener is off."""
+    return None if value is None else port(value)
+
+
+def tls_protocol_names(value: Any) -> str | None:
+    """Accept a list of Pulsar's TLS protocol names."""
+    bad = [name for name in value if name not in TLS_PROTOCOLS]
+    return None if not bad else "a comma-separated list of " + ", ".join(TLS_PROTOCOLS)
+
+
 @dataclass(frozen=True)
 class BrokerConfig(Section):
     """Identity, listeners, data directory and per-connection limits."""
 
     # Pulsar standalone's cluster name.
     cluster_name: str = setting("standalone", "clusterName", non_empty)
-    # Pulsar default (broker.conf brokerServicePort).
-    broker_service_port: int = setting(6650, "brokerServicePort", port)
-    # Pulsar default (broker.conf webServicePort).
-    web_service_port: int = setting(8080, "webServicePort", port)
+    # Pulsar default (broker.conf brokerServicePort); empty turns the plaintext
+    # binary listener off (a TLS-only broker).
+    broker_service_port: int | None = setting(6650, "brokerServicePort", optional_port)
+    # Pulsar default (broker.conf webServicePort); empty turns plain HTTP off.
+    web_service_port: int | None = setting(8080, "webServicePort", optional_port)
+    # Pulsar default: no TLS listener (6651 is the conventional value); the
+    # certificate and key are in the ``tls`` section.
+    broker_service_port_tls: int | None = setting(
+        None, "brokerServicePortTls", optional_port
+    )
+    # Pulsar default: no HTTPS listener (8443 is the conventional value).
+    web_service_port_tls: int | None = setting(None, "webServicePortTls", optional_port)
     # Pulsar default: listen on every interface.
     bind_address: str = setting("0.0.0.0", "bindAddress", non_empty)
     # Pulsar's default is the host's FQDN; quasar runs as a standalone broker whose
@@ -154,14 +182,62 @@ class BrokerConfig(Section):
         return Path(self.data_dir)
 
     @property
-    def broker_service_url(self) -> str:
-        """The binary-protocol URL clients are given in lookups."""
+    def broker_service_url(self) -> str | None:
+        """The plaintext binary-protocol URL clients are given in lookups, if on."""
+        if self.broker_service_port is None:
+            return None
         return f"pulsar://{self.advertised_address}:{self.broker_service_port}"
 
     @property
-    def web_service_url(self) -> str:
-        """The admin REST API's URL."""
+    def broker_service_url_tls(self) -> str | None:
+        """The TLS binary-protocol URL clients are given in lookups, if on."""
+        if self.broker_service_port_tls is None:
+            return None
+        return f"pulsar+ssl://{self.advertised_address}:{self.broker_service_port_tls}"
+
+    @property
+    def web_service_url(self) -> str | None:
+        """The admin REST API's plain-HTTP URL, if on."""
+        if self.web_service_port is None:
+            return None
         return f"http://{self.advertised_address}:{self.web_service_port}"
+
+    @property
+    def web_service_url_tls(self) -> str | None:
+        """The admin REST API's HTTPS URL, if on."""
+        if self.web_service_port_tls is None:
+            return None
+        return f"https://{self.advertised_address}:{self.web_service_port_tls}"
+
+
+@dataclass(frozen=True)
+class TlsConfig(Section):
+    """Certificates and rules of the TLS listeners (``brokerServicePortTls`` and
+    ``webServicePortTls`` in the broker section turn them on)."""
+
+    # Pulsar default: none; required when a TLS port is set (PEM certificate chain).
+    tls_certificate_file_path: str = setting("", "tlsCertificateFilePath")
+    # Pulsar default: none; required when a TLS port is set (PEM private key).
+    tls_key_file_path: str = setting("", "tlsKeyFilePath")
+    # Pulsar default: none, which trusts the system's CAs for client certificates.
+    tls_trust_certs_file_path: str = setting("", "tlsTrustCertsFilePath")
+    # Pulsar default: an untrusted client certificate fails the handshake; true
+    # accepts such clients without asking for a certificate at all.
+    tls_allow_insecure_connection: bool = setting(False, "tlsAllowInsecureConnection")
+    # Pulsar default: a client certificate is optional (but checked when sent).
+    tls_require_trusted_client_cert_on_connect: bool = setting(
+        False, "tlsRequireTrustedClientCertOnConnect"
+    )
+    # Pulsar default: empty, the TLS library's defaults.
+    tls_protocols: tuple[str, ...] = setting((), "tlsProtocols", tls_protocol_names)
+    # Pulsar default: empty, the TLS library's defaults. Names are OpenSSL's
+    # (ECDHE-RSA-AES128-GCM-SHA256); they restrict TLS 1.2 and older only.
+    tls_ciphers: tuple[str, ...] = setting((), "tlsCiphers")
+    # Pulsar default (broker.conf tlsCertRefreshCheckDurationSec); 0 = at every new
+    # connection.
+    tls_cert_refresh_check_duration_sec: int = setting(
+        300, "tlsCertRefreshCheckDurationSec", at_least(0)
+    )
 
 
 @dataclass(frozen=True)
@@ -295,6 +371,29 @@ class ServiceConfiguration(Section):
     token_authentication: TokenAuthenticationConfig = section(
         TokenAuthenticationConfig
     )
+    tls: TlsConfig = section(TlsConfig)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        broker, tls = self.broker, self.tls
+        tls_ports = [
+            key
+            for key, value in (
+                ("brokerServicePortTls", broker.broker_service_port_tls),
+                ("webServicePortTls", broker.web_service_port_tls),
+            )
+            if value is not None
+        ]
+        if tls_ports and not (tls.tls_certificate_file_path and tls.tls_key_file_path):
+            raise ValueError(
+                f"{' and '.join(tls_ports)} set: tlsCertificateFilePath and "
+                "tlsKeyFilePath must name the PEM certificate and private key"
+            )
+        if broker.broker_service_port is None and broker.broker_service_port_tls is None:
+            raise ValueError(
+                "brokerServicePort and brokerServicePortTls are both empty: "
+                "the broker would have no binary listener"
+            )
 
     @classmethod
     def load(
@@ -458,7 +557,7 @@ def _read_properties_file(path: Path) -> dict[str, Any]:
         if key not in config_keys():
             unknown.append(key)
             continue
-        if raw == "":
+        if raw == "" and not _is_optional(config_keys()[key].type):
             continue  # as in broker.conf: an empty value means "use the default"
         values[key] = _convert(key, raw, f"{path}:{number}")
     if unknown:
@@ -506,7 +605,19 @@ def _convert(key: str, raw: Any, source: str) -> Any:
     return value
 
 
+def _is_optional(tp: Any) -> bool:
+    """Whether the field is ``X | None``: there an empty value means "off"."""
+    return typing.get_origin(tp) in (types.UnionType, typing.Union) and type(
+        None
+    ) in typing.get_args(tp)
+
+
 def _to_type(tp: Any, raw: Any) -> Any:
+    if _is_optional(tp):
+        if raw is None or (isinstance(raw, str) and raw.strip() == ""):
+            return None
+        (item_type,) = [t for t in typing.get_args(tp) if t is not type(None)]
+        return _to_type(item_type, raw)
     if typing.get_origin(tp) is tuple:
         (item_type, _) = typing.get_args(tp)
         if isinstance(raw, str):
@@ -544,6 +655,8 @@ def _to_type(tp: Any, raw: Any) -> Any:
 
 
 def _format(value: Any) -> str:
+    if value is None:
+        return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, tuple):

@@ -41,7 +41,7 @@ def start(tmp: Path, **config: str) -> BrokerProcess:
         "basicAuthConf": str(htpasswd(tmp)),
         **config,
     }
-    return BrokerProcess(tmp / "data", config=settings).start()
+    return BrokerProcess(tmp / "data", settings=settings).start()
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         "authenticationProviders": TOKEN,
         "tokenSecretKey": "data:;base64," + base64.b64encode(SECRET).decode(),
     }
-    proc = BrokerProcess(tmp / "data", config=settings).start()
+    proc = BrokerProcess(tmp / "data", settings=settings).start()
     yield proc
     proc.stop()
 

@@ -30,6 +30,7 @@ class _Context:
             list_topics=lambda namespace: [f"persistent://{namespace}/t"],
         )
         self.principal = None
+        self.peer_certificate = None
         self.producers: dict[int, Any] = {}
         self.producer_futures: dict[int, asyncio.Future[None]] = {}
         self.consumers: dict[int, Any] = {}

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeVar
@@ -92,14 +93,18 @@ class AdminClient:
         base_url: str = DEFAULT_ADMIN_URL,
         timeout_s: float = REQUEST_TIMEOUT_S,
         authentication: Authentication | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         """``authentication``: credentials sent as the ``Authorization`` header of
         every request (read again for each, so a token supplier's new token is used).
+        ``ssl_context`` verifies an ``https://`` server (for example the one of
+        ``ClientTlsOptions.context()``); None: the system's CAs.
         """
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.ssl_context = ssl_context
         self._session: aiohttp.ClientSession | None = None
         self.authentication = authentication
 
@@ -123,7 +128,10 @@ class AdminClient:
     def _open_session(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=self.timeout_s)
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                connector=aiohttp.TCPConnector(
+                    ssl=self.ssl_context if self.ssl_context is not None else True
+                ),
             )
         return self._session
 
@@ -285,6 +293,7 @@ def call_admin(
     base_url: str,
     call: Callable[[AdminClient], Awaitable[T]],
     timeout_s: float = REQUEST_TIMEOUT_S,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> T:
     """Run ``call(admin)`` from blocking code: on a fresh event loop, with a client
     (and HTTP session) that is closed afterwards.
@@ -296,7 +305,7 @@ def call_admin(
     """
 
     async def run() -> T:
-        async with AdminClient(base_url, timeout_s) as admin:
+        async with AdminClient(base_url, timeout_s, ssl_context) as admin:
             return await call(admin)
 
     return asyncio.run(run())

@@ -29,6 +29,7 @@ import logging
 import os
 import re
 import secrets
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,7 @@ from quasar.client.config import (
     DEFAULT_TRANSACTION_END_TIMEOUT_MS,
     ClientConfig,
     admin_url_for,
+    is_tls_url,
     new_client_name,
     parse_service_url,
 )
@@ -75,6 +77,7 @@ from quasar.client.producer import State as ProducerState
 from quasar.client.reader import reader_subscription_name
 from quasar.client.receive_queue import ReceiveQueue
 from quasar.client.schema import Schema
+from quasar.client.tls import ClientTlsOptions
 from quasar.client.transaction import (
     Transaction,
     TransactionImpl,
@@ -133,30 +136,14 @@ _OPTIONS_WITHOUT_EFFECT = frozenset({
     "logger",
 })
 # pulsar.Client's TLS options, with the values that ask for no TLS.
-_TLS_OPTIONS_OFF: dict[str, Any] = {
-    "use_tls": False,
-    "tls_trust_certs_file_path": None,
-    "tls_allow_insecure_connection": False,
-    "tls_validate_hostname": False,
-    "tls_private_key_file_path": None,
-    "tls_certificate_file_path": None,
-}
-
-
 def _check_other_options(options: dict[str, Any]) -> None:
     """Refuse what would otherwise be silently ignored (see ``Client``).
 
     Raises:
-        InvalidConfiguration: an unknown option, or a TLS option asking for TLS.
+        InvalidConfiguration: an unknown option.
     """
-    for name, value in options.items():
+    for name in options:
         if name in _OPTIONS_WITHOUT_EFFECT:
-            continue
-        if name in _TLS_OPTIONS_OFF:
-            if value != _TLS_OPTIONS_OFF[name]:
-                raise InvalidConfiguration(
-                    f"{name}={value!r}: this client does not support TLS yet"
-                )
             continue
         raise InvalidConfiguration(f"unknown client option {name!r}")
 
@@ -188,6 +175,13 @@ class Client:
     beyond it waits (``block_if_queue_full``) or raises ``MemoryBufferIsFull``. With
     it, a producer's ``max_pending_messages=0`` means no count limit, as in Pulsar.
 
+    TLS (``pulsar+ssl://host:6651`` service URLs, and an ``https://`` admin URL, whose
+    default is ``https://<host>:8443`` then): ``tls_trust_certs_file_path``,
+    ``tls_allow_insecure_connection``, ``tls_validate_hostname``,
+    ``tls_certificate_file_path`` and ``tls_private_key_file_path`` as in
+    ``pulsar.Client`` (see :mod:`quasar.client.tls`). ``use_tls`` is deprecated in
+    Pulsar, where the URL decides; it is accepted when it agrees with the URL.
+
     ``authentication``: an ``AuthenticationToken``, ``AuthenticationBasic`` or
     ``AuthenticationTLS`` (``quasar.client.authentication``), sent on CONNECT, on
     every refresh the broker asks for, and to the admin API.
@@ -195,14 +189,15 @@ class Client:
     Other ``pulsar.Client`` options that change nothing in this client
     (``io_threads``, ``message_listener_threads``, ``concurrent_lookup_requests``,
     ``log_conf_file_path``, ``stats_interval_in_seconds``, ``logger``) are accepted
-    so that code written for ``pulsar`` keeps working. TLS options asking for TLS are
-    refused, and so is any other option.
+    so that code written for ``pulsar`` keeps working; any other option is refused.
 
     Raises:
-        InvalidUrl: ``service_url`` is not ``pulsar://host:port``.
+        InvalidUrl: ``service_url`` is not ``pulsar://host:port`` or
+            ``pulsar+ssl://host:port``.
         InvalidConfiguration: ``client_name`` is empty or not a string,
-            ``memory_limit_bytes`` is negative, ``authentication`` is not an
-            ``Authentication``, or an option is unknown or not supported.
+            ``memory_limit_bytes`` is negative, ``use_tls=True`` with a
+            ``pulsar://`` URL, a TLS file cannot be used, ``authentication`` is not
+            an ``Authentication``, or an option is unknown.
     """
 
     def __init__(
@@ -220,6 +215,12 @@ class Client:
         admin_url: str | None = None,
         memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
         authentication: Authentication | None = None,
+        use_tls: bool = False,
+        tls_trust_certs_file_path: str | None = None,
+        tls_allow_insecure_connection: bool = False,
+        tls_validate_hostname: bool = False,
+        tls_certificate_file_path: str | None = None,
+        tls_private_key_file_path: str | None = None,
         **kwargs: Any,
     ) -> None:
         parse_service_url(service_url)
@@ -229,6 +230,18 @@ class Client:
                 "authentication must be a quasar.client.authentication.Authentication "
                 f"(AuthenticationToken, AuthenticationBasic, ...), got {authentication!r}"
             )
+        if use_tls and not is_tls_url(service_url):
+            raise InvalidConfiguration(
+                f"use_tls=True but the service URL {service_url!r} is not "
+                "pulsar+ssl://: the URL decides (use_tls is deprecated)"
+            )
+        tls = ClientTlsOptions(
+            trust_certs_file_path=tls_trust_certs_file_path,
+            allow_insecure_connection=tls_allow_insecure_connection,
+            validate_hostname=tls_validate_hostname,
+            certificate_file_path=tls_certificate_file_path,
+            private_key_file_path=tls_private_key_file_path,
+        )
         if client_name is not None and (
             not isinstance(client_name, str) or not client_name
         ):
@@ -251,7 +264,11 @@ class Client:
             admin_url=admin_url or admin_url_for(service_url),
             memory_limit_bytes=memory_limit_bytes,
             authentication=authentication,
+            tls=tls,
         )
+        assert self.config.admin_url is not None
+        if self.config.use_tls or self.config.admin_url.startswith("https:"):
+            self.config.ssl_context()  # a TLS file that cannot be used fails here
         self.pool = ConnectionPool(self.config)
         self.lookup = LookupService(self.config, self.pool)
         # Producers, consumers and readers to close with the client; closed ones are
@@ -714,9 +731,18 @@ class Client:
         self._check_open()
         name = self.config.client_name if client_name is None else client_name
         async with AdminClient(
-            self.admin_url, self.config.operation_timeout_s, self.config.authentication
+            self.admin_url,
+            self.config.operation_timeout_s,
+            self.config.authentication,
+            ssl_context=self._admin_tls(),
         ) as admin:
             return await admin.client_transactions(name)
+
+    def _admin_tls(self) -> ssl.SSLContext | None:
+        """The client's TLS context when the admin URL is ``https://``."""
+        if self.admin_url.startswith("https:"):
+            return self.config.ssl_context()
+        return None
 
     def _track(self, impl: Any) -> None:
         if len(self._handles) >= self._prune_at:
@@ -739,6 +765,7 @@ class Client:
         self._handles.clear()
         self._stop_transactions()
         self.pool.close()
+        await self.pool.wait_closed()
 
     def _stop_transactions(self) -> None:
         if self.transaction_coordinator is not None:
@@ -750,6 +777,7 @@ class Client:
         self._closed = True
         self._stop_transactions()
         self.pool.close()
+        await self.pool.wait_closed()
 
 
 _PRUNE_AT_LEAST = 64

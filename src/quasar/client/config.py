@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import ssl
 import uuid
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -10,6 +11,7 @@ from urllib.parse import urlsplit
 from quasar.client.authentication import Authentication
 from quasar.client.exceptions import InvalidUrl
 from quasar.client.memory_limit import DEFAULT_MEMORY_LIMIT_BYTES, MemoryLimit
+from quasar.client.tls import ClientTlsOptions
 from quasar.protocol import DEFAULT_MAX_MESSAGE_SIZE, FRAME_PADDING
 
 try:  # The distribution may not be installed (running from a source tree).
@@ -22,8 +24,14 @@ except Exception:  # pragma: no cover - depends on the environment
 
 # Long enough to ride out a broker restart, short enough that an application is told.
 DEFAULT_TRANSACTION_END_TIMEOUT_MS = 60_000.0
-# Pulsar standalone's admin port: the admin URL when none is given.
+# Pulsar standalone's admin ports: the admin URL when none is given (https with a
+# pulsar+ssl:// service URL).
 DEFAULT_ADMIN_PORT = 8080
+DEFAULT_ADMIN_PORT_TLS = 8443
+# The binary protocol's conventional ports, when a service URL names none.
+DEFAULT_BROKER_PORT = 6650
+DEFAULT_BROKER_PORT_TLS = 6651
+TLS_SCHEME = "pulsar+ssl"
 # The largest message a producer sends until CONNECTED tells the broker's
 # max_message_size: the broker default less the room its frame limit keeps for the
 # command and metadata, so that such a message is never refused as too big a frame.
@@ -74,7 +82,10 @@ class ClientConfig:
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES
     # Credentials for CONNECT, refresh challenges and the admin API (None: none).
     authentication: Authentication | None = None
+    # How pulsar+ssl:// connections and an https:// admin URL verify the broker.
+    tls: ClientTlsOptions = field(default_factory=ClientTlsOptions)
     memory: MemoryLimit = field(init=False, repr=False)
+    _ssl_context: ssl.SSLContext | None = field(default=None, init=False, repr=False)
     _ids: itertools.count[int] = field(default_factory=itertools.count, repr=False)
     _producer_ids: itertools.count[int] = field(
         default_factory=itertools.count, repr=False
@@ -97,6 +108,22 @@ class ClientConfig:
             return self.transaction_end_retry_timeout_ms
         return self.transaction_end_timeout_ms
 
+    @property
+    def use_tls(self) -> bool:
+        """Whether the service URL is ``pulsar+ssl://``: lookups then answer with
+        the broker's TLS URL."""
+        return is_tls_url(self.service_url)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The context of every TLS connection of this client (built once).
+
+        Raises:
+            InvalidConfiguration: a TLS file cannot be used.
+        """
+        if self._ssl_context is None:
+            self._ssl_context = self.tls.context()
+        return self._ssl_context
+
     def next_request_id(self) -> int:
         """Client-wide request id (lookups and requests share one counter)."""
         return next(self._ids)
@@ -108,15 +135,27 @@ class ClientConfig:
         return next(self._consumer_ids)
 
 
+def is_tls_url(url: str) -> bool:
+    """Whether ``url`` is a ``pulsar+ssl://`` URL."""
+    return urlsplit(url).scheme == TLS_SCHEME
+
+
 def parse_service_url(url: str) -> list[tuple[str, int]]:
-    """``pulsar://host[:port][,host2[:port2]...]`` as a list of (host, port).
+    """``pulsar://host[:port][,host2[:port2]...]`` (or ``pulsar+ssl://``, whose
+    default port is 6651) as a list of (host, port).
 
     Raises:
-        InvalidUrl: not a ``pulsar://`` URL (TLS is not supported by this client).
+        InvalidUrl: neither a ``pulsar://`` nor a ``pulsar+ssl://`` URL.
     """
     parts = urlsplit(url)
-    if parts.scheme != "pulsar" or not parts.netloc:
-        raise InvalidUrl(f"unsupported service URL {url!r} (need pulsar://host:port)")
+    if parts.scheme not in ("pulsar", TLS_SCHEME) or not parts.netloc:
+        raise InvalidUrl(
+            f"unsupported service URL {url!r} "
+            "(need pulsar://host:port or pulsar+ssl://host:port)"
+        )
+    default_port = (
+        DEFAULT_BROKER_PORT_TLS if parts.scheme == TLS_SCHEME else DEFAULT_BROKER_PORT
+    )
     hosts: list[tuple[str, int]] = []
     for item in parts.netloc.split(","):
         host, _, port = (
@@ -126,19 +165,22 @@ def parse_service_url(url: str) -> list[tuple[str, int]]:
             host, port = item, ""
         host = host.strip("[]")
         try:
-            hosts.append((host, int(port) if port else 6650))
+            hosts.append((host, int(port) if port else default_port))
         except ValueError as exc:
             raise InvalidUrl(f"bad port in service URL {url!r}") from exc
     return hosts
 
 
 def admin_url_for(service_url: str) -> str:
-    """``http://<first host of service_url>:8080``: Pulsar standalone's admin address.
+    """``http://<first host of service_url>:8080``: Pulsar standalone's admin address
+    (``https://...:8443`` for a ``pulsar+ssl://`` service URL).
 
     Raises:
-        InvalidUrl: ``service_url`` is not a ``pulsar://`` URL.
+        InvalidUrl: ``service_url`` is neither ``pulsar://`` nor ``pulsar+ssl://``.
     """
     host, _ = parse_service_url(service_url)[0]
     if ":" in host:  # an IPv6 literal
         host = f"[{host}]"
+    if is_tls_url(service_url):
+        return f"https://{host}:{DEFAULT_ADMIN_PORT_TLS}"
     return f"http://{host}:{DEFAULT_ADMIN_PORT}"

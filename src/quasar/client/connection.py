@@ -19,12 +19,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from quasar.client.config import (
     ASSUMED_MAX_MESSAGE_SIZE,
     ClientConfig,
+    is_tls_url,
     parse_service_url,
 )
 from quasar.errors import (
@@ -36,6 +38,7 @@ from quasar.errors import (
 )
 from quasar.protocol import FrameDecoder, encode_command, pb
 from quasar.transport.keep_alive import PONG_FRAME, KeepAlive, Silence
+from quasar.transport.tls import TlsLayer
 from quasar.transport.writer import Buffer, FrameWriter
 
 log = logging.getLogger(__name__)
@@ -150,6 +153,9 @@ class ClientConnection(asyncio.Protocol):
             handshake_done=True,
         )
         self.close_reason: BaseException | None = None
+        # Set when the transport is gone (after a TLS connection's close_notify
+        # exchange, which needs the loop to run).
+        self.lost = asyncio.Event()
 
     # --- asyncio.Protocol ------------------------------------------------------------
 
@@ -213,7 +219,18 @@ class ClientConnection(asyncio.Protocol):
                 return
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.lost.set()
         self._shutdown(exc or ConnectError(f"connection to {self.url} closed"))
+
+    @property
+    def is_connected_transport(self) -> bool:
+        """Whether a transport was attached and is not lost yet."""
+        return self._transport is not None and not self.lost.is_set()
+
+    def abort(self) -> None:
+        """Drop the socket at once, without the TLS close exchange."""
+        if self._transport is not None:
+            self._transport.abort()
 
     # --- public ----------------------------------------------------------------------
 
@@ -382,12 +399,12 @@ class ClientConnection(asyncio.Protocol):
             cp = cmd.close_producer
             handler = self.producers.pop(cp.producer_id, None)
             if handler is not None:
-                handler.on_disconnected(self, cp.assignedBrokerServiceUrl or None)
+                handler.on_disconnected(self, self._broker_url(cp.assignedBrokerServiceUrl, cp.assignedBrokerServiceUrlTls))
         elif t == T.CLOSE_CONSUMER:
             cc = cmd.close_consumer
             chandler = self.consumers.pop(cc.consumer_id, None)
             if chandler is not None:
-                chandler.on_disconnected(self, cc.assignedBrokerServiceUrl or None)
+                chandler.on_disconnected(self, self._broker_url(cc.assignedBrokerServiceUrl, cc.assignedBrokerServiceUrlTls))
         elif t == T.ACTIVE_CONSUMER_CHANGE:
             chandler = self.consumers.get(cmd.active_consumer_change.consumer_id)
             if chandler is not None:
@@ -399,7 +416,7 @@ class ClientConnection(asyncio.Protocol):
             )
             migrated = table.pop(tm.resource_id, None)
             if migrated is not None:
-                migrated.on_disconnected(self, tm.brokerServiceUrl or None)
+                migrated.on_disconnected(self, self._broker_url(tm.brokerServiceUrl, tm.brokerServiceUrlTls))
         elif t == T.AUTH_CHALLENGE:
             # The broker asks for fresh credentials (they expired): answer with what
             # the authentication gives now; failing that, the connection closes.
@@ -417,6 +434,10 @@ class ClientConnection(asyncio.Protocol):
             pass  # nothing to do: receive() simply keeps waiting
         else:
             log.debug("ignoring %s from %s", T.Type.Name(t), self.url)
+
+    def _broker_url(self, plain: str, tls: str) -> str | None:
+        """The broker URL a command names for this client: TLS if it uses TLS."""
+        return (tls if self.config.use_tls else plain) or None
 
     def _handle_response(self, t: int, sub: Any, cmd: Any) -> None:
         if not sub.HasField("request_id"):
@@ -449,6 +470,11 @@ class ClientConnection(asyncio.Protocol):
         self._resolve(rid, result=cmd)
 
 
+# How long closing a client waits for its sockets to close (a TLS connection
+# exchanges close_notify with the broker first).
+CLOSE_WAIT_S = 2.0
+
+
 class ConnectionPool:
     """At most one live connection per broker URL, shared by everything on it."""
 
@@ -457,6 +483,7 @@ class ConnectionPool:
         self._conns: dict[str, ClientConnection] = {}
         self._connecting: dict[str, asyncio.Future[ClientConnection]] = {}
         self._closed = False
+        self._closing: list[ClientConnection] = []
 
     async def get(self, url: str) -> ClientConnection:
         """A ready connection to ``url``, reusing the pooled one if it is alive.
@@ -497,14 +524,18 @@ class ConnectionPool:
         timeout_s = self.config.connection_timeout_ms / 1000.0
         loop = asyncio.get_running_loop()
         last: BaseException | None = None
+        tls = self.config.ssl_context() if is_tls_url(url) else None
         for host, port in parse_service_url(url):
             try:
-                _, protocol = await asyncio.wait_for(
-                    loop.create_connection(
-                        lambda: ClientConnection(url, self.config), host, port
-                    ),
-                    timeout_s,
-                )
+                if tls is None:
+                    _, protocol = await asyncio.wait_for(
+                        loop.create_connection(
+                            lambda: ClientConnection(url, self.config), host, port
+                        ),
+                        timeout_s,
+                    )
+                else:
+                    protocol = await self._open_tls(url, host, port, tls, timeout_s)
             except (TimeoutError, OSError) as exc:
                 last = exc
                 continue
@@ -513,8 +544,54 @@ class ConnectionPool:
             return protocol
         raise ConnectError(f"cannot connect to {url}: {last}")
 
+    async def _open_tls(
+        self, url: str, host: str, port: int, tls: ssl.SSLContext, timeout_s: float
+    ) -> ClientConnection:
+        """Connect and complete the TLS handshake; the socket is closed if it fails.
+
+        Raises:
+            OSError: connecting or the handshake failed (``ssl.SSLError``: a
+                certificate that is not trusted or does not name ``host``).
+            TimeoutError: either took longer than ``timeout_s``.
+        """
+        loop = asyncio.get_running_loop()
+        connection = ClientConnection(url, self.config)
+        # server_hostname: the name to check the certificate against (when
+        # tls_validate_hostname) and to send as SNI.
+        layer = TlsLayer(
+            connection,
+            tls,
+            server_side=False,
+            server_hostname=host,
+            handshake_timeout_s=timeout_s,
+        )
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(lambda: layer, host, port), timeout_s
+            )
+            await asyncio.wait_for(asyncio.shield(layer.handshake), timeout_s)
+        except BaseException:
+            layer.abort()
+            raise
+        return connection
+
     def close(self) -> None:
         self._closed = True
-        for conn in list(self._conns.values()):
+        self._closing = list(self._conns.values())
+        for conn in self._closing:
             conn.close()
         self._conns.clear()
+
+    async def wait_closed(self, timeout_s: float = CLOSE_WAIT_S) -> None:
+        """After :meth:`close`: wait until the sockets are closed, at most
+        ``timeout_s``; the ones still open then (a TLS peer that does not answer
+        close_notify) are dropped."""
+        closing, self._closing = self._closing, []
+        waits = [asyncio.ensure_future(c.lost.wait()) for c in closing if c.is_connected_transport]
+        if waits:
+            _, pending = await asyncio.wait(waits, timeout=timeout_s)
+            for task in pending:
+                task.cancel()
+        for conn in closing:
+            if not conn.lost.is_set():
+                conn.abort()

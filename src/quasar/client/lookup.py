@@ -52,7 +52,8 @@ class LookupService:
         return int(resp.partitionMetadataResponse.partitions)
 
     async def lookup(self, topic: str) -> str:
-        """The ``pulsar://`` URL of the broker that owns ``topic``.
+        """The URL of the broker that owns ``topic`` (``pulsar+ssl://`` when the
+        service URL is).
 
         Follows Redirect answers (at most ``max_lookup_redirects``), sending
         ``authoritative`` as the redirect said.
@@ -79,16 +80,23 @@ class LookupService:
                         r.error, r.message or f"lookup of {topic} failed"
                     )
                 raise PulsarLookupError(f"lookup of {topic} failed: {r.message}")
-            if not r.brokerServiceUrl:
-                raise PulsarLookupError(f"lookup of {topic} returned no broker URL")
+            # A client on pulsar+ssl:// stays on TLS: it follows the TLS URL.
+            broker_url = (
+                r.brokerServiceUrlTls if self.config.use_tls else r.brokerServiceUrl
+            )
+            if not broker_url:
+                raise PulsarLookupError(
+                    f"lookup of {topic} returned no broker URL"
+                    + (" for TLS (brokerServiceUrlTls)" if self.config.use_tls else "")
+                )
             if r.response == r.Connect:
                 # proxy_through_service_url: the broker is reached through the service URL.
                 return (
                     self.config.service_url
                     if r.proxy_through_service_url
-                    else r.brokerServiceUrl
+                    else broker_url
                 )
-            url = r.brokerServiceUrl
+            url = broker_url
             authoritative = r.authoritative
         raise TooManyRedirects(f"too many lookup redirects for {topic}")
 

@@ -459,19 +459,21 @@ class Transaction:
 
 
 class Client:
-    """Blocking client (see ``pulsar.Client``); only ``pulsar://`` URLs, no TLS.
+    """Blocking client (see ``pulsar.Client``): ``pulsar://`` and ``pulsar+ssl://``
+    URLs.
 
     ``authentication`` (``AuthenticationToken``, ``AuthenticationBasic``, ...) and the
     options accepted without effect are described on :class:`quasar.client.aio.Client`.
 
     ``enable_transaction=True`` allows :meth:`new_transaction`. The transaction
     options (``client_name``, ``transaction_end_timeout_ms`` and its deprecated alias
-    ``transaction_end_retry_timeout_ms``, ``transaction_journal_dir``, ``admin_url``)
-    and ``memory_limit_bytes`` are described on :class:`quasar.client.aio.Client`.
+    ``transaction_end_retry_timeout_ms``, ``transaction_journal_dir``, ``admin_url``),
+    ``memory_limit_bytes`` and the TLS options (``tls_*``, ``use_tls``) are described
+    on :class:`quasar.client.aio.Client`.
 
     Raises:
-        InvalidUrl: the service URL is not ``pulsar://host:port``.
-        InvalidConfiguration: a bad ``authentication``, or TLS asked for.
+        InvalidUrl: the service URL is not ``pulsar://`` or ``pulsar+ssl://``.
+        InvalidConfiguration: as :class:`quasar.client.aio.Client`.
     """
 
     def __init__(

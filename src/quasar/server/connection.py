@@ -49,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from quasar.auth import AuthenticationService
@@ -112,6 +112,9 @@ class ServerConnection(asyncio.Protocol):
         self.closed = False
         self.protocol_version = 0
         self.principal: str | None = None  # the authenticated role (None: auth off)
+        # The client certificate verified in the TLS handshake (ssl's decoded form),
+        # for authentication by certificate; None on plaintext or without one.
+        self.peer_certificate: dict[str, Any] | None = None
         self._client_version = ""
         self._remote = ""
         self.producers: dict[int, tuple[Producer, PersistentTopic]] = {}
@@ -157,13 +160,9 @@ class ServerConnection(asyncio.Protocol):
         return self._client_version
 
     @property
-    def peer_certificate(self) -> Mapping[str, Any] | None:
-        """The verified TLS client certificate as ``ssl`` decodes it, or None (plain
-        TCP, or no certificate presented)."""
-        if self._transport is None:
-            return None
-        cert = self._transport.get_extra_info("peercert")
-        return cert or None
+    def peer_common_name(self) -> str | None:
+        """The first ``CN`` of the verified client certificate's subject, if any."""
+        return peer_common_name(self.peer_certificate)
 
     def close_producer(self, producer_id: int) -> None:
         """Broker-initiated close: the client reconnects the producer."""
@@ -179,6 +178,9 @@ class ServerConnection(asyncio.Protocol):
         self._writer.attach(self._transport)  # type: ignore[arg-type]
         peer = transport.get_extra_info("peername")
         self._remote = f"{peer[0]}:{peer[1]}" if peer else "unknown"
+        # ssl only decodes a certificate it verified, so an unverified one (under
+        # tlsAllowInsecureConnection) never reaches authentication.
+        self.peer_certificate = transport.get_extra_info("peercert") or None
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -340,3 +342,14 @@ class ServerConnection(asyncio.Protocol):
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("request handler failed on %s", self._remote, exc_info=task.exception())
+
+
+def peer_common_name(certificate: dict[str, Any] | None) -> str | None:
+    """The first ``commonName`` of a decoded certificate's subject (Pulsar's TLS role)."""
+    if not certificate:
+        return None
+    for rdn in certificate.get("subject", ()):
+        for name, value in rdn:
+            if name == "commonName":
+                return str(value)
+    return None

@@ -39,6 +39,9 @@ class ConnectionContext(Protocol):
     settings: BrokerConfig
     # The authenticated role (None: no authentication configured).
     principal: str | None
+    # The client certificate verified in the TLS handshake, as ssl decodes it
+    # (``subject``, ``issuer``, ``notAfter``...); None on plaintext or without one.
+    peer_certificate: dict[str, Any] | None
     # Producers and consumers created on this connection, by the client's ids; the
     # futures are set once creation succeeded, so a retried request can be told apart
     # from a second one with the same id.

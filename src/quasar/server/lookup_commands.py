@@ -59,7 +59,13 @@ class LookupCommands:
                 raise TopicNotFound(f"Namespace {name.namespace_name} does not exist")
             # Standalone: this broker owns every topic, so the answer is always itself.
             r.response = pb.CommandLookupTopicResponse.Connect
-            r.brokerServiceUrl = ctx.settings.broker_service_url
+            # Both URLs, for the ports that are on: a client connected over TLS
+            # follows brokerServiceUrlTls, a plaintext one brokerServiceUrl.
+            settings = ctx.settings
+            if settings.broker_service_url is not None:
+                r.brokerServiceUrl = settings.broker_service_url
+            if settings.broker_service_url_tls is not None:
+                r.brokerServiceUrlTls = settings.broker_service_url_tls
             r.authoritative = True
         except BrokerError as e:
             code, message = error_code_and_message(e)

@@ -1,8 +1,9 @@
 """Standalone mode: one process with embedded storage, the binary port and the admin port.
 
-Start-up order: metadata store → managed-ledger factory (with its group-commit writer
-thread) → broker service → system tenants and namespaces → binary listener → admin
-HTTP listener. Shutdown (SIGTERM/SIGINT) runs in reverse: stop accepting, close topics
+Start-up order: TLS context (a bad certificate stops here) → metadata store →
+managed-ledger factory (with its group-commit writer thread) → broker service → system
+tenants and namespaces → admin HTTP(S) listeners → binary TLS listener → binary
+listener. Shutdown (SIGTERM/SIGINT) runs in reverse: stop accepting, close topics
 (flushing cursors), stop the writer, close the metadata store.
 
 A failed fsync is fatal: the storage layer calls ``on_fatal`` and the process exits
@@ -29,6 +30,7 @@ from quasar.native import log_native_extensions
 from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
 
 from .connection import ServerConnection
+from .tls import ServerTls, TlsConfigurationError, TlsHandshake
 
 log = logging.getLogger("quasar.standalone")
 
@@ -42,8 +44,14 @@ class Standalone:
         self.config = config
         self.data_dir = config.broker.data_path
         self.service: BrokerService | None = None
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
         self._admin_runner: Any = None
+        # The TLS listeners' shared context, built before anything starts so that a
+        # bad certificate is a start-up error (TlsConfigurationError).
+        self.tls: ServerTls | None = None
+        if self._tls_on(config):
+            self.tls = ServerTls(config.tls)
+        self._tls_checks: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
         self._store: Any = None
         self._ledgers: Any = None
@@ -79,20 +87,52 @@ class Standalone:
         keep_alive_s = broker.keep_alive_interval_seconds
         service = self.service
         authentication = self.authentication
-        # Admin first: once the binary port accepts, the whole broker is ready.
+
+        def connection() -> ServerConnection:
+            return ServerConnection(service, max_pending, keep_alive_s, authentication)
+
+        # Admin first, then the TLS port, then the plain one: once the last binary
+        # port accepts, the whole broker is ready.
         await self._start_admin(bind)
-        self._server = await loop.create_server(
-            lambda: ServerConnection(service, max_pending, keep_alive_s, authentication),
-            host=bind,
-            port=broker.broker_service_port,
-            reuse_address=True,
-        )
+        if self.tls is not None:
+            self._tls_checks = loop.create_task(self.tls.run_checks())
+        if broker.broker_service_port_tls is not None:
+            tls = self.tls
+            assert tls is not None
+            self._servers.append(
+                await loop.create_server(
+                    lambda: TlsHandshake(tls, connection()),
+                    host=bind,
+                    port=broker.broker_service_port_tls,
+                    reuse_address=True,
+                )
+            )
+        if broker.broker_service_port is not None:
+            self._servers.append(
+                await loop.create_server(
+                    connection, host=bind, port=broker.broker_service_port,
+                    reuse_address=True,
+                )
+            )
         tune_gc()
-        log.info(
-            "quasar standalone ready: %s (admin %s), data in %s",
+        urls = [
             broker.broker_service_url,
+            broker.broker_service_url_tls,
             broker.web_service_url,
+            broker.web_service_url_tls,
+        ]
+        log.info(
+            "quasar standalone ready: %s, data in %s",
+            ", ".join(u for u in urls if u is not None),
             self.data_dir.resolve(),
+        )
+
+    @staticmethod
+    def _tls_on(config: ServiceConfiguration) -> bool:
+        broker = config.broker
+        return (
+            broker.broker_service_port_tls is not None
+            or broker.web_service_port_tls is not None
         )
 
     def _create_system_namespaces(self) -> None:
@@ -125,16 +165,28 @@ class Standalone:
         )
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(
-            runner, bind, self.config.broker.web_service_port, reuse_address=True
-        )
-        await site.start()
         self._admin_runner = runner
+        broker = self.config.broker
+        if broker.web_service_port is not None:
+            site = web.TCPSite(runner, bind, broker.web_service_port, reuse_address=True)
+            await site.start()
+        if broker.web_service_port_tls is not None:
+            assert self.tls is not None
+            tls_site = web.TCPSite(
+                runner,
+                bind,
+                broker.web_service_port_tls,
+                ssl_context=self.tls.context,
+                reuse_address=True,
+            )
+            await tls_site.start()
 
     async def stop(self) -> None:
         log.info("shutting down")
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
+        if self._tls_checks is not None:
+            self._tls_checks.cancel()
         if self._admin_runner is not None:
             await self._admin_runner.cleanup()
         if self.service is not None:
@@ -187,8 +239,9 @@ def run(config: ServiceConfiguration) -> None:
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     try:
         standalone = Standalone(config)
-    except AuthenticationConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (AuthenticationConfigError, TlsConfigurationError) as e:
+        # A start-up error like a bad configuration value: one line, exit status 2.
+        print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     try:
         import uvloop

@@ -4,6 +4,12 @@
 ports with its own data directory, waits until the binary port answers a Pulsar
 handshake (a bounded wait on an event, never a fixed sleep), and can stop it politely
 (SIGTERM) or kill it (SIGKILL) and start it again on the same ports and data.
+
+Extra ``broker.conf`` settings go in ``settings`` (passed as ``--set KEY=VALUE``).
+``tls_port`` and ``https_port`` turn on the TLS listeners (``brokerServicePortTls``,
+``webServicePortTls``; the certificate settings go in ``settings``), and
+``plaintext=False`` turns the plain ones off; a broker without a plaintext port is
+ready when its TLS port completes a handshake.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import os
 import random
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -67,6 +74,20 @@ def _handshake_ok(port: int, timeout: float) -> bool:
         return False
 
 
+def _tls_handshake_ok(port: int, timeout: float) -> bool:
+    """True if the port completes a TLS handshake (the certificate is not checked)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
+            with ctx.wrap_socket(raw) as s:
+                s.do_handshake()
+                return True
+    except OSError:
+        return False
+
+
 class BrokerProcess:
     def __init__(
         self,
@@ -75,16 +96,21 @@ class BrokerProcess:
         http_port: int | None = None,
         extra_env: dict[str, str] | None = None,
         log_path: Path | None = None,
-        config: dict[str, str] | None = None,
+        settings: dict[str, str] | None = None,
+        tls_port: int | None = None,
+        https_port: int | None = None,
+        plaintext: bool = True,
     ) -> None:
-        """``config``: broker settings by Pulsar key (``{"authenticationEnabled":
-        "true"}``), passed as ``QUASAR_<key>`` environment variables."""
+        """``settings``: broker settings by Pulsar key (``{"authenticationEnabled":
+        "true"}``), passed as ``--set KEY=VALUE``."""
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.http_port = http_port or free_port()
+        self.tls_port = tls_port
+        self.https_port = https_port
+        self.plaintext = plaintext
+        self.settings = dict(settings or {})
         self.extra_env = dict(extra_env or {})
-        for key, value in (config or {}).items():
-            self.extra_env[f"QUASAR_{key}"] = value
         self.log_path = log_path or self.data_dir.parent / f"broker-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -96,6 +122,32 @@ class BrokerProcess:
     @property
     def admin_url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def tls_url(self) -> str:
+        assert self.tls_port is not None, "no TLS port"
+        return f"pulsar+ssl://localhost:{self.tls_port}"
+
+    @property
+    def https_url(self) -> str:
+        assert self.https_port is not None, "no HTTPS port"
+        return f"https://localhost:{self.https_port}"
+
+    def _listener_arguments(self) -> list[str]:
+        settings = dict(self.settings)
+        if self.tls_port is not None:
+            settings["brokerServicePortTls"] = str(self.tls_port)
+        if self.https_port is not None:
+            settings["webServicePortTls"] = str(self.https_port)
+        if self.plaintext:
+            args = ["--port", str(self.port), "--http-port", str(self.http_port)]
+        else:
+            args = []
+            settings["brokerServicePort"] = ""
+            settings["webServicePort"] = ""
+        for key, value in settings.items():
+            args += ["--set", f"{key}={value}"]
+        return args
 
     def start(self, ready_timeout_s: float = 60.0) -> BrokerProcess:
         env = dict(os.environ)
@@ -109,10 +161,7 @@ class BrokerProcess:
             "standalone",
             "--data-dir",
             str(self.data_dir),
-            "--port",
-            str(self.port),
-            "--http-port",
-            str(self.http_port),
+            *self._listener_arguments(),
             "--advertised-address",
             "127.0.0.1",
         ]
@@ -132,7 +181,13 @@ class BrokerProcess:
                 raise RuntimeError(
                     f"broker exited with {self.proc.returncode}; log:\n{self.read_log()}"
                 )
-            if _handshake_ok(self.port, 1.0):
+            if self.plaintext and _handshake_ok(self.port, 1.0):
+                return
+            if (
+                not self.plaintext
+                and self.tls_port is not None
+                and _tls_handshake_ok(self.tls_port, 1.0)
+            ):
                 return
             time.sleep(0.05)  # polling interval of a bounded readiness loop
         raise TimeoutError(f"broker not ready after {timeout_s}s; log:\n{self.read_log()}")

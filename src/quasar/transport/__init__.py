@@ -1,6 +1,6 @@
 """What both ends of a Pulsar connection do with their socket, shared by the client and
-the broker: coalesced frame writes (``writer``) and the PING/PONG keep-alive
-(``keep_alive``).
+the broker: coalesced frame writes (``writer``), the PING/PONG keep-alive
+(``keep_alive``) and the TLS layer in front of a connection (``tls``).
 
 The package sits above the sans-IO ``quasar.protocol`` (it uses asyncio) and below
 ``quasar.client`` and ``quasar.server``, which build their connections on it.
