@@ -242,6 +242,11 @@ class Client:
             certificate_file_path=tls_certificate_file_path,
             private_key_file_path=tls_private_key_file_path,
         )
+        if not is_tls_url(service_url) and tls != ClientTlsOptions():
+            raise InvalidConfiguration(
+                f"TLS options given for {service_url!r}: they only apply to "
+                "pulsar+ssl:// service URLs"
+            )
         if client_name is not None and (
             not isinstance(client_name, str) or not client_name
         ):
