@@ -36,7 +36,7 @@ EXPECTED_DEFAULTS = {
     "clusterName": "standalone",
     "brokerServicePort": 6650,
     "webServicePort": 8080,
-    "bindAddress": "0.0.0.0",
+    "bindAddress": "127.0.0.1",
     "advertisedAddress": "127.0.0.1",  # quasar
     "dataDir": "./data",  # quasar
     "maxMessageSize": 5242880,

@@ -151,8 +151,10 @@ class BrokerConfig(Section):
     )
     # Pulsar default: no HTTPS listener (8443 is the conventional value).
     web_service_port_tls: int | None = setting(None, "webServicePortTls", optional_port)
-    # Pulsar default: listen on every interface.
-    bind_address: str = setting("0.0.0.0", "bindAddress", non_empty)
+    # quasar's choice: loopback. Pulsar listens on every interface (0.0.0.0); a broker
+    # reachable from the network before anyone configured authentication is an open
+    # door, so reaching beyond this host takes an explicit bindAddress.
+    bind_address: str = setting("127.0.0.1", "bindAddress", non_empty)
     # Pulsar's default is the host's FQDN; quasar runs as a standalone broker whose
     # clients are usually on the same host, so it advertises loopback. Set it to a
     # reachable name when clients connect from elsewhere.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import ipaddress
 import logging
 import os
 import signal
@@ -83,6 +84,7 @@ class Standalone:
         loop = asyncio.get_running_loop()
         broker = self.config.broker
         bind = broker.bind_address
+        warn_if_exposed(bind, self.authentication is not None)
         max_pending = broker.max_pending_publish_requests_per_connection
         keep_alive_s = broker.keep_alive_interval_seconds
         service = self.service
@@ -232,6 +234,25 @@ def tune_gc() -> None:
 # default) runs out: each durable round of a busy broker waited that long again. At
 # 0.5 ms the hand-over is prompt; the loop pays only when a thread is actually waiting.
 GIL_SWITCH_INTERVAL_S = 0.0005
+
+
+def warn_if_exposed(bind_address: str, authentication_enabled: bool) -> bool:
+    """Log a warning when the broker listens beyond loopback without authentication
+    (anyone who can reach the port may then produce, consume and administer).
+    Returns whether it warned."""
+    try:
+        loopback = ipaddress.ip_address(bind_address).is_loopback
+    except ValueError:  # a host name: only "localhost" is known to stay local
+        loopback = bind_address == "localhost"
+    if loopback or authentication_enabled:
+        return False
+    log.warning(
+        "listening on %s with authentication off: anyone who can reach the broker's "
+        "ports can produce, consume and use the admin API (set authenticationEnabled "
+        "or bind to loopback)",
+        bind_address,
+    )
+    return True
 
 
 def run(config: ServiceConfiguration) -> None:
