@@ -64,10 +64,15 @@ def _run_broker(proc: BrokerProcess) -> Iterator[BrokerProcess]:
 def tls_broker(
     tmp_path_factory: pytest.TempPathFactory, certs: TestCerts
 ) -> Iterator[BrokerProcess]:
-    """Server-only TLS beside the plaintext ports."""
+    """Server-only TLS beside the plaintext ports. It listens on every interface so
+    that 127.0.0.2, a loopback address its certificate does not name, reaches it too
+    (the hostname-validation test); all traffic stays on loopback."""
     data = tmp_path_factory.mktemp("tls") / "data"
     proc = BrokerProcess(
-        data, tls_port=free_port(), https_port=free_port(), settings=tls_settings(certs)
+        data,
+        tls_port=free_port(),
+        https_port=free_port(),
+        settings=tls_settings(certs, bindAddress="0.0.0.0"),
     )
     yield from _run_broker(proc)
 
