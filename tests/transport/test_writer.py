@@ -152,33 +152,6 @@ async def test_a_frame_written_from_inside_the_transport_write_is_kept() -> None
     assert transport.sent() == [b"first", b"second"]
 
 
-async def test_drain_returns_at_once_unless_paused() -> None:
-    writer, _ = _writer()
-    await writer.drain()
-    writer.pause_writing()
-    assert writer.writing_paused
-    waiting = asyncio.ensure_future(writer.drain())
-    await asyncio.sleep(0)
-    assert not waiting.done()
-    writer.resume_writing()
-    await waiting
-    assert not writer.writing_paused
-
-
-async def test_close_releases_drain_waiters_and_a_cancelled_waiter_leaves_others() -> None:
-    writer, _ = _writer()
-    writer.pause_writing()
-    first = asyncio.ensure_future(writer.drain())
-    second = asyncio.ensure_future(writer.drain())
-    await asyncio.sleep(0)
-    first.cancel()
-    await asyncio.sleep(0)
-    assert not second.done()
-    writer.close()
-    await second
-    await writer.drain()  # closed: nothing to wait for
-
-
 async def test_a_non_positive_threshold_is_refused() -> None:
     with pytest.raises(ValueError, match="eager_flush_bytes"):
         FrameWriter(asyncio.get_running_loop(), eager_flush_bytes=0)

@@ -328,12 +328,6 @@ class ClientConnection(asyncio.Protocol):
         for handler in handlers:
             handler.on_disconnected(self, None)
 
-    def pause_writing(self) -> None:
-        self._writer.pause_writing()
-
-    def resume_writing(self) -> None:
-        self._writer.resume_writing()
-
     def _keep_alive_expired(self, silence: Silence) -> None:
         log.warning("no answer to PING from %s, closing", self.url)
         self.close(ConnectError(f"keep-alive timeout on {self.url}"))

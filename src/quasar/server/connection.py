@@ -227,14 +227,6 @@ class ServerConnection(asyncio.Protocol):
         self.producers.clear()
         self.consumers.clear()
 
-    def pause_writing(self) -> None:
-        # The kernel buffer is full and the transport queues; frames keep being
-        # accepted (answers must flow), the writer only records it.
-        self._writer.pause_writing()
-
-    def resume_writing(self) -> None:
-        self._writer.resume_writing()
-
     # -- reading: back-pressure and fair turns ----------------------------------------
     def _end_read_turn(self) -> None:
         self._read_yielded = False

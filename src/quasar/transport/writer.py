@@ -11,12 +11,9 @@ flushed by one timer) would otherwise hold them all back and hand the peer one l
 burst; past this size a write is cheap next to the work it lets the peer start. So
 the writer never holds more than that plus one frame.
 
-What the kernel does not take yet queues in the transport, which tells its protocol
-when that queue passes the high-water mark (``pause_writing``) and when it drained
-again (``resume_writing``). The connection forwards both here; ``drain()`` lets a
-writer of bulk data wait for the peer to catch up, as ``asyncio.StreamWriter.drain``
-does. Frames are never refused for that: request/response traffic must flow even
-while a consumer's deliveries fill the socket.
+What the kernel does not take yet queues in the transport. Frames are never held
+back for that: request/response traffic must flow even while a consumer's
+deliveries fill the socket (dispatch is bounded by permits, not by the socket).
 
 How the buffer leaves: a single buffered item is written as it is; whole frames only
 (``write``) are joined into one bytes object, which for many small frames (receipts,
@@ -74,12 +71,10 @@ class FrameWriter:
     __slots__ = (
         "_buf",
         "_buf_bytes",
-        "_drain_waiters",
         "_eager_flush_bytes",
         "_flush_scheduled",
         "_loop",
         "_open",
-        "_paused",
         "_pieces",
         "_transport",
     )
@@ -103,8 +98,6 @@ class FrameWriter:
         self._pieces = False
         self._flush_scheduled = False
         self._open = False  # attached and not closed: frames are accepted
-        self._paused = False  # the transport's queue is above its high-water mark
-        self._drain_waiters: list[asyncio.Future[None]] = []
 
     # -- life ------------------------------------------------------------------------
     def attach(self, transport: asyncio.WriteTransport) -> None:
@@ -123,7 +116,6 @@ class FrameWriter:
         if self._open:
             self.flush()
             self._open = False
-        self._wake_drain_waiters()
 
     def discard(self) -> None:
         """The transport is gone: drop what is buffered and accept nothing more."""
@@ -131,7 +123,6 @@ class FrameWriter:
         self._buf.clear()
         self._buf_bytes = 0
         self._pieces = False
-        self._wake_drain_waiters()
 
     # -- writing (the hot path: no allocation but the buffer's, no await) --------------
     def write(self, frame: Buffer) -> None:
@@ -195,37 +186,3 @@ class FrameWriter:
             gathered = gather(buf)
             buf.clear()
             transport.writelines(gathered)
-
-    # -- flow control from the transport -------------------------------------------------
-    @property
-    def writing_paused(self) -> bool:
-        """Whether the transport's queue is above its high-water mark."""
-        return self._paused
-
-    def pause_writing(self) -> None:
-        """The transport's queue passed its high-water mark (``Protocol.pause_writing``)."""
-        self._paused = True
-
-    def resume_writing(self) -> None:
-        """The transport's queue fell below its low-water mark."""
-        self._paused = False
-        self._wake_drain_waiters()
-
-    async def drain(self) -> None:
-        """Wait until the transport takes more data: at once unless writing is paused;
-        otherwise until it resumes or the writer closes."""
-        if not self._paused or not self._open:
-            return
-        waiter: asyncio.Future[None] = self._loop.create_future()
-        self._drain_waiters.append(waiter)
-        try:
-            await waiter
-        finally:
-            if waiter in self._drain_waiters:
-                self._drain_waiters.remove(waiter)
-
-    def _wake_drain_waiters(self) -> None:
-        waiters, self._drain_waiters = self._drain_waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
