@@ -12,11 +12,11 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
+from quasar.auth.tls import common_name as peer_common_name
 from quasar.client.config import admin_url_for, is_tls_url, parse_service_url
 from quasar.client.exceptions import InvalidConfiguration
 from quasar.client.tls import ClientTlsOptions
 from quasar.config import ServiceConfiguration, TlsConfig
-from quasar.server.connection import peer_common_name
 from quasar.server.tls import (
     ServerTls,
     TlsConfigurationError,

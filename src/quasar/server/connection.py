@@ -159,11 +159,6 @@ class ServerConnection(asyncio.Protocol):
     def client_version(self) -> str:
         return self._client_version
 
-    @property
-    def peer_common_name(self) -> str | None:
-        """The first ``CN`` of the verified client certificate's subject, if any."""
-        return peer_common_name(self.peer_certificate)
-
     def close_producer(self, producer_id: int) -> None:
         """Broker-initiated close: the client reconnects the producer."""
         self._producer_commands.close_producer(producer_id)
@@ -335,13 +330,3 @@ class ServerConnection(asyncio.Protocol):
         if not task.cancelled() and task.exception() is not None:
             log.error("request handler failed on %s", self._remote, exc_info=task.exception())
 
-
-def peer_common_name(certificate: dict[str, Any] | None) -> str | None:
-    """The first ``commonName`` of a decoded certificate's subject (Pulsar's TLS role)."""
-    if not certificate:
-        return None
-    for rdn in certificate.get("subject", ()):
-        for name, value in rdn:
-            if name == "commonName":
-                return str(value)
-    return None
