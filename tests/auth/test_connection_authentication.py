@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from quasar.auth import AuthenticationError, AuthenticationService
-from quasar.auth.token import TokenAuthenticationProvider, ValidatedToken
+from quasar.auth.token import TokenAuthenticationProvider
+from quasar.auth.tokens import AuthenticatedToken
 from quasar.errors import ProtocolError, ServerError
 from quasar.protocol import pb
 from quasar.server.authentication import (
@@ -24,11 +25,11 @@ T = pb.BaseCommand
 TOKENS = {"t1": ("svc", 100.0), "t2": ("svc", 200.0), "other": ("intruder", 300.0)}
 
 
-def validate(token: str) -> ValidatedToken:
+def validate(token: str) -> AuthenticatedToken:
     if token not in TOKENS:
         raise AuthenticationError("bad token")
     role, exp = TOKENS[token]
-    return ValidatedToken(role, exp)
+    return AuthenticatedToken(role, int(exp * 1000))
 
 
 class FakeConnection:

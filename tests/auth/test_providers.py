@@ -26,7 +26,8 @@ from quasar.auth.basic import (
     verify_hash,
 )
 from quasar.auth.tls import TlsAuthenticationProvider, common_name
-from quasar.auth.token import TokenAuthenticationProvider, ValidatedToken
+from quasar.auth.token import TokenAuthenticationProvider
+from quasar.auth.tokens import AuthenticatedToken
 from quasar.config import ServiceConfiguration
 
 PEER = Peer("127.0.0.1:5000")
@@ -132,9 +133,9 @@ def test_tls_without_a_common_name_fails(cert: Any) -> None:
 
 
 # -- token (fake validator) ----------------------------------------------------------------
-def fake_validator(token: str) -> ValidatedToken:
+def fake_validator(token: str) -> AuthenticatedToken:
     if token == "good":
-        return ValidatedToken("svc", expires_at_s=1000.0)
+        return AuthenticatedToken("svc", 1_000_000)
     raise AuthenticationError("bad token")
 
 

@@ -10,7 +10,8 @@ import time
 from types import SimpleNamespace
 
 from quasar.auth import AuthenticationError, AuthenticationService
-from quasar.auth.token import TokenAuthenticationProvider, ValidatedToken
+from quasar.auth.token import TokenAuthenticationProvider
+from quasar.auth.tokens import AuthenticatedToken
 from quasar.client import AuthenticationToken, aio
 from quasar.config import ServiceConfiguration
 from quasar.server.connection import ServerConnection
@@ -19,12 +20,12 @@ from quasar.server.connection import ServerConnection
 async def test_expired_token_is_refreshed_then_a_role_change_closes() -> None:
     seen: asyncio.Queue[str] = asyncio.Queue()
 
-    def validate(token: str) -> ValidatedToken:
+    def validate(token: str) -> AuthenticatedToken:
         seen.put_nowait(token)
         if token.startswith("svc-"):
-            return ValidatedToken("svc", expires_at_s=time.time())
+            return AuthenticatedToken("svc", int(time.time() * 1000))
         if token == "intruder":
-            return ValidatedToken("intruder", expires_at_s=time.time())
+            return AuthenticatedToken("intruder", int(time.time() * 1000))
         raise AuthenticationError("bad token")
 
     auth = AuthenticationService([("Token", TokenAuthenticationProvider(validate))])

@@ -11,18 +11,16 @@ real one from the broker's token settings.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from quasar.config import ServiceConfiguration
 
 from .provider import AuthenticationFailure, AuthenticationState, Peer
-from .tokens import TokenValidator
+from .tokens import AuthenticatedToken, TokenValidator
 
 __all__ = [
     "AUTH_METHOD_TOKEN",
     "TokenAuthenticationProvider",
     "ValidateToken",
-    "ValidatedToken",
     "validate_with_configured_key",
 ]
 
@@ -32,16 +30,8 @@ AUTH_METHOD_TOKEN = "token"
 _BEARER = "Bearer "
 
 
-@dataclass(frozen=True)
-class ValidatedToken:
-    """What a valid token grants: its role and its ``exp`` (None: no expiry)."""
-
-    role: str
-    expires_at_s: float | None = None
-
-
 # Validates a compact JWT; raises AuthenticationError when it is not valid.
-ValidateToken = Callable[[str], ValidatedToken]
+ValidateToken = Callable[[str], AuthenticatedToken]
 
 
 def validate_with_configured_key(config: ServiceConfiguration) -> ValidateToken:
@@ -51,14 +41,7 @@ def validate_with_configured_key(config: ServiceConfiguration) -> ValidateToken:
     Raises:
         ValueError: no key configured, or a key that cannot be read.
     """
-    validator = TokenValidator.from_config(config.token_authentication)
-
-    def validate(token: str) -> ValidatedToken:
-        result = validator.validate(token)
-        expiry_ms = result.expiry_time_ms
-        return ValidatedToken(result.role, None if expiry_ms is None else expiry_ms / 1000)
-
-    return validate
+    return TokenValidator.from_config(config.token_authentication).validate
 
 
 class TokenAuthenticationProvider:
@@ -81,8 +64,9 @@ class TokenAuthenticationProvider:
         if not token:
             raise AuthenticationFailure("BlankToken", "blank token")
         result = self._validate(token)
+        expiry_ms = result.expiry_time_ms
         return AuthenticationState(
             role=result.role,
             auth_method=AUTH_METHOD_TOKEN,
-            expires_at_s=result.expires_at_s,
+            expires_at_s=None if expiry_ms is None else expiry_ms / 1000,
         )

@@ -162,7 +162,7 @@ class AuthenticatedToken:
     # The exp claim in milliseconds since the epoch (None: never expires); the
     # connection sends AUTH_CHALLENGE for fresh credentials once it has passed.
     expiry_time_ms: int | None
-    claims: Mapping[str, Any] = field(repr=False)
+    claims: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
 class TokenValidator:
