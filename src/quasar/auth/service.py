@@ -161,10 +161,6 @@ class AuthenticationService:
             )
         return cls(providers, auth.anonymous_user_role, AuthenticationMetrics(registry))
 
-    @property
-    def auth_methods(self) -> list[str]:
-        return list(self._providers)
-
     # -- binary protocol -----------------------------------------------------------
     def authenticate(
         self, auth_method: str, auth_data: bytes, peer: Peer
