@@ -4,16 +4,7 @@
 ``quasar.client.admin.AdminClient.client_transactions``, behind
 ``client.get_client_transactions(client_name)``) answers,
 for one client name, the transactions its coordinators hold open and the terminated
-ones their preservers remember::
-
-    {"clientName": "etl-7",
-     "open": [{"txnId": "(1,5)", "mostSigBits": 1, "leastSigBits": 5,
-               "coordinatorId": 1, "status": "OPEN",
-               "openTimestamp": 1700000000000, "timeoutAt": 1700000060000}],
-     "terminated": [{"txnId": "(1,4)", "mostSigBits": 1, "leastSigBits": 4,
-                     "coordinatorId": 1, "status": "COMMITTED",
-                     "endTime": 1700000001000}],
-     "unavailableCoordinators": []}
+ones their preservers remember (the JSON is drawn in ``docs/transactions.md``).
 
 ``open``: live transactions (OPEN, COMMITTING, ABORTING); ``terminated``: the outcomes
 the coordinators' preservers still hold (COMMITTED, ABORTED: the last
