@@ -66,6 +66,12 @@ EXPECTED_DEFAULTS = {
     "anonymousUserRole": "",
     "basicAuthConf": "",
     "authenticationRefreshCheckSeconds": 60,
+    "authenticateMetricsEndpoint": False,
+    "authorizationEnabled": False,
+    "authorizationProvider": (
+        "org.apache.pulsar.broker.authorization.PulsarAuthorizationProvider"
+    ),
+    "authorizationAllowWildcardsMatching": False,
     "brokerShutdownTimeoutMs": 60000,
     "transactionCoordinatorEnabled": True,  # quasar (Pulsar: false)
     "transactionCoordinatorCount": 1,
@@ -220,7 +226,7 @@ advertisedAddress=
     assert config.policies.allow_auto_topic_creation is False
     assert config.managed_ledger.managed_ledger_default_mark_delete_rate_limit == 2.5
     assert config.managed_ledger.cursor_persist_interval_ms == 400
-    assert config.broker.super_user_roles == ("admin", "ops")
+    assert config.authorization.super_user_roles == ("admin", "ops")
     assert config.transaction.transaction_log_batched_write == BatchedWriteConfig(
         enabled=True, max_records=64
     )
@@ -627,8 +633,8 @@ def test_a_key_without_effect_is_logged_when_set(
         load()
     assert caplog.text == ""
     with caplog.at_level(logging.WARNING, logger="quasar.config"):
-        load(overrides={"superUserRoles": "admin"})
-    assert "superUserRoles=admin has no effect: quasar has no authorization" in caplog.text
+        load(overrides={"brokerShutdownTimeoutMs": "5"})
+    assert "brokerShutdownTimeoutMs=5 has no effect" in caplog.text
 
 
 @pytest.mark.parametrize("key", sorted(KEYS_WITHOUT_EFFECT))

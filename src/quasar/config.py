@@ -81,6 +81,7 @@ from quasar.transaction.config import TransactionConfig
 __all__ = [
     "KEYS_WITHOUT_EFFECT",
     "AuthenticationConfig",
+    "AuthorizationConfig",
     "BatchedWriteConfig",
     "BrokerConfig",
     "DispatchConfig",
@@ -105,7 +106,6 @@ ENV_PREFIX = "QUASAR_"
 # dropped silently; a key leaves this table when a subsystem starts to read it.
 KEYS_WITHOUT_EFFECT: Mapping[str, str] = types.MappingProxyType(
     {
-        "superUserRoles": "quasar has no authorization yet",
         "brokerShutdownTimeoutMs": "shutdown waits for topics to close, unbounded",
         "maxUnackedMessagesPerSubscription": (
             "only maxUnackedMessagesPerConsumer bounds dispatch"
@@ -175,8 +175,6 @@ class BrokerConfig(Section):
     broker_shutdown_timeout_ms: int = setting(
         60_000, "brokerShutdownTimeoutMs", at_least(0)
     )
-    # Pulsar default: no super-users (broker.conf superUserRoles, comma-separated).
-    super_user_roles: tuple[str, ...] = setting((), "superUserRoles")
 
     @property
     def data_path(self) -> Path:
@@ -357,6 +355,36 @@ class AuthenticationConfig(Section):
     authentication_refresh_check_seconds: int = setting(
         60, "authenticationRefreshCheckSeconds", at_least(1)
     )
+    # Pulsar default (broker.conf authenticateMetricsEndpoint): /metrics is open.
+    authenticate_metrics_endpoint: bool = setting(False, "authenticateMetricsEndpoint")
+
+
+# The one authorization provider quasar has: Pulsar's default, whose rules it follows.
+PULSAR_AUTHORIZATION_PROVIDER = (
+    "org.apache.pulsar.broker.authorization.PulsarAuthorizationProvider"
+)
+
+
+@dataclass(frozen=True)
+class AuthorizationConfig(Section):
+    """What an authenticated role may do (``quasar.auth.authorization`` builds its
+    ``AuthorizationService`` from this section)."""
+
+    # Pulsar default (broker.conf authorizationEnabled).
+    authorization_enabled: bool = setting(False, "authorizationEnabled")
+    # Pulsar default (broker.conf authorizationProvider); no other provider exists here.
+    authorization_provider: str = setting(
+        PULSAR_AUTHORIZATION_PROVIDER,
+        "authorizationProvider",
+        one_of(PULSAR_AUTHORIZATION_PROVIDER),
+    )
+    # Pulsar default: no super-users (broker.conf superUserRoles, comma-separated).
+    super_user_roles: tuple[str, ...] = setting((), "superUserRoles")
+    # Pulsar default (broker.conf authorizationAllowWildcardsMatching): grants to
+    # "prefix*", "*suffix" or "*" roles match by pattern only when this is on.
+    authorization_allow_wildcards_matching: bool = setting(
+        False, "authorizationAllowWildcardsMatching"
+    )
 
 
 @dataclass(frozen=True)
@@ -367,6 +395,7 @@ class ServiceConfiguration(Section):
     policies: PolicyDefaults = section(PolicyDefaults)
     dispatch: DispatchConfig = section(DispatchConfig)
     authentication: AuthenticationConfig = section(AuthenticationConfig)
+    authorization: AuthorizationConfig = section(AuthorizationConfig)
     managed_ledger: ManagedLedgerSettings = section(ManagedLedgerSettings)
     journal: JournalConfig = section(JournalConfig)
     transaction: TransactionConfig = section(TransactionConfig)
@@ -390,6 +419,16 @@ class ServiceConfiguration(Section):
             raise ValueError(
                 f"{' and '.join(tls_ports)} set: tlsCertificateFilePath and "
                 "tlsKeyFilePath must name the PEM certificate and private key"
+            )
+        if (
+            self.authorization.authorization_enabled
+            and not self.authentication.authentication_enabled
+        ):
+            # Pulsar starts, then refuses every client: without authentication no
+            # connection has a role to authorize.
+            raise ValueError(
+                "authorizationEnabled=true needs authenticationEnabled=true: "
+                "without authentication no client has a role to authorize"
             )
         if broker.broker_service_port is None and broker.broker_service_port_tls is None:
             raise ValueError(

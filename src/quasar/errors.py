@@ -280,6 +280,13 @@ class InvalidValueError(BadRequestError):
     """A JSON value of the wrong shape, e.g. a string where a number belongs (400)."""
 
 
+class NotAuthorizedError(AdminError):
+    """The caller's role may not do this: not a super-user, not an admin of the
+    tenant, or without the grant the operation needs (401, as Pulsar answers)."""
+
+    http_status = 401
+
+
 class ResourceNotFoundError(AdminError):
     """The tenant, namespace or partitioned topic does not exist (404)."""
 
@@ -326,6 +333,7 @@ _ADMIN_ERROR_BY_STATUS: dict[int, type[AdminError]] = {
     cls.http_status: cls
     for cls in (
         BadRequestError,
+        NotAuthorizedError,
         ResourceNotFoundError,
         NotAcceptableError,
         ConflictError,
@@ -337,7 +345,7 @@ _ADMIN_ERROR_BY_STATUS: dict[int, type[AdminError]] = {
 def error_for_http_status(status: int, reason: str) -> AdminError:
     """The admin error for an HTTP error answer: ``status`` and the server's ``reason``.
 
-    A status with a class of its own (400, 404, 406, 409, 412) gives that class;
+    A status with a class of its own (400, 401, 404, 406, 409, 412) gives that class;
     any other gives an ``AdminError`` carrying ``status``.
     """
     cls = _ADMIN_ERROR_BY_STATUS.get(status)

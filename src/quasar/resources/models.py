@@ -2,8 +2,8 @@
 
 The admin API serves them and the metadata store keeps them, byte for byte the same
 JSON: ``TenantInfo`` ``{adminRoles, allowedClusters}``, ``Policies``
-``{retention_policies, deduplicationEnabled, ...}``, ``PartitionedTopicMetadata``
-``{partitions}``.
+``{retention_policies, deduplicationEnabled, auth_policies, ...}``,
+``PartitionedTopicMetadata`` ``{partitions}``.
 
 ``from_json`` raises ``InvalidValueError`` (400) on a value of the wrong shape and
 ``InvalidResourceError`` (412) on a well-formed but invalid one. It ignores unknown keys,
@@ -18,7 +18,11 @@ from typing import Any
 from quasar.errors import InvalidResourceError, InvalidValueError
 
 __all__ = [
+    "AUTH_ACTIONS",
+    "auth_actions",
     "SCHEMA_COMPATIBILITY_STRATEGIES",
+    "SUBSCRIPTION_AUTH_MODES",
+    "AuthPolicies",
     "AutoTopicCreationOverride",
     "PartitionedTopicMetadata",
     "Policies",
@@ -38,6 +42,14 @@ SCHEMA_COMPATIBILITY_STRATEGIES = (
     "FORWARD_TRANSITIVE",
     "FULL_TRANSITIVE",
 )
+
+
+# Pulsar's AuthAction names, in its declaration order (grants are listed in it).
+AUTH_ACTIONS = ("produce", "consume", "functions", "sources", "sinks", "packages")
+
+# Pulsar's SubscriptionAuthMode: "Prefix" requires a subscription name to start with
+# the consuming role.
+SUBSCRIPTION_AUTH_MODES = ("None", "Prefix")
 
 
 def _expect(obj: Any, tp: type | tuple[type, ...], what: str) -> Any:
@@ -166,6 +178,93 @@ class AutoTopicCreationOverride:
         )
 
 
+def auth_actions(obj: Any, what: str = "actions") -> frozenset[str]:
+    """A JSON list of AuthAction names as a set.
+
+    Raises:
+        InvalidValueError: not a list of strings.
+        InvalidResourceError: a name that is not one of ``AUTH_ACTIONS``.
+    """
+    actions = frozenset(_str_list(_expect(obj, list, what), what))
+    unknown = sorted(actions - set(AUTH_ACTIONS))
+    if unknown:
+        raise InvalidResourceError(
+            f"Unknown {what}: {', '.join(unknown)} (valid: {', '.join(AUTH_ACTIONS)})"
+        )
+    return actions
+
+
+def _ordered(actions: frozenset[str]) -> list[str]:
+    return [a for a in AUTH_ACTIONS if a in actions]
+
+
+Grants = dict[str, frozenset[str]]
+
+
+def _grants_from_json(obj: Any, what: str) -> Grants:
+    obj = _expect(obj, dict, what)
+    return {
+        _expect(role, str, what): auth_actions(actions, f"{what} actions")
+        for role, actions in obj.items()
+    }
+
+
+def _grants_to_json(grants: Grants) -> dict[str, list[str]]:
+    return {role: _ordered(actions) for role, actions in sorted(grants.items())}
+
+
+@dataclass(frozen=True)
+class AuthPolicies:
+    """Pulsar's AuthPolicies: who may do what in a namespace.
+
+    ``namespace_auth`` grants actions on every topic of the namespace by role;
+    ``destination_auth`` grants them on one topic (by full topic name);
+    ``subscription_auth_roles`` restricts a subscription to the listed roles.
+    """
+
+    namespace_auth: Grants = field(default_factory=dict)
+    destination_auth: dict[str, Grants] = field(default_factory=dict)
+    subscription_auth_roles: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespace_auth": _grants_to_json(self.namespace_auth),
+            "destination_auth": {
+                topic: _grants_to_json(grants)
+                for topic, grants in sorted(self.destination_auth.items())
+            },
+            "subscription_auth_roles": {
+                sub: sorted(roles)
+                for sub, roles in sorted(self.subscription_auth_roles.items())
+            },
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any) -> AuthPolicies:
+        obj = _expect(obj, dict, "auth_policies")
+        destination = _expect(obj.get("destination_auth") or {}, dict, "destination_auth")
+        subscriptions = _expect(
+            obj.get("subscription_auth_roles") or {}, dict, "subscription_auth_roles"
+        )
+        return cls(
+            namespace_auth=_grants_from_json(
+                obj.get("namespace_auth") or {}, "namespace_auth"
+            ),
+            destination_auth={
+                _expect(topic, str, "destination_auth"): _grants_from_json(
+                    grants, "destination_auth"
+                )
+                for topic, grants in destination.items()
+            },
+            subscription_auth_roles={
+                _expect(sub, str, "subscription_auth_roles"): frozenset(
+                    _str_list(roles, "subscription_auth_roles")
+                )
+                for sub, roles in subscriptions.items()
+            },
+        )
+
+
 @dataclass(frozen=True)
 class Policies:
     """A namespace's policies (the subset of Pulsar's ``Policies`` quasar uses).
@@ -179,11 +278,18 @@ class Policies:
     deduplication_enabled: bool | None = None
     auto_topic_creation_override: AutoTopicCreationOverride | None = None
     schema_compatibility_strategy: str = "UNDEFINED"
+    auth_policies: AuthPolicies = field(default_factory=AuthPolicies)
+    subscription_auth_mode: str = "None"
 
     def __post_init__(self) -> None:
         if self.schema_compatibility_strategy not in SCHEMA_COMPATIBILITY_STRATEGIES:
             raise InvalidResourceError(
                 f"Invalid schema compatibility strategy: {self.schema_compatibility_strategy!r}"
+            )
+        if self.subscription_auth_mode not in SUBSCRIPTION_AUTH_MODES:
+            raise InvalidResourceError(
+                f"Invalid subscription auth mode: {self.subscription_auth_mode!r} "
+                f"(valid: {', '.join(SUBSCRIPTION_AUTH_MODES)})"
             )
 
     def to_json(self) -> dict[str, Any]:
@@ -201,6 +307,8 @@ class Policies:
                 else self.auto_topic_creation_override.to_json()
             ),
             "schema_compatibility_strategy": self.schema_compatibility_strategy,
+            "auth_policies": self.auth_policies.to_json(),
+            "subscription_auth_mode": self.subscription_auth_mode,
         }
 
     @classmethod
@@ -210,6 +318,8 @@ class Policies:
         dedup = obj.get("deduplicationEnabled")
         auto = obj.get("autoTopicCreationOverride")
         strategy = obj.get("schema_compatibility_strategy") or "UNDEFINED"
+        auth = obj.get("auth_policies")
+        auth_mode = obj.get("subscription_auth_mode") or "None"
         return cls(
             replication_clusters=_str_list(
                 obj.get("replication_clusters"), "replication_clusters"
@@ -226,6 +336,8 @@ class Policies:
             schema_compatibility_strategy=_expect(
                 strategy, str, "schema_compatibility_strategy"
             ),
+            auth_policies=AuthPolicies() if auth is None else AuthPolicies.from_json(auth),
+            subscription_auth_mode=_expect(auth_mode, str, "subscription_auth_mode"),
         )
 
 

@@ -52,7 +52,7 @@ import socket
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from quasar.auth import AuthenticationService
+from quasar.auth import AuthenticationService, AuthorizationService
 from quasar.broker.consumer import Consumer
 from quasar.broker.producer import Producer
 from quasar.broker.service import BrokerService
@@ -99,6 +99,7 @@ class ServerConnection(asyncio.Protocol):
         max_pending_publish: int = 1000,
         keep_alive_s: float = 30.0,
         authentication: AuthenticationService | None = None,
+        authorization: AuthorizationService | None = None,
     ) -> None:
         loop = asyncio.get_running_loop()
         self.service = service
@@ -112,6 +113,11 @@ class ServerConnection(asyncio.Protocol):
         self.closed = False
         self.protocol_version = 0
         self.principal: str | None = None  # the authenticated role (None: auth off)
+        self.authorization = (
+            AuthorizationService(service.config.authorization, service.resources)
+            if authorization is None
+            else authorization
+        )
         # The client certificate verified in the TLS handshake (ssl's decoded form),
         # for authentication by certificate; None on plaintext or without one.
         self.peer_certificate: dict[str, Any] | None = None

@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
+from quasar.auth.authorization import AuthorizationService
 from quasar.broker.consumer import Consumer
 from quasar.broker.producer import Producer
 from quasar.broker.service import BrokerService
@@ -39,6 +40,8 @@ class ConnectionContext(Protocol):
     settings: BrokerConfig
     # The authenticated role (None: no authentication configured).
     principal: str | None
+    # What roles may do; asked before a topic is looked up, produced to or consumed.
+    authorization: AuthorizationService
     # The client certificate verified in the TLS handshake, as ssl decodes it
     # (``subject``, ``issuer``, ``notAfter``...); None on plaintext or without one.
     peer_certificate: dict[str, Any] | None

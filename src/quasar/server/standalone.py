@@ -22,7 +22,11 @@ import signal
 import sys
 from typing import Any
 
-from quasar.auth import AuthenticationConfigError, AuthenticationService
+from quasar.auth import (
+    AuthenticationConfigError,
+    AuthenticationService,
+    AuthorizationService,
+)
 from quasar.broker.service import BrokerService
 from quasar.broker.transactions import TransactionService
 from quasar.config import ServiceConfiguration
@@ -79,6 +83,9 @@ class Standalone:
             on_fatal=self._on_fatal,
         )
         self.service = BrokerService(self.config, self._ledgers, self._store)
+        self.authorization = AuthorizationService(
+            self.config.authorization, self.service.resources
+        )
         self._create_system_namespaces()
         self._start_transactions()
         loop = asyncio.get_running_loop()
@@ -89,9 +96,12 @@ class Standalone:
         keep_alive_s = broker.keep_alive_interval_seconds
         service = self.service
         authentication = self.authentication
+        authorization = self.authorization
 
         def connection() -> ServerConnection:
-            return ServerConnection(service, max_pending, keep_alive_s, authentication)
+            return ServerConnection(
+                service, max_pending, keep_alive_s, authentication, authorization
+            )
 
         # Admin first, then the TLS port, then the plain one: once the last binary
         # port accepts, the whole broker is ready.
@@ -164,6 +174,7 @@ class Standalone:
             AdminAdapter(self.service),
             metrics=self.metrics,
             authentication=self.authentication,
+            authorization=self.authorization,
         )
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
