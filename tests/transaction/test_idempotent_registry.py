@@ -83,12 +83,12 @@ async def test_client_transactions_over_every_coordinator(penv: Env) -> None:
         "clientName": NAME,
         "open": [{
             "txnId": "(1,0)", "mostSigBits": 1, "leastSigBits": 0, "coordinatorId": 1,
-            "status": "OPEN", "openTimestamp": penv.clock.wall_ms(),
+            "status": "OPEN", "owner": None, "openTimestamp": penv.clock.wall_ms(),
             "timeoutAt": penv.clock.wall_ms() + 60_000,
         }],
         "terminated": [{
             "txnId": "(0,0)", "mostSigBits": 0, "leastSigBits": 0, "coordinatorId": 0,
-            "status": "COMMITTED", "endTime": penv.clock.wall_ms(),
+            "status": "COMMITTED", "owner": None, "endTime": penv.clock.wall_ms(),
         }],
         "unavailableCoordinators": [2],
     }

@@ -184,9 +184,17 @@ class AdminBroker(Protocol):
         """
         ...
 
-    async def client_transactions(self, client_name: str) -> dict[str, Any]:
+    async def client_transactions(
+        self, client_name: str, *, role: str | None = None, superuser: bool = True
+    ) -> dict[str, Any]:
         """A client name's open and preserved terminated transactions, over every
         coordinator (idempotent commit/abort; JSON shape in ``docs/admin.md``).
+
+        Only the transactions ``role`` (the request's authenticated role; None without
+        authentication) may act on: those it opened and those opened without
+        authentication. A ``superuser`` sees every role's; pass
+        ``AuthorizationService.is_superuser(role)``, which is true for everyone while
+        authorization is off.
 
         Raises:
             ServiceNotReady: transactions are disabled on this broker (503).

@@ -160,8 +160,12 @@ class AdminAdapter:
     async def compaction_status(self, topic: str) -> dict[str, str]:
         return (await self._topic(topic)).compaction.status_json()
 
-    async def client_transactions(self, client_name: str) -> dict[str, Any]:
+    async def client_transactions(
+        self, client_name: str, *, role: str | None = None, superuser: bool = True
+    ) -> dict[str, Any]:
         transactions = self.service.transactions
         if transactions is None:
             raise ServiceNotReady("Transactions are not enabled on this broker")
-        return await transactions.client_transactions(client_name)
+        return await transactions.client_transactions(
+            client_name, role=role, superuser=superuser
+        )

@@ -12,8 +12,8 @@ topic methods, so both paths share one implementation.
 
 Each coordinator's terminated-transaction preserver (PIP-255 idempotent commit/abort)
 keeps its outcomes in a ``SystemTopicTable`` over the compacted topic
-``persistent://pulsar/system/__terminated_txn_state_<n>``, keyed by client name, the
-same way transaction-buffer snapshots use ``__transaction_buffer_snapshot``.
+``persistent://pulsar/system/__terminated_txn_state_<n>``, keyed by owner role and
+client name, the same way transaction-buffer snapshots use ``__transaction_buffer_snapshot``.
 
 The service reaches topics only through ``api.TopicRegistry`` (the broker service), and
 topics reach it only through ``api.TransactionComponents``: it builds their transaction
@@ -36,6 +36,7 @@ from quasar.storage.api import ManagedCursor, ManagedLedger
 from quasar.transaction.batched_log import BatchedLogs
 from quasar.transaction.buffer import TopicTransactionBuffer
 from quasar.transaction.config import TransactionConfig
+from quasar.transaction.coordinator.ownership import Caller
 from quasar.transaction.coordinator.preserver import terminated_txn_state_topic
 from quasar.transaction.coordinator.preserver_metrics import PreserverMetrics
 from quasar.transaction.coordinator_registry import (
@@ -165,9 +166,16 @@ class TransactionService:
             self._preserver_tables[tc_id] = table
         return table
 
-    async def client_transactions(self, client_name: str) -> dict[str, Any]:
-        """The admin view of a client name's transactions (``docs/transactions.md``)."""
-        return client_transactions_json(await self.registry.client_transactions(client_name))
+    async def client_transactions(
+        self, client_name: str, *, role: str | None = None, superuser: bool = True
+    ) -> dict[str, Any]:
+        """The admin view of a client name's transactions (``docs/transactions.md``)
+        that ``role`` may see: those it owns and those without owner; every role's
+        when ``superuser``."""
+        caller = Caller(role, superuser)
+        return client_transactions_json(
+            await self.registry.client_transactions(client_name, caller)
+        )
 
     def new_transaction_buffer(
         self, ledger: ManagedLedger, topic: TopicName
@@ -244,7 +252,8 @@ def client_transactions_json(found: ClientTransactions) -> dict[str, Any]:
     """``GET /admin/v3/transactions/clientTransactions/{clientName}``'s body.
 
     ``open``: live transactions in id order, with status OPEN, COMMITTING or ABORTING;
-    ``terminated``: preserved outcomes (COMMITTED/ABORTED) ordered by end time;
+    ``terminated``: preserved outcomes (COMMITTED/ABORTED) ordered by end time; each
+    with its ``owner``, the role that opened it (null: opened without authentication);
     ``unavailableCoordinators``: coordinators that could not be asked (the answer is
     partial when this is not empty).
     """
@@ -259,6 +268,7 @@ def client_transactions_json(found: ClientTransactions) -> dict[str, Any]:
                 "leastSigBits": m.txn_id.least_bits,
                 "coordinatorId": m.txn_id.most_bits,
                 "status": m.status.name,
+                "owner": m.owner,
                 "openTimestamp": m.open_timestamp_ms,
                 "timeoutAt": m.timeout_at_ms,
             }
@@ -271,6 +281,7 @@ def client_transactions_json(found: ClientTransactions) -> dict[str, Any]:
                 "leastSigBits": t.txn_id.least_bits,
                 "coordinatorId": t.txn_id.most_bits,
                 "status": t.status.name,
+                "owner": t.owner,
                 "endTime": t.end_time_ms,
             }
             for t in terminated

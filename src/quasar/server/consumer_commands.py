@@ -22,9 +22,11 @@ from quasar.errors import (
 from quasar.protocol import TopicName, encode_command, pb
 from quasar.protocol.int64 import to_uint64
 from quasar.protocol.txn_id import TxnID
+from quasar.transaction.coordinator.ownership import not_owner
 
 from . import replies
 from .context import CommandHandler, ConnectionContext
+from .txn_ownership import TxnOwnership
 from .wire import position_of, schema_info
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,7 @@ class ConsumerCommands:
         self._ctx = ctx
         # Read on every FLOW and ACK: the table is never replaced.
         self._consumers = ctx.consumers
+        self._txn_ownership = TxnOwnership(ctx)
 
     def handlers(self) -> dict[int, CommandHandler]:
         spawn = self._ctx.spawn
@@ -171,6 +174,11 @@ class ConsumerCommands:
             if sub is None:
                 raise SubscriptionNotFound("Subscription is gone")
             txn = TxnID(c.txnid_most_bits, c.txnid_least_bits)
+            # Only the transaction's owner (or a super-user) may acknowledge in it.
+            if self._ctx.principal is not None and (
+                caller := self._txn_ownership.refuses(txn)
+            ):
+                raise not_owner(txn, caller)
             if c.ack_type == pb.CommandAck.Cumulative:
                 if c.message_id:
                     await sub.ack_cumulative_in_txn(consumer, txn, position_of(c.message_id[0]))

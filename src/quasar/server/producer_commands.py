@@ -24,9 +24,11 @@ from quasar.errors import (
 from quasar.protocol import Frame, TopicName, encode_command, encode_send_receipt, pb
 from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import Position
+from quasar.transaction.coordinator.ownership import not_owner
 
 from . import replies
 from .context import CommandHandler, ConnectionContext
+from .txn_ownership import TxnOwnership
 from .wire import schema_info
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,7 @@ class ProducerCommands:
         # Read on every SEND: kept here (the table is never replaced, the limit fixed).
         self._producers = ctx.producers
         self._max_message_size = ctx.settings.max_message_size
+        self._txn_ownership = TxnOwnership(ctx)
 
     def handlers(self) -> dict[int, CommandHandler]:
         spawn = self._ctx.spawn
@@ -154,6 +157,15 @@ class ProducerCommands:
                 self._send_error(pid, seq, NotAllowedError(replies.TRANSACTIONS_NOT_ENABLED))
                 return
             txn = TxnID(c.txnid_most_bits, c.txnid_least_bits)
+            # Only the transaction's owner (or a super-user) may send in it. Refused
+            # with NotAllowedError, not the coordinator's TransactionNotFound: the
+            # clients fail just that message on NotAllowedError, whereas on most other
+            # codes they drop the connection and send the message again, forever.
+            if self._ctx.principal is not None and (
+                caller := self._txn_ownership.refuses(txn)
+            ):
+                self._send_error(pid, seq, NotAllowedError(str(not_owner(txn, caller))))
+                return
             self._publish(producer, topic, c, payload, txn)
             return
         self._publish(producer, topic, c, payload, None)

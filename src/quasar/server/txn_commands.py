@@ -9,6 +9,15 @@ failure, Pulsar's error code and message; nothing here can crash the connection.
 
 Messages and acknowledgments inside a transaction are SEND and ACK commands carrying a
 transaction id; the producer and consumer handlers take those.
+
+Who may do what (``txn_ownership.py``): ADD_PARTITION_TO_TXN, ADD_SUBSCRIPTION_TO_TXN
+and END_TXN are for the transaction's owner or a super-user, else
+``TransactionNotFound`` (the coordinator decides, from the connection's ``Caller``);
+adding a partition also needs the produce right on it and adding a subscription the
+consume right on its topic and subscription, else ``AuthorizationError``, and nothing
+of the request is registered. END_TXN_ON_PARTITION and END_TXN_ON_SUBSCRIPTION, which
+one broker sends another, are for super-users when authorization is on. Every refusal
+goes out in the request's response; the connection stays open.
 """
 
 from __future__ import annotations
@@ -22,10 +31,13 @@ from quasar.broker.transactions import TransactionService
 from quasar.errors import NotAllowedError, QuasarError, TransactionCoordinatorNotFound
 from quasar.protocol import TopicName, pb
 from quasar.protocol.txn_id import TxnID
+from quasar.transaction.coordinator.ownership import not_owner
+from quasar.transaction.errors import TransactionNotOwned
 from quasar.transaction.txn_status import TxnAction
 
 from .context import CommandHandler, ConnectionContext
 from .replies import TRANSACTIONS_NOT_ENABLED, error_code_and_message
+from .txn_ownership import TxnOwnership
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +119,7 @@ class TransactionCommands:
 
     def __init__(self, ctx: ConnectionContext) -> None:
         self._ctx = ctx
+        self._ownership = TxnOwnership(ctx)
 
     def handlers(self) -> dict[int, CommandHandler]:
         # The coordinator's hot requests wait by callback on the future of their log
@@ -193,6 +206,8 @@ class TransactionCommands:
         else:
             if not isinstance(error, QuasarError):  # a bug: answer, log, keep the connection
                 log.error("transaction request failed", exc_info=error)
+            elif isinstance(error, TransactionNotOwned):
+                log.warning("%s: %s", self._ctx.remote_address, error)
             elif cmd.type == T.NEW_TXN:
                 resp.txnid_most_bits = req.tc_id  # as Pulsar: the coordinator that failed
             code, message = error_code_and_message(error)
@@ -212,20 +227,42 @@ class TransactionCommands:
 
     def _start_add_partitions(self, req: Any) -> _Started:
         txn = _txn_of(req)
-        partitions = [TopicName.parse(p).full for p in req.partitions]
+        names = [TopicName.parse(p) for p in req.partitions]
         tc = self._transactions().registry.route(txn)
-        return tc.add_partitions_nowait(txn, partitions), None, _future_failure
+        caller = self._ownership.caller()
+        authorization = self._ctx.authorization
+        if authorization.enabled:
+            # Ownership first, as the coordinator would answer it; then the rights,
+            # all before anything is registered.
+            if tc.refuses(txn, caller):
+                raise not_owner(txn, caller)
+            for name in names:
+                if not authorization.can_produce(name, caller.role):
+                    raise self._ownership.refuse("Produce", name.full)
+        partitions = [name.full for name in names]
+        return tc.add_partitions_nowait(txn, partitions, caller), None, _future_failure
 
     def _start_add_subscriptions(self, req: Any) -> _Started:
         txn = _txn_of(req)
-        subs = [(TopicName.parse(s.topic).full, s.subscription) for s in req.subscription]
+        subs = [(TopicName.parse(s.topic), s.subscription) for s in req.subscription]
         tc = self._transactions().registry.route(txn)
-        return tc.add_subscriptions_nowait(txn, subs), None, _future_failure
+        caller = self._ownership.caller()
+        authorization = self._ctx.authorization
+        if authorization.enabled:
+            if tc.refuses(txn, caller):
+                raise not_owner(txn, caller)
+            for name, sub in subs:
+                if not authorization.can_consume(name, caller.role, sub):
+                    raise self._ownership.refuse("Consume", f"{name.full} ({sub})")
+        pairs = [(name.full, sub) for name, sub in subs]
+        return tc.add_subscriptions_nowait(txn, pairs, caller), None, _future_failure
 
     def _start_end_txn(self, req: Any) -> _Started:
         txn = _txn_of(req)
         tc = self._transactions().registry.route(txn)
-        driver = tc.end_txn_nowait(txn, _action(req.txn_action), _client_name(req))
+        driver = tc.end_txn_nowait(
+            txn, _action(req.txn_action), _client_name(req), self._ownership.caller()
+        )
         return driver, None, (lambda t: tc.end_failure(txn, t))
 
     # -- coordinator side, answered from a task ---------------------------------------
@@ -234,6 +271,7 @@ class TransactionCommands:
 
     # -- participant side (also reached in-process through LocalTransactionBufferClient)
     async def _end_on_partition(self, req: Any) -> None:
+        self._ownership.require_superuser("end a transaction on a partition")
         lwm = req.txnid_least_bits_of_low_watermark if req.HasField(
             "txnid_least_bits_of_low_watermark"
         ) else -1
@@ -242,6 +280,7 @@ class TransactionCommands:
         )
 
     async def _end_on_subscription(self, req: Any) -> None:
+        self._ownership.require_superuser("end a transaction on a subscription")
         lwm = req.txnid_least_bits_of_low_watermark if req.HasField(
             "txnid_least_bits_of_low_watermark"
         ) else -1

@@ -30,7 +30,7 @@ from .coordinator_registry import (
     transaction_log_ledger_name,
     transaction_log_topic,
 )
-from .errors import ReachMaxActiveTxn
+from .errors import ReachMaxActiveTxn, TransactionNotOwned
 from .scheduler import AsyncioScheduler, Scheduler, VirtualScheduler
 from .txn_status import TxnAction, TxnStatus, check_transition
 
@@ -48,6 +48,7 @@ __all__ = [
     "TransactionConfig",
     "TransactionCoordinator",
     "TransactionCoordinatorRegistry",
+    "TransactionNotOwned",
     "TxnAction",
     "TxnID",
     "TxnMeta",

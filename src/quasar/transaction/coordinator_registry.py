@@ -40,6 +40,7 @@ from .coordinator import (
     TransactionCoordinator,
     TxnMeta,
 )
+from .coordinator.ownership import BROKER, Caller
 from .coordinator.preserver import PreserverStore
 from .coordinator.preserver_format import TerminatedTxn
 from .scheduler import AsyncioScheduler, Scheduler
@@ -246,8 +247,11 @@ class TransactionCoordinatorRegistry:
         """
         return self.get(txn_id.most_bits)
 
-    async def client_transactions(self, client_name: str) -> ClientTransactions:
-        """``client_name``'s live and preserved transactions on every coordinator.
+    async def client_transactions(
+        self, client_name: str, caller: Caller = BROKER
+    ) -> ClientTransactions:
+        """``client_name``'s live and preserved transactions on every coordinator, of
+        the owners ``caller`` may act on (``Caller.may_act_on``).
 
         Coordinators are loaded as a TC_CLIENT_CONNECT would load them (after a
         restart nothing may have loaded them yet); one that cannot be loaded is listed
@@ -257,7 +261,7 @@ class TransactionCoordinatorRegistry:
         for tc_id in range(self._count):
             try:
                 tc = await self.connect(tc_id)
-                live, terminated = tc.client_transactions(client_name)
+                live, terminated = tc.client_transactions(client_name, caller)
             except TransactionCoordinatorNotFound as exc:
                 log.info("client transactions: coordinator %d unavailable: %s", tc_id, exc)
                 out.unavailable.append(tc_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quasar.errors import BrokerError, ServerError
+from quasar.errors import BrokerError, ServerError, TransactionNotFound
 
 
 class ReachMaxActiveTxn(BrokerError):
@@ -18,3 +18,10 @@ class ReachMaxActiveTxn(BrokerError):
     code = ServerError.UnknownError
     http_status = 503
     retryable = True
+
+
+class TransactionNotOwned(TransactionNotFound):  # type: ignore[misc, valid-type]
+    """A caller that is neither the transaction's owner nor a super-user asked to act
+    on it. On the wire it is ``TransactionNotFound``, as Pulsar answers, so that a role
+    learns nothing about another role's transactions; the broker logs it as a refusal.
+    """

@@ -4,7 +4,8 @@
 ``CoordinatorState`` is its in-memory state, changed only by ``apply(record)``;
 ``TransactionLog`` is the log format and cursor handling; ``TimeoutTracker`` aborts
 transactions whose deadline passed; ``TerminatedTxnPreserver`` remembers how ended
-transactions ended, per client name (PIP-255 idempotent commit/abort).
+transactions ended, per owner role and client name (PIP-255 idempotent commit/abort);
+``Caller`` is who asks, for the ownership rules (``ownership.py``).
 """
 
 from ..batched_log import LogPosition
@@ -20,6 +21,7 @@ from .log import (
     encode_record,
 )
 from .meta import Subscription, TxnMeta
+from .ownership import ANONYMOUS, BROKER, Caller, not_owner
 from .preserver import (
     MemoryPreserverStore,
     PreserverStats,
@@ -32,9 +34,12 @@ from .state import ApplyResult, CoordinatorState
 from .timeouts import TimeoutTracker
 
 __all__ = [
+    "ANONYMOUS",
+    "BROKER",
     "CURSOR_NAME",
     "MAX_LOCAL_TXN_ID",
     "ApplyResult",
+    "Caller",
     "CoordinatorConfig",
     "CoordinatorState",
     "CoordinatorStats",
@@ -54,5 +59,6 @@ __all__ = [
     "decode_entry",
     "encode_batch",
     "encode_record",
+    "not_owner",
     "terminated_txn_state_topic",
 ]

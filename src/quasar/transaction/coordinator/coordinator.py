@@ -37,6 +37,12 @@ next recovery resumes it. A preserver that cannot write (or a coordinator closin
 fails the request with ``TransactionPreserverClosed`` (retryable) and the end is
 resumed in the background every ``transaction_end_retry_interval_ms``.
 
+Ownership (``ownership.py``): NEW_TXN records the caller's role as the owner; adding
+partitions or subscriptions, ending, and an END_TXN answered from the preserver are
+refused with ``TransactionNotFound`` to a ``Caller`` that is neither the owner nor a
+super-user (a transaction without owner is anyone's). Outcomes are preserved under
+the owner and the client name together.
+
 Lifecycle (Pulsar's TransactionMetadataStoreState): NONE → INITIALIZING (replay) →
 READY → CLOSING → CLOSED. Requests outside READY get ``TransactionCoordinatorNotFound``
 (retryable: the client looks the coordinator up again). A failed log append fences the
@@ -83,6 +89,7 @@ from .config import CoordinatorConfig
 from .fanout import EndFanOut
 from .log import Record, TransactionLog
 from .meta import TxnMeta
+from .ownership import BROKER, Caller, not_owner
 from .preserver import PreserverStore, TerminatedTxnPreserver
 from .preserver_format import TerminatedTxn
 from .state import ApplyResult, CoordinatorState, Op
@@ -226,6 +233,13 @@ class TransactionCoordinator:
             TransactionNotFound: not live on this coordinator (never was, or ended).
         """
         return self._live(txn_id).snapshot()
+
+    def refuses(self, txn_id: TxnID, caller: Caller) -> bool:
+        """Whether ``txn_id`` is live here and ``caller`` may not act on it (a
+        transaction this coordinator does not know is not refused here: whoever uses
+        it learns that where it is used)."""
+        meta = self._state.get(txn_id.least_bits) if txn_id.most_bits == self._tc_id else None
+        return meta is not None and not caller.may_act_on(meta.owner)
 
     def verify_txn_ownership(self, txn_id: TxnID, role: str) -> bool:
         """True if ``role`` may act on the transaction: no owner was recorded (auth
@@ -371,27 +385,30 @@ class TransactionCoordinator:
         self._pending_new.add(seq)
         return TxnID(self._tc_id, seq), self._write(record)
 
-    async def add_partitions(self, txn_id: TxnID, partitions: Sequence[str]) -> None:
+    async def add_partitions(
+        self, txn_id: TxnID, partitions: Sequence[str], caller: Caller = BROKER
+    ) -> None:
         """Register topic partitions the transaction produces to.
 
         Raises:
             As ``add_partitions_nowait``, and its future's errors.
         """
-        await _when_durable(self.add_partitions_nowait(txn_id, partitions))
+        await _when_durable(self.add_partitions_nowait(txn_id, partitions, caller))
 
     def add_partitions_nowait(
-        self, txn_id: TxnID, partitions: Sequence[str]
+        self, txn_id: TxnID, partitions: Sequence[str], caller: Caller = BROKER
     ) -> asyncio.Future[ApplyResult] | None:
         """``add_partitions`` for a caller that waits by callback: the future of the
         record, or ``None`` when every partition was registered already.
 
         Raises:
             TransactionCoordinatorNotFound: not ready.
-            TransactionNotFound: not live on this coordinator.
+            TransactionNotFound: not live on this coordinator, or ``caller`` is
+                neither its owner nor a super-user.
             InvalidTxnStatus: not OPEN (an end has started).
         """
         self._check_ready("add produced partition")
-        meta = self._registrable(txn_id)
+        meta = self._registrable(txn_id, caller)
         new = [p for p in dict.fromkeys(partitions) if p not in meta.produced_partitions]
         if not new:
             return None
@@ -400,28 +417,35 @@ class TransactionCoordinator:
         return self._write(record)
 
     async def add_subscriptions(
-        self, txn_id: TxnID, subscriptions: Sequence[tuple[str, str]]
+        self,
+        txn_id: TxnID,
+        subscriptions: Sequence[tuple[str, str]],
+        caller: Caller = BROKER,
     ) -> None:
         """Register ``(topic, subscription)`` pairs the transaction acknowledges on.
 
         Raises:
             As ``add_subscriptions_nowait``, and its future's errors.
         """
-        await _when_durable(self.add_subscriptions_nowait(txn_id, subscriptions))
+        await _when_durable(self.add_subscriptions_nowait(txn_id, subscriptions, caller))
 
     def add_subscriptions_nowait(
-        self, txn_id: TxnID, subscriptions: Sequence[tuple[str, str]]
+        self,
+        txn_id: TxnID,
+        subscriptions: Sequence[tuple[str, str]],
+        caller: Caller = BROKER,
     ) -> asyncio.Future[ApplyResult] | None:
         """``add_subscriptions`` for a caller that waits by callback (see
         ``add_partitions_nowait``).
 
         Raises:
             TransactionCoordinatorNotFound: not ready.
-            TransactionNotFound: not live on this coordinator.
+            TransactionNotFound: not live on this coordinator, or ``caller`` is
+                neither its owner nor a super-user.
             InvalidTxnStatus: not OPEN (an end has started).
         """
         self._check_ready("add acked subscription")
-        meta = self._registrable(txn_id)
+        meta = self._registrable(txn_id, caller)
         new = [s for s in dict.fromkeys(subscriptions) if s not in meta.acked_subscriptions]
         if not new:
             return None
@@ -430,7 +454,11 @@ class TransactionCoordinator:
         return self._write(record)
 
     async def end_txn(
-        self, txn_id: TxnID, action: TxnAction, client_name: str | None = None
+        self,
+        txn_id: TxnID,
+        action: TxnAction,
+        client_name: str | None = None,
+        caller: Caller = BROKER,
     ) -> None:
         """Commit or abort; returns once COMMITTED/ABORTED is durable, or at once if
         the transaction already ended that way and ``client_name`` has it preserved.
@@ -442,7 +470,9 @@ class TransactionCoordinator:
                 durable (store failing or slow) or the coordinator closed while
                 ending; retryable, the end is resumed in the background.
             TransactionNotFound: not live, and not preserved under ``client_name``
-                (never existed, ended long ago, or no client name given).
+                (never existed, ended long ago, or no client name given); or
+                ``caller`` is neither the owner nor a super-user (of the live
+                transaction, or of the preserved outcome).
             InvalidTxnStatus: the opposite end is in progress or was the outcome.
             NotAllowedError: ``client_name`` is longer than ``CLIENT_NAME_LENGTH_MAX``.
             Exception: a participant's non-retryable failure (the transaction stays
@@ -450,7 +480,7 @@ class TransactionCoordinator:
             ValueError: ``action`` is not a ``TxnAction`` value (Pulsar: unsupported
                 action).
         """
-        driver = self.end_txn_nowait(txn_id, action, client_name)
+        driver = self.end_txn_nowait(txn_id, action, client_name, caller)
         if driver is None:
             return
         try:
@@ -461,7 +491,11 @@ class TransactionCoordinator:
             raise
 
     def end_txn_nowait(
-        self, txn_id: TxnID, action: TxnAction, client_name: str | None = None
+        self,
+        txn_id: TxnID,
+        action: TxnAction,
+        client_name: str | None = None,
+        caller: Caller = BROKER,
     ) -> asyncio.Task[None] | None:
         """``end_txn`` for a caller that waits by callback: the task driving the end
         (shared with repeated requests: wait for it, never cancel it), or ``None`` when
@@ -476,8 +510,10 @@ class TransactionCoordinator:
         client_name = _client_name(client_name)
         meta = self._state.get(txn_id.least_bits) if txn_id.most_bits == self._tc_id else None
         if meta is None:
-            self._answer_from_preserver(txn_id, action, client_name)
+            self._answer_from_preserver(txn_id, action, client_name, caller)
             return None
+        if meta.owner is not None and not caller.may_act_on(meta.owner):
+            raise not_owner(txn_id, caller)
         driver = self._ending.get(txn_id.least_bits)
         if driver is None:
             end_step(meta.status, action, txn_id)  # raises on the opposite decision
@@ -500,9 +536,12 @@ class TransactionCoordinator:
         return TransactionCoordinatorNotFound(why)
 
     def _answer_from_preserver(
-        self, txn_id: TxnID, action: TxnAction, client_name: str | None
+        self, txn_id: TxnID, action: TxnAction, client_name: str | None, caller: Caller
     ) -> None:
-        preserved = self.preserver.find(client_name, txn_id)
+        # Only outcomes preserved under an owner the caller may act on: another
+        # role's outcome under the same client name is "not found", as it would be
+        # for a live transaction of that role.
+        preserved = self.preserver.find(client_name, txn_id, caller)
         if preserved is None:
             raise TransactionNotFound(f"The transaction {txn_id} is not found")
         check_preserved_end(preserved.status, action, txn_id)
@@ -510,18 +549,25 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ discovery
 
     def client_transactions(
-        self, client_name: str
+        self, client_name: str, caller: Caller = BROKER
     ) -> tuple[list[TxnMeta], list[TerminatedTxn]]:
         """``client_name``'s live transactions (copies, in sequence order) and its
-        preserved terminated ones (oldest first) that are no longer live.
+        preserved terminated ones (oldest first) that are no longer live, of the
+        owners ``caller`` may act on (its own role's; every role's for a super-user).
 
         Raises:
             TransactionCoordinatorNotFound: not ready.
         """
         self._check_ready("list client transactions")
-        live = [m.snapshot() for m in self._state.txns() if m.client_name == client_name]
+        live = [
+            m.snapshot()
+            for m in self._state.txns()
+            if m.client_name == client_name and caller.may_act_on(m.owner)
+        ]
         terminated = [
-            t for t in self.preserver.terminated(client_name) if t.txn_id.least_bits not in self._state
+            t
+            for t in self.preserver.terminated(client_name, caller)
+            if t.txn_id.least_bits not in self._state
         ]
         return live, terminated
 
@@ -566,7 +612,7 @@ class TransactionCoordinator:
             crash_point("tc.after_ending_written")
         meta = self._live(txn_id)
         change = self.preserver.append(
-            txn_id, meta.status, meta.client_name, meta.last_modification_ms
+            txn_id, meta.status, meta.client_name, meta.last_modification_ms, meta.owner
         )
         crash_point("tc.after_preserver_append")
         if change:
@@ -694,8 +740,10 @@ class TransactionCoordinator:
             raise TransactionNotFound(f"The transaction {txn_id} is not found")
         return meta
 
-    def _registrable(self, txn_id: TxnID) -> TxnMeta:
+    def _registrable(self, txn_id: TxnID, caller: Caller) -> TxnMeta:
         meta = self._live(txn_id)
+        if meta.owner is not None and not caller.may_act_on(meta.owner):
+            raise not_owner(txn_id, caller)
         driver = self._ending.get(txn_id.least_bits)
         # An end already decided in this process may not have written its -ING record
         # yet; refuse now rather than let the registration race that record (if it

@@ -3,28 +3,32 @@
 A coordinator forgets a transaction once it is COMMITTED/ABORTED, so a retried END_TXN
 (lost response, client timeout, broker restart) would get ``TransactionNotFound`` and
 an application could not tell a commit that happened from one that did not. The
-preserver keeps, per client name, the last ``persist_count`` transactions that
-client's transactions ended with (id, COMMITTED/ABORTED, when the decision was
+preserver keeps, per owner role and client name, the last ``persist_count``
+transactions that role's client ended (id, COMMITTED/ABORTED, when the decision was
 recorded). END_TXN for a transaction that is no longer live, sent with the client
-name, is answered from it.
+name, is answered from it, if the caller may act on the transaction's owner
+(``ownership.Caller``): the same role, or a super-user, or anyone for a transaction
+opened without authentication. Keying by role as well as name means that a role that
+sends another role's client name neither learns nor reuses that role's outcomes, and
+cannot push them out of the bounded list with its own.
 
-Memory and disk. Entries live in memory, grouped by client name, and in a durable
-key/value store (the broker's is the compacted system topic
-``persistent://pulsar/system/__terminated_txn_state_{tcId}``, one message per client
-name, value format in ``preserver_format``). Each name holds at most
+Memory and disk. Entries live in memory, grouped by (owner, client name), and in a
+durable key/value store (the broker's is the compacted system topic
+``persistent://pulsar/system/__terminated_txn_state_{tcId}``, one message per owner
+and client name; key and value format in ``preserver_format``). Each key holds at most
 ``persist_count`` entries (the oldest is dropped first) and an entry expires
 ``persist_time_ms`` after its decision; a timer drops expired entries every
-``expire_check_interval_ms``, and a name left empty is removed (a tombstone in the
-store), so neither the number of entries per name nor the number of names grows
+``expire_check_interval_ms``, and a key left empty is removed (a tombstone in the
+store), so neither the number of entries per key nor the number of keys grows
 without bound.
 
-Append and flush are separate. ``append`` changes memory, marks the client name
+Append and flush are separate. ``append`` changes memory, marks the entry's key
 dirty and returns a change number; ``flush`` returns once every change made before the
 call (or up to a given change number) is durable. Flushes
-coalesce: one round writes every dirty name (one message each), and flushes that
+coalesce: one round writes every dirty key (one message each), and flushes that
 arrive while a round is in flight wait for it and, if it did not cover them, for the
 next one. So the appends of many transactions ending together cost one write per
-client name rather than one per transaction.
+key rather than one per transaction.
 
 Ordering with the coordinator (see ``coordinator.py``): a transaction is appended as
 soon as its COMMITTING/ABORTING record is durable (the decision cannot change any
@@ -55,6 +59,7 @@ from quasar.protocol.txn_id import TxnID
 from ..buffer.snapshot_store import MemorySnapshotStore
 from ..scheduler import Scheduler, TimerHandle
 from ..txn_status import TxnStatus
+from .ownership import BROKER, Caller
 from .preserver_format import (
     TerminatedTxn,
     decode_terminated_fields,
@@ -62,6 +67,8 @@ from .preserver_format import (
     encode_entry,
     entry_end_ms,
     entry_status,
+    parse_preserver_key,
+    preserver_key,
 )
 
 log = logging.getLogger(__name__)
@@ -151,12 +158,12 @@ class PreserverStats:
     """One coordinator's preserver, for metrics (``pulsar_txn_tc_preserver_*``)."""
 
     entries: int = 0  # terminated transactions held now
-    client_names: int = 0  # client names with at least one entry
+    client_names: int = 0  # (owner, client name) keys with at least one entry
     appends: int = 0  # entries added (a repeated append of the same id is not counted)
     flushes: int = 0  # flush rounds that wrote something
     flush_failures: int = 0
-    messages_written: int = 0  # one per dirty client name per round (tombstones too)
-    trimmed: int = 0  # dropped because a name held persist_count newer ones
+    messages_written: int = 0  # one per dirty key per round (tombstones too)
+    trimmed: int = 0  # dropped because a key held persist_count newer ones
     expirations: int = 0  # dropped because older than persist_time_ms
     restored: int = 0  # entries loaded when the coordinator started
     corrupt: int = 0  # stored values that could not be decoded (dropped)
@@ -195,9 +202,12 @@ class TerminatedTxnPreserver:
         self._persist_time_ms = persist_time_ms
         self._expire_interval_ms = expire_check_interval_ms
         self._flush_timeout_ms = flush_timeout_ms
-        # client name -> {least bits -> encoded entry}, oldest first.
-        self._names: dict[str, dict[int, bytes]] = {}
-        self._dirty: dict[str, int] = {}  # client name -> change number of its last change
+        # store key (``preserver_key(owner, client name)``) -> {least bits -> encoded
+        # entry}, oldest first; only keys with entries.
+        self._entries: dict[str, dict[int, bytes]] = {}
+        # client name -> owner -> store key, for the keys in ``_entries``.
+        self._keys: dict[str, dict[str | None, str]] = {}
+        self._dirty: dict[str, int] = {}  # store key -> change number of its last change
         self._changes = 0  # change number of the last change
         self._durable = 0  # every change up to this number is durable
         # No entry ended before this (a lower bound, possibly stale after trimming):
@@ -223,15 +233,16 @@ class TerminatedTxnPreserver:
         return self.stats.entries
 
     def client_names(self) -> list[str]:
-        """Names with at least one entry, in no particular order."""
-        return list(self._names)
+        """Client names with at least one entry (of any owner), in no particular
+        order."""
+        return list(self._keys)
 
     # ------------------------------------------------------------------ lifecycle
 
     async def load(self) -> None:
         """Read every client name's entries from the store (coordinator recovery).
 
-        Expired entries are dropped and each name is cut to ``persist_count``; names
+        Expired entries are dropped and each key is cut to ``persist_count``; keys
         whose stored value changed that way are rewritten by the next flush.
 
         Raises:
@@ -251,16 +262,24 @@ class TerminatedTxnPreserver:
                 f"transactions: {exc}"
             ) from exc
         cutoff = self._cutoff()
-        for name, value in stored.items():
+        for stored_key, value in stored.items():
             try:
                 entries = decode_terminated_fields(value)
             except CorruptRecordError as exc:
                 log.error("tc %d: dropping unreadable preserved state of %r: %s",
-                          self._tc_id, name, exc)
+                          self._tc_id, stored_key, exc)
                 self.stats.corrupt += 1
-                self._mark_dirty(name)
+                self._mark_dirty(stored_key)
                 continue
-            txns: dict[int, bytes] = {}
+            owner, name = parse_preserver_key(stored_key)
+            key = preserver_key(owner, name)
+            if key != stored_key:
+                # A bare client name that looks like the JSON form: move its entries
+                # to the name's proper key and remove the old one.
+                self._mark_dirty(stored_key)
+            txns = self._entries.get(key, {})
+            held = len(txns)
+            loaded = 0
             for most, least, status, end_ms in entries:
                 if most != self._tc_id:
                     self.stats.corrupt += 1
@@ -268,18 +287,20 @@ class TerminatedTxnPreserver:
                     self.stats.expirations += 1
                 else:
                     txns[least] = encode_entry(most, least, status, end_ms)
+                    loaded += 1
             if txns:
                 self._note_end(min(entry_end_ms(e) for e in txns.values()))
-            changed = len(txns) != len(entries)
-            changed |= self._trim(txns) > 0
+            changed = loaded != len(entries) or key != stored_key
+            trimmed = self._trim(txns)
+            changed |= trimmed > 0
             if txns:
-                self._names[name] = txns
-                self.stats.restored += len(txns)
-                self.stats.entries += len(txns)
+                self._keep(key, owner, name, txns)
+                self.stats.restored += len(txns) - held
+                self.stats.entries += len(txns) - held
             if changed:
-                self._mark_dirty(name)
+                self._mark_dirty(key)
         self._durable = 0 if self._dirty else self._changes
-        self.stats.client_names = len(self._names)
+        self.stats.client_names = len(self._entries)
 
     def start(self) -> None:
         """Arm the expiry timer (once the coordinator serves)."""
@@ -328,32 +349,51 @@ class TerminatedTxnPreserver:
 
     # ------------------------------------------------------------------ queries
 
-    def find(self, client_name: str | None, txn_id: TxnID) -> TerminatedTxn | None:
-        """How ``txn_id`` ended, if ``client_name`` has it preserved."""
+    def find(
+        self, client_name: str | None, txn_id: TxnID, caller: Caller = BROKER
+    ) -> TerminatedTxn | None:
+        """How ``txn_id`` ended, if ``client_name`` has it preserved under an owner
+        ``caller`` may act on (``ownership.Caller.may_act_on``)."""
         if not client_name or txn_id.most_bits != self._tc_id:
             return None
-        txns = self._names.get(client_name)
-        entry = txns.get(txn_id.least_bits) if txns is not None else None
-        if entry is None:
+        owners = self._keys.get(client_name)
+        if owners is None:
             return None
-        return self._unpack(txn_id.least_bits, entry)
+        least = txn_id.least_bits
+        for owner, key in owners.items():
+            entry = self._entries[key].get(least)
+            if entry is not None and caller.may_act_on(owner):
+                return self._unpack(least, entry, owner)
+        return None
 
-    def terminated(self, client_name: str) -> list[TerminatedTxn]:
-        """``client_name``'s preserved transactions, oldest first."""
-        txns = self._names.get(client_name)
-        if not txns:
+    def terminated(self, client_name: str, caller: Caller = BROKER) -> list[TerminatedTxn]:
+        """``client_name``'s preserved transactions under the owners ``caller`` may act
+        on, oldest first per owner."""
+        owners = self._keys.get(client_name)
+        if not owners:
             return []
-        return [self._unpack(least, e) for least, e in txns.items()]
+        return [
+            self._unpack(least, e, owner)
+            for owner, key in owners.items()
+            if caller.may_act_on(owner)
+            for least, e in self._entries[key].items()
+        ]
 
     # ------------------------------------------------------------------ changes
 
     def append(
-        self, txn_id: TxnID, status: TxnStatus, client_name: str | None, end_time_ms: int
+        self,
+        txn_id: TxnID,
+        status: TxnStatus,
+        client_name: str | None,
+        end_time_ms: int,
+        owner: str | None = None,
     ) -> int:
-        """Remember that ``txn_id`` of ``client_name`` ended (or is decided) with
-        ``status``; COMMITTING counts as COMMITTED, ABORTING as ABORTED. Repeating an
-        append is a no-op. Not durable until ``flush``; returns the change number to
-        pass to ``flush(upto=...)`` to wait for this entry only (0: nothing to wait for).
+        """Remember that ``txn_id`` of ``owner``'s ``client_name`` ended (or is
+        decided) with ``status``; COMMITTING counts as COMMITTED, ABORTING as ABORTED.
+        Repeating an append is a no-op. Not durable until ``flush``; returns the change
+        number to pass to ``flush(upto=...)`` to wait for this entry only (0: nothing
+        to wait for).
 
         Raises:
             TransactionPreserverClosed: closed.
@@ -363,9 +403,14 @@ class TerminatedTxnPreserver:
         self._check_open()
         assert txn_id.most_bits == self._tc_id, f"{txn_id} is not a transaction of tc {self._tc_id}"
         final = preserved_status(status)
-        txns = self._names.get(client_name)
-        if txns is None:
-            txns = self._names[client_name] = {}
+        owners = self._keys.get(client_name)
+        key = owners.get(owner) if owners is not None else None
+        if key is None:
+            key = preserver_key(owner, client_name)
+            txns: dict[int, bytes] = {}
+            self._keep(key, owner, client_name, txns)
+        else:
+            txns = self._entries[key]
         existing = txns.get(txn_id.least_bits)
         if existing is not None:
             # A decision never changes; a re-drive after a restart appends it again.
@@ -373,13 +418,13 @@ class TerminatedTxnPreserver:
                 f"{txn_id} preserved as {TxnStatus(entry_status(existing)).name}, "
                 f"now {final.name}"
             )
-            return self._dirty.get(client_name, 0)  # not dirty: already durable
+            return self._dirty.get(key, 0)  # not dirty: already durable
         txns[txn_id.least_bits] = encode_entry(self._tc_id, txn_id.least_bits, final, end_time_ms)
         self._note_end(end_time_ms)
         self.stats.appends += 1
         self.stats.entries += 1 - self._trim(txns)
-        self.stats.client_names = len(self._names)
-        return self._mark_dirty(client_name)
+        self.stats.client_names = len(self._entries)
+        return self._mark_dirty(key)
 
     def start_flush(self, upto: int) -> None:
         """Start making the changes up to ``upto`` durable, without waiting; ``flush``
@@ -436,7 +481,7 @@ class TerminatedTxnPreserver:
 
     def expire(self) -> int:
         """Drop entries older than ``persist_time_ms`` now; returns how many. The
-        changed names are written in the background."""
+        changed keys are written in the background."""
         if not self.enabled or self._state is not _State.OPEN:
             return 0
         cutoff = self._cutoff()
@@ -444,8 +489,8 @@ class TerminatedTxnPreserver:
             return 0
         self._oldest_end_ms = None
         dropped = 0
-        for name in list(self._names):
-            txns = self._names[name]
+        for key in list(self._entries):
+            txns = self._entries[key]
             old: list[int] = []
             for least, entry in txns.items():
                 end_ms = entry_end_ms(entry)
@@ -459,12 +504,12 @@ class TerminatedTxnPreserver:
                 del txns[least]
             dropped += len(old)
             if not txns:
-                del self._names[name]
-            self._mark_dirty(name)
+                self._forget(key)
+            self._mark_dirty(key)
         if dropped:
             self.stats.expirations += dropped
             self.stats.entries -= dropped
-            self.stats.client_names = len(self._names)
+            self.stats.client_names = len(self._entries)
             loop = asyncio.get_running_loop()
             loop.create_task(self._flush_quietly())
         return dropped
@@ -494,14 +539,31 @@ class TerminatedTxnPreserver:
         if self._oldest_end_ms is None or end_time_ms < self._oldest_end_ms:
             self._oldest_end_ms = end_time_ms
 
-    def _mark_dirty(self, name: str) -> int:
+    def _mark_dirty(self, key: str) -> int:
         self._changes += 1
-        self._dirty[name] = self._changes
+        self._dirty[key] = self._changes
         return self._changes
 
-    def _unpack(self, least: int, entry: bytes) -> TerminatedTxn:
+    def _keep(self, key: str, owner: str | None, name: str, txns: dict[int, bytes]) -> None:
+        """Hold ``txns`` under ``key``, the store key of ``owner`` and ``name``."""
+        self._entries[key] = txns
+        self._keys.setdefault(name, {})[owner] = key
+
+    def _forget(self, key: str) -> None:
+        """Drop ``key``, left without entries (its tombstone is the caller's)."""
+        del self._entries[key]
+        owner, name = parse_preserver_key(key)
+        owners = self._keys[name]
+        del owners[owner]
+        if not owners:
+            del self._keys[name]
+
+    def _unpack(self, least: int, entry: bytes, owner: str | None) -> TerminatedTxn:
         return TerminatedTxn(
-            TxnID(self._tc_id, least), TxnStatus(entry_status(entry)), entry_end_ms(entry)
+            TxnID(self._tc_id, least),
+            TxnStatus(entry_status(entry)),
+            entry_end_ms(entry),
+            owner,
         )
 
     def _current_round(self, target: int) -> asyncio.Task[None]:
@@ -533,12 +595,12 @@ class TerminatedTxnPreserver:
             self._round_upto = upto
         batch = dict(self._dirty)
         writes = []
-        for name in batch:
-            txns = self._names.get(name)
+        for key in batch:
+            txns = self._entries.get(key)
             if txns:
-                writes.append(self._store.write(name, encode_entries(txns.values())))
+                writes.append(self._store.write(key, encode_entries(txns.values())))
             else:
-                writes.append(self._store.delete(name))
+                writes.append(self._store.delete(key))
         started = self._clock.monotonic_ms()
         results = await asyncio.gather(*writes, return_exceptions=True)
         failures = [r for r in results if isinstance(r, BaseException)]
@@ -549,9 +611,9 @@ class TerminatedTxnPreserver:
             self.stats.flushes += 1
             self.stats.messages_written += len(writes)
             self.stats.flush_latency.observe((self._clock.monotonic_ms() - started) / 1000.0)
-        for name, change in batch.items():
-            if self._dirty.get(name) == change:
-                del self._dirty[name]
+        for key, change in batch.items():
+            if self._dirty.get(key) == change:
+                del self._dirty[key]
         self._durable = max(self._durable, upto)
 
     async def _flush_quietly(self) -> None:

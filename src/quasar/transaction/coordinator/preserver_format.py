@@ -1,10 +1,26 @@
-"""The value stored per client name in ``__terminated_txn_state_{tcId}``.
+"""Key and value per owner role and client name in ``__terminated_txn_state_{tcId}``.
 
-The preserver of coordinator ``tcId`` keeps one message per client name in the
-compacted system topic ``persistent://pulsar/system/__terminated_txn_state_{tcId}``:
-the message key is the client name, the payload is this record, and compaction keeps
-only the latest one per name. A tombstone (null value) means the name has nothing
-preserved any more (every entry expired).
+The preserver of coordinator ``tcId`` keeps one message per owner role and client name
+in the compacted system topic
+``persistent://pulsar/system/__terminated_txn_state_{tcId}``: the message key names
+the pair (below), the payload is this record, and compaction keeps only the latest one
+per key. A tombstone (null value) means the pair has nothing preserved any more (every
+entry expired).
+
+Key. Without authentication a transaction has no owner, and the key is the bare client
+name (so a store written by a broker that kept no owners loads unchanged). With an owner, or for a client name that starts with NUL, the
+key is NUL followed by the compact JSON array ``[owner, clientName]`` (owner a string
+or null)::
+
+    etl-7                       owner None, client name "etl-7"
+    <NUL>["alice","etl-7"]      owner "alice", client name "etl-7"
+    <NUL>[null,"<NUL>odd"]      owner None, client name "<NUL>odd"
+
+A key that starts with NUL is always the JSON form, and no other key does, so two
+different pairs never share a key and a key always says whose outcomes it holds: role
+B sending role A's client name never reads A's entries. A stored key that starts with
+NUL but is not such an array was written as a bare client name; it is read as that
+name without owner (and rewritten under its proper key).
 
 Layout (big-endian)::
 
@@ -22,12 +38,15 @@ Layout (big-endian)::
 
 Only terminal statuses are stored: the preserver records a transaction as COMMITTED
 (ABORTED) as soon as COMMITTING (ABORTING) is durable, because that decision can no
-longer change. Bump ``VERSION`` on any change; a reader refuses versions it does not
-know.
+longer change. Bump ``VERSION`` on any change of the value; a reader refuses versions
+it does not know. (The owner is in the key, not the value, so the value kept version
+1 when keys gained owners: a broker that does not know owners reads a JSON key as an
+odd client name that no client sends.)
 """
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Collection, Iterable
 from typing import NamedTuple
@@ -46,11 +65,45 @@ _STATUS_VALUES = frozenset(int(s) for s in _STATUSES)
 
 
 class TerminatedTxn(NamedTuple):
-    """One preserved transaction: how it ended and when the decision was recorded."""
+    """One preserved transaction: how it ended, when the decision was recorded, and
+    the role that owned it (``None``: opened without authentication; kept in the key,
+    not in the record)."""
 
     txn_id: TxnID
     status: TxnStatus  # COMMITTED or ABORTED
     end_time_ms: int
+    owner: str | None = None
+
+
+_KEY_MARK = "\x00"
+
+
+def preserver_key(owner: str | None, client_name: str) -> str:
+    """The store key of ``owner``'s entries under ``client_name`` (layout above)."""
+    if owner is None and not client_name.startswith(_KEY_MARK):
+        return client_name
+    return _KEY_MARK + json.dumps([owner, client_name], ensure_ascii=False, separators=(",", ":"))
+
+
+def parse_preserver_key(key: str) -> tuple[str | None, str]:
+    """``(owner, client name)`` of a store key; the inverse of ``preserver_key``.
+
+    A key that starts with NUL but is not the JSON form is a bare client name (see the
+    module docstring); ``preserver_key`` of the result is then not ``key``.
+    """
+    if key.startswith(_KEY_MARK):
+        try:
+            value = json.loads(key[1:])
+        except ValueError:
+            return None, key
+        if (
+            isinstance(value, list)
+            and len(value) == 2
+            and (value[0] is None or isinstance(value[0], str))
+            and isinstance(value[1], str)
+        ):
+            return value[0], value[1]
+    return None, key
 
 
 def encode_terminated(entries: Iterable[TerminatedTxn]) -> bytes:
