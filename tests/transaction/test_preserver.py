@@ -1,15 +1,19 @@
-"""TerminatedTxnPreserver on its own: format, append/flush, trimming, expiry, loading,
-failures and bounds, on a virtual clock and an in-memory store."""
+"""TerminatedTxnPreserver on its own: format, keys per owner and client name,
+append/flush, trimming, expiry, loading, failures and bounds, on a virtual clock and an
+in-memory store."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from quasar.clock import ManualClock
 from quasar.errors import CorruptRecordError, TransactionPreserverClosed
 from quasar.transaction import TxnID, TxnStatus, VirtualScheduler
+from quasar.transaction.coordinator.ownership import ANONYMOUS, Caller
 from quasar.transaction.coordinator.preserver import (
     MemoryPreserverStore,
     TerminatedTxnPreserver,
@@ -24,6 +28,8 @@ from quasar.transaction.coordinator.preserver_format import (
     encode_terminated,
     entry_end_ms,
     entry_status,
+    parse_preserver_key,
+    preserver_key,
 )
 from quasar.transaction.scheduler import settle
 
@@ -380,3 +386,92 @@ async def test_wait_idle_lets_the_write_in_flight_land_but_never_hangs() -> None
     await idle
     env.store.release()
     await asyncio.gather(stuck, return_exceptions=True)
+
+
+# ----------------------------------------------------------------------------- keys: owner and name
+
+_names = st.text(min_size=1, max_size=20)
+_owners = st.none() | st.text(min_size=1, max_size=20)
+
+
+@given(_owners, _names, _owners, _names)
+def test_a_key_names_exactly_one_owner_and_client_name(
+    owner: str | None, name: str, other_owner: str | None, other_name: str
+) -> None:
+    key = preserver_key(owner, name)
+    assert parse_preserver_key(key) == (owner, name)
+    if (owner, name) != (other_owner, other_name):
+        assert preserver_key(other_owner, other_name) != key
+
+
+def test_key_layout() -> None:
+    # Without an owner the key is the bare client name: stores written before
+    # owners were kept load unchanged.
+    assert preserver_key(None, "etl-7") == "etl-7"
+    assert preserver_key("alice", "etl-7") == '\x00["alice","etl-7"]'
+    assert preserver_key(None, "\x00odd") == '\x00[null,"\\u0000odd"]'
+    # A role named like another key's JSON cannot collide with it.
+    assert preserver_key("a", 'b","c') != preserver_key('a","b', "c")
+    # A NUL-prefixed key that is not the JSON form is a bare client name.
+    assert parse_preserver_key("\x00not json") == (None, "\x00not json")
+    assert parse_preserver_key('\x00["a"]') == (None, '\x00["a"]')
+
+
+async def test_entries_are_kept_per_owner_and_client_name() -> None:
+    env = Env(count=2)
+    p = await env.loaded()
+    now = env.clock.wall_ms()
+    p.append(txn(1), S.COMMITTING, "a", now, owner="alice")
+    for i in range(2, 6):  # bob's ends do not push alice's out
+        p.append(txn(i), S.ABORTING, "a", now, owner="bob")
+    p.append(txn(9), S.COMMITTING, "a", now)  # no owner: the bare name
+    await p.flush()
+    assert sorted(env.store.data) == sorted(
+        [preserver_key("alice", "a"), preserver_key("bob", "a"), "a"]
+    )
+    assert [t.txn_id for t in decode_terminated(env.store.data[preserver_key("bob", "a")])] == [
+        txn(4), txn(5)
+    ]
+    alice, bob, root = Caller("alice"), Caller("bob"), Caller("root", superuser=True)
+    assert p.find("a", txn(1), alice) == TerminatedTxn(txn(1), S.COMMITTED, now, "alice")
+    assert p.find("a", txn(1), bob) is None
+    assert p.find("a", txn(1), ANONYMOUS) is None
+    assert p.find("a", txn(1), root) is not None and p.find("a", txn(1)) is not None
+    assert p.find("a", txn(9), bob) is not None  # no owner: anyone's
+    assert [t.txn_id for t in p.terminated("a", alice)] == [txn(1), txn(9)]
+    assert {t.txn_id for t in p.terminated("a", root)} == {txn(1), txn(4), txn(5), txn(9)}
+    assert p.stats.client_names == 3 and len(p) == 4 and p.client_names() == ["a"]
+    # Reloaded from the store: the same keys, the same answers.
+    q = await env.loaded(count=2)
+    assert q.find("a", txn(1), alice) is not None and q.find("a", txn(1), bob) is None
+    assert q.find("a", txn(5), bob) == TerminatedTxn(txn(5), S.ABORTED, now, "bob")
+    assert q.stats.restored == 4
+    p.close()
+    q.close()
+
+
+async def test_expiry_writes_the_tombstone_of_the_owners_key() -> None:
+    env = Env()
+    p = await env.loaded()
+    p.append(txn(1), S.COMMITTING, "a", env.clock.wall_ms(), owner="alice")
+    p.append(txn(2), S.COMMITTING, "a", env.clock.wall_ms())
+    await p.flush()
+    assert len(env.store.data) == 2
+    await env.sched.advance(73 * HOUR_MS)
+    assert env.store.data == {} and p.client_names() == [] and len(p) == 0
+    p.close()
+
+
+async def test_a_bare_client_name_that_looks_like_a_key_moves_to_its_proper_key() -> None:
+    env = Env()
+    odd = '\x00["x","y"'  # a client name (not valid JSON) stored as a bare key
+    now = env.clock.wall_ms()
+    env.store.data[odd] = encode_terminated([TerminatedTxn(txn(1), S.COMMITTED, now)])
+    p = await env.loaded()
+    assert p.find(odd, txn(1), ANONYMOUS) == TerminatedTxn(txn(1), S.COMMITTED, now, None)
+    await p.flush()
+    assert list(env.store.data) == [preserver_key(None, odd)]
+    q = await env.loaded()
+    assert q.find(odd, txn(1), ANONYMOUS) is not None
+    p.close()
+    q.close()
