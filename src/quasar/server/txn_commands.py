@@ -31,7 +31,8 @@ from quasar.broker.transactions import TransactionService
 from quasar.errors import NotAllowedError, QuasarError, TransactionCoordinatorNotFound
 from quasar.protocol import TopicName, pb
 from quasar.protocol.txn_id import TxnID
-from quasar.transaction.coordinator.ownership import not_owner
+from quasar.transaction.coordinator import TransactionCoordinator
+from quasar.transaction.coordinator.ownership import Caller, not_owner
 from quasar.transaction.errors import TransactionNotOwned
 from quasar.transaction.txn_status import TxnAction
 
@@ -227,35 +228,49 @@ class TransactionCommands:
 
     def _start_add_partitions(self, req: Any) -> _Started:
         txn = _txn_of(req)
-        names = [TopicName.parse(p) for p in req.partitions]
         tc = self._transactions().registry.route(txn)
         caller = self._ownership.caller()
-        authorization = self._ctx.authorization
-        if authorization.enabled:
-            # Ownership first, as the coordinator would answer it; then the rights,
-            # all before anything is registered.
-            if tc.refuses(txn, caller):
-                raise not_owner(txn, caller)
-            for name in names:
-                if not authorization.can_produce(name, caller.role):
-                    raise self._ownership.refuse("Produce", name.full)
-        partitions = [name.full for name in names]
+        if self._ctx.authorization.enabled:
+            partitions = self._authorized_partitions(tc, txn, caller, req.partitions)
+        else:
+            partitions = [TopicName.parse(p).full for p in req.partitions]
         return tc.add_partitions_nowait(txn, partitions, caller), None, _future_failure
 
     def _start_add_subscriptions(self, req: Any) -> _Started:
         txn = _txn_of(req)
-        subs = [(TopicName.parse(s.topic), s.subscription) for s in req.subscription]
         tc = self._transactions().registry.route(txn)
         caller = self._ownership.caller()
+        if self._ctx.authorization.enabled:
+            subs = self._authorized_subscriptions(tc, txn, caller, req.subscription)
+        else:
+            subs = [(TopicName.parse(s.topic).full, s.subscription) for s in req.subscription]
+        return tc.add_subscriptions_nowait(txn, subs, caller), None, _future_failure
+
+    # Ownership first, as the coordinator would answer it, then the rights on what is
+    # added, all before anything is registered: one refused topic fails the request.
+    def _authorized_partitions(
+        self, tc: TransactionCoordinator, txn: TxnID, caller: Caller, partitions: Any
+    ) -> list[str]:
+        if tc.refuses(txn, caller):
+            raise not_owner(txn, caller)
         authorization = self._ctx.authorization
-        if authorization.enabled:
-            if tc.refuses(txn, caller):
-                raise not_owner(txn, caller)
-            for name, sub in subs:
-                if not authorization.can_consume(name, caller.role, sub):
-                    raise self._ownership.refuse("Consume", f"{name.full} ({sub})")
-        pairs = [(name.full, sub) for name, sub in subs]
-        return tc.add_subscriptions_nowait(txn, pairs, caller), None, _future_failure
+        names = [TopicName.parse(p) for p in partitions]
+        for name in names:
+            if not authorization.can_produce(name, caller.role):
+                raise self._ownership.refuse("Produce", name.full)
+        return [name.full for name in names]
+
+    def _authorized_subscriptions(
+        self, tc: TransactionCoordinator, txn: TxnID, caller: Caller, subscriptions: Any
+    ) -> list[tuple[str, str]]:
+        if tc.refuses(txn, caller):
+            raise not_owner(txn, caller)
+        authorization = self._ctx.authorization
+        pairs = [(TopicName.parse(s.topic), s.subscription) for s in subscriptions]
+        for name, sub in pairs:
+            if not authorization.can_consume(name, caller.role, sub):
+                raise self._ownership.refuse("Consume", f"{name.full} ({sub})")
+        return [(name.full, sub) for name, sub in pairs]
 
     def _start_end_txn(self, req: Any) -> _Started:
         txn = _txn_of(req)
