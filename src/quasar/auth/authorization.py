@@ -79,11 +79,30 @@ def _granted(
 class AuthorizationService:
     """Answers who may do what; see the module docstring for the rules."""
 
-    def __init__(self, config: AuthorizationConfig, resources: PulsarResources) -> None:
+    def __init__(
+        self, config: AuthorizationConfig, resources: PulsarResources | None
+    ) -> None:
+        """``resources`` (the metadata store) may be None only with authorization off.
+
+        Raises:
+            ValueError: authorization is enabled without ``resources``.
+        """
         self.enabled = config.authorization_enabled
         self._super_users = frozenset(config.super_user_roles)
         self._wildcards = config.authorization_allow_wildcards_matching
+        if self.enabled and resources is None:
+            raise ValueError("authorization needs the metadata store's resources")
         self._resources = resources
+
+    @classmethod
+    def allow_all(cls) -> AuthorizationService:
+        """The service of ``authorizationEnabled=false``: every question is yes."""
+        return cls(AuthorizationConfig(), None)
+
+    @property
+    def _store(self) -> PulsarResources:
+        assert self._resources is not None  # enabled implies resources (__init__)
+        return self._resources
 
     # -- roles ---------------------------------------------------------------------
     def is_superuser(self, role: str | None) -> bool:
@@ -100,7 +119,7 @@ class AuthorizationService:
         if role is None:
             return False
         try:
-            info = self._resources.tenants.get(tenant)
+            info = self._store.tenants.get(tenant)
         except ResourceNotFoundError:
             return False
         return role in info.admin_roles
@@ -147,7 +166,7 @@ class AuthorizationService:
         if role is None:
             return False
         try:
-            policies = self._resources.namespaces.get(namespace)
+            policies = self._store.namespaces.get(namespace)
         except ResourceNotFoundError:
             return False
         return _granted(
@@ -171,7 +190,7 @@ class AuthorizationService:
         if role is None or is_system_topic(topic) or is_hidden_from_listings(topic):
             return None
         try:
-            return self._resources.namespaces.get(topic.namespace_name)
+            return self._store.namespaces.get(topic.namespace_name)
         except ResourceNotFoundError:
             return None
 

@@ -25,6 +25,7 @@ from quasar.protocol.txn_id import TxnID
 
 from . import replies
 from .context import CommandHandler, ConnectionContext
+from .permissions import require
 from .wire import position_of, schema_info
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,12 @@ class ConsumerCommands:
             name = TopicName.parse(c.topic)
             if not c.subscription:
                 raise ConsumerBusy("Empty subscription name")
+            require(
+                ctx,
+                ctx.authorization.can_consume(name, ctx.principal, c.subscription),
+                "Subscribe",
+                name.full,
+            )
             topic = await service.get_topic(name, create=True)
             if c.HasField("schema"):
                 service.schemas.check_compatible(service.schema_key(name), schema_info(c.schema))

@@ -27,6 +27,7 @@ from quasar.storage.api import Position
 
 from . import replies
 from .context import CommandHandler, ConnectionContext
+from .permissions import require
 from .wire import schema_info
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,18 @@ class ProducerCommands:
         ctx.producer_futures[pid] = fut
         try:
             name = TopicName.parse(c.topic)
+            authorization = ctx.authorization
+            require(ctx, authorization.can_produce(name, ctx.principal), "Produce", name.full)
+            if c.HasField("initial_subscription_name"):
+                # The producer also creates a subscription: that is consuming.
+                require(
+                    ctx,
+                    authorization.can_consume(
+                        name, ctx.principal, c.initial_subscription_name
+                    ),
+                    "Subscribe",
+                    name.full,
+                )
             topic = await service.get_topic(name, create=True)
             schema_version = b""
             if c.HasField("schema"):
