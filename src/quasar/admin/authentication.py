@@ -28,13 +28,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 # Paths served without authentication unless authenticateMetricsEndpoint is set.
 METRICS_PATHS = frozenset({"/metrics"})
-_ROLE = "quasar.auth.role"
+_ROLE = web.RequestKey("quasar.auth.role", str)
 
 
 def request_role(request: web.Request) -> str | None:
     """The authenticated role of the request (None: authentication is disabled)."""
-    role = request.get(_ROLE)
-    return role if isinstance(role, str) else None
+    return request.get(_ROLE)
 
 
 def authentication_middleware(

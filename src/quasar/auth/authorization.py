@@ -131,11 +131,14 @@ class AuthorizationService:
     def can_consume(
         self, topic: TopicName, role: str | None, subscription: str | None = None
     ) -> bool:
-        """Consume grant, and (with a ``subscription``) the subscription's rules."""
-        if self.is_superuser(role):
-            return True
-        policies = self._policies(topic, role)
-        if policies is None or role is None:
+        """Consume grant, and (with a ``subscription``) the subscription's rules; a
+        tenant admin passes without them, as in Pulsar."""
+        decided = self._decided(topic, role)
+        if decided is not None:
+            return decided
+        assert role is not None  # _decided answers for a missing role
+        policies = self._namespace_policies(topic)
+        if policies is None:
             return False
         if subscription is not None:
             allowed = policies.auth_policies.subscription_auth_roles.get(subscription)
@@ -174,21 +177,28 @@ class AuthorizationService:
         )
 
     # -- internals -----------------------------------------------------------------
+    def _decided(self, topic: TopicName, role: str | None) -> bool | None:
+        """The answer that needs no grant: yes for super-users and the tenant's
+        admins, no without a role or on a system topic; None: the grants decide."""
+        if self.is_superuser(role):
+            return True
+        if role is None or is_system_topic(topic) or is_hidden_from_listings(topic):
+            return False
+        if self.is_tenant_admin(topic.tenant, role):
+            return True
+        return None
+
     def _allows_any(
         self, topic: TopicName, role: str | None, actions: tuple[str, ...]
     ) -> bool:
-        if self.is_superuser(role):
-            return True
-        policies = self._policies(topic, role)
-        if policies is None or role is None:
-            return False
-        return self._topic_grant(topic, policies, role, actions)
+        decided = self._decided(topic, role)
+        if decided is not None:
+            return decided
+        assert role is not None  # _decided answers for a missing role
+        policies = self._namespace_policies(topic)
+        return policies is not None and self._topic_grant(topic, policies, role, actions)
 
-    def _policies(self, topic: TopicName, role: str | None) -> Policies | None:
-        """The topic's namespace policies; None when no grant can apply (system topic,
-        no role, namespace gone)."""
-        if role is None or is_system_topic(topic) or is_hidden_from_listings(topic):
-            return None
+    def _namespace_policies(self, topic: TopicName) -> Policies | None:
         try:
             return self._store.namespaces.get(topic.namespace_name)
         except ResourceNotFoundError:
@@ -198,16 +208,15 @@ class AuthorizationService:
         self, topic: TopicName, policies: Policies, role: str, actions: tuple[str, ...]
     ) -> bool:
         """A grant of one of ``actions`` on the namespace, the topic or its
-        partitioned topic; or ``role`` administers the topic's tenant, which may do
-        anything with its topics."""
+        partitioned topic."""
         auth = policies.auth_policies
         grant_sets = [auth.namespace_auth]
         for name in dict.fromkeys((topic.full, topic.base.full)):
             grants = auth.destination_auth.get(name)
             if grants is not None:
                 grant_sets.append(grants)
-        for grants in grant_sets:
-            for action in actions:
-                if _granted(grants, role, action, self._wildcards):
-                    return True
-        return self.is_tenant_admin(topic.tenant, role)
+        return any(
+            _granted(grants, role, action, self._wildcards)
+            for grants in grant_sets
+            for action in actions
+        )
