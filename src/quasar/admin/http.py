@@ -44,6 +44,10 @@ async def read_json(request: web.Request, *, required: bool) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequestError(f"Malformed JSON request body: {exc}") from None
+    except RecursionError:
+        # No admin body nests more than a few levels; the parser's own bound is hit
+        # only by a body built to exhaust it.
+        raise BadRequestError("Malformed JSON request body: nested too deeply") from None
 
 
 def query_bool(request: web.Request, name: str, default: bool = False) -> bool:

@@ -35,6 +35,7 @@ from quasar.resources.models import (
     Policies,
     RetentionPolicies,
 )
+from quasar.resources.store import refuse_system_deletion
 
 routes = web.RouteTableDef()
 
@@ -78,6 +79,8 @@ async def get_policies(request: web.Request) -> web.Response:
 @access(TENANT_ADMIN)
 async def delete_namespace(request: web.Request) -> web.Response:
     namespace = existing_namespace(request)
+    # Before any of its topics goes: the system namespace is never deleted.
+    refuse_system_deletion(namespace)
     force = query_bool(request, "force")
     broker = broker_of(request)
     resources = broker.resources

@@ -19,14 +19,14 @@ from quasar.errors import (
     SubscriptionNotFound,
     TopicNotFound,
 )
-from quasar.protocol import TopicName, encode_command, pb
+from quasar.protocol import encode_command, pb
 from quasar.protocol.int64 import to_uint64
 from quasar.protocol.txn_id import TxnID
 
 from . import replies
 from .context import CommandHandler, ConnectionContext
-from .permissions import require
-from .wire import position_of, schema_info
+from .permissions import refuse_system_topic, require
+from .wire import position_of, schema_info, topic_of
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +80,10 @@ class ConsumerCommands:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         ctx.consumer_futures[cid] = fut
         try:
-            name = TopicName.parse(c.topic)
+            name = topic_of(c.topic)
             if not c.subscription:
                 raise ConsumerBusy("Empty subscription name")
+            refuse_system_topic(ctx, name, "subscribe to")
             require(
                 ctx,
                 ctx.authorization.can_consume(name, ctx.principal, c.subscription),

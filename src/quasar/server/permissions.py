@@ -1,5 +1,9 @@
 """Authorization of binary-protocol commands: the one place a refusal is made.
 
+System topics come first: no client may produce to or subscribe to them, whatever
+its role (``refuse_system_topic``), because the broker parses what is stored there as
+its own records.
+
 Pulsar checks a command's right when it names a topic (LOOKUP, PARTITIONED_METADATA,
 PRODUCER, SUBSCRIBE, schema and namespace queries); a refusal is answered with
 ``AuthorizationError`` in that command's response and the connection stays open.
@@ -10,11 +14,13 @@ from __future__ import annotations
 
 import logging
 
-from quasar.errors import AuthorizationError
+from quasar.errors import AuthorizationError, NotAllowedError
+from quasar.protocol import TopicName
+from quasar.protocol.topic_name import is_closed_to_clients
 
 from .context import ConnectionContext
 
-__all__ = ["require"]
+__all__ = ["refuse_system_topic", "require"]
 
 log = logging.getLogger(__name__)
 
@@ -36,3 +42,17 @@ def require(ctx: ConnectionContext, allowed: bool, operation: str, resource: str
         resource,
     )
     raise AuthorizationError(f"Client is not authorized to {operation}")
+
+
+def refuse_system_topic(ctx: ConnectionContext, name: TopicName, operation: str) -> None:
+    """Refuse producing to or subscribing to a topic the broker keeps for itself.
+
+    Raises:
+        NotAllowedError: ``name`` is a system topic (Pulsar's code for an operation
+            the broker does not allow, whoever asks).
+    """
+    if not is_closed_to_clients(name):
+        return
+    log.warning("%s: role %r tried to %s on system topic %s",
+                ctx.remote_address, ctx.principal, operation, name.full)
+    raise NotAllowedError(f"{name.full} is a system topic: clients may not {operation} it")
