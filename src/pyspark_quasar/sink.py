@@ -46,6 +46,7 @@ from pyspark_quasar.task_writer import (
     write_task,
 )
 from quasar.client.admin import call_admin
+from quasar.client.authentication import Authentication
 from quasar.client.client_transactions import ClientTransactions
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,8 @@ class TransactionDriver:
         self.opts = opts
         self.store = store
         options = client_options(opts.conn)
-        self.client_authentication = options["authentication"]
+        self._admin_authentication: Authentication | None = options["authentication"]
+        self._admin_tls = admin_ssl_context(opts.conn)
         self.client = qc.Client(
             opts.conn.service_url,
             operation_timeout_seconds=opts.conn.operation_timeout_s,
@@ -93,8 +95,8 @@ class TransactionDriver:
             conn.admin_url,
             lambda admin: admin.client_transactions(name),
             timeout_s=conn.operation_timeout_s,
-            ssl_context=admin_ssl_context(conn),
-            authentication=self.client_authentication,
+            ssl_context=self._admin_tls,
+            authentication=self._admin_authentication,
         )
 
     def _end_all(self, txns: list[TxnRecord], action: str) -> list[BaseException | None]:

@@ -16,7 +16,7 @@ from pyspark_quasar.ledgers import LedgerSpan
 from pyspark_quasar.names import base_topic, full_topic_name, partition_index
 from pyspark_quasar.options import SourceOptions
 from pyspark_quasar.positions import Bound
-from pyspark_quasar.security import admin_ssl_context, authentication, client_options
+from pyspark_quasar.security import admin_ssl_context, client_options
 from quasar.client.admin import AdminClient, call_admin
 from quasar.client.authentication import Authentication
 from quasar.errors import InvalidAdminResponse, ResourceNotFoundError
@@ -83,12 +83,13 @@ class BrokerView:
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
-        self._authentication = authentication(opts.conn.security)
+        options = client_options(opts.conn)
+        self._authentication: Authentication | None = options["authentication"]
         self._admin_tls = admin_ssl_context(opts.conn)
         self.client = qc.Client(
             opts.conn.service_url,
             operation_timeout_seconds=opts.conn.operation_timeout_s,
-            **client_options(opts.conn),
+            **options,
         )
         self._probes: dict[str, qc.Reader] = {}
 
