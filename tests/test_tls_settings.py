@@ -290,7 +290,7 @@ async def test_the_handshake_layer_hands_over_the_verified_client_certificate(
 
     def accept() -> TlsHandshake:
         served.append(RecordingProtocol())
-        return TlsHandshake(tls, served[-1])
+        return TlsHandshake(tls, served[-1], "pulsar+ssl")
 
     server = await asyncio.get_running_loop().create_server(accept, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -324,7 +324,13 @@ async def test_the_handshake_layer_hands_over_the_verified_client_certificate(
         assert answer == b""
         writer.close()
         assert not served[1].made.done()
-        assert f"TLS handshake with {local} failed" in caplog.text
+        assert f"TLS handshake with {local} on the pulsar+ssl port failed" in caplog.text
+        failures = tls.handshake_failures.collect()[0].samples
+        assert [
+            (sample.labels["listener"], sample.value)
+            for sample in failures
+            if sample.name.endswith("_total")
+        ] == [("pulsar+ssl", 1.0)]
     finally:
         server.close()
         await server.wait_closed()

@@ -28,7 +28,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pyspark_quasar.options import SinkOptions, SourceOptions
+from pyspark_quasar.options import ConnectionOptions, SinkOptions, SourceOptions
 
 __all__ = ["SOURCE_SCHEMA_DDL", "DefaultSource", "QuasarDataSource"]
 
@@ -53,26 +53,42 @@ class QuasarDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         from pyspark_quasar.source import QuasarBatchReader
 
-        return QuasarBatchReader(SourceOptions.parse(self.options, streaming=False))
+        opts = SourceOptions.parse(self.options, streaming=False)
+        _check_security(opts.conn)
+        return QuasarBatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from pyspark_quasar.source import QuasarStreamReader
 
-        return QuasarStreamReader(SourceOptions.parse(self.options, streaming=True))
+        opts = SourceOptions.parse(self.options, streaming=True)
+        _check_security(opts.conn)
+        return QuasarStreamReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pyspark_quasar.sink import QuasarBatchWriter
 
-        return QuasarBatchWriter(SinkOptions.parse(self.options), self._fail_points())
+        opts = SinkOptions.parse(self.options)
+        _check_security(opts.conn)
+        return QuasarBatchWriter(opts, self._fail_points())
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from pyspark_quasar.sink import QuasarStreamWriter
 
-        return QuasarStreamWriter(SinkOptions.parse(self.options), self._fail_points())
+        opts = SinkOptions.parse(self.options)
+        _check_security(opts.conn)
+        return QuasarStreamWriter(opts, self._fail_points())
 
     def _fail_points(self) -> str | None:
         value = self.options.get("test.failpoints")
         return None if value is None else str(value)
+
+
+def _check_security(conn: ConnectionOptions) -> None:
+    """Fail the query's definition on credentials or TLS settings that cannot be
+    used (the check needs the client package, imported here on use)."""
+    from pyspark_quasar.security import check_security
+
+    check_security(conn)
 
 
 DefaultSource = QuasarDataSource

@@ -51,10 +51,106 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     raise ValueError(f"option {name} must be true or false, got {raw!r}")
 
 
+TLS_SCHEME = "pulsar+ssl"
+CLIENT_OPTION_PREFIX = "pulsar.client."
+# The pulsar.client.* options the connector takes: Pulsar's ClientConfigurationData
+# names, as the pulsar-spark connector passes them through.
+AUTH_PLUGIN = "pulsar.client.authPluginClassName"
+AUTH_PARAMS = "pulsar.client.authParams"
+TLS_TRUST_CERTS = "pulsar.client.tlsTrustCertsFilePath"
+TLS_ALLOW_INSECURE = "pulsar.client.tlsAllowInsecureConnection"
+TLS_HOSTNAME_VERIFICATION = "pulsar.client.tlsHostnameVerificationEnable"
+TLS_CERTIFICATE = "pulsar.client.tlsCertificateFilePath"
+TLS_KEY = "pulsar.client.tlsKeyFilePath"
+CLIENT_OPTIONS = (
+    AUTH_PLUGIN,
+    AUTH_PARAMS,
+    TLS_TRUST_CERTS,
+    TLS_ALLOW_INSECURE,
+    TLS_HOSTNAME_VERIFICATION,
+    TLS_CERTIFICATE,
+    TLS_KEY,
+)
+
+
 def admin_url_for(service_url: str) -> str:
-    """``http://<host of service.url>:8080``, where standalone serves the admin API."""
-    host = urlparse(service_url.split(",")[0]).hostname or "127.0.0.1"
+    """Where standalone serves the admin API for the first host of ``service.url``:
+    ``http://<host>:8080``, or ``https://<host>:8443`` for ``pulsar+ssl://``."""
+    parsed = urlparse(service_url.split(",")[0].strip())
+    host = parsed.hostname or "127.0.0.1"
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    if parsed.scheme == TLS_SCHEME:
+        return f"https://{host}:8443"
     return f"http://{host}:8080"
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """Credentials and TLS settings of every client and admin call of a query.
+
+    Plain strings, so that Spark pickles them to the executors, which build the
+    credentials where they connect (a ``file:`` token is read there, on each use).
+    ``auth_params`` holds secrets: it is left out of the repr. The plugin and its
+    params are checked by :func:`pyspark_quasar.security.check_security`, which
+    needs the client package; this module does not import it.
+    """
+
+    auth_plugin: str | None = None
+    auth_params: str | None = field(default=None, repr=False)
+    tls_trust_certs_file_path: str | None = None
+    tls_allow_insecure_connection: bool = False
+    tls_hostname_verification_enable: bool = False
+    tls_certificate_file_path: str | None = None
+    tls_key_file_path: str | None = None
+
+    @property
+    def has_tls_options(self) -> bool:
+        return (
+            self.tls_trust_certs_file_path is not None
+            or self.tls_allow_insecure_connection
+            or self.tls_hostname_verification_enable
+            or self.tls_certificate_file_path is not None
+            or self.tls_key_file_path is not None
+        )
+
+    @staticmethod
+    def parse(options: Mapping[str, str]) -> ClientSecurity:
+        """The ``pulsar.client.*`` options.
+
+        Raises:
+            ValueError: a ``pulsar.client.*`` or ``pulsar.admin.*`` option the
+                connector does not know, ``authParams`` without a plugin, or a
+                boolean that is not true or false.
+        """
+        known = {name.lower() for name in CLIENT_OPTIONS}
+        for key in options:
+            lower = str(key).lower()
+            if lower.startswith(CLIENT_OPTION_PREFIX) and lower not in known:
+                raise ValueError(
+                    f"option {key} is not supported by the quasar connector; the "
+                    f"pulsar.client.* options it takes are {', '.join(CLIENT_OPTIONS)}"
+                )
+            if lower.startswith("pulsar.admin."):
+                raise ValueError(
+                    f"option {key} is not supported: the admin API is called with "
+                    "the pulsar.client.* credentials and TLS settings"
+                )
+        plugin = _get(options, AUTH_PLUGIN)
+        params = _get(options, AUTH_PARAMS)
+        if params is not None and not plugin:
+            raise ValueError(f"option {AUTH_PARAMS} needs {AUTH_PLUGIN}")
+        return ClientSecurity(
+            auth_plugin=plugin or None,
+            auth_params=params,
+            tls_trust_certs_file_path=_get(options, TLS_TRUST_CERTS) or None,
+            tls_allow_insecure_connection=_bool(options, TLS_ALLOW_INSECURE, False),
+            tls_hostname_verification_enable=_bool(
+                options, TLS_HOSTNAME_VERIFICATION, False
+            ),
+            tls_certificate_file_path=_get(options, TLS_CERTIFICATE) or None,
+            tls_key_file_path=_get(options, TLS_KEY) or None,
+        )
 
 
 @dataclass(frozen=True)
@@ -62,16 +158,48 @@ class ConnectionOptions:
     service_url: str
     admin_url: str
     operation_timeout_s: int = 30
+    security: ClientSecurity = field(default_factory=ClientSecurity)
+
+    @property
+    def service_tls(self) -> bool:
+        """Whether the binary protocol runs over TLS (``pulsar+ssl://``)."""
+        return urlparse(self.service_url).scheme == TLS_SCHEME
+
+    @property
+    def admin_tls(self) -> bool:
+        """Whether the admin API is called over HTTPS."""
+        return urlparse(self.admin_url).scheme == "https"
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ConnectionOptions:
         service_url = _get(options, "service.url")
         if not service_url:
-            raise ValueError("option service.url is required (pulsar://host:6650)")
+            raise ValueError(
+                "option service.url is required (pulsar://host:6650 or "
+                "pulsar+ssl://host:6651)"
+            )
+        scheme = urlparse(service_url.split(",")[0].strip()).scheme
+        if scheme not in ("pulsar", TLS_SCHEME):
+            raise ValueError(
+                f"option service.url must be pulsar://host:port or "
+                f"pulsar+ssl://host:port, got {service_url!r}"
+            )
         admin_url = _get(options, "admin.url") or admin_url_for(service_url)
+        if urlparse(admin_url).scheme not in ("http", "https"):
+            raise ValueError(
+                f"option admin.url must be an http:// or https:// URL, got {admin_url!r}"
+            )
         timeout = _int(options, "client.operationTimeoutSeconds", 30)
         assert timeout is not None
-        return ConnectionOptions(service_url, admin_url.rstrip("/"), timeout)
+        conn = ConnectionOptions(
+            service_url, admin_url.rstrip("/"), timeout, ClientSecurity.parse(options)
+        )
+        if conn.security.has_tls_options and not (conn.service_tls or conn.admin_tls):
+            raise ValueError(
+                "pulsar.client.tls* options are given, but service.url is not "
+                "pulsar+ssl:// and admin.url is not https://: nothing would use them"
+            )
+        return conn
 
 
 # A partition's user-given position: a Bound, or "earliest"/"latest" to resolve.

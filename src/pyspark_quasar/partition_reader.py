@@ -28,6 +28,7 @@ from pyspark_quasar.ledgers import is_deleted, skipped_ledgers
 from pyspark_quasar.plan import PartitionRange, ReadSettings
 from pyspark_quasar.positions import EARLIEST, Bound, is_past
 from pyspark_quasar.schema import BatchBuilder
+from pyspark_quasar.security import admin_ssl_context, authentication
 from pyspark_quasar.topics import fetch_ledger_spans
 from quasar.client import aio
 from quasar.client.admin import AdminClient
@@ -77,7 +78,7 @@ def read_partition(part: PartitionRange, settings: ReadSettings) -> Iterator[pa.
 
 
 async def _open(topic: str, start: Bound, settings: ReadSettings) -> aio.Reader:
-    client = await worker.client(settings.service_url, settings.operation_timeout_s)
+    client = await worker.client(settings.conn)
     start_id, inclusive = _start_id(start)
     return await client.create_reader(
         topic,
@@ -117,7 +118,12 @@ class _Progress:
         # Skipped entries may be markers or aborted messages (never delivered): lost
         # only if their ledger is gone. Asked once per such skip.
         try:
-            async with AdminClient(self.settings.admin_url) as admin:
+            conn = self.settings.conn
+            async with AdminClient(
+                conn.admin_url,
+                authentication=authentication(conn.security),
+                ssl_context=admin_ssl_context(conn),
+            ) as admin:
                 spans = await fetch_ledger_spans(admin, self.topic)
         except (AdminError, ConnectError, Timeout) as exc:
             log.warning(

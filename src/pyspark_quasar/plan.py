@@ -15,7 +15,7 @@ imports them) in processes that only plan.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import InputPartition
 
@@ -26,7 +26,7 @@ from pyspark_quasar.ledgers import (
     is_deleted,
     planned_ledgers,
 )
-from pyspark_quasar.options import SourceOptions
+from pyspark_quasar.options import ClientSecurity, ConnectionOptions, SourceOptions
 from pyspark_quasar.positions import EARLIEST, Bound
 
 
@@ -52,6 +52,8 @@ class PartitionRange(InputPartition):
 
 @dataclass(frozen=True)
 class ReadSettings:
+    """What a task needs to read (pickled to the executors with each task)."""
+
     service_url: str
     admin_url: str
     operation_timeout_s: int
@@ -59,6 +61,14 @@ class ReadSettings:
     receiver_queue_size: int
     arrow_batch_rows: int
     fail_on_data_loss: bool
+    # Credentials and TLS: strings, turned into credentials on the executor.
+    security: ClientSecurity = field(default_factory=ClientSecurity)
+
+    @property
+    def conn(self) -> ConnectionOptions:
+        return ConnectionOptions(
+            self.service_url, self.admin_url, self.operation_timeout_s, self.security
+        )
 
     @staticmethod
     def of(opts: SourceOptions) -> ReadSettings:
@@ -70,6 +80,7 @@ class ReadSettings:
             receiver_queue_size=opts.receiver_queue_size,
             arrow_batch_rows=opts.arrow_batch_rows,
             fail_on_data_loss=opts.fail_on_data_loss,
+            security=opts.conn.security,
         )
 
 

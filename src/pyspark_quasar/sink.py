@@ -38,12 +38,16 @@ import quasar.client as qc
 from pyspark_quasar.decisions import DecisionStore, TxnRecord
 from pyspark_quasar.faults import crash_point, fail_point
 from pyspark_quasar.options import EXACTLY_ONCE, SinkOptions
+from pyspark_quasar.security import admin_ssl_context, client_options
 from pyspark_quasar.task_writer import (
     QuasarCommitMessage,
     TaskIdentity,
     client_name,
     write_task,
 )
+from quasar.client.admin import call_admin
+from quasar.client.authentication import Authentication
+from quasar.client.client_transactions import ClientTransactions
 
 log = logging.getLogger(__name__)
 
@@ -69,15 +73,31 @@ class TransactionDriver:
     def __init__(self, opts: SinkOptions, store: DecisionStore | None) -> None:
         self.opts = opts
         self.store = store
+        options = client_options(opts.conn)
+        self._admin_authentication: Authentication | None = options["authentication"]
+        self._admin_tls = admin_ssl_context(opts.conn)
         self.client = qc.Client(
             opts.conn.service_url,
             operation_timeout_seconds=opts.conn.operation_timeout_s,
             enable_transaction=True,
-            admin_url=opts.conn.admin_url,
+            **options,
         )
 
     def close(self) -> None:
         self.client.close()
+
+    def _client_transactions(self, name: str) -> ClientTransactions:
+        """``name``'s transactions from the admin API, called with the query's
+        credentials and TLS settings (also for an ``https://`` admin URL beside a
+        ``pulsar://`` service URL, where the client has no TLS options)."""
+        conn = self.opts.conn
+        return call_admin(
+            conn.admin_url,
+            lambda admin: admin.client_transactions(name),
+            timeout_s=conn.operation_timeout_s,
+            ssl_context=self._admin_tls,
+            authentication=self._admin_authentication,
+        )
 
     def _end_all(self, txns: list[TxnRecord], action: str) -> list[BaseException | None]:
         """Commit or abort every transaction, in parallel; the error of each or None."""
@@ -142,7 +162,7 @@ class TransactionDriver:
         orphans: list[TxnRecord] = []
         for p in range(partitions):
             name = client_name(sink_id, p)
-            for t in self.client.get_client_transactions(name).open:
+            for t in self._client_transactions(name).open:
                 if _txn_key(t.txn_id) not in keep:
                     most, least = _txn_key(t.txn_id)
                     orphans.append(TxnRecord(most, least, name, p, -1, 0))

@@ -25,6 +25,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from pyspark_quasar.decisions import TxnRecord
 from pyspark_quasar.faults import fail_point
 from pyspark_quasar.options import EXACTLY_ONCE, SinkOptions
+from pyspark_quasar.security import client_options
 from quasar.client import aio
 
 
@@ -97,13 +98,9 @@ class _Publisher:
         self.rows = 0
 
     async def open(self) -> None:
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = client_options(self.opts.conn)
         if self.exactly_once:
-            kwargs = {
-                "enable_transaction": True,
-                "client_name": self.ident.client_name,
-                "admin_url": self.opts.conn.admin_url,
-            }
+            kwargs.update(enable_transaction=True, client_name=self.ident.client_name)
         self.client = aio.Client(
             self.opts.conn.service_url,
             operation_timeout_seconds=self.opts.conn.operation_timeout_s,

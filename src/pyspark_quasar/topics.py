@@ -3,19 +3,22 @@
 Partitions come over the binary protocol (partitioned-topic metadata lookup); topic
 listings (for ``topicsPattern``) and ledger lists (admission control, data-loss
 checks) come from the admin REST API on ``admin.url``, with quasar's admin client
-(``quasar.client.admin``).
+(``quasar.client.admin``); both with the query's credentials and TLS settings.
 """
 
 from __future__ import annotations
 
 import re
+import ssl
 
 import quasar.client as qc
 from pyspark_quasar.ledgers import LedgerSpan
 from pyspark_quasar.names import base_topic, full_topic_name, partition_index
 from pyspark_quasar.options import SourceOptions
 from pyspark_quasar.positions import Bound
+from pyspark_quasar.security import admin_ssl_context, client_options
 from quasar.client.admin import AdminClient, call_admin
+from quasar.client.authentication import Authentication
 from quasar.errors import InvalidAdminResponse, ResourceNotFoundError
 
 __all__ = [
@@ -51,13 +54,24 @@ async def fetch_ledger_spans(admin: AdminClient, topic: str) -> list[LedgerSpan]
         raise InvalidAdminResponse(f"unexpected internalStats of {topic}: {exc}") from exc
 
 
-def ledger_spans(admin_url: str, topic: str) -> list[LedgerSpan] | None:
-    """:func:`fetch_ledger_spans`, from blocking code.
+def ledger_spans(
+    admin_url: str,
+    topic: str,
+    ssl_context: ssl.SSLContext | None = None,
+    authentication: Authentication | None = None,
+) -> list[LedgerSpan] | None:
+    """:func:`fetch_ledger_spans`, from blocking code (``ssl_context`` and
+    ``authentication`` as ``AdminClient``'s).
 
     Raises:
         As :func:`fetch_ledger_spans`.
     """
-    return call_admin(admin_url, lambda admin: fetch_ledger_spans(admin, topic))
+    return call_admin(
+        admin_url,
+        lambda admin: fetch_ledger_spans(admin, topic),
+        ssl_context=ssl_context,
+        authentication=authentication,
+    )
 
 
 class BrokerView:
@@ -69,9 +83,13 @@ class BrokerView:
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
+        options = client_options(opts.conn)
+        self._authentication: Authentication | None = options["authentication"]
+        self._admin_tls = admin_ssl_context(opts.conn)
         self.client = qc.Client(
             opts.conn.service_url,
             operation_timeout_seconds=opts.conn.operation_timeout_s,
+            **options,
         )
         self._probes: dict[str, qc.Reader] = {}
 
@@ -94,7 +112,10 @@ class BrokerView:
         namespace = "/".join(full.split("://", 1)[1].split("/")[:2])
         regex = re.compile(full)
         listing = call_admin(
-            self.opts.conn.admin_url, lambda admin: admin.topics(namespace)
+            self.opts.conn.admin_url,
+            lambda admin: admin.topics(namespace),
+            ssl_context=self._admin_tls,
+            authentication=self._authentication,
         )
         return [t for t in listing if regex.fullmatch(base_topic(t)) or regex.fullmatch(t)]
 
@@ -137,4 +158,6 @@ class BrokerView:
             reader.close()
 
     def ledger_spans(self, partition: str) -> list[LedgerSpan] | None:
-        return ledger_spans(self.opts.conn.admin_url, partition)
+        return ledger_spans(
+            self.opts.conn.admin_url, partition, self._admin_tls, self._authentication
+        )

@@ -3,8 +3,9 @@
 Spark reuses a Python worker for task after task (``spark.python.worker.reuse``, the
 default), one task at a time. A client per task would cost a connection, a handshake
 and a lookup for every partition of every micro-batch; instead the worker keeps one
-``aio.Client`` per (service URL, operation timeout) on an event loop in a daemon
-thread, which also answers the broker's keep-alive pings while no task runs. A client
+``aio.Client`` per connection settings (service URL, operation timeout, credentials
+and TLS) on an event loop in a daemon thread, which also answers the broker's
+keep-alive pings while no task runs. A client
 remembers every reader it created, so it is replaced after ``CLIENT_TASKS_MAX`` tasks.
 Nothing here runs at import time: Spark imports the connector in processes that never
 read.
@@ -17,6 +18,8 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from pyspark_quasar.options import ConnectionOptions
+from pyspark_quasar.security import client_options
 from quasar.client import aio
 
 R = TypeVar("R")
@@ -24,7 +27,7 @@ CLIENT_TASKS_MAX = 256  # tasks served by one client before it is replaced
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
-_clients: dict[tuple[str, int], tuple[aio.Client, int]] = {}
+_clients: dict[ConnectionOptions, tuple[aio.Client, int]] = {}
 
 
 def _event_loop() -> asyncio.AbstractEventLoop:
@@ -55,9 +58,14 @@ def run(coro: Coroutine[Any, Any, R]) -> R:
         raise
 
 
-async def client(service_url: str, operation_timeout_s: int) -> aio.Client:
-    """The worker's client for ``service_url`` (call on the worker's event loop)."""
-    key = (service_url, operation_timeout_s)
+async def client(conn: ConnectionOptions) -> aio.Client:
+    """The worker's client for ``conn`` (call on the worker's event loop): one per
+    service URL, operation timeout and credentials.
+
+    Raises:
+        InvalidConfiguration: the credentials or TLS settings cannot be used.
+    """
+    key = conn
     cached = _clients.pop(key, None)
     if cached is not None:
         old, tasks = cached
@@ -65,6 +73,10 @@ async def client(service_url: str, operation_timeout_s: int) -> aio.Client:
             _clients[key] = (old, tasks + 1)
             return old
         await old.close()
-    new = aio.Client(service_url, operation_timeout_seconds=operation_timeout_s)
+    new = aio.Client(
+        conn.service_url,
+        operation_timeout_seconds=conn.operation_timeout_s,
+        **client_options(conn),
+    )
     _clients[key] = (new, 1)
     return new

@@ -32,6 +32,12 @@ async def test_create_get_delete_namespace(client: Client) -> None:
         "deduplicationEnabled": None,
         "autoTopicCreationOverride": None,
         "schema_compatibility_strategy": "UNDEFINED",
+        "auth_policies": {
+            "namespace_auth": {},
+            "destination_auth": {},
+            "subscription_auth_roles": {},
+        },
+        "subscription_auth_mode": "None",
     }
     assert (await client.delete(NS)).status == 204
     assert (await client.get(NS)).status == 404

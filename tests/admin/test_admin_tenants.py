@@ -139,3 +139,24 @@ async def test_unexpected_exception_is_a_json_500(
     # The server keeps serving.
     broker.fail_with = None
     assert (await client.get(url)).status == 200
+
+
+async def test_the_system_tenant_and_namespace_cannot_be_deleted(
+    client: Client, expect_error: Any
+) -> None:
+    await expect_error(
+        await client.delete("/admin/v2/namespaces/pulsar/system?force=true"),
+        412,
+        "cannot be deleted",
+    )
+    await expect_error(await client.delete("/admin/v2/tenants/pulsar"), 412, "cannot be deleted")
+    resp = await client.get("/admin/v2/namespaces/pulsar")
+    assert await resp.json() == ["pulsar/system"]
+
+
+async def test_a_deeply_nested_body_is_a_bad_request(client: Client, expect_error: Any) -> None:
+    body = "[" * 100_000 + "]" * 100_000
+    resp = await client.post(
+        "/admin/v2/tenants/public", data=body, headers={"Content-Type": "application/json"}
+    )
+    await expect_error(resp, 400, "nested too deeply")

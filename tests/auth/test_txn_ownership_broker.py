@@ -261,6 +261,12 @@ def test_adding_a_topic_needs_the_right_to_it(broker: BrokerProcess) -> None:
     refused(rc.add_subscription(most, least, topic(ALICE_TENANT), "s"),
             ServerError.AuthorizationError, "not authorized to Consume")
     ok(rc.add_partition(most, least, topic()))
+    # The broker's own topics cannot be added, whoever asks: an end there would fail
+    # for ever.
+    system = "persistent://pulsar/system/__terminated_txn_state_0"
+    refused(rc.add_partition(most, least, system), ServerError.NotAllowedError, "system topic")
+    refused(rc.add_subscription(most, least, system, "s"), ServerError.NotAllowedError,
+            "system topic")
     ok(rc.end(most, least, pb.ABORT))
 
 

@@ -9,6 +9,7 @@ from collections.abc import Coroutine
 from types import SimpleNamespace
 from typing import Any
 
+from quasar.auth import AuthorizationService
 from quasar.errors import ProducerBusy, ServerError, TopicNotFound
 from quasar.protocol import Frame, FrameDecoder, pb
 from quasar.server import replies
@@ -29,7 +30,8 @@ class _Context:
             transactions=transactions,
             list_topics=lambda namespace: [f"persistent://{namespace}/t"],
         )
-        self.principal = None
+        self.principal: str | None = None
+        self.authorization: Any = AuthorizationService.allow_all()
         self.peer_certificate = None
         self.producers: dict[int, Any] = {}
         self.producer_futures: dict[int, asyncio.Future[None]] = {}
@@ -113,6 +115,75 @@ def test_lookup_answers_from_the_service() -> None:
     LookupCommands(ctx).handlers()[T.GET_TOPICS_OF_NAMESPACE](cmd, Frame(cmd))  # type: ignore[arg-type]
     (answer,) = ctx.commands
     assert list(answer.getTopicsOfNamespaceResponse.topics) == ["persistent://public/x/t"]
+
+
+class _RefuseAll:
+    """An authorization service that refuses every question (and says which)."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, Any, str | None]] = []
+
+    def __getattr__(self, question: str) -> Any:
+        def refuse(resource: Any, role: str | None, *rest: Any) -> bool:
+            self.asked.append((question, str(resource), role))
+            return False
+
+        return refuse
+
+
+def _refusing_context() -> tuple[_Context, _RefuseAll]:
+    ctx = _Context()
+    ctx.principal = "stranger"
+    refuse = ctx.authorization = _RefuseAll()
+    return ctx, refuse
+
+
+def test_topic_queries_are_refused_without_the_lookup_right() -> None:
+    ctx, refuse = _refusing_context()
+    handlers = LookupCommands(ctx).handlers()  # type: ignore[arg-type]
+    topic = "persistent://public/default/t"
+    lookup = T(type=T.LOOKUP)
+    lookup.lookupTopic.request_id, lookup.lookupTopic.topic = 1, topic
+    meta = T(type=T.PARTITIONED_METADATA)
+    meta.partitionMetadata.request_id, meta.partitionMetadata.topic = 2, topic
+    schema = T(type=T.GET_SCHEMA)
+    schema.getSchema.request_id, schema.getSchema.topic = 3, topic
+    topics = T(type=T.GET_TOPICS_OF_NAMESPACE)
+    topics.getTopicsOfNamespace.request_id = 4
+    topics.getTopicsOfNamespace.namespace = "public/default"
+    for cmd in (lookup, meta, schema, topics):
+        handlers[cmd.type](cmd, Frame(cmd))
+    lookup_r, meta_r, schema_r, topics_r = ctx.commands
+    assert lookup_r.lookupTopicResponse.error == ServerError.AuthorizationError
+    assert "not authorized to Lookup" in lookup_r.lookupTopicResponse.message
+    assert meta_r.partitionMetadataResponse.error == ServerError.AuthorizationError
+    assert schema_r.getSchemaResponse.error_code == ServerError.AuthorizationError
+    assert (topics_r.type, topics_r.error.error) == (T.ERROR, ServerError.AuthorizationError)
+    assert [q for q, _, _ in refuse.asked] == [
+        "can_lookup", "can_lookup", "can_lookup", "allows_in_namespace"
+    ]
+    assert {role for _, _, role in refuse.asked} == {"stranger"}
+
+
+async def test_producer_and_subscribe_are_refused_without_the_right() -> None:
+    ctx, refuse = _refusing_context()
+    producer = T(type=T.PRODUCER)
+    producer.producer.request_id, producer.producer.producer_id = 5, 1
+    producer.producer.topic = "persistent://public/default/t"
+    subscribe = T(type=T.SUBSCRIBE)
+    subscribe.subscribe.request_id, subscribe.subscribe.consumer_id = 6, 1
+    subscribe.subscribe.topic = "persistent://public/default/t"
+    subscribe.subscribe.subscription = "s"
+    subscribe.subscribe.subType = pb.CommandSubscribe.Shared
+    await ProducerCommands(ctx).on_producer(producer.producer)  # type: ignore[arg-type]
+    await ConsumerCommands(ctx).on_subscribe(subscribe.subscribe)  # type: ignore[arg-type]
+    answers = [(c.type, c.error.request_id, c.error.error) for c in ctx.commands]
+    assert answers == [
+        (T.ERROR, 5, ServerError.AuthorizationError),
+        (T.ERROR, 6, ServerError.AuthorizationError),
+    ]
+    assert [q for q, _, _ in refuse.asked] == ["can_produce", "can_consume"]
+    assert ctx.producer_futures == {} and ctx.consumer_futures == {}
 
 
 async def test_a_coordinator_request_without_transactions_is_refused() -> None:

@@ -15,6 +15,7 @@ import socket
 import ssl
 import struct
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -225,7 +226,9 @@ def test_a_plaintext_client_on_the_tls_port_is_refused(
     assert answer[8:10] != b"\x08\x03"  # not CONNECTED
     # Logged once, with the client's address; the broker keeps serving TLS clients.
     deadline = time.monotonic() + 10
-    while f"TLS handshake with {local} failed" not in tls_broker.read_log():
+    while f"TLS handshake with {local} on the pulsar+ssl port failed" not in (
+        tls_broker.read_log()
+    ):
         assert time.monotonic() < deadline, tls_broker.read_log()
         time.sleep(0.05)  # polling the log file of the other process, bounded
     client = make_client(
@@ -249,6 +252,38 @@ def test_admin_api_over_https(tls_broker: BrokerProcess, certs: TestCerts) -> No
                 await admin.request("GET", "/admin/v2/tenants")
 
     asyncio.run(run())
+
+
+def test_a_plain_http_request_on_the_https_port_is_refused_logged_and_counted(
+    tls_broker: BrokerProcess,
+) -> None:
+    assert tls_broker.https_port is not None
+    with socket.create_connection(("127.0.0.1", tls_broker.https_port), timeout=10) as s:
+        local = "{}:{}".format(*s.getsockname()[:2])
+        s.sendall(b"GET /admin/v2/tenants HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        answer = b""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+        else:
+            pytest.fail("the broker did not close the plain HTTP connection")
+    assert b"HTTP/1.1 200" not in answer
+    deadline = time.monotonic() + 10
+    while f"TLS handshake with {local} on the https port failed" not in (
+        tls_broker.read_log()
+    ):
+        assert time.monotonic() < deadline, tls_broker.read_log()
+        time.sleep(0.05)  # polling the log file of the other process, bounded
+    metrics = urllib.request.urlopen(f"{tls_broker.admin_url}/metrics", timeout=10)
+    counted = [
+        line for line in metrics.read().decode().splitlines()
+        if line.startswith("quasar_tls_handshake_failures_total{")
+        and 'listener="https"' in line
+    ]
+    assert counted and float(counted[0].rsplit(" ", 1)[1]) >= 1
 
 
 def test_the_quasar_client_reaches_the_https_admin_api(

@@ -14,15 +14,17 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from prometheus_client.registry import CollectorRegistry
 
+from quasar.admin.access import AUTHENTICATED, access, authorization_middleware
 from quasar.admin.api import AdminBroker
-from quasar.admin.authentication import authentication_middleware
-from quasar.admin.http import BROKER_KEY
+from quasar.admin.authentication import METRICS_PATHS, authentication_middleware
+from quasar.admin.http import AUTHORIZATION_KEY, BROKER_KEY
 from quasar.admin.namespaces import routes as namespace_routes
+from quasar.admin.permissions import routes as permission_routes
 from quasar.admin.tenants import routes as tenant_routes
 from quasar.admin.topics import routes as topic_routes
 from quasar.admin.transactions import routes as transaction_routes
 from quasar.admin.txn_batch_log import routes as txn_batch_log_routes
-from quasar.auth import AuthenticationService
+from quasar.auth import AuthenticationService, AuthorizationService
 from quasar.errors import QuasarError
 from quasar.metrics import broker_registry
 from quasar.metrics import http as metrics_http
@@ -64,6 +66,12 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
         )
 
 
+# /metrics is open unless authenticateMetricsEndpoint is set; then any role may read it.
+@access(AUTHENTICATED)
+async def _metrics(request: web.Request) -> web.StreamResponse:
+    return await metrics_http.metrics(request)
+
+
 def error_body(exc: BaseException) -> dict[str, str]:
     """The ``{"reason": ...}`` body Pulsar answers an error with."""
     reason = str(exc) or type(exc).__name__
@@ -75,20 +83,30 @@ def create_admin_app(
     *,
     metrics: CollectorRegistry | None = None,
     authentication: AuthenticationService | None = None,
+    authorization: AuthorizationService | None = None,
+    authenticate_metrics: bool = False,
 ) -> web.Application:
     """Build the aiohttp application serving Pulsar's ``/admin/v2`` subset.
 
     Run it with ``aiohttp.web.AppRunner`` on ``webServicePort``; routes are listed in
     ``docs/admin.md``. ``GET /metrics`` serves ``metrics``, the broker's registry;
     without one it serves a new ``broker_registry()`` (process series only).
-    With ``authentication`` every other route needs credentials
-    (``quasar.admin.authentication``).
+    With ``authentication`` every other route (and ``/metrics`` too with
+    ``authenticate_metrics``) needs credentials (``quasar.admin.authentication``);
+    with an enabled ``authorization`` every route's access rule is checked
+    (``quasar.admin.access``).
     """
+    if authorization is None:
+        authorization = AuthorizationService.allow_all()
+    open_paths = frozenset() if authenticate_metrics else METRICS_PATHS
     middlewares: list[Callable[..., Awaitable[web.StreamResponse]]] = [_errors_as_json]
     if authentication is not None:
-        middlewares.append(authentication_middleware(authentication))
+        middlewares.append(authentication_middleware(authentication, open_paths))
+    if authorization.enabled:
+        middlewares.append(authorization_middleware(authorization, open_paths))
     app = web.Application(middlewares=middlewares, client_max_size=REQUEST_BYTES_MAX)
     app[BROKER_KEY] = broker
+    app[AUTHORIZATION_KEY] = authorization
     app[metrics_http.METRICS_REGISTRY_KEY] = (
         broker_registry() if metrics is None else metrics
     )
@@ -97,5 +115,6 @@ def create_admin_app(
     app.add_routes(topic_routes)
     app.add_routes(txn_batch_log_routes)
     app.add_routes(transaction_routes)
-    app.add_routes(metrics_http.routes)
+    app.router.add_get("/metrics", _metrics)
+    app.add_routes(permission_routes)
     return app

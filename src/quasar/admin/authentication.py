@@ -20,31 +20,31 @@ from aiohttp import web
 from quasar.auth import AuthenticationService, Peer
 from quasar.errors import AuthenticationError
 
-__all__ = ["authentication_middleware", "request_role"]
+__all__ = ["METRICS_PATHS", "authentication_middleware", "request_role"]
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-# Paths served without authentication.
-OPEN_PATHS = frozenset({"/metrics"})
-_ROLE = "quasar.auth.role"
+# Paths served without authentication unless authenticateMetricsEndpoint is set.
+METRICS_PATHS = frozenset({"/metrics"})
+_ROLE = web.RequestKey("quasar.auth.role", str)
 
 
 def request_role(request: web.Request) -> str | None:
     """The authenticated role of the request (None: authentication is disabled)."""
-    role = request.get(_ROLE)
-    return role if isinstance(role, str) else None
+    return request.get(_ROLE)
 
 
-def authentication_middleware(service: AuthenticationService) -> Callable[
-    [web.Request, Handler], Awaitable[web.StreamResponse]
-]:
-    """The middleware authenticating requests with ``service``."""
+def authentication_middleware(
+    service: AuthenticationService, open_paths: frozenset[str] = METRICS_PATHS
+) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    """The middleware authenticating requests with ``service``; ``open_paths`` are
+    served to anyone."""
 
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path in OPEN_PATHS:
+        if request.path in open_paths:
             return await handler(request)
         remote = request.remote or "unknown"
         transport = request.transport

@@ -8,6 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from quasar.admin.api import AdminBroker
+from quasar.auth import AuthorizationService
 from quasar.errors import BadRequestError, ResourceNotFoundError
 from quasar.protocol.namespace_name import (
     PERSISTENT,
@@ -17,10 +18,15 @@ from quasar.protocol.namespace_name import (
 )
 
 BROKER_KEY = web.AppKey("quasar.admin.broker", AdminBroker)
+AUTHORIZATION_KEY = web.AppKey("quasar.admin.authorization", AuthorizationService)
 
 
 def broker_of(request: web.Request) -> AdminBroker:
     return request.app[BROKER_KEY]
+
+
+def authorization_of(request: web.Request) -> AuthorizationService:
+    return request.app[AUTHORIZATION_KEY]
 
 
 async def read_json(request: web.Request, *, required: bool) -> Any:
@@ -38,6 +44,10 @@ async def read_json(request: web.Request, *, required: bool) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequestError(f"Malformed JSON request body: {exc}") from None
+    except RecursionError:
+        # No admin body nests more than a few levels; the parser's own bound is hit
+        # only by a body built to exhaust it.
+        raise BadRequestError("Malformed JSON request body: nested too deeply") from None
 
 
 def query_bool(request: web.Request, name: str, default: bool = False) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from quasar.admin.access import TENANT_ADMIN, access, namespace_grant
 from quasar.admin.http import (
     broker_of,
     existing_namespace,
@@ -24,6 +25,7 @@ from quasar.admin.http import (
     tenant_param,
 )
 from quasar.admin.listing import namespace_topics
+from quasar.auth.authorization import CONSUME
 from quasar.errors import BadRequestError, ConflictError, InvalidResourceError
 from quasar.protocol.namespace_name import parse_topic
 from quasar.protocol.topic_name import is_hidden_from_listings
@@ -33,6 +35,7 @@ from quasar.resources.models import (
     Policies,
     RetentionPolicies,
 )
+from quasar.resources.store import refuse_system_deletion
 
 routes = web.RouteTableDef()
 
@@ -40,12 +43,14 @@ NS = "/admin/v2/namespaces/{tenant}/{namespace}"
 
 
 @routes.get("/admin/v2/namespaces/{tenant}")
+@access(TENANT_ADMIN)
 async def list_namespaces(request: web.Request) -> web.Response:
     tenant = tenant_param(request)
     return json_response(broker_of(request).resources.namespaces.list(tenant))
 
 
 @routes.put(NS)
+@access(TENANT_ADMIN)
 async def create_namespace(request: web.Request) -> web.Response:
     namespace = namespace_param(request)
     broker = broker_of(request)
@@ -62,6 +67,7 @@ async def create_namespace(request: web.Request) -> web.Response:
 
 
 @routes.get(NS)
+@access(TENANT_ADMIN)
 async def get_policies(request: web.Request) -> web.Response:
     namespace = namespace_param(request)
     return json_response(
@@ -70,8 +76,11 @@ async def get_policies(request: web.Request) -> web.Response:
 
 
 @routes.delete(NS)
+@access(TENANT_ADMIN)
 async def delete_namespace(request: web.Request) -> web.Response:
     namespace = existing_namespace(request)
+    # Before any of its topics goes: the system namespace is never deleted.
+    refuse_system_deletion(namespace)
     force = query_bool(request, "force")
     broker = broker_of(request)
     resources = broker.resources
@@ -98,6 +107,7 @@ async def delete_namespace(request: web.Request) -> web.Response:
 
 
 @routes.get(NS + "/topics")
+@access(namespace_grant(CONSUME))
 async def list_namespace_topics(request: web.Request) -> web.Response:
     namespace = existing_namespace(request)
     include_system = query_bool(request, "includeSystemTopic")
@@ -127,6 +137,7 @@ async def _set_policy(
 
 
 @routes.get(NS + "/retention")
+@access(TENANT_ADMIN)
 async def get_retention(request: web.Request) -> web.Response:
     return _policy_value(
         request,
@@ -137,6 +148,7 @@ async def get_retention(request: web.Request) -> web.Response:
 
 
 @routes.post(NS + "/retention")
+@access(TENANT_ADMIN)
 async def set_retention(request: web.Request) -> web.Response:
     retention = RetentionPolicies.from_json(await read_json(request, required=True))
     return await _set_policy(
@@ -145,16 +157,19 @@ async def set_retention(request: web.Request) -> web.Response:
 
 
 @routes.delete(NS + "/retention")
+@access(TENANT_ADMIN)
 async def remove_retention(request: web.Request) -> web.Response:
     return await _set_policy(request, lambda p: replace(p, retention_policies=None))
 
 
 @routes.get(NS + "/deduplication")
+@access(TENANT_ADMIN)
 async def get_deduplication(request: web.Request) -> web.Response:
     return _policy_value(request, lambda p: p.deduplication_enabled)
 
 
 @routes.post(NS + "/deduplication")
+@access(TENANT_ADMIN)
 async def set_deduplication(request: web.Request) -> web.Response:
     enabled = await read_json(request, required=True)
     if not isinstance(enabled, bool):
@@ -165,11 +180,13 @@ async def set_deduplication(request: web.Request) -> web.Response:
 
 
 @routes.delete(NS + "/deduplication")
+@access(TENANT_ADMIN)
 async def remove_deduplication(request: web.Request) -> web.Response:
     return await _set_policy(request, lambda p: replace(p, deduplication_enabled=None))
 
 
 @routes.get(NS + "/autoTopicCreation")
+@access(TENANT_ADMIN)
 async def get_auto_topic_creation(request: web.Request) -> web.Response:
     return _policy_value(
         request,
@@ -182,6 +199,7 @@ async def get_auto_topic_creation(request: web.Request) -> web.Response:
 
 
 @routes.post(NS + "/autoTopicCreation")
+@access(TENANT_ADMIN)
 async def set_auto_topic_creation(request: web.Request) -> web.Response:
     override = AutoTopicCreationOverride.from_json(
         await read_json(request, required=True)
@@ -192,6 +210,7 @@ async def set_auto_topic_creation(request: web.Request) -> web.Response:
 
 
 @routes.delete(NS + "/autoTopicCreation")
+@access(TENANT_ADMIN)
 async def remove_auto_topic_creation(request: web.Request) -> web.Response:
     return await _set_policy(
         request, lambda p: replace(p, auto_topic_creation_override=None)
@@ -199,11 +218,13 @@ async def remove_auto_topic_creation(request: web.Request) -> web.Response:
 
 
 @routes.get(NS + "/schemaCompatibilityStrategy")
+@access(TENANT_ADMIN)
 async def get_schema_compatibility(request: web.Request) -> web.Response:
     return _policy_value(request, lambda p: p.schema_compatibility_strategy)
 
 
 @routes.put(NS + "/schemaCompatibilityStrategy")
+@access(TENANT_ADMIN)
 async def set_schema_compatibility(request: web.Request) -> web.Response:
     strategy = await read_json(request, required=True)
     if not isinstance(strategy, str):

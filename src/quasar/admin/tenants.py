@@ -6,6 +6,7 @@ from typing import Any
 
 from aiohttp import web
 
+from quasar.admin.access import AUTHENTICATED, SUPERUSER, TENANT_ADMIN, access
 from quasar.admin.http import (
     broker_of,
     json_response,
@@ -41,17 +42,20 @@ def _tenant_info(body: Any, cluster_name: str) -> TenantInfo:
 
 
 @routes.get("/admin/v2/tenants")
+@access(SUPERUSER)
 async def list_tenants(request: web.Request) -> web.Response:
     return json_response(broker_of(request).resources.tenants.list())
 
 
 @routes.get("/admin/v2/tenants/{tenant}")
+@access(TENANT_ADMIN)
 async def get_tenant(request: web.Request) -> web.Response:
     tenant = tenant_param(request)
     return json_response(broker_of(request).resources.tenants.get(tenant).to_json())
 
 
 @routes.put("/admin/v2/tenants/{tenant}")
+@access(SUPERUSER)
 async def create_tenant(request: web.Request) -> web.Response:
     tenant = tenant_param(request)
     broker = broker_of(request)
@@ -61,6 +65,7 @@ async def create_tenant(request: web.Request) -> web.Response:
 
 
 @routes.post("/admin/v2/tenants/{tenant}")
+@access(SUPERUSER)
 async def update_tenant(request: web.Request) -> web.Response:
     tenant = tenant_param(request)
     broker = broker_of(request)
@@ -70,6 +75,7 @@ async def update_tenant(request: web.Request) -> web.Response:
 
 
 @routes.delete("/admin/v2/tenants/{tenant}")
+@access(SUPERUSER)
 async def delete_tenant(request: web.Request) -> web.Response:
     tenant = tenant_param(request)
     broker_of(request).resources.tenants.delete(tenant)
@@ -77,11 +83,13 @@ async def delete_tenant(request: web.Request) -> web.Response:
 
 
 @routes.get("/admin/v2/clusters")
+@access(AUTHENTICATED)
 async def list_clusters(request: web.Request) -> web.Response:
     return json_response([broker_of(request).cluster_name])
 
 
 @routes.get("/admin/v2/brokers/health")
+@access(SUPERUSER)
 async def health(request: web.Request) -> web.Response:
     # Pulsar answers a plain-text "ok" once the broker can serve topics; the admin
     # app only runs while the broker does.

@@ -12,6 +12,13 @@ from typing import Any
 
 from aiohttp import web
 
+from quasar.admin.access import (
+    TENANT_ADMIN,
+    TOPIC_CONSUME,
+    TOPIC_LOOKUP,
+    access,
+    namespace_grant,
+)
 from quasar.admin.api import EARLIEST, LATEST, AdminBroker
 from quasar.admin.http import (
     broker_of,
@@ -23,6 +30,7 @@ from quasar.admin.http import (
     topic_param,
 )
 from quasar.admin.listing import namespace_topics
+from quasar.auth.authorization import CONSUME
 from quasar.errors import (
     AlreadyExistsError,
     BadRequestError,
@@ -48,6 +56,7 @@ _POSITION = re.compile(r"(\d+):(\d+)")
 
 
 @routes.get(NS)
+@access(namespace_grant(CONSUME))
 async def list_topics(request: web.Request) -> web.Response:
     namespace = existing_namespace(request)
     include_system = query_bool(request, "includeSystemTopic")
@@ -57,6 +66,7 @@ async def list_topics(request: web.Request) -> web.Response:
 
 
 @routes.get(NS + "/partitioned")
+@access(namespace_grant(CONSUME))
 async def list_partitioned_topics(request: web.Request) -> web.Response:
     namespace = existing_namespace(request)
     return json_response(
@@ -84,6 +94,7 @@ def _topic_exists(broker: AdminBroker, topic: str) -> bool:
 
 
 @routes.put(TOPIC + "/partitions")
+@access(TENANT_ADMIN)
 async def create_partitioned_topic(request: web.Request) -> web.Response:
     topic = topic_param(request)
     if PARTITION_SUFFIX in parse_topic(topic).local_name:
@@ -103,6 +114,7 @@ async def create_partitioned_topic(request: web.Request) -> web.Response:
 
 
 @routes.get(TOPIC + "/partitions")
+@access(TOPIC_LOOKUP)
 async def get_partitioned_metadata(request: web.Request) -> web.Response:
     topic = topic_param(request)
     metadata = broker_of(request).resources.partitioned_topics.get(topic)
@@ -111,6 +123,7 @@ async def get_partitioned_metadata(request: web.Request) -> web.Response:
 
 
 @routes.post(TOPIC + "/partitions")
+@access(TENANT_ADMIN)
 async def update_partitioned_topic(request: web.Request) -> web.Response:
     topic = topic_param(request)
     partitions = _partition_count(await read_json(request, required=True))
@@ -129,6 +142,7 @@ async def update_partitioned_topic(request: web.Request) -> web.Response:
 
 
 @routes.delete(TOPIC + "/partitions")
+@access(TENANT_ADMIN)
 async def delete_partitioned_topic(request: web.Request) -> web.Response:
     topic = topic_param(request)
     broker = broker_of(request)
@@ -139,6 +153,7 @@ async def delete_partitioned_topic(request: web.Request) -> web.Response:
 
 
 @routes.get(TOPIC + "/partitioned-stats")
+@access(TOPIC_LOOKUP)
 async def partitioned_stats(request: web.Request) -> web.Response:
     topic = topic_param(request)
     broker = broker_of(request)
@@ -155,6 +170,7 @@ async def partitioned_stats(request: web.Request) -> web.Response:
 
 
 @routes.put(TOPIC)
+@access(TENANT_ADMIN)
 async def create_topic(request: web.Request) -> web.Response:
     topic = topic_param(request)
     broker = broker_of(request)
@@ -173,6 +189,7 @@ async def create_topic(request: web.Request) -> web.Response:
 
 
 @routes.delete(TOPIC)
+@access(TENANT_ADMIN)
 async def delete_topic(request: web.Request) -> web.Response:
     topic = topic_param(request)
     broker = broker_of(request)
@@ -185,12 +202,14 @@ async def delete_topic(request: web.Request) -> web.Response:
 
 
 @routes.get(TOPIC + "/stats")
+@access(TOPIC_LOOKUP)
 async def topic_stats(request: web.Request) -> web.Response:
     topic = topic_param(request)
     return json_response(await broker_of(request).topic_stats(topic))
 
 
 @routes.get(TOPIC + "/internalStats")
+@access(TOPIC_LOOKUP)
 async def topic_internal_stats(request: web.Request) -> web.Response:
     topic = topic_param(request)
     return json_response(await broker_of(request).topic_internal_stats(topic))
@@ -257,6 +276,7 @@ def _subscription_param(request: web.Request) -> str:
 
 
 @routes.get(TOPIC + "/subscriptions")
+@access(TOPIC_CONSUME)
 async def list_subscriptions(request: web.Request) -> web.Response:
     topic = topic_param(request)
     broker = broker_of(request)
@@ -268,6 +288,7 @@ async def list_subscriptions(request: web.Request) -> web.Response:
 
 
 @routes.put(TOPIC + "/subscription/{subscription}")
+@access(TOPIC_CONSUME)
 async def create_subscription(request: web.Request) -> web.Response:
     topic = topic_param(request)
     subscription = _subscription_param(request)
@@ -283,6 +304,7 @@ async def create_subscription(request: web.Request) -> web.Response:
 
 
 @routes.delete(TOPIC + "/subscription/{subscription}")
+@access(TOPIC_CONSUME)
 async def delete_subscription(request: web.Request) -> web.Response:
     topic = topic_param(request)
     subscription = _subscription_param(request)
@@ -305,6 +327,7 @@ async def delete_subscription(request: web.Request) -> web.Response:
 
 
 @routes.put(TOPIC + "/compaction")
+@access(TENANT_ADMIN)
 async def trigger_compaction(request: web.Request) -> web.Response:
     """Start a compaction (of every partition, for a partitioned topic's name)."""
     topic = topic_param(request)
@@ -319,6 +342,7 @@ async def trigger_compaction(request: web.Request) -> web.Response:
 
 
 @routes.get(TOPIC + "/compaction")
+@access(TENANT_ADMIN)
 async def compaction_status(request: web.Request) -> web.Response:
     topic = topic_param(request)
     return json_response(await broker_of(request).compaction_status(topic))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from quasar.admin.access import AUTHENTICATED, access
 from quasar.admin.http import broker_of, json_response
 from quasar.errors import BadRequestError
 
@@ -37,6 +38,7 @@ _CLIENT_NAME_LENGTH_MAX = 1024
 
 
 @routes.get(BASE + "/clientTransactions/{clientName}")
+@access(AUTHENTICATED)
 async def client_transactions(request: web.Request) -> web.Response:
     name = request.match_info["clientName"]
     if not name.strip():

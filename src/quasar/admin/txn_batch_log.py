@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from quasar.admin.access import SUPERUSER, access
 from quasar.admin.http import broker_of, json_response, no_content, read_json
 from quasar.errors import BadRequestError, NotAllowedError
 from quasar.transaction.batched_log import BatchedLogControl
@@ -63,6 +64,7 @@ def _status_array(control: BatchedLogControl) -> list[dict[str, bool]]:
 
 
 @routes.post(f"{BASE}/txnTcBatchLog")
+@access(SUPERUSER)
 async def set_tc_batch_log(request: web.Request) -> web.Response:
     enable = await _enable_flag(request)
     _controls(request).coordinator.set_enabled(enable)
@@ -70,6 +72,7 @@ async def set_tc_batch_log(request: web.Request) -> web.Response:
 
 
 @routes.get(f"{BASE}/txnTcBatchLogStat")
+@access(SUPERUSER)
 async def get_tc_batch_log_stat(request: web.Request) -> web.Response:
     control = _controls(request).coordinator
     return json_response(
@@ -78,6 +81,7 @@ async def get_tc_batch_log_stat(request: web.Request) -> web.Response:
 
 
 @routes.post(f"{BASE}/txnPendingAckBatchLog")
+@access(SUPERUSER)
 async def set_pending_ack_batch_log(request: web.Request) -> web.Response:
     enable = await _enable_flag(request)
     _controls(request).pending_ack.set_enabled(enable)
@@ -85,6 +89,7 @@ async def set_pending_ack_batch_log(request: web.Request) -> web.Response:
 
 
 @routes.get(f"{BASE}/txnPendingAckBatchLogStat")
+@access(SUPERUSER)
 async def get_pending_ack_batch_log_stat(request: web.Request) -> web.Response:
     control = _controls(request).pending_ack
     return json_response(

@@ -46,6 +46,7 @@ PRODUCE = "produce"
 CONSUME = "consume"
 
 _WILDCARD = "*"
+TRANSACTION_COORDINATOR_ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
 
 
 def role_matches(pattern: str, role: str, wildcards: bool) -> bool:
@@ -79,11 +80,30 @@ def _granted(
 class AuthorizationService:
     """Answers who may do what; see the module docstring for the rules."""
 
-    def __init__(self, config: AuthorizationConfig, resources: PulsarResources) -> None:
+    def __init__(
+        self, config: AuthorizationConfig, resources: PulsarResources | None
+    ) -> None:
+        """``resources`` (the metadata store) may be None only with authorization off.
+
+        Raises:
+            ValueError: authorization is enabled without ``resources``.
+        """
         self.enabled = config.authorization_enabled
         self._super_users = frozenset(config.super_user_roles)
         self._wildcards = config.authorization_allow_wildcards_matching
+        if self.enabled and resources is None:
+            raise ValueError("authorization needs the metadata store's resources")
         self._resources = resources
+
+    @classmethod
+    def allow_all(cls) -> AuthorizationService:
+        """The service of ``authorizationEnabled=false``: every question is yes."""
+        return cls(AuthorizationConfig(), None)
+
+    @property
+    def _store(self) -> PulsarResources:
+        assert self._resources is not None  # enabled implies resources (__init__)
+        return self._resources
 
     # -- roles ---------------------------------------------------------------------
     def is_superuser(self, role: str | None) -> bool:
@@ -100,7 +120,7 @@ class AuthorizationService:
         if role is None:
             return False
         try:
-            info = self._resources.tenants.get(tenant)
+            info = self._store.tenants.get(tenant)
         except ResourceNotFoundError:
             return False
         return role in info.admin_roles
@@ -112,11 +132,14 @@ class AuthorizationService:
     def can_consume(
         self, topic: TopicName, role: str | None, subscription: str | None = None
     ) -> bool:
-        """Consume grant, and (with a ``subscription``) the subscription's rules."""
-        if self.is_superuser(role):
-            return True
-        policies = self._policies(topic, role)
-        if policies is None or role is None:
+        """Consume grant, and (with a ``subscription``) the subscription's rules; a
+        tenant admin passes without them, as in Pulsar."""
+        decided = self._decided(topic, role)
+        if decided is not None:
+            return decided
+        assert role is not None  # _decided answers for a missing role
+        policies = self._namespace_policies(topic)
+        if policies is None:
             return False
         if subscription is not None:
             allowed = policies.auth_policies.subscription_auth_roles.get(subscription)
@@ -129,7 +152,14 @@ class AuthorizationService:
         return self._topic_grant(topic, policies, role, (CONSUME,))
 
     def can_lookup(self, topic: TopicName, role: str | None) -> bool:
-        """Where a topic is, its partitions, its schema: produce or consume."""
+        """Where a topic is, its partitions, its schema: produce or consume. Every
+        authenticated role may look up the transaction-coordinator assign topic."""
+        if role is not None and topic.base.full == TRANSACTION_COORDINATOR_ASSIGN:
+            # Clients find the transaction coordinators through its partitions (one
+            # per coordinator); it holds no data, and without it no role but a
+            # super-user could open a transaction. Who may act on a transaction is
+            # the coordinator's check (its owner).
+            return True
         return self._allows_any(topic, role, (PRODUCE, CONSUME))
 
     def allows(self, topic: TopicName, role: str | None, action: str) -> bool:
@@ -147,7 +177,7 @@ class AuthorizationService:
         if role is None:
             return False
         try:
-            policies = self._resources.namespaces.get(namespace)
+            policies = self._store.namespaces.get(namespace)
         except ResourceNotFoundError:
             return False
         return _granted(
@@ -155,23 +185,30 @@ class AuthorizationService:
         )
 
     # -- internals -----------------------------------------------------------------
+    def _decided(self, topic: TopicName, role: str | None) -> bool | None:
+        """The answer that needs no grant: yes for super-users and the tenant's
+        admins, no without a role or on a system topic; None: the grants decide."""
+        if self.is_superuser(role):
+            return True
+        if role is None or is_system_topic(topic) or is_hidden_from_listings(topic):
+            return False
+        if self.is_tenant_admin(topic.tenant, role):
+            return True
+        return None
+
     def _allows_any(
         self, topic: TopicName, role: str | None, actions: tuple[str, ...]
     ) -> bool:
-        if self.is_superuser(role):
-            return True
-        policies = self._policies(topic, role)
-        if policies is None or role is None:
-            return False
-        return self._topic_grant(topic, policies, role, actions)
+        decided = self._decided(topic, role)
+        if decided is not None:
+            return decided
+        assert role is not None  # _decided answers for a missing role
+        policies = self._namespace_policies(topic)
+        return policies is not None and self._topic_grant(topic, policies, role, actions)
 
-    def _policies(self, topic: TopicName, role: str | None) -> Policies | None:
-        """The topic's namespace policies; None when no grant can apply (system topic,
-        no role, namespace gone)."""
-        if role is None or is_system_topic(topic) or is_hidden_from_listings(topic):
-            return None
+    def _namespace_policies(self, topic: TopicName) -> Policies | None:
         try:
-            return self._resources.namespaces.get(topic.namespace_name)
+            return self._store.namespaces.get(topic.namespace_name)
         except ResourceNotFoundError:
             return None
 
@@ -179,16 +216,15 @@ class AuthorizationService:
         self, topic: TopicName, policies: Policies, role: str, actions: tuple[str, ...]
     ) -> bool:
         """A grant of one of ``actions`` on the namespace, the topic or its
-        partitioned topic; or ``role`` administers the topic's tenant, which may do
-        anything with its topics."""
+        partitioned topic."""
         auth = policies.auth_policies
         grant_sets = [auth.namespace_auth]
         for name in dict.fromkeys((topic.full, topic.base.full)):
             grants = auth.destination_auth.get(name)
             if grants is not None:
                 grant_sets.append(grants)
-        for grants in grant_sets:
-            for action in actions:
-                if _granted(grants, role, action, self._wildcards):
-                    return True
-        return self.is_tenant_admin(topic.tenant, role)
+        return any(
+            _granted(grants, role, action, self._wildcards)
+            for grants in grant_sets
+            for action in actions
+        )

@@ -1,6 +1,8 @@
 """``quasar admin``: tenants, namespaces and topics through the REST API.
 
-Mirrors the most used ``pulsar-admin`` commands::
+Mirrors the most used ``pulsar-admin`` commands, with its global connection flags
+(``--admin-url``, ``--auth-plugin``, ``--auth-params``, ``--tls-*``; see
+:mod:`quasar.cli.admin_connection`)::
 
     quasar admin tenants list|create NAME|delete NAME
     quasar admin namespaces list TENANT|create T/NS|delete T/NS [--force]
@@ -17,8 +19,10 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from quasar.cli.admin_connection import add_connection_arguments, admin_connection
 from quasar.cli.admin_transactions import add_transactions_group
-from quasar.client.admin import DEFAULT_ADMIN_URL, AdminClient, call_admin
+from quasar.client.admin import AdminClient, call_admin
+from quasar.client.exceptions import InvalidConfiguration
 from quasar.errors import AdminError, QuasarError
 
 Command = Callable[[AdminClient, argparse.Namespace], Awaitable[Any]]
@@ -33,11 +37,7 @@ def add_admin_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) ->
     admin = subparsers.add_parser(
         "admin", parents=parents, help="manage tenants, namespaces and topics"
     )
-    admin.add_argument(
-        "--admin-url",
-        default=DEFAULT_ADMIN_URL,
-        help=f"the broker's admin URL (default {DEFAULT_ADMIN_URL})",
-    )
+    add_connection_arguments(admin)
     groups = admin.add_subparsers(dest="group", required=True, metavar="GROUP")
     _add_tenants(groups)
     _add_namespaces(groups)
@@ -154,7 +154,17 @@ def run_admin(args: argparse.Namespace) -> int:
     """Run the chosen admin command; 0 on success, 1 on any error (printed)."""
     command: Command = args.admin_command
     try:
-        result = call_admin(args.admin_url, lambda client: command(client, args))
+        conn = admin_connection(args)
+    except InvalidConfiguration as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        result = call_admin(
+            conn.admin_url,
+            lambda client: command(client, args),
+            ssl_context=conn.ssl_context,
+            authentication=conn.authentication,
+        )
     except AdminError as exc:
         if not exc.remote:  # e.g. an invalid namespace name, refused before sending
             print(f"error: {exc}", file=sys.stderr)

@@ -20,8 +20,9 @@ Transactions, which `pulsar` (Python) lacks, follow Pulsar's Java client::
     consumer.acknowledge(msg, txn=txn)
     txn.commit()                       # or txn.abort()
 
-The asyncio API is :mod:`quasar.client.aio`. Differences from `pulsar`: no TLS,
-authentication, end-to-end encryption, chunking or dead-letter policy.
+The asyncio API is :mod:`quasar.client.aio`. Differences from `pulsar`: no
+end-to-end encryption, chunking or dead-letter policy; of the authentication plugins,
+token, basic and TLS (``quasar.client.authentication``).
 """
 
 from __future__ import annotations

@@ -294,9 +294,11 @@ def call_admin(
     call: Callable[[AdminClient], Awaitable[T]],
     timeout_s: float = REQUEST_TIMEOUT_S,
     ssl_context: ssl.SSLContext | None = None,
+    authentication: Authentication | None = None,
 ) -> T:
     """Run ``call(admin)`` from blocking code: on a fresh event loop, with a client
-    (and HTTP session) that is closed afterwards.
+    (and HTTP session) that is closed afterwards. ``ssl_context`` and
+    ``authentication`` are :class:`AdminClient`'s.
 
     Must not be called from a thread running an event loop (await the client there).
 
@@ -305,7 +307,9 @@ def call_admin(
     """
 
     async def run() -> T:
-        async with AdminClient(base_url, timeout_s, ssl_context) as admin:
+        async with AdminClient(
+            base_url, timeout_s, authentication=authentication, ssl_context=ssl_context
+        ) as admin:
             return await call(admin)
 
     return asyncio.run(run())

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from quasar.client.admin import AdminClient
-from quasar.client.authentication import Authentication
+from quasar.client.authentication import Authentication, AuthenticationTLS
 from quasar.client.backoff import Backoff
 from quasar.client.client_transactions import ClientTransactions
 from quasar.client.config import (
@@ -135,7 +135,8 @@ _OPTIONS_WITHOUT_EFFECT = frozenset({
     "stats_interval_in_seconds",
     "logger",
 })
-# pulsar.Client's TLS options, with the values that ask for no TLS.
+
+
 def _check_other_options(options: dict[str, Any]) -> None:
     """Refuse what would otherwise be silently ignored (see ``Client``).
 
@@ -146,6 +147,35 @@ def _check_other_options(options: dict[str, Any]) -> None:
         if name in _OPTIONS_WITHOUT_EFFECT:
             continue
         raise InvalidConfiguration(f"unknown client option {name!r}")
+
+
+def _tls_auth_files(
+    service_url: str,
+    auth: AuthenticationTLS,
+    certificate_file_path: str | None,
+    private_key_file_path: str | None,
+) -> tuple[str, str]:
+    """The client certificate and key of a client with TLS authentication: the
+    broker reads the role from the certificate of the TLS handshake, so the
+    authentication's files are the connection's client certificate.
+
+    Raises:
+        InvalidConfiguration: the URL is not ``pulsar+ssl://`` (no handshake would
+            carry the certificate), or other certificate files are given too.
+    """
+    if not is_tls_url(service_url):
+        raise InvalidConfiguration(
+            f"AuthenticationTLS needs a pulsar+ssl:// service URL, got {service_url!r}: "
+            "the certificate is presented in the TLS handshake"
+        )
+    given = (certificate_file_path, private_key_file_path)
+    files = (auth.certificate_path, auth.private_key_path)
+    if given != (None, None) and given != files:
+        raise InvalidConfiguration(
+            "tls_certificate_file_path/tls_private_key_file_path differ from "
+            "AuthenticationTLS's certificate and key: give the client certificate once"
+        )
+    return files
 
 
 class Client:
@@ -184,7 +214,9 @@ class Client:
 
     ``authentication``: an ``AuthenticationToken``, ``AuthenticationBasic`` or
     ``AuthenticationTLS`` (``quasar.client.authentication``), sent on CONNECT, on
-    every refresh the broker asks for, and to the admin API.
+    every refresh the broker asks for, and to the admin API. ``AuthenticationTLS``'s
+    certificate and key are the client certificate of every TLS handshake, as
+    ``tls_certificate_file_path`` and ``tls_private_key_file_path`` would be.
 
     Other ``pulsar.Client`` options that change nothing in this client
     (``io_threads``, ``message_listener_threads``, ``concurrent_lookup_requests``,
@@ -197,7 +229,8 @@ class Client:
         InvalidConfiguration: ``client_name`` is empty or not a string,
             ``memory_limit_bytes`` is negative, ``use_tls=True`` with a
             ``pulsar://`` URL, a TLS file cannot be used, ``authentication`` is not
-            an ``Authentication``, or an option is unknown.
+            an ``Authentication``, ``AuthenticationTLS`` with a ``pulsar://`` URL
+            or with other client certificate files, or an option is unknown.
     """
 
     def __init__(
@@ -234,6 +267,13 @@ class Client:
             raise InvalidConfiguration(
                 f"use_tls=True but the service URL {service_url!r} is not "
                 "pulsar+ssl://: the URL decides (use_tls is deprecated)"
+            )
+        if isinstance(authentication, AuthenticationTLS):
+            tls_certificate_file_path, tls_private_key_file_path = _tls_auth_files(
+                service_url,
+                authentication,
+                tls_certificate_file_path,
+                tls_private_key_file_path,
             )
         tls = ClientTlsOptions(
             trust_certs_file_path=tls_trust_certs_file_path,

@@ -48,8 +48,9 @@ __all__ = [
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "default"
 PARTITION_SUFFIX = "-partition-"
-# The namespace of the broker's own topics (coordinator assignment and logs, the
-# terminated-transaction tables).
+# The tenant and namespace of the broker's own topics (coordinator assignment and
+# logs, the terminated-transaction tables).
+SYSTEM_TENANT = "pulsar"
 SYSTEM_NAMESPACE = "pulsar/system"
 # Per-namespace topic holding transaction-buffer snapshots (a compacted table).
 TRANSACTION_BUFFER_SNAPSHOT = "__transaction_buffer_snapshot"
@@ -253,6 +254,14 @@ def is_hidden_from_listings(name: TopicName) -> bool:
     topics the broker writes itself."""
     local = name.base.local_name
     return local.startswith("__") or local.endswith(PENDING_ACK_SUFFIX)
+
+
+def is_closed_to_clients(name: TopicName) -> bool:
+    """Topics no client may produce to or subscribe to, whatever its role: those the
+    broker writes itself (:func:`is_system_topic`: a client's bytes there would be
+    parsed as the broker's own records) and every other ``__``-prefixed name, which
+    Pulsar reserves for its event and system topics."""
+    return is_system_topic(name) or is_hidden_from_listings(name)
 
 
 def is_system_cursor(name: str) -> bool:

@@ -29,6 +29,7 @@ from quasar.errors import (
     InvalidResourceError,
     NotAcceptableError,
     NotFound,
+    PreconditionFailedError,
     ResourceNotFoundError,
 )
 from quasar.protocol.namespace_name import (
@@ -37,7 +38,7 @@ from quasar.protocol.namespace_name import (
     parse_topic,
     validate_tenant,
 )
-from quasar.protocol.topic_name import PARTITION_SUFFIX
+from quasar.protocol.topic_name import PARTITION_SUFFIX, SYSTEM_NAMESPACE, SYSTEM_TENANT
 from quasar.resources.models import PartitionedTopicMetadata, Policies, TenantInfo
 from quasar.storage.api import MetadataStore
 
@@ -46,6 +47,7 @@ __all__ = [
     "PartitionedTopicResources",
     "PulsarResources",
     "TenantResources",
+    "refuse_system_deletion",
 ]
 
 TENANTS_ROOT = "/admin/policies"
@@ -94,6 +96,19 @@ def _delete_tree(store: MetadataStore, path: str) -> None:
 # Resources.
 
 
+def refuse_system_deletion(name: str) -> None:
+    """Refuse deleting the broker's system tenant or namespace: its coordinators'
+    logs and tables live there while the broker runs.
+
+    Raises:
+        PreconditionFailedError: ``name`` is ``pulsar`` or ``pulsar/system``.
+    """
+    if name in (SYSTEM_TENANT, SYSTEM_NAMESPACE):
+        raise PreconditionFailedError(
+            f"{name} holds the broker's own topics and cannot be deleted"
+        )
+
+
 class TenantResources:
     """Tenants under ``/admin/policies/<tenant>``."""
 
@@ -139,7 +154,9 @@ class TenantResources:
         Raises:
             InvalidResourceError, ResourceNotFoundError,
             ConflictError: the tenant still has namespaces.
+            PreconditionFailedError: the broker's system tenant.
         """
+        refuse_system_deletion(tenant)
         path = self.path(validate_tenant(tenant))
         found = self._store.get(path)
         if found is None:
@@ -231,7 +248,9 @@ class NamespaceResources:
         Raises:
             InvalidResourceError, ResourceNotFoundError,
             ConflictError: partitioned topics exist and ``force`` is false.
+            PreconditionFailedError: the broker's system namespace.
         """
+        refuse_system_deletion(namespace)
         path = self.path(namespace)
         if self._store.get(path) is None:
             raise ResourceNotFoundError("Namespace does not exist")

@@ -113,11 +113,16 @@ class ServerConnection(asyncio.Protocol):
         self.closed = False
         self.protocol_version = 0
         self.principal: str | None = None  # the authenticated role (None: auth off)
-        self.authorization = (
-            AuthorizationService(service.config.authorization, service.resources)
-            if authorization is None
-            else authorization
-        )
+        # Without a service of the broker's, the configuration decides: off allows
+        # all, on builds one over the broker's metadata.
+        if authorization is None:
+            config = service.config.authorization
+            authorization = (
+                AuthorizationService(config, service.resources)
+                if config.authorization_enabled
+                else AuthorizationService.allow_all()
+            )
+        self.authorization = authorization
         # The client certificate verified in the TLS handshake (ssl's decoded form),
         # for authentication by certificate; None on plaintext or without one.
         self.peer_certificate: dict[str, Any] | None = None

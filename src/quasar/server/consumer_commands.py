@@ -19,15 +19,16 @@ from quasar.errors import (
     SubscriptionNotFound,
     TopicNotFound,
 )
-from quasar.protocol import TopicName, encode_command, pb
+from quasar.protocol import encode_command, pb
 from quasar.protocol.int64 import to_uint64
 from quasar.protocol.txn_id import TxnID
 from quasar.transaction.coordinator.ownership import not_owner
 
 from . import replies
 from .context import CommandHandler, ConnectionContext
+from .permissions import refuse_system_topic, require
 from .txn_ownership import TxnOwnership
-from .wire import position_of, schema_info
+from .wire import position_of, schema_info, topic_of
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +83,16 @@ class ConsumerCommands:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         ctx.consumer_futures[cid] = fut
         try:
-            name = TopicName.parse(c.topic)
+            name = topic_of(c.topic)
             if not c.subscription:
                 raise ConsumerBusy("Empty subscription name")
+            refuse_system_topic(ctx, name, "subscribe to")
+            require(
+                ctx,
+                ctx.authorization.can_consume(name, ctx.principal, c.subscription),
+                "Subscribe",
+                name.full,
+            )
             topic = await service.get_topic(name, create=True)
             if c.HasField("schema"):
                 service.schemas.check_compatible(service.schema_key(name), schema_info(c.schema))

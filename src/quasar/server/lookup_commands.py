@@ -4,13 +4,16 @@ from the broker's metadata."""
 
 from __future__ import annotations
 
+from quasar.auth.authorization import CONSUME
 from quasar.broker.schema import decode_version, encode_version
-from quasar.errors import BrokerError, TopicNotFound
-from quasar.protocol import TopicName, pb
+from quasar.errors import QuasarError, TopicNotFound
+from quasar.protocol import pb
 
+from . import replies
 from .context import CommandHandler, ConnectionContext
+from .permissions import refuse_system_topic, require
 from .replies import error_code_and_message
-from .wire import schema_info
+from .wire import namespace_of, schema_info, topic_of
 
 T = pb.BaseCommand
 
@@ -39,9 +42,17 @@ class LookupCommands:
         r = cmd.partitionMetadataResponse
         r.request_id = c.request_id
         try:
-            r.partitions = self._ctx.service.partitioned_metadata(TopicName.parse(c.topic))
+            ctx = self._ctx
+            name = topic_of(c.topic)
+            require(
+                ctx,
+                ctx.authorization.can_lookup(name, ctx.principal),
+                "Get Partition Metadata",
+                name.full,
+            )
+            r.partitions = ctx.service.partitioned_metadata(name)
             r.response = pb.CommandPartitionedTopicMetadataResponse.Success
-        except BrokerError as e:
+        except QuasarError as e:
             code, message = error_code_and_message(e)
             r.response = pb.CommandPartitionedTopicMetadataResponse.Failed
             r.error = code
@@ -54,7 +65,8 @@ class LookupCommands:
         r = cmd.lookupTopicResponse
         r.request_id = c.request_id
         try:
-            name = TopicName.parse(c.topic)
+            name = topic_of(c.topic)
+            require(ctx, ctx.authorization.can_lookup(name, ctx.principal), "Lookup", name.full)
             if not ctx.service.namespace_exists(name.namespace_name):
                 raise TopicNotFound(f"Namespace {name.namespace_name} does not exist")
             # Standalone: this broker owns every topic, so the answer is always itself.
@@ -67,7 +79,7 @@ class LookupCommands:
             if settings.broker_service_url_tls is not None:
                 r.brokerServiceUrlTls = settings.broker_service_url_tls
             r.authoritative = True
-        except BrokerError as e:
+        except QuasarError as e:
             code, message = error_code_and_message(e)
             r.response = pb.CommandLookupTopicResponse.Failed
             r.error = code
@@ -75,12 +87,28 @@ class LookupCommands:
         ctx.send_command(cmd)
 
     def on_get_topics(self, c: pb.CommandGetTopicsOfNamespace) -> None:
+        ctx = self._ctx
+        try:
+            namespace = namespace_of(c.namespace)
+            require(
+                ctx,
+                ctx.authorization.allows_in_namespace(namespace, ctx.principal, CONSUME),
+                "Get Topics of Namespace",
+                namespace,
+            )
+            topics = (
+                []
+                if c.mode == pb.CommandGetTopicsOfNamespace.NON_PERSISTENT
+                else ctx.service.list_topics(namespace)
+            )
+        except QuasarError as e:
+            ctx.send_command(replies.error(c.request_id, e))
+            return
         cmd = T(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE)
         r = cmd.getTopicsOfNamespaceResponse
         r.request_id = c.request_id
-        if c.mode != pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
-            r.topics.extend(self._ctx.service.list_topics(c.namespace))
-        self._ctx.send_command(cmd)
+        r.topics.extend(topics)
+        ctx.send_command(cmd)
 
     def on_get_schema(self, c: pb.CommandGetSchema) -> None:
         service = self._ctx.service
@@ -88,10 +116,19 @@ class LookupCommands:
         r = cmd.getSchemaResponse
         r.request_id = c.request_id
         try:
-            name = TopicName.parse(c.topic)
+            name = topic_of(c.topic)
+            ctx = self._ctx
+            require(ctx, ctx.authorization.can_lookup(name, ctx.principal), "Get Schema", name.full)
+        except QuasarError as e:
+            code, message = error_code_and_message(e)
+            r.error_code = code
+            r.error_message = message
+            self._ctx.send_command(cmd)
+            return
+        try:
             version = decode_version(c.schema_version) if c.HasField("schema_version") else None
             found = service.schemas.get(service.schema_key(name), version)
-        except BrokerError:
+        except QuasarError:
             found = None
         if found is None:
             r.error_code = pb.TopicNotFound
@@ -112,10 +149,14 @@ class LookupCommands:
         r = cmd.getOrCreateSchemaResponse
         r.request_id = c.request_id
         try:
-            name = TopicName.parse(c.topic)
+            name = topic_of(c.topic)
+            ctx = self._ctx
+            # Registering a schema is part of producing to the topic.
+            refuse_system_topic(ctx, name, "register a schema on")
+            require(ctx, ctx.authorization.can_produce(name, ctx.principal), "Produce", name.full)
             v = service.schemas.put_if_absent(service.schema_key(name), schema_info(c.schema))
             r.schema_version = encode_version(v)
-        except BrokerError as e:
+        except QuasarError as e:
             code, message = error_code_and_message(e)
             r.error_code = code
             r.error_message = message

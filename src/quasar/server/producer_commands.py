@@ -21,15 +21,16 @@ from quasar.errors import (
     ServerError,
     StorageError,
 )
-from quasar.protocol import Frame, TopicName, encode_command, encode_send_receipt, pb
+from quasar.protocol import Frame, encode_command, encode_send_receipt, pb
 from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import Position
 from quasar.transaction.coordinator.ownership import not_owner
 
 from . import replies
 from .context import CommandHandler, ConnectionContext
+from .permissions import refuse_system_topic, require
 from .txn_ownership import TxnOwnership
-from .wire import schema_info
+from .wire import schema_info, topic_of
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,20 @@ class ProducerCommands:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         ctx.producer_futures[pid] = fut
         try:
-            name = TopicName.parse(c.topic)
+            name = topic_of(c.topic)
+            refuse_system_topic(ctx, name, "produce to")
+            authorization = ctx.authorization
+            require(ctx, authorization.can_produce(name, ctx.principal), "Produce", name.full)
+            if c.HasField("initial_subscription_name"):
+                # The producer also creates a subscription: that is consuming.
+                require(
+                    ctx,
+                    authorization.can_consume(
+                        name, ctx.principal, c.initial_subscription_name
+                    ),
+                    "Subscribe",
+                    name.full,
+                )
             topic = await service.get_topic(name, create=True)
             schema_version = b""
             if c.HasField("schema"):

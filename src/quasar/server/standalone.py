@@ -51,17 +51,17 @@ class Standalone:
         self.service: BrokerService | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._admin_runner: Any = None
+        # This broker's /metrics (not prometheus_client's process-global default).
+        self.metrics = broker_registry()
         # The TLS listeners' shared context, built before anything starts so that a
         # bad certificate is a start-up error (TlsConfigurationError).
         self.tls: ServerTls | None = None
         if self._tls_on(config):
-            self.tls = ServerTls(config.tls)
+            self.tls = ServerTls(config.tls, registry=self.metrics)
         self._tls_checks: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
         self._store: Any = None
         self._ledgers: Any = None
-        # This broker's /metrics (not prometheus_client's process-global default).
-        self.metrics = broker_registry()
         # Built before anything is opened: a bad authentication configuration (an
         # unknown provider class, an unreadable htpasswd file) stops start-up here.
         self.authentication = AuthenticationService.from_config(config, self.metrics)
@@ -113,7 +113,7 @@ class Standalone:
             assert tls is not None
             self._servers.append(
                 await loop.create_server(
-                    lambda: TlsHandshake(tls, connection()),
+                    lambda: TlsHandshake(tls, connection(), "pulsar+ssl"),
                     host=bind,
                     port=broker.broker_service_port_tls,
                     reuse_address=True,
@@ -175,6 +175,7 @@ class Standalone:
             metrics=self.metrics,
             authentication=self.authentication,
             authorization=self.authorization,
+            authenticate_metrics=self.config.authentication.authenticate_metrics_endpoint,
         )
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
@@ -184,15 +185,18 @@ class Standalone:
             site = web.TCPSite(runner, bind, broker.web_service_port, reuse_address=True)
             await site.start()
         if broker.web_service_port_tls is not None:
-            assert self.tls is not None
-            tls_site = web.TCPSite(
-                runner,
-                bind,
-                broker.web_service_port_tls,
-                ssl_context=self.tls.context,
-                reuse_address=True,
+            # Served through TlsHandshake rather than aiohttp's own TLS site, so that
+            # a refused handshake is logged and counted as on the binary TLS port.
+            tls, http = self.tls, runner.server
+            assert tls is not None and http is not None
+            self._servers.append(
+                await asyncio.get_running_loop().create_server(
+                    lambda: TlsHandshake(tls, http(), "https"),
+                    host=bind,
+                    port=broker.web_service_port_tls,
+                    reuse_address=True,
+                )
             )
-            await tls_site.start()
 
     async def stop(self) -> None:
         log.info("shutting down")

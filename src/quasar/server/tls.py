@@ -9,12 +9,14 @@ connections already open keep the session they negotiated. Files that fail to lo
 on a reload are logged and the previous ones stay in use: a half-copied certificate
 must not take the broker's TLS down.
 
-``TlsHandshake`` is the protocol of a connection on the binary TLS port: the TLS
-layer in front of the ``ServerConnection``, which sees only the decrypted stream once
-the handshake succeeded. ``create_server(ssl=...)`` would use the same layer but drop
-a failed handshake without a word (asyncio logs it only in debug mode); here a
-plaintext client, an untrusted or missing client certificate or a stalled handshake
-is logged once, with the peer's address, and only that socket is closed.
+``TlsHandshake`` is the protocol of a connection on a TLS port (binary or HTTPS): the
+TLS layer in front of the ``ServerConnection`` or the admin API's HTTP handler, which
+sees only the decrypted stream once the handshake succeeded. ``create_server(ssl=...)``
+would use the same layer but drop a failed handshake without a word (asyncio logs it
+only in debug mode); here a plaintext client, an untrusted or missing client
+certificate or a stalled handshake is logged once, with the peer's address, counted in
+``quasar_tls_handshake_failures_total{listener,reason}``, and only that socket is
+closed.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ import os
 import ssl
 import time
 from collections.abc import Callable
+
+from prometheus_client import Counter
+from prometheus_client.registry import CollectorRegistry
 
 from quasar.config import TLS_PROTOCOLS, TlsConfig
 from quasar.transport.tls import (
@@ -150,10 +155,21 @@ class ServerTls:
     """
 
     def __init__(
-        self, tls: TlsConfig, clock: Callable[[], float] = time.monotonic
+        self,
+        tls: TlsConfig,
+        clock: Callable[[], float] = time.monotonic,
+        registry: CollectorRegistry | None = None,
     ) -> None:
+        """``registry``: where the handshake-failure counter is exposed (the broker's
+        /metrics); None keeps it unregistered."""
         self._tls = tls
         self._clock = clock
+        self.handshake_failures = Counter(
+            "quasar_tls_handshake_failures",
+            "TLS handshakes refused or abandoned, by listener and OpenSSL reason",
+            ["listener", "reason"],
+            registry=registry,
+        )
         if (
             tls.tls_allow_insecure_connection
             and tls.tls_require_trusted_client_cert_on_connect
@@ -237,10 +253,15 @@ class TlsHandshake(TlsLayer):
     def __init__(
         self,
         tls: ServerTls,
-        connection: asyncio.Protocol,
+        connection: asyncio.BaseProtocol,
+        listener: str,
         handshake_timeout_s: float = TLS_HANDSHAKE_TIMEOUT_S,
     ) -> None:
+        """``listener`` names the port in the log and the metric (``pulsar+ssl``,
+        ``https``)."""
         tls.on_new_connection()
+        self._tls = tls
+        self._listener = listener
         super().__init__(
             connection,
             tls.context,
@@ -254,5 +275,7 @@ class TlsHandshake(TlsLayer):
             return
         exc = handshake.exception()
         if exc is not None:
-            log.warning("TLS handshake with %s failed, closing: %s",
-                        self.remote_address, handshake_failure_reason(exc))
+            reason = handshake_failure_reason(exc)
+            log.warning("TLS handshake with %s on the %s port failed, closing: %s",
+                        self.remote_address, self._listener, reason)
+            self._tls.handshake_failures.labels(self._listener, reason).inc()

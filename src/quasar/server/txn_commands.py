@@ -15,7 +15,8 @@ and END_TXN are for the transaction's owner or a super-user, else
 ``TransactionNotFound`` (the coordinator decides, from the connection's ``Caller``);
 adding a partition also needs the produce right on it and adding a subscription the
 consume right on its topic and subscription, else ``AuthorizationError``, and nothing
-of the request is registered. END_TXN_ON_PARTITION and END_TXN_ON_SUBSCRIPTION, which
+of the request is registered. The broker's own topics cannot be added at all
+(``NotAllowedError``), as they cannot be produced to or subscribed to. END_TXN_ON_PARTITION and END_TXN_ON_SUBSCRIPTION, which
 one broker sends another, are for super-users when authorization is on. Every refusal
 goes out in the request's response; the connection stays open.
 """
@@ -37,6 +38,7 @@ from quasar.transaction.errors import TransactionNotOwned
 from quasar.transaction.txn_status import TxnAction
 
 from .context import CommandHandler, ConnectionContext
+from .permissions import refuse_system_topic, require
 from .replies import TRANSACTIONS_NOT_ENABLED, error_code_and_message
 from .txn_ownership import TxnOwnership
 
@@ -230,47 +232,47 @@ class TransactionCommands:
         txn = _txn_of(req)
         tc = self._transactions().registry.route(txn)
         caller = self._ownership.caller()
-        if self._ctx.authorization.enabled:
-            partitions = self._authorized_partitions(tc, txn, caller, req.partitions)
-        else:
-            partitions = [TopicName.parse(p).full for p in req.partitions]
+        ctx = self._ctx
+        names = [TopicName.parse(p) for p in req.partitions]
+        for name in names:
+            # The broker's own topics take no markers: an end there would fail for
+            # ever and hold the coordinator's low watermark back.
+            refuse_system_topic(ctx, name, "produce")
+        authorization = ctx.authorization
+        if authorization.enabled:
+            self._check_owner(tc, txn, caller)
+            for name in names:
+                require(ctx, authorization.can_produce(name, caller.role), "Produce", name.full)
+        partitions = [name.full for name in names]
         return tc.add_partitions_nowait(txn, partitions, caller), None, _future_failure
 
     def _start_add_subscriptions(self, req: Any) -> _Started:
         txn = _txn_of(req)
         tc = self._transactions().registry.route(txn)
         caller = self._ownership.caller()
-        if self._ctx.authorization.enabled:
-            subs = self._authorized_subscriptions(tc, txn, caller, req.subscription)
-        else:
-            subs = [(TopicName.parse(s.topic).full, s.subscription) for s in req.subscription]
-        return tc.add_subscriptions_nowait(txn, subs, caller), None, _future_failure
+        ctx = self._ctx
+        subs = [(TopicName.parse(s.topic), s.subscription) for s in req.subscription]
+        for name, _ in subs:
+            refuse_system_topic(ctx, name, "subscribe")
+        authorization = ctx.authorization
+        if authorization.enabled:
+            self._check_owner(tc, txn, caller)
+            for name, sub in subs:
+                require(ctx, authorization.can_consume(name, caller.role, sub), "Consume",
+                        f"{name.full} ({sub})")
+        pairs = [(name.full, sub) for name, sub in subs]
+        return tc.add_subscriptions_nowait(txn, pairs, caller), None, _future_failure
 
-    # Ownership first, as the coordinator would answer it, then the rights on what is
-    # added, all before anything is registered: one refused topic fails the request.
-    def _authorized_partitions(
-        self, tc: TransactionCoordinator, txn: TxnID, caller: Caller, partitions: Any
-    ) -> list[str]:
+    @staticmethod
+    def _check_owner(tc: TransactionCoordinator, txn: TxnID, caller: Caller) -> None:
+        """Ownership before the rights on what is added, as the coordinator would
+        answer it: another role learns nothing of its topics' rights from a refusal.
+
+        Raises:
+            TransactionNotOwned: ``caller`` is neither the owner nor a super-user.
+        """
         if tc.refuses(txn, caller):
             raise not_owner(txn, caller)
-        authorization = self._ctx.authorization
-        names = [TopicName.parse(p) for p in partitions]
-        for name in names:
-            if not authorization.can_produce(name, caller.role):
-                raise self._ownership.refuse("Produce", name.full)
-        return [name.full for name in names]
-
-    def _authorized_subscriptions(
-        self, tc: TransactionCoordinator, txn: TxnID, caller: Caller, subscriptions: Any
-    ) -> list[tuple[str, str]]:
-        if tc.refuses(txn, caller):
-            raise not_owner(txn, caller)
-        authorization = self._ctx.authorization
-        pairs = [(TopicName.parse(s.topic), s.subscription) for s in subscriptions]
-        for name, sub in pairs:
-            if not authorization.can_consume(name, caller.role, sub):
-                raise self._ownership.refuse("Consume", f"{name.full} ({sub})")
-        return [(name.full, sub) for name, sub in pairs]
 
     def _start_end_txn(self, req: Any) -> _Started:
         txn = _txn_of(req)

@@ -20,15 +20,12 @@ from __future__ import annotations
 
 import logging
 
-from quasar.errors import (
-    AuthorizationError,
-    BrokerError,
-    TransactionCoordinatorNotFound,
-)
+from quasar.errors import TransactionCoordinatorNotFound
 from quasar.protocol.txn_id import TxnID
 from quasar.transaction.coordinator.ownership import ANONYMOUS, Caller
 
 from .context import ConnectionContext
+from .permissions import require
 
 __all__ = ["TxnOwnership"]
 
@@ -90,22 +87,6 @@ class TxnOwnership:
             AuthorizationError: authorization is on and the role is not a super-user.
         """
         authorization = self._ctx.authorization
-        if not authorization.enabled:
-            return
-        role = self._ctx.principal
-        if authorization.is_superuser(role):
-            return
-        log.warning(
-            "%s: role %r is not a super-user and may not %s",
-            self._ctx.remote_address, role, operation,
-        )
-        raise AuthorizationError(f"Client is not authorized to {operation}")
-
-    def refuse(self, operation: str, resource: str) -> BrokerError:
-        """Log and build the refusal of ``operation`` on ``resource`` (a topic right
-        the role lacks)."""
-        log.warning(
-            "%s: role %r is not authorized to %s on %s",
-            self._ctx.remote_address, self._ctx.principal, operation, resource,
-        )
-        return AuthorizationError(f"Client is not authorized to {operation}")
+        if authorization.enabled:
+            allowed = authorization.is_superuser(self._ctx.principal)
+            require(self._ctx, allowed, operation, "the transaction's participants")

@@ -3,11 +3,37 @@
 from __future__ import annotations
 
 from quasar.broker.schema import SchemaInfo
-from quasar.protocol import pb
+from quasar.errors import InvalidResourceError, InvalidTopicName
+from quasar.protocol import TopicName, pb
 from quasar.protocol.int64 import INT64_MAX, to_int64
+from quasar.protocol.namespace_name import parse_namespace, parse_topic
 from quasar.storage.api import Position, new_position
 
-__all__ = ["position_of", "schema_info"]
+__all__ = ["namespace_of", "position_of", "schema_info", "topic_of"]
+
+
+def topic_of(raw: str) -> TopicName:
+    """The topic a command names. quasar keeps V2 names only (``tenant/ns/topic``);
+    a legacy V1 name (``tenant/cluster/ns/topic``) is refused like any invalid one.
+
+    Raises:
+        InvalidTopicName: answered on the request; the connection stays open.
+    """
+    return parse_topic(raw)
+
+
+def namespace_of(raw: str) -> str:
+    """The ``tenant/namespace`` a command names.
+
+    Raises:
+        InvalidTopicName: not a valid V2 namespace name (Pulsar's code for bad names).
+    """
+    try:
+        parse_namespace(raw)
+    except InvalidResourceError as e:
+        raise InvalidTopicName(str(e)) from None
+    return raw
+
 
 def position_of(mid: pb.MessageIdData) -> Position:
     """The stored position a message id names. Ledger and entry ids are int64 that
