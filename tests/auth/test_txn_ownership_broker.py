@@ -270,6 +270,21 @@ def test_adding_a_topic_needs_the_right_to_it(broker: BrokerProcess) -> None:
     ok(rc.end(most, least, pb.ABORT))
 
 
+def test_grants_decide_what_a_role_may_add(broker: BrokerProcess) -> None:
+    """carol may only consume in txnown/ns: she may acknowledge in her transaction
+    but not produce in it."""
+    admin(broker, "POST", f"/admin/v2/namespaces/{TENANT}/ns/permissions/carol", ["consume"])
+    rc = RawCoordinator(raw_as(broker, "carol"))
+    ok(rc.connect(0))
+    resp = rc.new_txn(0, 60_000)
+    ok(resp)
+    most, least = resp.txnid_most_bits, resp.txnid_least_bits
+    refused(rc.add_partition(most, least, topic()), ServerError.AuthorizationError,
+            "not authorized to Produce")
+    ok(rc.add_subscription(most, least, topic(), "s"))
+    ok(rc.end(most, least, pb.COMMIT))
+
+
 def test_client_transactions_report_the_owner(broker: BrokerProcess) -> None:
     name = f"owned-{uuid.uuid4().hex[:8]}"
     alice = client(broker, "alice", name)
