@@ -10,7 +10,7 @@ measurement (one round of writes to ``__terminated_txn_state_{tcId}``), in secon
 name                                              type       what
 ================================================  =========  =====================================
 pulsar_txn_tc_preserver_entries                   gauge      terminated transactions held
-pulsar_txn_tc_preserver_client_names              gauge      client names with an entry
+pulsar_txn_tc_preserver_client_names              gauge      (owner, client name) keys with an entry
 pulsar_txn_tc_preserver_appends_total             counter    entries added
 pulsar_txn_tc_preserver_flushes_total             counter    flush rounds that wrote
 pulsar_txn_tc_preserver_flush_failures_total      counter    flush rounds that failed
@@ -36,7 +36,8 @@ LABELS = ("cluster", "coordinator_id")
 
 _GAUGES = (
     ("entries", "entries", "Terminated transactions the coordinator's preserver holds"),
-    ("client_names", "client_names", "Client names with at least one preserved transaction"),
+    ("client_names", "client_names",
+     "Client names, per owner role, with at least one preserved transaction"),
 )
 _COUNTERS = (
     ("appends_total", "appends", "Terminated transactions appended to the preserver"),
