@@ -5,9 +5,11 @@ every coordinator (the admin endpoint's data), with the ones that cannot load na
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 
 import pytest
 
+from quasar.broker.admin_adapter import AdminAdapter
 from quasar.broker.transactions import client_transactions_json
 from quasar.clock import ManualClock
 from quasar.errors import InvalidTxnStatus, TransactionNotFound
@@ -20,7 +22,7 @@ from quasar.transaction import (
     TxnStatus,
     VirtualScheduler,
 )
-from quasar.transaction.coordinator import MemoryPreserverStore
+from quasar.transaction.coordinator import BROKER, Caller, MemoryPreserverStore
 
 NAME = "etl-7"
 
@@ -94,3 +96,42 @@ async def test_client_transactions_over_every_coordinator(penv: Env) -> None:
     }
     assert TxnID(1, 1) not in {m.txn_id for m in found.live}
     await reg.close()
+
+
+async def test_client_transactions_of_a_role_over_every_coordinator(penv: Env) -> None:
+    """A role sees its own transactions (and those without owner) under a client
+    name; a super-user sees every role's, each with its owner."""
+    reg = penv.registry()
+    await reg.start()
+    alice, bob = Caller("alice"), Caller("bob")
+    ended = await reg.get(0).new_txn(60_000, owner="alice", client_name=NAME)
+    await reg.route(ended).end_txn(ended, TxnAction.COMMIT, NAME, alice)
+    theirs = await reg.get(1).new_txn(60_000, owner="bob", client_name=NAME)
+    anyones = await reg.get(2).new_txn(60_000, client_name=NAME)
+
+    found = {c: await reg.client_transactions(NAME, c) for c in (alice, bob, BROKER)}
+
+    def seen(caller: Caller) -> set[tuple[str, str | None]]:
+        body = client_transactions_json(found[caller])
+        return {(t["txnId"], t["owner"]) for t in body["open"] + body["terminated"]}
+
+    assert seen(alice) == {(str(ended), "alice"), (str(anyones), None)}
+    assert seen(bob) == {(str(theirs), "bob"), (str(anyones), None)}
+    assert seen(BROKER) == seen(alice) | seen(bob)
+    await reg.close()
+
+
+async def test_the_admin_adapter_passes_the_role_on() -> None:
+    calls: list[tuple[str, str | None, bool]] = []
+
+    class Transactions:
+        async def client_transactions(
+            self, name: str, *, role: str | None, superuser: bool
+        ) -> dict[str, object]:
+            calls.append((name, role, superuser))
+            return {}
+
+    adapter = AdminAdapter(SimpleNamespace(transactions=Transactions()))  # type: ignore[arg-type]
+    await adapter.client_transactions(NAME, role="bob", superuser=False)
+    await adapter.client_transactions(NAME)  # no authentication: every role's
+    assert calls == [(NAME, "bob", False), (NAME, None, True)]
