@@ -16,9 +16,10 @@ and END_TXN are for the transaction's owner or a super-user, else
 adding a partition also needs the produce right on it and adding a subscription the
 consume right on its topic and subscription, else ``AuthorizationError``, and nothing
 of the request is registered. The broker's own topics cannot be added at all
-(``NotAllowedError``), as they cannot be produced to or subscribed to. END_TXN_ON_PARTITION and END_TXN_ON_SUBSCRIPTION, which
-one broker sends another, are for super-users when authorization is on. Every refusal
-goes out in the request's response; the connection stays open.
+(``NotAllowedError``), as they cannot be produced to or subscribed to.
+END_TXN_ON_PARTITION and END_TXN_ON_SUBSCRIPTION, which one broker sends another, are
+for super-users when authorization is on. Every refusal goes out in the request's
+response; the connection stays open.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Who a connection is, to the transaction coordinator, and the refusals that follows.
+"""Who a connection is to the transaction coordinator, and the refusals that follow.
 
 A transaction belongs to the role that opened it (``quasar.transaction.coordinator.
 ownership``). The coordinator checks ownership on ADD_PARTITION_TO_TXN,
