@@ -15,11 +15,11 @@ class CoordinatorConfig(Section):
     ``max_active_transactions_per_coordinator`` counts live transactions (OPEN,
     COMMITTING or ABORTING) plus NEW records in flight. ``replay_read_entries`` is the
     number of log entries read per request during recovery. The preserver keeps
-    ``transaction_meta_persist_count`` ended transactions per client name, each for
-    ``transaction_meta_persist_time_in_hour`` after its decision, and drops expired
-    ones every ``transaction_meta_expire_check_interval_in_second``; an end waits at
-    most ``preserver_flush_timeout_ms`` for the preserver's write, then fails with
-    ``TransactionPreserverClosed`` (retryable) instead of hanging.
+    ``transaction_meta_persist_count`` ended transactions per owner role and client
+    name, each for ``transaction_meta_persist_time_in_hour`` after its decision, and
+    drops expired ones every ``transaction_meta_expire_check_interval_in_second``; an
+    end waits at most ``preserver_flush_timeout_ms`` for the preserver's write, then
+    fails with ``TransactionPreserverClosed`` (retryable) instead of hanging.
     """
 
     # Pulsar default (broker.conf maxActiveTransactionsPerCoordinator): 0 = unlimited.
@@ -33,8 +33,8 @@ class CoordinatorConfig(Section):
         1000, "transactionEndRetryIntervalMs", at_least(1)
     )
     # PIP-255 proposes 0 (feature off). quasar turns it on because its Spark sink
-    # relies on idempotent commit; 64 terminated transactions per client name cost a
-    # few hundred bytes each in memory. 0 = off.
+    # relies on idempotent commit; 64 terminated transactions per owner and client
+    # name cost a few hundred bytes each in memory. 0 = off.
     transaction_meta_persist_count: int = setting(
         64, "transactionMetaPersistCount", at_least(0)
     )

@@ -172,8 +172,8 @@ class TransactionCoordinator:
         )
         self._close_task: asyncio.Task[None] | None = None
         self.stats = CoordinatorStats()
-        #: Terminated transactions per client name (PIP-255); disabled without a
-        #: store or with ``transaction_meta_persist_count`` 0.
+        #: Terminated transactions per owner role and client name (PIP-255);
+        #: disabled without a store or with ``transaction_meta_persist_count`` 0.
         self.preserver = TerminatedTxnPreserver(
             tc_id,
             preserver_store,

@@ -44,7 +44,7 @@ _COUNTERS = (
     ("flushes_total", "flushes", "Preserver flush rounds that wrote to the system topic"),
     ("flush_failures_total", "flush_failures", "Preserver flush rounds that failed"),
     ("messages_written_total", "messages_written",
-     "Messages written to __terminated_txn_state (one per client name per round)"),
+     "Messages written to __terminated_txn_state (one per owner and client name per round)"),
     ("trimmed_total", "trimmed",
      "Preserved transactions dropped because a client name held transactionMetaPersistCount"),
     ("expirations_total", "expirations",
