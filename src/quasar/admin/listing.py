@@ -1,27 +1,112 @@
-"""Topic listings shared by the namespace and persistent-topic routes."""
+"""Topic listings shared by the namespace and persistent-topic routes.
+
+A namespace's listing names every partition of its partitioned topics, used or not,
+as Pulsar lists them. Partitions are created on first use, so most of those names
+exist only as a count in the topic's metadata. The listing is generated in sorted
+order from the counts, never built as one list of every name, and written to the
+client in chunks with the event loop free between them: the answer may be large (each
+topic's count is bounded by ``maxNumPartitionsPerPartitionedTopic``), but holding it
+costs the broker one chunk, and answering it never stalls other clients.
+"""
 
 from __future__ import annotations
+
+import asyncio
+import heapq
+import json
+from collections.abc import Iterable, Iterator
+
+from aiohttp import web
 
 from quasar.admin.api import AdminBroker
 from quasar.protocol.namespace_name import PERSISTENT, parse_topic
 from quasar.protocol.topic_name import PARTITION_SUFFIX, is_hidden_from_listings
 
+__all__ = ["json_list_response", "lexicographic_indices", "namespace_topics"]
+
+# Names per chunk written to the client: large enough that writing costs little per
+# name, small enough that one chunk holds the loop for well under a millisecond.
+LISTING_CHUNK_NAMES = 1000
+
+
+def lexicographic_indices(count: int) -> Iterator[int]:
+    """``0 .. count-1`` in the order of their decimal strings ("0", "1", "10", "11",
+    ..., "2", ...), which is how partition names sort, in constant memory."""
+    if count <= 0:
+        return
+    yield 0
+    last = count - 1
+    current = 1
+    for _ in range(last):
+        yield current
+        if current * 10 <= last:
+            current *= 10
+        else:
+            # Climb while this decimal place is used up, then step to the sibling.
+            while current % 10 == 9 or current + 1 > last:
+                current //= 10
+            current += 1
+
+
+def _partitions(parent: str, count: int) -> Iterator[str]:
+    prefix = parent + PARTITION_SUFFIX
+    return (f"{prefix}{i}" for i in lexicographic_indices(count))
+
 
 def namespace_topics(
     broker: AdminBroker, namespace: str, include_system: bool = False
-) -> list[str]:
-    """Every persistent topic and partition in ``namespace``, sorted.
+) -> Iterator[str]:
+    """Every persistent topic and partition in ``namespace``, sorted, as a stream.
 
-    Partitions of partitioned topics are listed even if the broker has not created
-    them yet (it may create partitions lazily), as Pulsar lists them.
+    Existing topics and the partitioned topics' counts are read now (so a failing
+    read is an error answer, not a broken stream); the partition names are
+    generated as the stream is consumed.
     """
-    topics = {t for t in broker.list_topics(namespace) if t.startswith(PERSISTENT)}
-    for parent in broker.resources.partitioned_topics.list(namespace):
-        metadata = broker.resources.partitioned_topics.get(parent)
-        if metadata is not None:
-            topics.update(
-                f"{parent}{PARTITION_SUFFIX}{i}" for i in range(metadata.partitions)
-            )
-    if not include_system:
-        topics = {t for t in topics if not is_hidden_from_listings(parse_topic(t))}
-    return sorted(topics)
+
+    def shown(topic: str) -> bool:
+        return include_system or not is_hidden_from_listings(parse_topic(topic))
+
+    existing = sorted(
+        t for t in broker.list_topics(namespace) if t.startswith(PERSISTENT) and shown(t)
+    )
+    streams: list[Iterable[str]] = [existing]
+    partitioned = broker.resources.partitioned_topics
+    for parent in partitioned.list(namespace):
+        metadata = partitioned.get(parent)
+        if metadata is not None and shown(parent):
+            streams.append(_partitions(parent, metadata.partitions))
+    return _unique(heapq.merge(*streams))
+
+
+def _unique(names: Iterable[str]) -> Iterator[str]:
+    """Drop repeats from a sorted stream (a used partition is both registered and
+    counted)."""
+    previous = None
+    for name in names:
+        if name != previous:
+            yield name
+            previous = name
+
+
+async def json_list_response(
+    request: web.Request, names: Iterable[str]
+) -> web.StreamResponse:
+    """Answer 200 with the JSON array of ``names``, written chunk by chunk."""
+    response = web.StreamResponse(status=200)
+    response.content_type = "application/json"
+    await response.prepare(request)
+    parts = ["["]
+    for count, name in enumerate(names):
+        if count:
+            parts.append(",")
+        parts.append(json.dumps(name))
+        if count % LISTING_CHUNK_NAMES == LISTING_CHUNK_NAMES - 1:
+            await response.write("".join(parts).encode())
+            parts = []
+            # A write returns at once while the transport's buffer has room; let
+            # other requests and connections run between chunks regardless.
+            await asyncio.sleep(0)
+    parts.append("]")
+    await response.write("".join(parts).encode())
+    await response.write_eof()
+    return response
