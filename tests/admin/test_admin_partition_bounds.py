@@ -11,9 +11,13 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from quasar.admin import create_admin_app
-from quasar.admin.listing import LISTING_CHUNK_NAMES, lexicographic_indices
+from quasar.admin.listing import LISTING_CHUNK_NAMES
 from quasar.errors import NotAcceptableError
-from quasar.resources.partitions import JAVA_INT_MAX, check_partition_count
+from quasar.resources.partitions import (
+    JAVA_INT_MAX,
+    check_partition_count,
+    lexicographic_indices,
+)
 from quasar.resources.store import PulsarResources
 
 from .conftest import FakeAdminBroker, FakeMetadataStore

@@ -75,6 +75,10 @@ async def test_creating_records_metadata_only_and_partitions_appear_on_use(
     resp = await admin.get(NS + "/orders-partition-9/stats")
     assert resp.status == 200
     assert broker.topic_exists(partition(9))
+    # Reading requests on the partitioned topic create nothing.
+    assert await (await admin.get(NS + "/orders/subscriptions")).json() == []
+    assert (await admin.get(NS + "/orders/partitioned-stats")).status == 200
+    assert broker.registered_topics("public/default") == [partition(3).full, partition(9).full]
 
 
 async def test_growing_records_the_count_only(
@@ -126,6 +130,12 @@ async def test_a_count_recorded_before_the_bound_can_be_deleted(
     broker.register_topic(partition(5))
     broker.register_topic(partition(2_000_000_000))
     broker.register_topic(TopicName.parse("persistent://public/default/orders-x-partition-1"))
+    # Listings name only its partitions in use: two billion names are not an answer.
+    in_use = sorted(
+        [partition(5).full, partition(2_000_000_000).full, f"{FULL}-x-partition-1"]
+    )
+    assert broker.list_topics("public/default") == in_use
+    assert await (await admin.get(NS)).json() == in_use
     assert (await admin.delete(NS + "/orders/partitions")).status == 204
     assert broker.registered_topics("public/default") == [
         "persistent://public/default/orders-x-partition-1"

@@ -12,7 +12,6 @@ costs the broker one chunk, and answering it never stalls other clients.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import json
 from collections.abc import Iterable, Iterator
 
@@ -20,37 +19,14 @@ from aiohttp import web
 
 from quasar.admin.api import AdminBroker
 from quasar.protocol.namespace_name import PERSISTENT, parse_topic
-from quasar.protocol.topic_name import PARTITION_SUFFIX, is_hidden_from_listings
+from quasar.protocol.topic_name import is_hidden_from_listings
+from quasar.resources.partitions import partition_names, sorted_unique
 
-__all__ = ["json_list_response", "lexicographic_indices", "namespace_topics"]
+__all__ = ["json_list_response", "namespace_topics"]
 
 # Names per chunk written to the client: large enough that writing costs little per
 # name, small enough that one chunk holds the loop for well under a millisecond.
 LISTING_CHUNK_NAMES = 1000
-
-
-def lexicographic_indices(count: int) -> Iterator[int]:
-    """``0 .. count-1`` in the order of their decimal strings ("0", "1", "10", "11",
-    ..., "2", ...), which is how partition names sort, in constant memory."""
-    if count <= 0:
-        return
-    yield 0
-    last = count - 1
-    current = 1
-    for _ in range(last):
-        yield current
-        if current * 10 <= last:
-            current *= 10
-        else:
-            # Climb while this decimal place is used up, then step to the sibling.
-            while current % 10 == 9 or current + 1 > last:
-                current //= 10
-            current += 1
-
-
-def _partitions(parent: str, count: int) -> Iterator[str]:
-    prefix = parent + PARTITION_SUFFIX
-    return (f"{prefix}{i}" for i in lexicographic_indices(count))
 
 
 def namespace_topics(
@@ -72,20 +48,9 @@ def namespace_topics(
     streams: list[Iterable[str]] = [existing]
     partitioned = broker.resources.partitioned_topics
     for parent in partitioned.list(namespace):
-        metadata = partitioned.get(parent)
-        if metadata is not None and shown(parent):
-            streams.append(_partitions(parent, metadata.partitions))
-    return _unique(heapq.merge(*streams))
-
-
-def _unique(names: Iterable[str]) -> Iterator[str]:
-    """Drop repeats from a sorted stream (a used partition is both registered and
-    counted)."""
-    previous = None
-    for name in names:
-        if name != previous:
-            yield name
-            previous = name
+        if shown(parent):
+            streams.append(partition_names(parent, partitioned.listed_partitions(parent)))
+    return sorted_unique(streams)
 
 
 async def json_list_response(

@@ -40,13 +40,20 @@ class AdminAdapter:
         txns = self.service.transactions
         return None if txns is None else txns.batched_logs
 
-    async def _topic(self, topic: str) -> PersistentTopic:
+    async def _topic(self, topic: str, create_partition: bool = False) -> PersistentTopic:
+        """The topic or partition; with ``create_partition`` a partition of a
+        partitioned topic that no client has used yet is created, as a producer or
+        consumer would create it. Requests that only read (listing subscriptions,
+        compaction status) never create one: that would turn one request on a
+        partitioned topic into creating every partition."""
         name = TopicName.parse(topic)
         if self.service.topic_exists(name):
             return await self.service.get_topic(name, create=False)
-        if name.is_partition and name.partition_index < self.service.partitions_of(name.base):
-            # A partition no client has used yet: an admin request on it creates it,
-            # as a producer or consumer would.
+        if (
+            create_partition
+            and name.is_partition
+            and name.partition_index < self.service.partitions_of(name.base)
+        ):
             return await self.service.get_topic(name, create=True)
         raise TopicNotFound(f"Topic {topic} does not exist")
 
@@ -82,7 +89,7 @@ class AdminAdapter:
         if not self.resources.partitioned_topics.exists(topic):
             raise ResourceNotFoundError("Partitioned topic does not exist")
         # Only the partitions that were used exist; the others are nothing to delete.
-        partitions = self.service.partitions_in_use(name)
+        partitions = await self.service.partitions_in_use(name)
         if not force:
             busy = [p.full for p in partitions if not self._idle(p)]
             if busy:
@@ -108,10 +115,10 @@ class AdminAdapter:
         return self.service.registered_topics(namespace)
 
     async def topic_stats(self, topic: str) -> dict[str, Any]:
-        return (await self._topic(topic)).stats()
+        return (await self._topic(topic, create_partition=True)).stats()
 
     async def topic_internal_stats(self, topic: str) -> dict[str, Any]:
-        return (await self._topic(topic)).internal_stats()
+        return (await self._topic(topic, create_partition=True)).internal_stats()
 
     async def partitioned_stats(self, topic: str) -> dict[str, Any]:
         name = TopicName.parse(topic)
@@ -149,7 +156,7 @@ class AdminAdapter:
         return sorted(n for n, s in t.subscriptions.items() if s.durable)
 
     async def create_subscription(self, topic: str, subscription: str, message_id: str) -> None:
-        t = await self._topic(topic)
+        t = await self._topic(topic, create_partition=True)
         if subscription in t.subscriptions or is_system_cursor(subscription):
             raise AlreadyExistsError("Subscription already exists for topic")
         if message_id == "earliest":

@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import logging
 import urllib.parse
+from collections.abc import Iterable
 
 from quasar.clock import Clock, SystemClock
 from quasar.config import ServiceConfiguration
@@ -30,8 +31,9 @@ from quasar.errors import (
     ServiceNotReady,
     TopicNotFound,
 )
-from quasar.protocol.topic_name import PARTITION_SUFFIX, TopicName, is_system_topic
+from quasar.protocol.topic_name import TopicName, is_system_topic
 from quasar.resources.models import Policies
+from quasar.resources.partitions import partition_names, sorted_unique
 from quasar.resources.store import PulsarResources
 from quasar.storage.api import (
     ManagedLedgerConfig,
@@ -53,6 +55,8 @@ PRODUCER_NAME_COUNTER = "/counters/producer-name-generation"
 # this many partitions is checked partition by partition; a larger one by one scan of
 # its namespace's registry.
 LINEAR_PARTITION_SCAN_MAX = 10_000
+# Registry lookups between two yields to the loop while finding the partitions in use.
+PARTITION_LOOKUPS_PER_TURN = 1000
 
 
 def _topic_key(name: TopicName) -> str:
@@ -231,30 +235,38 @@ class BrokerService:
         a partition before anyone produced to it), sorted.
 
         The answer is at most the registered topics plus, per partitioned topic, its
-        count, which ``maxNumPartitionsPerPartitionedTopic`` bounds.
+        count, which ``maxNumPartitionsPerPartitionedTopic`` bounds (a count recorded
+        above it is not listed: ``PartitionedTopicResources.listed_partitions``).
         """
-        names = set(self.registered_topics(namespace))
-        for parent in self.resources.partitioned_topics.list(namespace):
-            n = self.partitions_of(TopicName.parse(parent))
-            names.update(f"{parent}{PARTITION_SUFFIX}{i}" for i in range(n))
-        return sorted(names)
+        partitioned = self.resources.partitioned_topics
+        streams: list[Iterable[str]] = [self.registered_topics(namespace)]
+        for parent in partitioned.list(namespace):
+            streams.append(partition_names(parent, partitioned.listed_partitions(parent)))
+        return list(sorted_unique(streams))
 
     def list_partitioned_topics(self, namespace: str) -> list[str]:
         return self.resources.partitioned_topics.list(namespace)
 
-    def partitions_in_use(self, name: TopicName) -> list[TopicName]:
+    async def partitions_in_use(self, name: TopicName) -> list[TopicName]:
         """The partitions of partitioned topic ``name`` that exist (were used).
 
-        Asks the registry once per partition up to the topic's count; a count above
+        Asks the registry once per partition up to the topic's count, letting the
+        loop run other work every ``PARTITION_LOOKUPS_PER_TURN`` lookups. A count above
         the bound (recorded before the bound was set) is not walked index by index
         but answered from one scan of the namespace's registry, so a topic declared
         with two billion partitions can still be deleted.
         """
         count = self.partitions_of(name)
         bound = self.resources.partitioned_topics.max_partitions or LINEAR_PARTITION_SCAN_MAX
+        found: list[TopicName] = []
         if count <= bound:
-            return [p for p in map(name.partition, range(count)) if self.topic_exists(p)]
-        found = []
+            for index in range(count):
+                if index % PARTITION_LOOKUPS_PER_TURN == PARTITION_LOOKUPS_PER_TURN - 1:
+                    await asyncio.sleep(0)
+                partition = name.partition(index)
+                if self.topic_exists(partition):
+                    found.append(partition)
+            return found
         for full in self.registered_topics(name.namespace_name):
             topic = TopicName.parse(full)
             if topic.is_partition and topic.base.full == name.full:

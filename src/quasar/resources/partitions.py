@@ -11,9 +11,20 @@ partition, so an unbounded count is an unbounded answer.
 
 from __future__ import annotations
 
-from quasar.errors import NotAcceptableError
+import heapq
+from collections.abc import Iterable, Iterator
 
-__all__ = ["JAVA_INT_MAX", "check_partition_count", "too_many_partitions"]
+from quasar.errors import NotAcceptableError
+from quasar.protocol.topic_name import PARTITION_SUFFIX
+
+__all__ = [
+    "JAVA_INT_MAX",
+    "check_partition_count",
+    "lexicographic_indices",
+    "partition_names",
+    "sorted_unique",
+    "too_many_partitions",
+]
 
 # Pulsar's partition counts are Java ints; a larger JSON number is not a count at all.
 JAVA_INT_MAX = (1 << 31) - 1
@@ -37,3 +48,39 @@ def check_partition_count(partitions: int, max_partitions: int) -> None:
         raise NotAcceptableError(
             too_many_partitions(max_partitions if max_partitions > 0 else JAVA_INT_MAX)
         )
+
+
+def lexicographic_indices(count: int) -> Iterator[int]:
+    """``0 .. count-1`` in the order of their decimal strings ("0", "1", "10", "11",
+    ..., "2", ...), which is how partition names sort, in constant memory."""
+    if count <= 0:
+        return
+    yield 0
+    last = count - 1
+    current = 1
+    for _ in range(last):
+        yield current
+        if current * 10 <= last:
+            current *= 10
+        else:
+            # Climb while this decimal place is used up, then step to the sibling.
+            while current % 10 == 9 or current + 1 > last:
+                current //= 10
+            current += 1
+
+
+def partition_names(parent: str, count: int) -> Iterator[str]:
+    """The full names of ``parent``'s ``count`` partitions, sorted as strings, generated
+    one at a time."""
+    prefix = parent + PARTITION_SUFFIX
+    return (f"{prefix}{i}" for i in lexicographic_indices(count))
+
+
+def sorted_unique(streams: Iterable[Iterable[str]]) -> Iterator[str]:
+    """Merge sorted streams of names into one sorted stream without repeats (a used
+    partition is both registered as a topic and named by its topic's count)."""
+    previous = None
+    for name in heapq.merge(*streams):
+        if name != previous:
+            yield name
+            previous = name

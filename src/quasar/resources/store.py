@@ -17,6 +17,7 @@ Pulsar's admin API answers.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -49,6 +50,8 @@ __all__ = [
     "TenantResources",
     "refuse_system_deletion",
 ]
+
+log = logging.getLogger(__name__)
 
 TENANTS_ROOT = "/admin/policies"
 PARTITIONED_TOPICS_ROOT = "/admin/partitioned-topics"
@@ -339,6 +342,24 @@ class PartitionedTopicResources:
 
     def exists(self, topic: str) -> bool:
         return self._store.get(self.path(topic)) is not None
+
+    def listed_partitions(self, topic: str) -> int:
+        """How many of ``topic``'s partitions a namespace listing names: its count,
+        or 0 for a count above the bound, which only a broker without the bound can
+        have recorded. Such a topic's partitions are listed only once used (they are
+        registered topics then), so no listing of its namespace is larger than the
+        bound allows; it can still be deleted."""
+        metadata = self.get(topic)
+        if metadata is None:
+            return 0
+        if 0 < self.max_partitions < metadata.partitions:
+            log.warning(
+                "%s has %d partitions, more than maxNumPartitionsPerPartitionedTopic=%d: "
+                "listings name only the partitions in use; delete and recreate it",
+                topic, metadata.partitions, self.max_partitions,
+            )
+            return 0
+        return metadata.partitions
 
     def list(self, namespace: str) -> list[str]:
         """Full names of the namespace's partitioned topics, sorted."""
