@@ -3,6 +3,7 @@ without building every partition name: the admin layer over the fake broker."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -174,3 +175,22 @@ async def test_listing_streams_every_partition_sorted_and_once() -> None:
         assert listed == sorted(listed)
         assert "persistent://public/default/__change_events" in listed
         assert "persistent://public/default/__hidden-partition-2" in listed
+
+
+async def test_a_client_leaving_mid_listing_is_not_an_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    broker = bounded_broker(0)
+    server = TestServer(create_admin_app(broker))
+    async with TestClient(server) as client:
+        await client.put(P + "/partitions", json=300_000)  # ~12 MB of names
+        reader, writer = await asyncio.open_connection(server.host, server.port)
+        writer.write(f"GET {NS} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        await writer.drain()
+        assert (await reader.readline()).startswith(b"HTTP/1.1 200")
+        writer.transport.abort()
+        await writer.wait_closed()
+        # The broker ends the request quietly (aiohttp cancels it) and keeps answering.
+        resp = await client.get(NS + "/partitioned")
+        assert await resp.json() == [FULL_P]
+    assert "failed unexpectedly" not in caplog.text

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Iterable, Iterator
 
 from aiohttp import web
@@ -23,6 +24,8 @@ from quasar.protocol.topic_name import is_hidden_from_listings
 from quasar.resources.partitions import partition_names, sorted_unique
 
 __all__ = ["json_list_response", "namespace_topics"]
+
+log = logging.getLogger(__name__)
 
 # Names per chunk written to the client: large enough that writing costs little per
 # name, small enough that one chunk holds the loop for well under a millisecond.
@@ -61,17 +64,22 @@ async def json_list_response(
     response.content_type = "application/json"
     await response.prepare(request)
     parts = ["["]
-    for count, name in enumerate(names):
-        if count:
-            parts.append(",")
-        parts.append(json.dumps(name))
-        if count % LISTING_CHUNK_NAMES == LISTING_CHUNK_NAMES - 1:
-            await response.write("".join(parts).encode())
-            parts = []
-            # A write returns at once while the transport's buffer has room; let
-            # other requests and connections run between chunks regardless.
-            await asyncio.sleep(0)
-    parts.append("]")
-    await response.write("".join(parts).encode())
-    await response.write_eof()
+    try:
+        for count, name in enumerate(names):
+            if count:
+                parts.append(",")
+            parts.append(json.dumps(name))
+            if count % LISTING_CHUNK_NAMES == LISTING_CHUNK_NAMES - 1:
+                await response.write("".join(parts).encode())
+                parts = []
+                # A write returns at once while the transport's buffer has room; let
+                # other requests and connections run between chunks regardless.
+                await asyncio.sleep(0)
+        parts.append("]")
+        await response.write("".join(parts).encode())
+        await response.write_eof()
+    except ConnectionResetError:
+        # The client went away mid-answer: nothing is left to answer, and the
+        # status went out with the first chunk.
+        log.info("listing %s: client disconnected before the end", request.path)
     return response
