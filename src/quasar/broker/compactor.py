@@ -39,17 +39,19 @@ from dataclasses import dataclass, field
 
 from quasar.errors import RemoteProtocolError
 from quasar.protocol import (
+    DEFAULT_MAX_MESSAGE_SIZE,
     build_batch,
-    clear_index,
     compress,
     decompress,
-    full_ack_set,
     is_acked,
     make_entry,
     parse_batch,
     parse_entry,
     pb,
 )
+from quasar.protocol.ack_set import indexes_to_words
+from quasar.protocol.batch_limits import REFUSED_DECOMPRESSED_SIZE
+from quasar.protocol.compression import UncompressedSizeTooLarge
 from quasar.storage.api import ManagedLedger, ManagedLedgerFactory, Position
 
 from .compacted_ledger import (
@@ -59,6 +61,7 @@ from .compacted_ledger import (
     encode_record,
 )
 from .entry_info import EntryInfo, entry_info
+from .input_bounds import InputBounds
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +107,13 @@ def _key(has_key: bool, key: str, null_key: bool) -> str | None:
     return key if has_key and not null_key else None
 
 
-def parse_input(record: CompactedRecord) -> _Parsed:
-    """Split an input entry into messages (only those still alive in ``record``)."""
+def parse_input(record: CompactedRecord, bounds: InputBounds | None = None) -> _Parsed:
+    """Split an input entry into messages (only those still alive in ``record``).
+
+    A batch is decompressed only when its ``uncompressed_size`` is within
+    ``maxMessageSize`` (``bounds``'s, else the default), and never beyond that size;
+    one that claims more is kept whole, unread, like any batch that cannot be split.
+    """
     try:
         parsed = parse_entry(record.data, verify_checksum=False)
     except RemoteProtocolError:
@@ -126,8 +134,18 @@ def parse_input(record: CompactedRecord) -> _Parsed:
     try:
         payload = record.data[parsed.payload_offset :]
         if md.compression != pb.NONE:
-            payload = decompress(md.compression, payload, md.uncompressed_size)
+            limit = (
+                bounds.max_uncompressed_size if bounds is not None
+                else DEFAULT_MAX_MESSAGE_SIZE
+            )
+            payload = decompress(md.compression, payload, md.uncompressed_size, limit)
         members = parse_batch(payload, md.num_messages_in_batch)
+    except UncompressedSizeTooLarge as exc:
+        if bounds is not None:
+            bounds.count(REFUSED_DECOMPRESSED_SIZE)
+        log.warning("compaction: keeping batch %s whole, not decompressing it: %s",
+                    record.position, exc)
+        return _Parsed("opaque", metadata=md)
     except RemoteProtocolError as exc:
         log.warning("compaction: keeping batch %s whole, cannot split it: %s",
                     record.position, exc)
@@ -181,11 +199,7 @@ def retained_mask(batch_size: int, keep: set[int]) -> list[int] | None:
     """The ack-set-layout mask of ``keep``; ``None`` when every message is kept."""
     if len(keep) == batch_size:
         return None
-    mask = full_ack_set(batch_size)
-    for i in range(batch_size):
-        if i not in keep:
-            mask = clear_index(mask, i)
-    return mask
+    return indexes_to_words(keep, batch_size)
 
 
 class TwoPhaseCompactor:
@@ -196,10 +210,12 @@ class TwoPhaseCompactor:
         topic_ledger: ManagedLedger,
         factory: ManagedLedgerFactory,
         is_aborted: Callable[[EntryInfo, Position], bool],
+        bounds: InputBounds | None = None,
     ) -> None:
         self._topic = topic_ledger
         self._factory = factory
         self._is_aborted = is_aborted
+        self._bounds = bounds
 
     async def _inputs(
         self,
@@ -249,7 +265,7 @@ class TwoPhaseCompactor:
         latest: dict[str, MessageId] = {}
         seen = 0
         async for record in self._inputs(horizon, previous, previous_horizon):
-            for m in parse_input(record).messages:
+            for m in parse_input(record, self._bounds).messages:
                 if m.key is None:
                     continue
                 seen += 1
@@ -278,7 +294,7 @@ class TwoPhaseCompactor:
         index_points: list[tuple[Position, asyncio.Future[Position]]] = []
         records = kept = 0
         async for record in self._inputs(horizon, previous, previous_horizon):
-            parsed = parse_input(record)
+            parsed = parse_input(record, self._bounds)
             if parsed.kind == "skip":
                 continue
             if parsed.kind == "opaque":

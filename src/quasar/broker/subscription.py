@@ -70,6 +70,7 @@ class Subscription:
         self.topic = topic
         self.name = name
         self.cursor = cursor
+        self._bounds = broker.input_bounds
         self.durable = durable
         self.sub_type: int | None = None
         self.dispatcher: Dispatcher | None = None
@@ -168,7 +169,13 @@ class Subscription:
     def ack_individual(
         self, consumer: Consumer, acks: Sequence[tuple[Position, Sequence[int] | None]]
     ) -> None:
-        """Acknowledge entries (or batch members, given a remaining-unacked ack_set)."""
+        """Acknowledge entries (or batch members, given a remaining-unacked ack_set).
+
+        Raises:
+            NotAllowedError: an ack set is longer than its batch needs (nothing of
+                this ACK is applied).
+        """
+        self._bounds.check_ack_sets(acks, lambda pos: self._known_batch_size(pos, consumer))
         whole: list[Position] = []
         handle = self.txns.handle
         for pos, ack_set in acks:
@@ -190,6 +197,21 @@ class Subscription:
         self.cursor.delete(whole)
         self._forget_acked(whole, consumer)
         self._after_ack()
+
+    def _known_batch_size(self, position: Position, acker: Consumer) -> int | None:
+        """An entry's message count if the broker knows it without reading the entry:
+        from the consumer it was dispatched to, or the recently published entries."""
+        n = acker.pending.get(position)
+        if n is None:
+            for other in self.consumers:
+                n = other.pending.get(position)
+                if n is not None:
+                    break
+        if n is None:
+            info = self.topic.recent_infos.get(position)
+            if info is not None:
+                n = info.num_messages
+        return n
 
     def _forget_acked(self, positions: Sequence[Position], acker: Consumer | None) -> None:
         """Entries now deleted on the cursor leave the redelivery counters, the replay
@@ -265,7 +287,9 @@ class Subscription:
 
         Raises:
             TransactionConflict, NotAllowedError, TooManyRequests, ServiceNotReady.
+            NotAllowedError also when an ack set is longer than its batch needs.
         """
+        self._bounds.check_ack_sets(acks, lambda pos: self._known_batch_size(pos, consumer))
         await self.txns.individual_ack(txn, acks, consumer.pending)
         # A batch member's entry stays in flight for the others (and for the commit
         # that deletes it: apply_committed).

@@ -88,10 +88,16 @@ class ManagedLedgerConfig:
     # late for ordinary acks. Pulsar throttles with managedLedgerDefaultMarkDeleteRateLimit
     # (1 per second); we express it as an interval.
     cursor_persist_interval_ms: int = 1000
-    # Individually deleted ranges (and as many batch ack sets) a cursor writes, those
-    # nearest mark-delete; the rest live in memory only and are redelivered after a
-    # restart (managedLedgerMaxUnackedRangesToPersist).
+    # Individually deleted ranges a cursor writes, those nearest mark-delete; the rest
+    # live in memory only and are redelivered after a restart
+    # (managedLedgerMaxUnackedRangesToPersist).
     max_unacked_ranges_to_persist: int = 10_000
+    # Batch ack sets a cursor writes, those nearest mark-delete, at most this many
+    # (managedLedgerMaxBatchDeletedIndexToPersist) and at most this many bytes of
+    # ack-set words, 8 per word (managedLedgerMaxBatchDeletedIndexBytesToPersist): a
+    # client's ack sets cannot grow the metadata store beyond that per subscription.
+    max_batch_deleted_index_to_persist: int = 10_000
+    max_batch_deleted_index_bytes_to_persist: int = 1_048_576
 
 
 @dataclass(frozen=True)
