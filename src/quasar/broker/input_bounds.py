@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from prometheus_client import Counter
 from prometheus_client.registry import CollectorRegistry
 
-from quasar.errors import NotAllowedError
+from quasar.errors import BrokerError, NotAllowedError
 from quasar.protocol.batch_limits import (
     REFUSED_ACK_SET,
     REFUSED_BATCH_SIZE,
@@ -80,7 +80,7 @@ class InputBounds:
         for reason in _REASONS:  # every series exists from the start, at 0
             self._refused.labels(reason)
 
-    def refused(self, refusal: Refusal) -> NotAllowedError:
+    def refused(self, refusal: Refusal) -> BrokerError:
         """Count ``refusal`` and return the error the peer gets for it."""
         self._refused.labels(refusal.reason).inc()
         return NotAllowedError(refusal.message)
