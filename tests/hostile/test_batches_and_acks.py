@@ -329,6 +329,14 @@ def test_an_ack_set_longer_than_its_batch_is_refused(broker: BrokerProcess) -> N
     restarted(broker)
     again = received(subscribing(broker, topic, "s", 1000), 1)[0]
     assert list(again.ack_set) == [0b1111111100]
+    # An entry never dispatched to the subscription, published before the restart:
+    # the broker reads it to learn its batch size.
+    other = subscribing(broker, topic, "other", 0)
+    ack(other, message.message_id, [-2, -2], request_id=10)
+    answer = other.recv_type(T.ACK_RESPONSE).ackResponse
+    assert (answer.error, "its batch of 10" in answer.message) == (
+        ServerError.NotAllowedError, True
+    )
     assert rss_mb(broker) < RSS_BOUND_MB
 
 

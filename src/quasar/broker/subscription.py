@@ -19,7 +19,12 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from quasar.errors import ConsumerBusy, NotAllowedError
+from quasar.errors import (
+    ConsumerBusy,
+    NotAllowedError,
+    RemoteProtocolError,
+    StorageError,
+)
 from quasar.protocol import ack_set as ack_sets
 from quasar.protocol import encode_command, pb
 from quasar.protocol.txn_id import TxnID
@@ -36,6 +41,7 @@ from .dispatcher import (
     SharedDispatcher,
     SingleActiveConsumerDispatcher,
 )
+from .entry_info import entry_info
 from .pending_acks import SubscriptionTransactions
 
 log = logging.getLogger(__name__)
@@ -199,19 +205,30 @@ class Subscription:
         self._after_ack()
 
     def _known_batch_size(self, position: Position, acker: Consumer) -> int | None:
-        """An entry's message count if the broker knows it without reading the entry:
-        from the consumer it was dispatched to, or the recently published entries."""
+        """An entry's message count, to bound an ack set by: from the consumer it was
+        dispatched to, the recently published entries, or else the entry itself (a
+        read from the entry cache or a local file). None for an entry that cannot be
+        read (gone, or never written: the cursor ignores acks of those)."""
         n = acker.pending.get(position)
-        if n is None:
-            for other in self.consumers:
-                n = other.pending.get(position)
-                if n is not None:
-                    break
-        if n is None:
-            info = self.topic.recent_infos.get(position)
-            if info is not None:
-                n = info.num_messages
-        return n
+        if n is not None:
+            return n
+        for other in self.consumers:
+            n = other.pending.get(position)
+            if n is not None:
+                return n
+        info = self.topic.recent_infos.get(position)
+        if info is not None:
+            return info.num_messages
+        try:
+            entry = self.topic.ledger.read_entry_now(position)
+            if entry is None:
+                return None
+            info = entry_info(entry.data)
+        except (StorageError, RemoteProtocolError) as e:
+            log.warning("%s: cannot read %s to check an ack set: %s",
+                        self.describe(), position, e)
+            return None
+        return info.num_messages
 
     def _forget_acked(self, positions: Sequence[Position], acker: Consumer | None) -> None:
         """Entries now deleted on the cursor leave the redelivery counters, the replay

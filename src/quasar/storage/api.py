@@ -257,6 +257,13 @@ class ManagedLedger(Protocol):
         """Read one entry, or ``None`` if it does not exist (deleted or never written)."""
         ...
 
+    def read_entry_now(self, position: Position) -> Entry | None:
+        """``read_entry`` without awaiting: entries come from the entry cache or a
+        local file, so the read never waits for anything but the disk. For the rare
+        caller on a synchronous path (checking an acknowledgement against its entry).
+        """
+        ...
+
     async def read_entries(self, start: Position, max_entries: int) -> list[Entry]:
         """Read entries at or after ``start``, in order, up to the last confirmed one."""
         ...
