@@ -7,7 +7,7 @@ import zstandard
 from prometheus_client.registry import CollectorRegistry
 
 from quasar.broker.compacted_ledger import CompactedRecord
-from quasar.broker.compactor import parse_input
+from quasar.broker.compactor import BATCH_MESSAGES_TO_SPLIT_MAX, parse_input
 from quasar.broker.entry_info import entry_info
 from quasar.broker.input_bounds import InputBounds
 from quasar.errors import NotAllowedError, RemoteProtocolError
@@ -80,8 +80,9 @@ def test_compaction_keeps_a_batch_claiming_too_much_whole_without_decompressing(
     bounds = InputBounds(1024 * 1024, registry)
     records = 10_000_000
     bomb = zstandard.ZstdCompressor().compress(EMPTY_RECORD * records)
+    # Few enough messages to split, but a claim (and body) beyond the bound.
     record = CompactedRecord(
-        Position(1, 0), batch_entry(records, bomb, pb.ZSTD, 6 * records), None
+        Position(1, 0), batch_entry(90_000, bomb, pb.ZSTD, 6 * records), None
     )
     parsed = parse_input(record, bounds)
     assert (parsed.kind, parsed.members) == ("opaque", [])
@@ -94,3 +95,18 @@ def test_compaction_keeps_a_batch_claiming_too_much_whole_without_decompressing(
         None,
     )
     assert parse_input(lying, bounds).kind == "opaque"
+
+
+def test_compaction_keeps_a_batch_of_too_many_messages_whole() -> None:
+    registry = CollectorRegistry()
+    bounds = InputBounds(5 * 1024 * 1024, registry)
+    n = BATCH_MESSAGES_TO_SPLIT_MAX + 1
+    body = zstandard.ZstdCompressor().compress(EMPTY_RECORD * n)
+    record = CompactedRecord(Position(1, 0), batch_entry(n, body, pb.ZSTD, 6 * n), None)
+    assert parse_input(record, bounds).kind == "opaque"
+    assert parse_input(record, bounds, count=False).kind == "opaque"
+    assert refused(registry, "compaction_batch_size") == 1
+    n = BATCH_MESSAGES_TO_SPLIT_MAX
+    body = zstandard.ZstdCompressor().compress(EMPTY_RECORD * n)
+    record = CompactedRecord(Position(1, 1), batch_entry(n, body, pb.ZSTD, 6 * n), None)
+    assert len(parse_input(record, bounds).members) == n

@@ -31,7 +31,7 @@ from quasar.testing.raw import Raw, RawCoordinator
 pytestmark = pytest.mark.usefixtures("close_raw")
 
 T = pb.BaseCommand
-RSS_BOUND_MB = 600
+RSS_BOUND_MB = 300
 # One batch record with an empty payload: metaSize 2, then payload_size = 0.
 EMPTY_RECORD = U32.pack(2) + b"\x18\x00"
 # Small enough that a few partially acknowledged batches exceed it.
@@ -215,24 +215,33 @@ def test_compaction_never_decompresses_more_than_a_batch_claims(
     broker: BrokerProcess,
 ) -> None:
     """A body that decompresses to far more than its (accepted) claim is kept whole
-    by compaction, unread: the decompressors stop at the claimed size."""
+    by compaction, unread: the decompressors stop at the claimed size. So is a batch
+    of more messages than compaction splits (a few hundred bytes of ZSTD can hold
+    800,000 empty messages)."""
     topic = topic_name("lying")
     raw = producing(broker, topic)
-    claimed = 4_800_000  # within maxMessageSize
-    records = claimed // 6
+    before = refused_total(broker, "compaction_batch_size")
+    claimed = 540_000
+    records = claimed // 6  # within what compaction splits
+    many = EMPTY_RECORD * 10_000_000
     lying = [
-        (pb.ZSTD, zstandard.ZstdCompressor(level=3, write_content_size=False).compress(
-            EMPTY_RECORD * 10_000_000)),
-        (pb.ZLIB, zlib.compress(EMPTY_RECORD * 10_000_000)),
+        (pb.ZSTD, zstandard.ZstdCompressor(level=3, write_content_size=False).compress(many)),
+        (pb.ZLIB, zlib.compress(many)),
     ]
     for seq, (codec, body) in enumerate(lying):
         md = metadata(seq, batch=records, compression=codec, uncompressed_size=claimed)
         md.partition_key = "k"
         answer = send(raw, md, body, records)
         assert answer.type == T.SEND_RECEIPT, answer
-    honest = metadata(2, batch=2)
+    huge = 800_000
+    md = metadata(2, batch=huge, compression=pb.ZSTD, uncompressed_size=6 * huge)
+    md.partition_key = "k"
+    body = zstandard.ZstdCompressor(level=3).compress(EMPTY_RECORD * huge)
+    assert len(body) < 4096
+    assert send(raw, md, body, huge).type == T.SEND_RECEIPT
+    honest = metadata(3, batch=2)
     honest.partition_key = "k2"
-    assert send(raw, honest, encode_plain_batch([2, 3], [b"a", b"b"]), 2).type == (
+    assert send(raw, honest, encode_plain_batch([3, 4], [b"a", b"b"]), 2).type == (
         T.SEND_RECEIPT
     )
     path = topic.removeprefix("persistent://")
@@ -247,14 +256,15 @@ def test_compaction_never_decompresses_more_than_a_batch_claims(
             break
         time.sleep(0.1)  # polling interval of a bounded wait for the admin status
     assert "SUCCESS" in status, status
+    assert refused_total(broker, "compaction_batch_size") == before + 1
     assert_others_served(broker)
     assert rss_mb(broker) < RSS_BOUND_MB
     # The entries, kept whole, are still there after a restart.
     restarted(broker)
     consumer = subscribing(broker, topic, "after", 10_000_000,
                            sub_type=pb.CommandSubscribe.Exclusive)
-    ids = [(m.message_id.ledgerId, m.message_id.entryId) for m in received(consumer, 3)]
-    assert len(set(ids)) == 3
+    ids = [(m.message_id.ledgerId, m.message_id.entryId) for m in received(consumer, 4)]
+    assert len(set(ids)) == 4
 
 
 # -- records per batch -----------------------------------------------------------------

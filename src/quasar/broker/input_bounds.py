@@ -10,7 +10,8 @@ Everything here is checked before the broker allocates for it (see
 * an ACK's ack set may have at most ``ceil(batch size / 64)`` words, the batch size
   being the entry's when the broker knows it and otherwise the most records a
   ``maxMessageSize`` batch can hold;
-* compaction decompresses at most ``maxMessageSize`` bytes per entry.
+* compaction decompresses at most ``maxMessageSize`` bytes per entry, and splits
+  batches of at most ``compactor.BATCH_MESSAGES_TO_SPLIT_MAX`` messages.
 
 Each refusal is counted in ``quasar_hostile_input_refused_total{reason}``, on the
 broker's registry, with the ``REFUSED_*`` reasons of ``batch_limits``.
@@ -18,7 +19,6 @@ broker's registry, with the ``REFUSED_*`` reasons of ``batch_limits``.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 
 from prometheus_client import Counter
@@ -28,6 +28,7 @@ from quasar.errors import BrokerError, NotAllowedError
 from quasar.protocol.batch_limits import (
     REFUSED_ACK_SET,
     REFUSED_BATCH_SIZE,
+    REFUSED_COMPACTION_BATCH_SIZE,
     REFUSED_DECOMPRESSED_SIZE,
     REFUSED_UNCOMPRESSED_SIZE,
     Refusal,
@@ -42,14 +43,13 @@ from .entry_info import EntryInfo, info_of
 
 __all__ = ["InputBounds", "REFUSED_METRIC"]
 
-log = logging.getLogger(__name__)
-
 REFUSED_METRIC = "quasar_hostile_input_refused"
 _REASONS = (
     REFUSED_UNCOMPRESSED_SIZE,
     REFUSED_BATCH_SIZE,
     REFUSED_ACK_SET,
     REFUSED_DECOMPRESSED_SIZE,
+    REFUSED_COMPACTION_BATCH_SIZE,
 )
 
 AckItem = tuple[Position, Sequence[int] | None]

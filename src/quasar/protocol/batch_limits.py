@@ -34,6 +34,7 @@ __all__ = [
     "BATCH_RECORD_BYTES_MIN",
     "REFUSED_ACK_SET",
     "REFUSED_BATCH_SIZE",
+    "REFUSED_COMPACTION_BATCH_SIZE",
     "REFUSED_DECOMPRESSED_SIZE",
     "REFUSED_UNCOMPRESSED_SIZE",
     "Refusal",
@@ -53,6 +54,7 @@ REFUSED_UNCOMPRESSED_SIZE = "uncompressed_size"
 REFUSED_BATCH_SIZE = "batch_size"
 REFUSED_ACK_SET = "ack_set"
 REFUSED_DECOMPRESSED_SIZE = "decompressed_size"
+REFUSED_COMPACTION_BATCH_SIZE = "compaction_batch_size"
 
 
 class Refusal(NamedTuple):
