@@ -63,8 +63,12 @@ def entry_info(data: bytes) -> EntryInfo:
     return info_of(parse_entry(data), len(data))
 
 
-def info_of(parsed: ParsedEntry, entry_bytes: int) -> EntryInfo:
-    """``entry_info`` of an entry already parsed (``entry_bytes``: its length)."""
+def info_of(parsed: ParsedEntry, entry_bytes: int, checked: bool = False) -> EntryInfo:
+    """``entry_info`` of an entry already parsed (``entry_bytes``: its length).
+
+    ``checked``: the batch size was already checked against the payload (a SEND's,
+    by ``check_published``), so it is taken as is.
+    """
     md = parsed.metadata
     is_batch = md.HasField("num_messages_in_batch")
     if md.HasField("ordering_key"):
@@ -78,7 +82,11 @@ def info_of(parsed: ParsedEntry, entry_bytes: int) -> EntryInfo:
         txn = (md.txnid_most_bits, md.txnid_least_bits)
     # Positional, in field order (keyword arguments cost more on this hot path).
     return EntryInfo(
-        stored_batch_size(md, entry_bytes - parsed.payload_offset) if is_batch else 1,
+        (
+            1 if not is_batch
+            else md.num_messages_in_batch if checked
+            else stored_batch_size(md, entry_bytes - parsed.payload_offset)
+        ),
         is_batch,
         key,
         md.publish_time,

@@ -106,7 +106,7 @@ class InputBounds:
         )
         if refusal is not None:
             raise self.refused(refusal)
-        return info_of(parsed, len(data))
+        return info_of(parsed, len(data), checked=True)
 
     # -- ACK -----------------------------------------------------------------------------
     def batch_size_bound(self, batch_size: int | None) -> int:

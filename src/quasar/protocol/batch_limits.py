@@ -90,24 +90,31 @@ def check_published(
     ``num_messages``: ``CommandSend.num_messages``) against ``maxMessageSize``.
 
     Returns the refusal, or None when the message may be stored. Reads only fields of
-    the outer metadata; nothing is decompressed.
+    the outer metadata; nothing is decompressed. This runs for every SEND, so each
+    field is read at most once and the usual cases return early.
     """
-    chunk = md.num_chunks_from_msg > 1
-    if not chunk and md.uncompressed_size > max_uncompressed_size:
+    uncompressed = md.uncompressed_size
+    if uncompressed > max_uncompressed_size and md.num_chunks_from_msg <= 1:
         return Refusal(
             REFUSED_UNCOMPRESSED_SIZE,
-            f"Message uncompresses to {md.uncompressed_size} bytes, "
+            f"Message uncompresses to {uncompressed} bytes, "
             f"more than maxMessageSize {max_uncompressed_size}",
         )
-    records_max = batch_records_max(_body_bytes(md, payload_bytes))
-    if md.HasField("num_messages_in_batch"):
+    if not md.HasField("num_messages_in_batch"):
+        if num_messages == 1:
+            return None
+        n = 1
+    else:
         n = md.num_messages_in_batch
-        if n < 1 or n > records_max:
-            return Refusal(
-                REFUSED_BATCH_SIZE,
-                f"Batch claims {n} messages; its payload holds 1 to {records_max}",
-            )
-    if num_messages < 1 or num_messages > max(records_max, 1):
+    records_max = (
+        uncompressed if md.compression != pb.NONE else payload_bytes
+    ) // BATCH_RECORD_BYTES_MIN
+    if n != 1 and not 1 <= n <= records_max:
+        return Refusal(
+            REFUSED_BATCH_SIZE,
+            f"Batch claims {n} messages; its payload holds 1 to {records_max}",
+        )
+    if num_messages != n and not 1 <= num_messages <= max(records_max, 1):
         return Refusal(
             REFUSED_BATCH_SIZE,
             f"SEND claims {num_messages} messages; its payload holds 1 to "
