@@ -55,6 +55,8 @@ EXPECTED_DEFAULTS = {
     "managedLedgerCacheSizeMB": 64,  # quasar
     "managedLedgerDefaultMarkDeleteRateLimit": 1.0,
     "managedLedgerMaxUnackedRangesToPersist": 10000,
+    "managedLedgerMaxBatchDeletedIndexToPersist": 10000,
+    "managedLedgerMaxBatchDeletedIndexBytesToPersist": 1048576,  # quasar
     "journalSyncData": True,
     "journalMaxGroupWaitMSec": 1,
     "journalBufferedWritesThreshold": 524288,
@@ -429,6 +431,8 @@ def test_managed_ledger_config() -> None:
             "defaultRetentionSizeInMB": 6,
             "managedLedgerDefaultMarkDeleteRateLimit": 0,
             "managedLedgerMaxUnackedRangesToPersist": 7,
+            "managedLedgerMaxBatchDeletedIndexToPersist": 8,
+            "managedLedgerMaxBatchDeletedIndexBytesToPersist": 4096,
         }
     )
     ml = config.managed_ledger_config()
@@ -439,6 +443,8 @@ def test_managed_ledger_config() -> None:
     )
     assert ml.cursor_persist_interval_ms == 0
     assert ml.max_unacked_ranges_to_persist == 7
+    assert ml.max_batch_deleted_index_to_persist == 8
+    assert ml.max_batch_deleted_index_bytes_to_persist == 4096
 
 
 def test_the_storage_defaults_agree_with_the_configuration() -> None:

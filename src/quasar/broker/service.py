@@ -20,6 +20,8 @@ import logging
 import urllib.parse
 from collections.abc import Iterable
 
+from prometheus_client.registry import CollectorRegistry
+
 from quasar.clock import Clock, SystemClock
 from quasar.config import ServiceConfiguration
 from quasar.errors import (
@@ -43,6 +45,7 @@ from quasar.storage.api import (
 )
 
 from .entry_info import EntryInfoCache, info_capacity
+from .input_bounds import InputBounds
 from .schema import SchemaRegistry
 from .topic import PersistentTopic
 from .transactions import TransactionService
@@ -73,8 +76,12 @@ class BrokerService:
         config: ServiceConfiguration,
         ledgers: ManagedLedgerFactory,
         store: MetadataStore,
+        metrics: CollectorRegistry | None = None,
     ) -> None:
+        """``metrics``: the broker's registry, for the counters of refused input."""
         self.config = config
+        # Bounds on batch and ack-set claims, from maxMessageSize (input_bounds.py).
+        self.input_bounds = InputBounds(config.broker.max_message_size, metrics)
         # Every topic's ledger gets this unless its namespace sets a retention policy.
         self._default_ledger_config = config.managed_ledger_config()
         self.ledgers = ledgers
