@@ -43,6 +43,7 @@ EXPECTED_DEFAULTS = {
     "allowAutoTopicCreation": True,
     "allowAutoTopicCreationType": "non-partitioned",
     "defaultNumPartitions": 1,
+    "maxNumPartitionsPerPartitionedTopic": 10000,
     "brokerDeduplicationEnabled": False,
     "brokerDeduplicationMaxNumberOfProducers": 10000,
     "defaultRetentionTimeInMinutes": 0,
@@ -54,6 +55,8 @@ EXPECTED_DEFAULTS = {
     "managedLedgerCacheSizeMB": 64,  # quasar
     "managedLedgerDefaultMarkDeleteRateLimit": 1.0,
     "managedLedgerMaxUnackedRangesToPersist": 10000,
+    "managedLedgerMaxBatchDeletedIndexToPersist": 10000,
+    "managedLedgerMaxBatchDeletedIndexBytesToPersist": 1048576,  # quasar
     "journalSyncData": True,
     "journalMaxGroupWaitMSec": 1,
     "journalBufferedWritesThreshold": 524288,
@@ -271,6 +274,8 @@ def test_missing_file(tmp_path: Path) -> None:
         ("managedLedgerDefaultMarkDeleteRateLimit=-1", ">= 0"),
         ("allowAutoTopicCreationType=sharded", "non-partitioned, partitioned"),
         ("defaultNumPartitions=0", ">= 1"),
+        ("defaultNumPartitions=2147483648", "<= 2147483647"),
+        ("maxNumPartitionsPerPartitionedTopic=-1", ">= 0"),
         ("defaultRetentionTimeInMinutes=-2", ">= -1"),
         ("transactionPendingAckBatchedWriteMaxRecords=0", ">= 1"),
     ],
@@ -292,6 +297,20 @@ def test_cross_field_check(tmp_path: Path) -> None:
     path = write(tmp_path, "managedLedgerMinLedgerRolloverTimeMinutes=300\n")
     with pytest.raises(ValueError, match="managedLedgerMinLedgerRolloverTimeMinutes"):
         load(config_file=path)
+
+
+def test_default_num_partitions_within_the_partition_bound() -> None:
+    # Auto-created partitioned topics get defaultNumPartitions partitions: a default
+    # above the bound is refused at load, not at every lookup.
+    with pytest.raises(ValueError, match="exceeds maxNumPartitionsPerPartitionedTopic"):
+        load(overrides={"defaultNumPartitions": 100_000_000})
+    with pytest.raises(ValueError, match="exceeds maxNumPartitionsPerPartitionedTopic=8"):
+        load(overrides={"defaultNumPartitions": 9, "maxNumPartitionsPerPartitionedTopic": 8})
+    # 0 is Pulsar's "unlimited": only a Java int bounds the default then.
+    unbounded = load(
+        overrides={"defaultNumPartitions": 100_000, "maxNumPartitionsPerPartitionedTopic": 0}
+    )
+    assert unbounded.policies.default_num_partitions == 100_000
 
 
 # --------------------------------------------------------------------------------------
@@ -412,6 +431,8 @@ def test_managed_ledger_config() -> None:
             "defaultRetentionSizeInMB": 6,
             "managedLedgerDefaultMarkDeleteRateLimit": 0,
             "managedLedgerMaxUnackedRangesToPersist": 7,
+            "managedLedgerMaxBatchDeletedIndexToPersist": 8,
+            "managedLedgerMaxBatchDeletedIndexBytesToPersist": 4096,
         }
     )
     ml = config.managed_ledger_config()
@@ -422,6 +443,8 @@ def test_managed_ledger_config() -> None:
     )
     assert ml.cursor_persist_interval_ms == 0
     assert ml.max_unacked_ranges_to_persist == 7
+    assert ml.max_batch_deleted_index_to_persist == 8
+    assert ml.max_batch_deleted_index_bytes_to_persist == 4096
 
 
 def test_the_storage_defaults_agree_with_the_configuration() -> None:
@@ -458,6 +481,7 @@ EFFECTIVE_DEFAULTS: dict[str, object] = {
     "broker.allow_auto_topic_creation": True,
     "broker.allow_auto_topic_creation_type": "non-partitioned",
     "broker.default_num_partitions": 1,
+    "resources.max_partitions": 10_000,
     "broker.broker_deduplication_enabled": False,
     "broker.max_unacked_messages_per_consumer": 50000,
     "broker.entry_info_cache_entries": 65536,
@@ -520,6 +544,7 @@ def _effective_settings(service: BrokerService) -> dict[str, object]:
         "default_num_partitions", "broker_deduplication_enabled",
     ):
         out[f"broker.{name}"] = getattr(config.policies, name)
+    out["resources.max_partitions"] = service.resources.partitioned_topics.max_partitions
     out["broker.max_unacked_messages_per_consumer"] = (
         config.dispatch.max_unacked_messages_per_consumer
     )

@@ -73,6 +73,7 @@ from quasar.config_schema import (
     section,
     setting,
 )
+from quasar.resources.partitions import JAVA_INT_MAX
 from quasar.storage.api import ManagedLedgerConfig, RetentionPolicy
 from quasar.storage.config import JournalConfig, ManagedLedgerSettings
 from quasar.transaction.batched_log.config import BatchedWriteConfig
@@ -240,6 +241,16 @@ class TlsConfig(Section):
     )
 
 
+def partition_count(minimum: int) -> Check:
+    """Accept a partition count from ``minimum`` up to a Java int, Pulsar's type."""
+
+    def check(value: Any) -> str | None:
+        ok = minimum <= value <= JAVA_INT_MAX
+        return None if ok else f"an integer >= {minimum} and <= {JAVA_INT_MAX}"
+
+    return check
+
+
 @dataclass(frozen=True)
 class PolicyDefaults(Section):
     """Broker-wide defaults for namespace policies (a namespace may override them)."""
@@ -253,7 +264,18 @@ class PolicyDefaults(Section):
         one_of("non-partitioned", "partitioned"),
     )
     # Pulsar default (broker.conf defaultNumPartitions).
-    default_num_partitions: int = setting(1, "defaultNumPartitions", at_least(1))
+    default_num_partitions: int = setting(
+        1, "defaultNumPartitions", partition_count(minimum=1)
+    )
+    # Pulsar's key (broker.conf maxNumPartitionsPerPartitionedTopic); 0 = unlimited, as
+    # in Pulsar. quasar's default is 10,000 where Pulsar's is 0: every namespace
+    # listing names every partition, so an unbounded count lets one admin request
+    # make every later listing unboundedly large. 10,000 is above any partition count
+    # one standalone broker can serve (each partition in use is a managed ledger of
+    # its own) and keeps one topic's partition names near half a megabyte.
+    max_num_partitions_per_partitioned_topic: int = setting(
+        10_000, "maxNumPartitionsPerPartitionedTopic", partition_count(minimum=0)
+    )
     # Pulsar default (broker.conf brokerDeduplicationEnabled).
     broker_deduplication_enabled: bool = setting(False, "brokerDeduplicationEnabled")
     # Pulsar default (broker.conf brokerDeduplicationMaxNumberOfProducers).
@@ -268,6 +290,17 @@ class PolicyDefaults(Section):
     default_retention_size_in_mb: int = setting(
         0, "defaultRetentionSizeInMB", at_least(-1)
     )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        bound = self.max_num_partitions_per_partitioned_topic
+        if 0 < bound < self.default_num_partitions:
+            # Auto-created partitioned topics get defaultNumPartitions partitions; a
+            # default above the bound would refuse every one of them.
+            raise ValueError(
+                f"defaultNumPartitions={self.default_num_partitions} exceeds "
+                f"maxNumPartitionsPerPartitionedTopic={bound}"
+            )
 
 
 @dataclass(frozen=True)

@@ -148,6 +148,9 @@ class FakeAdminBroker:
     def list_topics(self, namespace: str) -> list[str]:
         return [t for t in self.topics if parse_topic(t).namespace_name == namespace]
 
+    def topic_exists(self, topic: str) -> bool:
+        return topic in self.topics
+
     async def topic_stats(self, topic: str) -> dict[str, Any]:
         if self.fail_with is not None:
             raise self.fail_with

@@ -15,6 +15,7 @@ from quasar.protocol import (
     or_,
     unacked_indexes,
 )
+from quasar.protocol.ack_set import bits_to_words, indexes_to_words, words_to_bits
 
 
 def test_full_ack_set_words() -> None:
@@ -94,3 +95,35 @@ def test_against_a_set_model(n: int, acked: set[int]) -> None:
     assert is_all_acked(s) == (not expected)
     assert all(-(1 << 63) <= w < (1 << 63) for w in s)
     assert not s or s[-1] != 0
+
+
+def test_long_ack_sets_convert_exactly() -> None:
+    """A peer may send ack sets of hundreds of thousands of words; the conversions
+    handle them in one pass (see ``bits_to_words``), and exactly."""
+    words = [(k * 0x9E3779B97F4A7C15) % (1 << 64) - (1 << 63) for k in range(100_000)]
+    words[-1] = -2
+    bits = words_to_bits(words)
+    assert bits.bit_length() == 64 * 100_000
+    assert bits_to_words(bits) == words
+    assert bits_to_words(bits >> 64) == words[1:]
+    assert words_to_bits(words + [0, 0]) == bits
+    assert words_to_bits(iter(words)) == bits
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-(1 << 63), (1 << 63) - 1), max_size=8))
+def test_words_round_trip(words: list[int]) -> None:
+    while words and words[-1] == 0:
+        words.pop()
+    assert bits_to_words(words_to_bits(words)) == words
+
+
+def test_indexes_to_words() -> None:
+    assert indexes_to_words([], 10) == []
+    assert indexes_to_words([0, 2], 3) == [0b101]
+    assert indexes_to_words([63], 64) == [-(1 << 63)]
+    assert indexes_to_words([64], 65) == [0, 1]
+    n = 6_400_000
+    assert indexes_to_words(range(n), n) == full_ack_set(n)
+    with pytest.raises(ValueError):
+        indexes_to_words([3], 3)

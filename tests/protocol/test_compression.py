@@ -5,11 +5,13 @@ from __future__ import annotations
 import zlib
 
 import pytest
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quasar.errors import LocalProtocolError, RemoteProtocolError
 from quasar.protocol import compress, decompress, pb
+from quasar.protocol.compression import UncompressedSizeTooLarge
 
 CODECS = [pb.NONE, pb.LZ4, pb.ZLIB, pb.ZSTD, pb.SNAPPY]
 TEXT = b"The quick brown fox jumps over the lazy dog. " * 40
@@ -88,3 +90,23 @@ def test_unknown_codec() -> None:
         decompress(9, b"x", 1)
     with pytest.raises(LocalProtocolError):
         decompress(pb.NONE, b"x", -1)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_claim_over_the_bound_is_refused_before_decompressing(codec: int) -> None:
+    packed = compress(codec, TEXT)
+    with pytest.raises(UncompressedSizeTooLarge):
+        decompress(codec, packed, 2**31, max_uncompressed_size=len(TEXT))
+    assert decompress(codec, packed, len(TEXT), max_uncompressed_size=len(TEXT)) == TEXT
+
+
+@pytest.mark.parametrize("codec", [pb.LZ4, pb.ZLIB, pb.ZSTD])
+def test_output_stops_at_the_claimed_size_when_the_body_holds_more(codec: int) -> None:
+    bomb = bytes(64 * 1024 * 1024)
+    packed = (
+        zstandard.ZstdCompressor(write_content_size=False).compress(bomb)
+        if codec == pb.ZSTD
+        else compress(codec, bomb)
+    )
+    with pytest.raises(RemoteProtocolError):
+        decompress(codec, packed, 1024, max_uncompressed_size=4096)

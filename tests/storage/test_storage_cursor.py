@@ -412,3 +412,25 @@ async def test_unacked_ranges_persisted_are_bounded(env: StorageEnv) -> None:
     # Only the three nearest mark-delete were persisted: the rest is redelivered.
     assert c.individually_deleted_ranges() == [(p[1], p[1]), (p[3], p[3]), (p[5], p[5])]
     assert c.backlog() == 9
+
+
+async def test_batch_ack_sets_persisted_are_bounded_by_count_and_bytes(
+    env: StorageEnv,
+) -> None:
+    # Four ack sets of 3 words each; 8 words' worth of bytes persists the first two.
+    ml = await env.open(max_batch_deleted_index_bytes_to_persist=8 * 8)
+    p = await fill(ml, 6)
+    c = ml.open_cursor("sub", InitialPosition.EARLIEST)
+    for pos in p[1:5]:
+        c.set_batch_ack(pos, [1, 0, 1])
+    await env.reopen()
+    ml = await env.open(max_batch_deleted_index_to_persist=1)
+    c = ml.cursors()["sub"]
+    # Only those nearest mark-delete: the rest are delivered whole again.
+    assert [c.batch_ack_set(pos) for pos in p[1:5]] == [[1, 0, 1], [1, 0, 1], None, None]
+    c.set_batch_ack(p[3], [1])
+    await env.reopen()
+    ml = await env.open()
+    c = ml.cursors()["sub"]
+    # The count bound: one ack set.
+    assert [c.batch_ack_set(pos) for pos in p[1:5]] == [[1, 0, 1], None, None, None]

@@ -58,8 +58,9 @@ class AdminBroker(Protocol):
     async def create_partitioned_topic(self, topic: str, partitions: int) -> None:
         """Create a partitioned topic with ``partitions`` (>= 1) partitions.
 
-        Records the metadata (``resources.partitioned_topics.create``) and may create
-        the partitions now or on first use.
+        Records the metadata (``resources.partitioned_topics.create``) and nothing
+        else: partitions are created on first use, so the cost does not grow with
+        ``partitions``.
 
         Raises:
             AlreadyExistsError: the topic exists (a race with another creator).
@@ -92,18 +93,27 @@ class AdminBroker(Protocol):
         ...
 
     async def delete_partitioned_topic(self, topic: str, force: bool) -> None:
-        """Delete a partitioned topic: every partition, then its metadata.
+        """Delete a partitioned topic: every partition that exists, then its metadata.
 
-        ``topic`` is the parent name.
+        ``topic`` is the parent name. Partitions never used do not exist and are not
+        an error. Without ``force`` nothing is deleted while a partition has
+        connected clients.
 
         Raises:
             ResourceNotFoundError: not a partitioned topic.
+            PreconditionFailedError: clients are connected and ``force`` is false.
         """
         ...
 
     def list_topics(self, namespace: str) -> list[str]:
         """Full names of the namespace's existing non-partitioned topics and
-        partitions (``tenant/namespace`` in; any order out)."""
+        partitions (``tenant/namespace`` in; any order out). A partition that no
+        client has used yet does not exist and is not listed here."""
+        ...
+
+    def topic_exists(self, topic: str) -> bool:
+        """Whether a non-partitioned topic or a partition exists (one lookup, not a
+        listing)."""
         ...
 
     async def topic_stats(self, topic: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from quasar.admin.http import (
     read_json,
     tenant_param,
 )
-from quasar.admin.listing import namespace_topics
+from quasar.admin.listing import json_list_response, namespace_topics
 from quasar.auth.authorization import CONSUME
 from quasar.errors import BadRequestError, ConflictError, InvalidResourceError
 from quasar.protocol.namespace_name import parse_topic
@@ -108,11 +108,11 @@ async def delete_namespace(request: web.Request) -> web.Response:
 
 @routes.get(NS + "/topics")
 @access(namespace_grant(CONSUME))
-async def list_namespace_topics(request: web.Request) -> web.Response:
+async def list_namespace_topics(request: web.Request) -> web.StreamResponse:
     namespace = existing_namespace(request)
     include_system = query_bool(request, "includeSystemTopic")
-    return json_response(
-        namespace_topics(broker_of(request), namespace, include_system)
+    return await json_list_response(
+        request, namespace_topics(broker_of(request), namespace, include_system)
     )
 
 
@@ -204,6 +204,12 @@ async def set_auto_topic_creation(request: web.Request) -> web.Response:
     override = AutoTopicCreationOverride.from_json(
         await read_json(request, required=True)
     )
+    if override.topic_type == "partitioned" and override.default_num_partitions:
+        # Auto-creation records this many partitions for every new topic name a
+        # client looks up; Pulsar refuses an override above the broker's bound.
+        broker_of(request).resources.partitioned_topics.check_partitions(
+            override.default_num_partitions
+        )
     return await _set_policy(
         request, lambda p: replace(p, auto_topic_creation_override=override)
     )

@@ -29,14 +29,13 @@ from quasar.admin.http import (
     read_json,
     topic_param,
 )
-from quasar.admin.listing import namespace_topics
+from quasar.admin.listing import json_list_response, namespace_topics
 from quasar.auth.authorization import CONSUME
 from quasar.errors import (
     AlreadyExistsError,
     BadRequestError,
     ConflictError,
     InvalidResourceError,
-    NotAcceptableError,
     ResourceNotFoundError,
     SubscriptionNotFound,
     TopicNotFound,
@@ -44,6 +43,7 @@ from quasar.errors import (
 from quasar.protocol.int64 import INT64_MAX
 from quasar.protocol.namespace_name import parse_topic
 from quasar.protocol.topic_name import PARTITION_SUFFIX
+from quasar.resources.partitions import JAVA_INT_MAX
 
 routes = web.RouteTableDef()
 
@@ -57,11 +57,11 @@ _POSITION = re.compile(r"(\d+):(\d+)")
 
 @routes.get(NS)
 @access(namespace_grant(CONSUME))
-async def list_topics(request: web.Request) -> web.Response:
+async def list_topics(request: web.Request) -> web.StreamResponse:
     namespace = existing_namespace(request)
     include_system = query_bool(request, "includeSystemTopic")
-    return json_response(
-        namespace_topics(broker_of(request), namespace, include_system)
+    return await json_list_response(
+        request, namespace_topics(broker_of(request), namespace, include_system)
     )
 
 
@@ -78,19 +78,22 @@ async def list_partitioned_topics(request: web.Request) -> web.Response:
 # Partitioned topics.
 
 
-def _partition_count(body: Any) -> int:
-    """The partition count from a request body (a JSON number; digits accepted)."""
-    if isinstance(body, str) and body.strip().isdigit():
+def _partition_count(broker: AdminBroker, body: Any) -> int:
+    """The partition count from a request body (a JSON number; digits accepted).
+
+    Raises:
+        BadRequestError: not an integer, or not one a Java int holds (Pulsar's type).
+        NotAcceptableError: below 1, or above ``maxNumPartitionsPerPartitionedTopic``.
+    """
+    if isinstance(body, str) and body.strip().isdigit() and len(body.strip()) <= 12:
         body = int(body)
     if isinstance(body, bool) or not isinstance(body, int):
         raise BadRequestError("The body must be the number of partitions")
-    if body < 1:
-        raise NotAcceptableError("Number of partitions must be more than 0")
+    if not -JAVA_INT_MAX - 1 <= body <= JAVA_INT_MAX:
+        # Not echoed: the body may be thousands of digits long.
+        raise BadRequestError("The number of partitions must be a 32-bit integer")
+    broker.resources.partitioned_topics.check_partitions(body)
     return body
-
-
-def _topic_exists(broker: AdminBroker, topic: str) -> bool:
-    return topic in broker.list_topics(parse_topic(topic).namespace_name)
 
 
 @routes.put(TOPIC + "/partitions")
@@ -101,8 +104,8 @@ async def create_partitioned_topic(request: web.Request) -> web.Response:
         raise InvalidResourceError(
             f"Partitioned topic name must not contain '{PARTITION_SUFFIX}'"
         )
-    partitions = _partition_count(await read_json(request, required=True))
     broker = broker_of(request)
+    partitions = _partition_count(broker, await read_json(request, required=True))
     if broker.resources.partitioned_topics.exists(topic):
         raise AlreadyExistsError("This topic already exists")
     prefix = topic + PARTITION_SUFFIX
@@ -126,11 +129,11 @@ async def get_partitioned_metadata(request: web.Request) -> web.Response:
 @access(TENANT_ADMIN)
 async def update_partitioned_topic(request: web.Request) -> web.Response:
     topic = topic_param(request)
-    partitions = _partition_count(await read_json(request, required=True))
     broker = broker_of(request)
+    partitions = _partition_count(broker, await read_json(request, required=True))
     metadata = broker.resources.partitioned_topics.get(topic)
     if metadata is None:
-        if _topic_exists(broker, topic):
+        if broker.topic_exists(topic):
             raise ConflictError("Topic is not partitioned topic")
         raise ResourceNotFoundError("Partitioned topic does not exist")
     if partitions <= metadata.partitions:
@@ -182,7 +185,7 @@ async def create_topic(request: web.Request) -> web.Response:
         raise ConflictError(
             f"{topic} would be a partition of partitioned topic {parts.base.full}"
         )
-    if _topic_exists(broker, topic):
+    if broker.topic_exists(topic):
         raise AlreadyExistsError("This topic already exists")
     await broker.create_non_partitioned_topic(topic)
     return no_content()
@@ -335,7 +338,7 @@ async def trigger_compaction(request: web.Request) -> web.Response:
     targets = _targets(broker, topic)
     if targets != [topic]:
         # Pulsar triggers every partition; partitions not created yet have no data.
-        targets = [t for t in targets if _topic_exists(broker, t)]
+        targets = [t for t in targets if broker.topic_exists(t)]
     for target in targets:
         await broker.trigger_compaction(target)
     return no_content()

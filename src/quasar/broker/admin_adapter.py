@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from quasar.errors import (
@@ -17,7 +18,7 @@ from quasar.protocol import TopicName
 from quasar.resources.store import PulsarResources
 from quasar.storage.api import EARLIEST, LATEST, InitialPosition, Position
 
-from .compaction import delete_compacted_ledgers
+from .compaction import compacted_ledger_prefix, delete_compacted_ledgers
 from .service import BrokerService
 from .topic import PersistentTopic, is_system_cursor
 
@@ -40,11 +41,25 @@ class AdminAdapter:
         txns = self.service.transactions
         return None if txns is None else txns.batched_logs
 
-    async def _topic(self, topic: str) -> PersistentTopic:
+    async def _topic(self, topic: str, create_partition: bool = False) -> PersistentTopic:
+        """The topic or partition; with ``create_partition`` a partition of a
+        partitioned topic that no client has used yet is created, as a producer or
+        consumer would create it. Requests that only read (listing subscriptions,
+        compaction status) never create one: that would turn one request on a
+        partitioned topic into creating every partition."""
         name = TopicName.parse(topic)
-        if not self.service.topic_exists(name):
-            raise TopicNotFound(f"Topic {topic} does not exist")
-        return await self.service.get_topic(name, create=False)
+        if self.service.topic_exists(name):
+            return await self.service.get_topic(name, create=False)
+        if (
+            create_partition
+            and name.is_partition
+            and name.partition_index < self.service.partitions_of(name.base)
+        ):
+            return await self.service.get_topic(name, create=True)
+        raise TopicNotFound(f"Topic {topic} does not exist")
+
+    def topic_exists(self, topic: str) -> bool:
+        return self.service.topic_exists(TopicName.parse(topic))
 
     async def create_non_partitioned_topic(self, topic: str) -> None:
         name = TopicName.parse(topic)
@@ -52,17 +67,14 @@ class AdminAdapter:
             raise AlreadyExistsError("This topic already exists")
         await self.service.create_topic(name)
 
+    # Creating or growing a partitioned topic records its metadata only: each
+    # partition is created when first used, as Pulsar creates auto-created ones, so
+    # the request costs the same for any partition count.
     async def create_partitioned_topic(self, topic: str, partitions: int) -> None:
-        name = TopicName.parse(topic)
         self.resources.partitioned_topics.create(topic, partitions)
-        for i in range(partitions):
-            self.service.register_topic(name.partition(i))
 
     async def update_partitioned_topic(self, topic: str, partitions: int) -> None:
-        name = TopicName.parse(topic)
         self.resources.partitioned_topics.update(topic, partitions)
-        for i in range(partitions):
-            self.service.register_topic(name.partition(i))
 
     async def delete_topic(self, topic: str, force: bool) -> None:
         name = TopicName.parse(topic)
@@ -75,23 +87,42 @@ class AdminAdapter:
 
     async def delete_partitioned_topic(self, topic: str, force: bool) -> None:
         name = TopicName.parse(topic)
-        meta = self.resources.partitioned_topics.get(topic)
-        if meta is None:
+        if not self.resources.partitioned_topics.exists(topic):
             raise ResourceNotFoundError("Partitioned topic does not exist")
-        for i in range(meta.partitions):
-            partition = name.partition(i)
-            if self.service.topic_exists(partition):
-                await self.delete_topic(partition.full, force)
+        # Only the partitions that were used exist; the others are nothing to delete.
+        partitions = await self.service.partitions_in_use(name)
+        if not force:
+            busy = [p.full for p in partitions if not self._idle(p)]
+            if busy:
+                raise PreconditionFailedError(
+                    f"Topic has active producers/subscriptions: {busy[0]}"
+                )
+        compacted = self.service.ledgers.list_names() if partitions else []
+        for partition in partitions:
+            await self.service.delete_topic(partition, force=True)
+            # Deleting an unloaded partition never suspends; give the loop a turn
+            # between partitions so a wide topic's delete does not stall clients.
+            await asyncio.sleep(0)
+            # A partition's compacted ledgers are managed ledgers of their own; the
+            # ledger names are listed once for all partitions.
+            prefix = compacted_ledger_prefix(partition.persistence_name)
+            for ledger in compacted:
+                if ledger.startswith(prefix):
+                    await self.service.ledgers.delete(ledger)
         self.resources.partitioned_topics.delete(topic)
 
+    def _idle(self, name: TopicName) -> bool:
+        topic = self.service.topics.get(name.full)
+        return topic is None or topic.is_idle()
+
     def list_topics(self, namespace: str) -> list[str]:
-        return self.service.list_topics(namespace)
+        return self.service.registered_topics(namespace)
 
     async def topic_stats(self, topic: str) -> dict[str, Any]:
-        return (await self._topic(topic)).stats()
+        return (await self._topic(topic, create_partition=True)).stats()
 
     async def topic_internal_stats(self, topic: str) -> dict[str, Any]:
-        return (await self._topic(topic)).internal_stats()
+        return (await self._topic(topic, create_partition=True)).internal_stats()
 
     async def partitioned_stats(self, topic: str) -> dict[str, Any]:
         name = TopicName.parse(topic)
@@ -129,7 +160,7 @@ class AdminAdapter:
         return sorted(n for n, s in t.subscriptions.items() if s.durable)
 
     async def create_subscription(self, topic: str, subscription: str, message_id: str) -> None:
-        t = await self._topic(topic)
+        t = await self._topic(topic, create_partition=True)
         if subscription in t.subscriptions or is_system_cursor(subscription):
             raise AlreadyExistsError("Subscription already exists for topic")
         if message_id == "earliest":

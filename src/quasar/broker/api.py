@@ -47,6 +47,7 @@ from .compacted_ledger import CompactedRecord
 from .compaction import CompactedReadState
 from .consumer import Consumer
 from .entry_info import EntryInfo, EntryInfoCache
+from .input_bounds import InputBounds
 
 __all__ = [
     "BrokerContext",
@@ -208,6 +209,11 @@ class BrokerContext(Protocol):
 
     @property
     def entry_infos(self) -> EntryInfoCache: ...
+
+    @property
+    def input_bounds(self) -> InputBounds:
+        """The bounds on batch and ack-set claims (from ``maxMessageSize``)."""
+        ...
 
     @property
     def transactions(self) -> TransactionComponents | None:

@@ -48,6 +48,7 @@ from quasar.storage.api import (
 from .compacted_ledger import CompactedLedger, CompactedRecord
 from .compactor import TwoPhaseCompactor
 from .entry_info import EntryInfo
+from .input_bounds import InputBounds
 
 log = logging.getLogger(__name__)
 
@@ -125,8 +126,12 @@ class CompactionService:
         is_aborted: Callable[[EntryInfo, Position], bool],
         on_horizon_moved: Callable[[], None] = lambda: None,
         clock: Clock | None = None,
+        input_bounds: InputBounds | None = None,
     ) -> None:
+        """``input_bounds``: how much the compactor may decompress per entry, and
+        where it counts what it refuses (None: ``maxMessageSize``'s default)."""
         self._ledger = ledger
+        self._input_bounds = input_bounds
         self._factory = factory
         self._persistence_name = persistence_name
         self._max_read_position = max_read_position
@@ -231,7 +236,9 @@ class CompactionService:
         name = compacted_ledger_name(self._persistence_name, generation)
         await self._delete_if_exists(name)  # a partial one from a failed attempt
         cursor = self._ledger.open_cursor(COMPACTION_CURSOR, InitialPosition.EARLIEST)
-        compactor = TwoPhaseCompactor(self._ledger, self._factory, self._is_aborted)
+        compactor = TwoPhaseCompactor(
+            self._ledger, self._factory, self._is_aborted, self._input_bounds
+        )
         result = await compactor.compact(
             horizon, self.view, previous.horizon if previous else None, name
         )

@@ -39,17 +39,22 @@ from dataclasses import dataclass, field
 
 from quasar.errors import RemoteProtocolError
 from quasar.protocol import (
+    DEFAULT_MAX_MESSAGE_SIZE,
     build_batch,
-    clear_index,
     compress,
     decompress,
-    full_ack_set,
     is_acked,
     make_entry,
     parse_batch,
     parse_entry,
     pb,
 )
+from quasar.protocol.ack_set import indexes_to_words
+from quasar.protocol.batch_limits import (
+    REFUSED_COMPACTION_BATCH_SIZE,
+    REFUSED_DECOMPRESSED_SIZE,
+)
+from quasar.protocol.compression import UncompressedSizeTooLarge
 from quasar.storage.api import ManagedLedger, ManagedLedgerFactory, Position
 
 from .compacted_ledger import (
@@ -59,11 +64,19 @@ from .compacted_ledger import (
     encode_record,
 )
 from .entry_info import EntryInfo, entry_info
+from .input_bounds import InputBounds
 
 log = logging.getLogger(__name__)
 
 READ_BATCH_ENTRIES = 500  # entries per read of the input
 PENDING_WRITES_MAX = 256  # appends to the compacted ledger in flight at once
+# Splitting a batch costs about 8 us and 700 bytes per message, all on the event loop.
+# A batch of more messages than this is kept whole, unread, like one that cannot be
+# parsed (clients batch 1000 messages by default), so that one small, highly
+# compressible entry cannot hold the loop for seconds or take hundreds of MB.
+BATCH_MESSAGES_TO_SPLIT_MAX = 100_000
+# Compaction gives other work on the loop a turn after splitting this many messages.
+MESSAGES_PER_LOOP_TURN = 10_000
 
 MessageId = tuple[Position, int]  # (position, batch index; 0 for a single message)
 
@@ -104,8 +117,17 @@ def _key(has_key: bool, key: str, null_key: bool) -> str | None:
     return key if has_key and not null_key else None
 
 
-def parse_input(record: CompactedRecord) -> _Parsed:
-    """Split an input entry into messages (only those still alive in ``record``)."""
+def parse_input(
+    record: CompactedRecord, bounds: InputBounds | None = None, count: bool = True
+) -> _Parsed:
+    """Split an input entry into messages (only those still alive in ``record``).
+
+    A batch is decompressed only when its ``uncompressed_size`` is within
+    ``maxMessageSize`` (``bounds``'s, else the default), and never beyond that size;
+    one that claims more, or holds more than ``BATCH_MESSAGES_TO_SPLIT_MAX`` messages,
+    is kept whole, unread, like any batch that cannot be split. ``count``: whether
+    to count such a batch in ``bounds`` (once per compaction: the first phase).
+    """
     try:
         parsed = parse_entry(record.data, verify_checksum=False)
     except RemoteProtocolError:
@@ -123,11 +145,27 @@ def parse_input(record: CompactedRecord) -> _Parsed:
         )
         empty = size == 0 and len(md.encryption_keys) == 0
         return _Parsed("single", [_Message(0, outer_key, md.null_value or empty)], md)
+    if md.num_messages_in_batch > BATCH_MESSAGES_TO_SPLIT_MAX:
+        if bounds is not None and count:
+            bounds.count(REFUSED_COMPACTION_BATCH_SIZE)
+        log.warning("compaction: keeping batch %s of %d messages whole, not splitting it",
+                    record.position, md.num_messages_in_batch)
+        return _Parsed("opaque", metadata=md)
     try:
         payload = record.data[parsed.payload_offset :]
         if md.compression != pb.NONE:
-            payload = decompress(md.compression, payload, md.uncompressed_size)
+            limit = (
+                bounds.max_uncompressed_size if bounds is not None
+                else DEFAULT_MAX_MESSAGE_SIZE
+            )
+            payload = decompress(md.compression, payload, md.uncompressed_size, limit)
         members = parse_batch(payload, md.num_messages_in_batch)
+    except UncompressedSizeTooLarge as exc:
+        if bounds is not None and count:
+            bounds.count(REFUSED_DECOMPRESSED_SIZE)
+        log.warning("compaction: keeping batch %s whole, not decompressing it: %s",
+                    record.position, exc)
+        return _Parsed("opaque", metadata=md)
     except RemoteProtocolError as exc:
         log.warning("compaction: keeping batch %s whole, cannot split it: %s",
                     record.position, exc)
@@ -181,11 +219,7 @@ def retained_mask(batch_size: int, keep: set[int]) -> list[int] | None:
     """The ack-set-layout mask of ``keep``; ``None`` when every message is kept."""
     if len(keep) == batch_size:
         return None
-    mask = full_ack_set(batch_size)
-    for i in range(batch_size):
-        if i not in keep:
-            mask = clear_index(mask, i)
-    return mask
+    return indexes_to_words(keep, batch_size)
 
 
 class TwoPhaseCompactor:
@@ -196,10 +230,12 @@ class TwoPhaseCompactor:
         topic_ledger: ManagedLedger,
         factory: ManagedLedgerFactory,
         is_aborted: Callable[[EntryInfo, Position], bool],
+        bounds: InputBounds | None = None,
     ) -> None:
         self._topic = topic_ledger
         self._factory = factory
         self._is_aborted = is_aborted
+        self._bounds = bounds
 
     async def _inputs(
         self,
@@ -248,8 +284,11 @@ class TwoPhaseCompactor:
         """
         latest: dict[str, MessageId] = {}
         seen = 0
+        turns = _LoopTurns()
         async for record in self._inputs(horizon, previous, previous_horizon):
-            for m in parse_input(record).messages:
+            parsed = parse_input(record, self._bounds)
+            await turns.after(len(parsed.members))
+            for m in parsed.messages:
                 if m.key is None:
                     continue
                 seen += 1
@@ -277,8 +316,10 @@ class TwoPhaseCompactor:
         pending: list[asyncio.Future[Position]] = []
         index_points: list[tuple[Position, asyncio.Future[Position]]] = []
         records = kept = 0
+        turns = _LoopTurns()
         async for record in self._inputs(horizon, previous, previous_horizon):
-            parsed = parse_input(record)
+            parsed = parse_input(record, self._bounds, count=False)
+            await turns.after(len(parsed.members))
             if parsed.kind == "skip":
                 continue
             if parsed.kind == "opaque":
@@ -326,6 +367,20 @@ class TwoPhaseCompactor:
             else rebuild_batch(parsed.metadata, parsed.members, keep)
         )
         return data, retained_mask(size, keep)
+
+
+class _LoopTurns:
+    """Gives the event loop a turn after every ``MESSAGES_PER_LOOP_TURN`` messages
+    split, so a compaction does not hold other clients up for long."""
+
+    def __init__(self) -> None:
+        self._since = 0
+
+    async def after(self, messages: int) -> None:
+        self._since += messages
+        if self._since >= MESSAGES_PER_LOOP_TURN:
+            self._since = 0
+            await asyncio.sleep(0)
 
 
 async def _discard(factory: ManagedLedgerFactory, ledger: ManagedLedger) -> None:

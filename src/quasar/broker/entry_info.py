@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from quasar.protocol.entry import parse_entry
+from quasar.protocol.batch_limits import stored_batch_size
+from quasar.protocol.entry import ParsedEntry, parse_entry
 from quasar.storage.api import Position
 
 # The broker keeps the parsed metadata of about as many entries as the entry cache
@@ -51,11 +52,24 @@ class EntryInfo:
 def entry_info(data: bytes) -> EntryInfo:
     """Extract the dispatch-relevant fields of a stored entry.
 
+    A batch's message count is clamped to what its bytes can hold
+    (``stored_batch_size``): entries stored before the broker checked it may claim
+    any count.
+
     Raises:
         RemoteProtocolError: the stored bytes do not hold valid metadata (a corrupt
             entry; callers skip it and log rather than stall the subscription).
     """
-    md = parse_entry(data).metadata
+    return info_of(parse_entry(data), len(data))
+
+
+def info_of(parsed: ParsedEntry, entry_bytes: int, checked: bool = False) -> EntryInfo:
+    """``entry_info`` of an entry already parsed (``entry_bytes``: its length).
+
+    ``checked``: the batch size was already checked against the payload (a SEND's,
+    by ``check_published``), so it is taken as is.
+    """
+    md = parsed.metadata
     is_batch = md.HasField("num_messages_in_batch")
     if md.HasField("ordering_key"):
         key: bytes | None = md.ordering_key
@@ -68,7 +82,11 @@ def entry_info(data: bytes) -> EntryInfo:
         txn = (md.txnid_most_bits, md.txnid_least_bits)
     # Positional, in field order (keyword arguments cost more on this hot path).
     return EntryInfo(
-        md.num_messages_in_batch if is_batch else 1,
+        (
+            1 if not is_batch
+            else md.num_messages_in_batch if checked
+            else stored_batch_size(md, entry_bytes - parsed.payload_offset)
+        ),
         is_batch,
         key,
         md.publish_time,

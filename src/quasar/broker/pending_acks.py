@@ -115,7 +115,8 @@ class SubscriptionTransactions:
         consumer was sent and has not acked (its pending map), so a batch member's
         ack needs no read of its entry to learn the batch size.
 
-        Raises: TransactionConflict, NotAllowedError, TooManyRequests, ServiceNotReady.
+        Raises: TransactionConflict, NotAllowedError, TooManyRequests, ServiceNotReady;
+        NotAllowedError also for an ack set longer than its entry's batch needs.
         """
         handle = await self.ensure()
         ledger = self._topic_ledger
@@ -133,6 +134,12 @@ class SubscriptionTransactions:
                 batch_size = known if known is not None and known > 1 else None
                 if batch_size is None:
                     batch_size = await self._batch_size_of(ledger, pos)
+                # Masks are sized by the batch: never beyond what an accepted batch
+                # holds, and the ack set no longer than the entry's batch needs.
+                bounds = self._broker.input_bounds
+                if batch_size is not None:
+                    batch_size = bounds.batch_size_bound(batch_size)
+                bounds.check_ack_set(pos, ack_set, batch_size)
             items.append((pos, batch_size, ack_set))
         await handle.individual_ack(txn, items)
 

@@ -18,18 +18,24 @@ import asyncio
 import dataclasses
 import logging
 import urllib.parse
+from collections.abc import Iterable
+
+from prometheus_client.registry import CollectorRegistry
 
 from quasar.clock import Clock, SystemClock
 from quasar.config import ServiceConfiguration
 from quasar.errors import (
     AlreadyExistsError,
+    NotAcceptableError,
     NotAllowedError,
+    NotFound,
     QuasarError,
     ServiceNotReady,
     TopicNotFound,
 )
 from quasar.protocol.topic_name import TopicName, is_system_topic
 from quasar.resources.models import Policies
+from quasar.resources.partitions import partition_names, sorted_unique
 from quasar.resources.store import PulsarResources
 from quasar.storage.api import (
     ManagedLedgerConfig,
@@ -39,6 +45,7 @@ from quasar.storage.api import (
 )
 
 from .entry_info import EntryInfoCache, info_capacity
+from .input_bounds import InputBounds
 from .schema import SchemaRegistry
 from .topic import PersistentTopic
 from .transactions import TransactionService
@@ -47,6 +54,12 @@ log = logging.getLogger(__name__)
 
 TOPICS_ROOT = "/topics"
 PRODUCER_NAME_COUNTER = "/counters/producer-name-generation"
+# With maxNumPartitionsPerPartitionedTopic=0 (no bound), a partitioned topic of at most
+# this many partitions is checked partition by partition; a larger one by one scan of
+# its namespace's registry.
+LINEAR_PARTITION_SCAN_MAX = 10_000
+# Registry lookups between two yields to the loop while finding the partitions in use.
+PARTITION_LOOKUPS_PER_TURN = 1000
 
 
 def _topic_key(name: TopicName) -> str:
@@ -63,13 +76,20 @@ class BrokerService:
         config: ServiceConfiguration,
         ledgers: ManagedLedgerFactory,
         store: MetadataStore,
+        metrics: CollectorRegistry | None = None,
     ) -> None:
+        """``metrics``: the broker's registry, for the counters of refused input."""
         self.config = config
+        # Bounds on batch and ack-set claims, from maxMessageSize (input_bounds.py).
+        self.input_bounds = InputBounds(config.broker.max_message_size, metrics)
         # Every topic's ledger gets this unless its namespace sets a retention policy.
         self._default_ledger_config = config.managed_ledger_config()
         self.ledgers = ledgers
         self.store = store
-        self.resources = PulsarResources(store)
+        self.resources = PulsarResources(
+            store,
+            max_partitions=config.policies.max_num_partitions_per_partitioned_topic,
+        )
         self.schemas = SchemaRegistry(store)
         # Parsed metadata kept for dispatch, sized like the entry cache.
         self.entry_infos = EntryInfoCache(
@@ -157,8 +177,14 @@ class BrokerService:
     def partitioned_metadata(self, name: TopicName) -> int:
         """Answer PARTITIONED_METADATA, auto-creating a partitioned topic if allowed.
 
+        Only the metadata is recorded: as in Pulsar, each partition is created when a
+        client first produces to or subscribes to it.
+
         Raises:
             TopicNotFound: the namespace does not exist.
+            NotAllowedError: auto-creation would exceed
+                ``maxNumPartitionsPerPartitionedTopic`` (a namespace override stored
+                before the bound was lowered).
         """
         self._require_namespace(name)
         if name.is_partition:
@@ -172,11 +198,17 @@ class BrokerService:
                 self.resources.partitioned_topics.create(name.full, default_partitions)
             except AlreadyExistsError:  # created concurrently: read what is there
                 pass
+            except NotAcceptableError as e:
+                raise NotAllowedError(str(e)) from None
             return self.partitions_of(name)
         return 0
 
     def create_partitioned_topic(self, name: TopicName, partitions: int) -> None:
-        """Record a partitioned topic unless it exists (its partition count stays)."""
+        """Record a partitioned topic unless it exists (its partition count stays).
+
+        Only the metadata: partitions are created on first use, so this costs the
+        same for one partition as for many.
+        """
         if self.partitions_of(name) > 0:
             return
         try:
@@ -192,8 +224,9 @@ class BrokerService:
     def topic_exists(self, name: TopicName) -> bool:
         return self.store.get(f"{TOPICS_ROOT}/{_topic_key(name)}") is not None
 
-    def list_topics(self, namespace: str) -> list[str]:
-        """Full names of the non-partitioned topics and partitions in a namespace."""
+    def registered_topics(self, namespace: str) -> list[str]:
+        """Full names of the namespace's topics that exist: non-partitioned topics
+        and the partitions that were used (created), sorted."""
         out: list[str] = []
         base = f"{TOPICS_ROOT}/{namespace}"
         for domain in self.store.children(base):
@@ -203,8 +236,49 @@ class BrokerService:
                     out.append(found.value.decode())
         return sorted(out)
 
+    def list_topics(self, namespace: str) -> list[str]:
+        """GET_TOPICS_OF_NAMESPACE: the namespace's topics with every partition of its
+        partitioned topics, used or not (a client subscribing by pattern must see
+        a partition before anyone produced to it), sorted.
+
+        The answer is at most the registered topics plus, per partitioned topic, its
+        count, which ``maxNumPartitionsPerPartitionedTopic`` bounds (a count recorded
+        above it is not listed: ``PartitionedTopicResources.listed_partitions``).
+        """
+        partitioned = self.resources.partitioned_topics
+        streams: list[Iterable[str]] = [self.registered_topics(namespace)]
+        for parent in partitioned.list(namespace):
+            streams.append(partition_names(parent, partitioned.listed_partitions(parent)))
+        return list(sorted_unique(streams))
+
     def list_partitioned_topics(self, namespace: str) -> list[str]:
         return self.resources.partitioned_topics.list(namespace)
+
+    async def partitions_in_use(self, name: TopicName) -> list[TopicName]:
+        """The partitions of partitioned topic ``name`` that exist (were used).
+
+        Asks the registry once per partition up to the topic's count, letting the
+        loop run other work every ``PARTITION_LOOKUPS_PER_TURN`` lookups. A count above
+        the bound (recorded before the bound was set) is not walked index by index
+        but answered from one scan of the namespace's registry, so a topic declared
+        with two billion partitions can still be deleted.
+        """
+        count = self.partitions_of(name)
+        bound = self.resources.partitioned_topics.max_partitions or LINEAR_PARTITION_SCAN_MAX
+        found: list[TopicName] = []
+        if count <= bound:
+            for index in range(count):
+                if index % PARTITION_LOOKUPS_PER_TURN == PARTITION_LOOKUPS_PER_TURN - 1:
+                    await asyncio.sleep(0)
+                partition = name.partition(index)
+                if self.topic_exists(partition):
+                    found.append(partition)
+            return found
+        for full in self.registered_topics(name.namespace_name):
+            topic = TopicName.parse(full)
+            if topic.is_partition and topic.base.full == name.full:
+                found.append(topic)
+        return found
 
     async def get_topic(self, name: TopicName, create: bool) -> PersistentTopic:
         """The loaded topic, loading or creating it as needed.
@@ -297,7 +371,12 @@ class BrokerService:
             self.topics.pop(name.full, None)
         if self.transactions is not None and not is_system_topic(name):
             await self.transactions.delete_buffer_snapshot(name)
-        await self.ledgers.delete(name.persistence_name)
+        # A topic can be registered without a managed ledger: a partition registered
+        # but never opened. Deleting it must still remove the registration.
+        try:
+            await self.ledgers.delete(name.persistence_name)
+        except NotFound:
+            pass
         self.store.delete(f"{TOPICS_ROOT}/{_topic_key(name)}")
         if not name.is_partition:
             self.schemas.delete(_topic_key(name))

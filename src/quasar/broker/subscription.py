@@ -19,7 +19,12 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from quasar.errors import ConsumerBusy, NotAllowedError
+from quasar.errors import (
+    ConsumerBusy,
+    NotAllowedError,
+    RemoteProtocolError,
+    StorageError,
+)
 from quasar.protocol import ack_set as ack_sets
 from quasar.protocol import encode_command, pb
 from quasar.protocol.txn_id import TxnID
@@ -36,6 +41,7 @@ from .dispatcher import (
     SharedDispatcher,
     SingleActiveConsumerDispatcher,
 )
+from .entry_info import entry_info
 from .pending_acks import SubscriptionTransactions
 
 log = logging.getLogger(__name__)
@@ -70,6 +76,7 @@ class Subscription:
         self.topic = topic
         self.name = name
         self.cursor = cursor
+        self._bounds = broker.input_bounds
         self.durable = durable
         self.sub_type: int | None = None
         self.dispatcher: Dispatcher | None = None
@@ -168,7 +175,13 @@ class Subscription:
     def ack_individual(
         self, consumer: Consumer, acks: Sequence[tuple[Position, Sequence[int] | None]]
     ) -> None:
-        """Acknowledge entries (or batch members, given a remaining-unacked ack_set)."""
+        """Acknowledge entries (or batch members, given a remaining-unacked ack_set).
+
+        Raises:
+            NotAllowedError: an ack set is longer than its batch needs (nothing of
+                this ACK is applied).
+        """
+        self._bounds.check_ack_sets(acks, lambda pos: self._known_batch_size(pos, consumer))
         whole: list[Position] = []
         handle = self.txns.handle
         for pos, ack_set in acks:
@@ -190,6 +203,32 @@ class Subscription:
         self.cursor.delete(whole)
         self._forget_acked(whole, consumer)
         self._after_ack()
+
+    def _known_batch_size(self, position: Position, acker: Consumer) -> int | None:
+        """An entry's message count, to bound an ack set by: from the consumer it was
+        dispatched to, the recently published entries, or else the entry itself (a
+        read from the entry cache or a local file). None for an entry that cannot be
+        read (gone, or never written: the cursor ignores acks of those)."""
+        n = acker.pending.get(position)
+        if n is not None:
+            return n
+        for other in self.consumers:
+            n = other.pending.get(position)
+            if n is not None:
+                return n
+        info = self.topic.recent_infos.get(position)
+        if info is not None:
+            return info.num_messages
+        try:
+            entry = self.topic.ledger.read_entry_now(position)
+            if entry is None:
+                return None
+            info = entry_info(entry.data)
+        except (StorageError, RemoteProtocolError) as e:
+            log.warning("%s: cannot read %s to check an ack set: %s",
+                        self.describe(), position, e)
+            return None
+        return info.num_messages
 
     def _forget_acked(self, positions: Sequence[Position], acker: Consumer | None) -> None:
         """Entries now deleted on the cursor leave the redelivery counters, the replay
@@ -265,7 +304,9 @@ class Subscription:
 
         Raises:
             TransactionConflict, NotAllowedError, TooManyRequests, ServiceNotReady.
+            NotAllowedError also when an ack set is longer than its batch needs.
         """
+        self._bounds.check_ack_sets(acks, lambda pos: self._known_batch_size(pos, consumer))
         await self.txns.individual_ack(txn, acks, consumer.pending)
         # A batch member's entry stays in flight for the others (and for the commit
         # that deletes it: apply_committed).

@@ -113,6 +113,7 @@ class PersistentTopic:
             max_read_position=lambda: self.max_read_position,
             is_aborted=lambda info, position: self.is_aborted(info, position),
             on_horizon_moved=self.on_subscription_acked,
+            input_bounds=broker.input_bounds,
         )
 
     async def load(self) -> None:
@@ -271,9 +272,13 @@ class PersistentTopic:
         # metadata, so a client may not forge markers or transaction ids) and the
         # result is kept for the dispatchers, which would otherwise parse it again.
         try:
-            info = entry_info(data)
+            # Also bounds uncompressed_size and the batch size (input_bounds.py).
+            info = self._broker.input_bounds.published_info(data, num_messages)
         except RemoteProtocolError as e:
             callback(None, NotAllowedError(f"Unreadable message metadata: {e}"))
+            return
+        except NotAllowedError as e:
+            callback(None, e)
             return
         if info.marker_type is not None:
             callback(None, NotAllowedError("Clients may not publish marker entries"))

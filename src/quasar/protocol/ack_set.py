@@ -16,6 +16,7 @@ All functions are pure: they return new lists and never modify their arguments.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
 
 from .int64 import INT64_MAX, UINT64_MAX, to_int64
@@ -25,6 +26,7 @@ __all__ = [
     "bits_to_words",
     "clear_index",
     "full_ack_set",
+    "indexes_to_words",
     "is_all_acked",
     "is_acked",
     "unacked_indexes",
@@ -34,30 +36,52 @@ __all__ = [
 
 def bits_to_words(bits: int) -> list[int]:
     """A non-negative bit string as ack-set words (signed int64, word 0 lowest, no
-    trailing zero words)."""
+    trailing zero words).
+
+    Linear in the number of words: the whole string is converted to bytes once and
+    unpacked in one call (shifting the string by 64 bits per word would copy it once
+    per word, quadratic for the long ack sets a peer can send).
+    """
     assert bits >= 0, "ack sets are non-negative bit strings"
-    words: list[int] = []
-    while bits:
-        # to_int64 inline: this runs for every batch ack.
-        word = bits & UINT64_MAX
-        words.append(word - (1 << 64) if word > INT64_MAX else word)
-        bits >>= 64
-    return words
+    if bits <= UINT64_MAX:  # one word or none: the common case, without struct
+        if not bits:
+            return []
+        return [bits - (1 << 64) if bits > INT64_MAX else bits]
+    n = (bits.bit_length() + 63) // 64
+    return list(struct.unpack(f"<{n}q", bits.to_bytes(8 * n, "little")))
 
 
 def words_to_bits(words: Iterable[int]) -> int:
     """Ack-set words (signed int64, word 0 lowest) as one non-negative bit string;
-    the inverse of :func:`bits_to_words`."""
-    bits = 0
-    for k, word in enumerate(words):
-        bits |= (word & UINT64_MAX) << (64 * k)  # to_uint64 inline, as above
-    return bits
+    the inverse of :func:`bits_to_words`.
+
+    Linear in the number of words, for the same reason: the words are packed into
+    bytes and read as one integer, never or-ed into a growing integer one by one.
+    """
+    unsigned = [word & UINT64_MAX for word in words]  # to_uint64 inline
+    if len(unsigned) <= 1:
+        return unsigned[0] if unsigned else 0
+    return int.from_bytes(struct.pack(f"<{len(unsigned)}Q", *unsigned), "little")
 
 
 def _trim(words: list[int]) -> list[int]:
     while words and words[-1] == 0:
         words.pop()
     return words
+
+
+def indexes_to_words(indexes: Iterable[int], n: int) -> list[int]:
+    """The ack set whose bits are exactly ``indexes`` (all below ``n``), in time
+    linear in ``n`` and the number of indexes.
+
+    Raises ``ValueError`` if an index is outside ``0..n-1``.
+    """
+    buf = bytearray((n + 7) // 8)
+    for i in indexes:
+        if not 0 <= i < n:
+            raise ValueError(f"batch index {i} outside a batch of {n}")
+        buf[i >> 3] |= 1 << (i & 7)
+    return bits_to_words(int.from_bytes(buf, "little"))
 
 
 def full_ack_set(n: int) -> list[int]:

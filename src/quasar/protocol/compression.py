@@ -13,10 +13,13 @@ ZSTD    3      a standard zstd frame
 SNAPPY  4      raw snappy (a varint length, then the block; not the framing format)
 ======  =====  =====================================================================
 
-The broker itself never decompresses (it stores and forwards the producer's bytes);
-clients and tools do, and they know the expected size from
-``MessageMetadata.uncompressed_size``. Decompression is bounded by that size, so a
-hostile payload cannot make us allocate more than its metadata announced.
+The broker decompresses only to compact (it stores and forwards the producer's bytes);
+clients and tools decompress to read. Both know the expected size from
+``MessageMetadata.uncompressed_size``, and decompression is bounded by that size, so a
+hostile payload cannot make us allocate more than its metadata announced. That
+announcement is the peer's word too: the broker passes ``max_uncompressed_size``
+(its ``maxMessageSize``), and a larger claim is refused before any output buffer
+exists (``UncompressedSizeTooLarge``).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ __all__ = [
     "SNAPPY",
     "ZLIB",
     "ZSTD",
+    "UncompressedSizeTooLarge",
     "compress",
     "decompress",
 ]
@@ -76,15 +80,33 @@ def compress(codec: int, data: bytes) -> bytes:
     raise LocalProtocolError(f"unknown compression codec {codec}")
 
 
-def decompress(codec: int, data: bytes, uncompressed_size: int) -> bytes:
+class UncompressedSizeTooLarge(RemoteProtocolError):
+    """A payload claims to decompress to more than the reader accepts."""
+
+
+def decompress(
+    codec: int,
+    data: bytes,
+    uncompressed_size: int,
+    max_uncompressed_size: int | None = None,
+) -> bytes:
     """Decompress ``data`` that ``codec`` produced from ``uncompressed_size`` bytes.
 
-    Raises ``RemoteProtocolError`` for an unknown codec, corrupt input, or output whose
+    Never produces more than ``uncompressed_size`` bytes, whatever the input holds.
+
+    Raises ``UncompressedSizeTooLarge`` if ``uncompressed_size`` exceeds
+    ``max_uncompressed_size`` (checked before anything is decompressed);
+    ``RemoteProtocolError`` for an unknown codec, corrupt input, or output whose
     size differs from ``uncompressed_size`` (the client's ``DecompressionError`` and
     ``UncompressedSizeCorruption`` cases); ``LocalProtocolError`` for a negative size.
     """
     if uncompressed_size < 0:
         raise LocalProtocolError(f"negative uncompressed size {uncompressed_size}")
+    if max_uncompressed_size is not None and uncompressed_size > max_uncompressed_size:
+        raise UncompressedSizeTooLarge(
+            f"payload claims {uncompressed_size} bytes uncompressed, "
+            f"more than {max_uncompressed_size}"
+        )
     name = CODEC_NAMES.get(codec, str(codec))
     try:
         out = _decompress(codec, data, uncompressed_size)

@@ -17,6 +17,7 @@ Pulsar's admin API answers.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -27,7 +28,6 @@ from quasar.errors import (
     BadVersion,
     ConflictError,
     InvalidResourceError,
-    NotAcceptableError,
     NotFound,
     PreconditionFailedError,
     ResourceNotFoundError,
@@ -40,6 +40,7 @@ from quasar.protocol.namespace_name import (
 )
 from quasar.protocol.topic_name import PARTITION_SUFFIX, SYSTEM_NAMESPACE, SYSTEM_TENANT
 from quasar.resources.models import PartitionedTopicMetadata, Policies, TenantInfo
+from quasar.resources.partitions import check_partition_count
 from quasar.storage.api import MetadataStore
 
 __all__ = [
@@ -49,6 +50,8 @@ __all__ = [
     "TenantResources",
     "refuse_system_deletion",
 ]
+
+log = logging.getLogger(__name__)
 
 TENANTS_ROOT = "/admin/policies"
 PARTITIONED_TOPICS_ROOT = "/admin/partitioned-topics"
@@ -268,11 +271,23 @@ class PartitionedTopicResources:
     """Partitioned-topic metadata under ``/admin/partitioned-topics/...``.
 
     Only the metadata; the broker creates and deletes the partitions themselves.
+    ``max_partitions`` is ``maxNumPartitionsPerPartitionedTopic`` (0: no bound but a
+    Java int's); creating or growing a topic beyond it is refused.
     """
 
-    def __init__(self, store: MetadataStore, namespaces: NamespaceResources) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        namespaces: NamespaceResources,
+        max_partitions: int = 0,
+    ) -> None:
         self._store = store
         self._namespaces = namespaces
+        self.max_partitions = max_partitions
+
+    def check_partitions(self, partitions: int) -> None:
+        """Raises: NotAcceptableError: ``partitions`` is below 1 or above the bound."""
+        check_partition_count(partitions, self.max_partitions)
 
     @staticmethod
     def namespace_path(namespace: str) -> str:
@@ -296,7 +311,7 @@ class PartitionedTopicResources:
         Raises:
             InvalidTopicName: not a valid topic name (412).
             InvalidResourceError: not persistent, or ``-partition-`` in the name (412).
-            NotAcceptableError: ``partitions < 1``.
+            NotAcceptableError: ``partitions < 1`` or above the bound.
             ResourceNotFoundError: the namespace does not exist.
             AlreadyExistsError: the partitioned topic exists.
         """
@@ -306,8 +321,7 @@ class PartitionedTopicResources:
             raise InvalidResourceError(
                 f"Partitioned topic name must not contain '{PARTITION_SUFFIX}'"
             )
-        if isinstance(partitions, bool) or partitions < 1:
-            raise NotAcceptableError("Number of partitions must be more than 0")
+        self.check_partitions(partitions)
         if not self._namespaces.exists(parts.namespace_name):
             raise ResourceNotFoundError("Namespace does not exist")
         _create(
@@ -329,6 +343,24 @@ class PartitionedTopicResources:
     def exists(self, topic: str) -> bool:
         return self._store.get(self.path(topic)) is not None
 
+    def listed_partitions(self, topic: str) -> int:
+        """How many of ``topic``'s partitions a namespace listing names: its count,
+        or 0 for a count above the bound, which only a broker without the bound can
+        have recorded. Such a topic's partitions are listed only once used (they are
+        registered topics then), so no listing of its namespace is larger than the
+        bound allows; it can still be deleted."""
+        metadata = self.get(topic)
+        if metadata is None:
+            return 0
+        if 0 < self.max_partitions < metadata.partitions:
+            log.warning(
+                "%s has %d partitions, more than maxNumPartitionsPerPartitionedTopic=%d: "
+                "listings name only the partitions in use; delete and recreate it",
+                topic, metadata.partitions, self.max_partitions,
+            )
+            return 0
+        return metadata.partitions
+
     def list(self, namespace: str) -> list[str]:
         """Full names of the namespace's partitioned topics, sorted."""
         tenant, ns = parse_namespace(namespace)
@@ -342,13 +374,12 @@ class PartitionedTopicResources:
 
         Raises:
             InvalidTopicName, InvalidResourceError: bad name (412).
-            NotAcceptableError: ``partitions < 1``.
+            NotAcceptableError: ``partitions < 1`` or above the bound.
             ResourceNotFoundError: not a partitioned topic.
             ConflictError: ``partitions`` is not more than the current count.
         """
         path = self.path(topic)
-        if isinstance(partitions, bool) or partitions < 1:
-            raise NotAcceptableError("Number of partitions must be more than 0")
+        self.check_partitions(partitions)
         for _ in range(UPDATE_ATTEMPTS_MAX):
             found = self._store.get(path)
             if found is None:
@@ -377,13 +408,18 @@ class PartitionedTopicResources:
 
 
 class PulsarResources:
-    """All metadata resources over one store (Pulsar's ``PulsarResources``)."""
+    """All metadata resources over one store (Pulsar's ``PulsarResources``).
 
-    def __init__(self, store: MetadataStore) -> None:
+    ``max_partitions`` bounds partitioned topics (``PartitionedTopicResources``).
+    """
+
+    def __init__(self, store: MetadataStore, *, max_partitions: int = 0) -> None:
         self.store = store
         self.tenants = TenantResources(store)
         self.namespaces = NamespaceResources(store, self.tenants)
-        self.partitioned_topics = PartitionedTopicResources(store, self.namespaces)
+        self.partitioned_topics = PartitionedTopicResources(
+            store, self.namespaces, max_partitions
+        )
 
     def bootstrap_standalone(self, cluster_name: str) -> None:
         """Create what a Pulsar standalone starts with, if missing.

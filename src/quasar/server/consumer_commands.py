@@ -311,7 +311,7 @@ class ConsumerCommands:
             consumer, topic = entry
             r.consumerName = consumer.consumer_name
             r.availablePermits = max(consumer.permits, 0)
-            r.unackedMessages = consumer.unacked_messages
+            r.unackedMessages = max(consumer.unacked_messages, 0)
             r.blockedConsumerOnUnackedMsgs = consumer.blocked_on_unacked
             r.address = ctx.remote_address
             sub = topic.subscriptions.get(consumer.subscription_name)

@@ -82,7 +82,9 @@ class Standalone:
             cache_size_bytes_max=self.config.managed_ledger.managed_ledger_cache_size_bytes,
             on_fatal=self._on_fatal,
         )
-        self.service = BrokerService(self.config, self._ledgers, self._store)
+        self.service = BrokerService(
+            self.config, self._ledgers, self._store, metrics=self.metrics
+        )
         self.authorization = AuthorizationService(
             self.config.authorization, self.service.resources
         )

@@ -88,10 +88,16 @@ class ManagedLedgerConfig:
     # late for ordinary acks. Pulsar throttles with managedLedgerDefaultMarkDeleteRateLimit
     # (1 per second); we express it as an interval.
     cursor_persist_interval_ms: int = 1000
-    # Individually deleted ranges (and as many batch ack sets) a cursor writes, those
-    # nearest mark-delete; the rest live in memory only and are redelivered after a
-    # restart (managedLedgerMaxUnackedRangesToPersist).
+    # Individually deleted ranges a cursor writes, those nearest mark-delete; the rest
+    # live in memory only and are redelivered after a restart
+    # (managedLedgerMaxUnackedRangesToPersist).
     max_unacked_ranges_to_persist: int = 10_000
+    # Batch ack sets a cursor writes, those nearest mark-delete, at most this many
+    # (managedLedgerMaxBatchDeletedIndexToPersist) and at most this many bytes of
+    # ack-set words, 8 per word (managedLedgerMaxBatchDeletedIndexBytesToPersist): a
+    # client's ack sets cannot grow the metadata store beyond that per subscription.
+    max_batch_deleted_index_to_persist: int = 10_000
+    max_batch_deleted_index_bytes_to_persist: int = 1_048_576
 
 
 @dataclass(frozen=True)
@@ -249,6 +255,13 @@ class ManagedLedger(Protocol):
 
     async def read_entry(self, position: Position) -> Entry | None:
         """Read one entry, or ``None`` if it does not exist (deleted or never written)."""
+        ...
+
+    def read_entry_now(self, position: Position) -> Entry | None:
+        """``read_entry`` without awaiting: entries come from the entry cache or a
+        local file, so the read never waits for anything but the disk. For the rare
+        caller on a synchronous path (checking an acknowledgement against its entry).
+        """
         ...
 
     async def read_entries(self, start: Position, max_entries: int) -> list[Entry]:

@@ -47,6 +47,17 @@ class ManagedLedgerSettings(Section):
     managed_ledger_max_unacked_ranges_to_persist: int = setting(
         10_000, "managedLedgerMaxUnackedRangesToPersist", at_least(1)
     )
+    # Pulsar default (broker.conf managedLedgerMaxBatchDeletedIndexToPersist): batch
+    # ack sets written per cursor.
+    managed_ledger_max_batch_deleted_index_to_persist: int = setting(
+        10_000, "managedLedgerMaxBatchDeletedIndexToPersist", at_least(1)
+    )
+    # quasar's own (Pulsar bounds the same state by its metadata and frame sizes):
+    # bytes of batch ack-set words (8 per word) written per cursor, so one client's
+    # ack sets cannot grow the metadata store without bound.
+    managed_ledger_max_batch_deleted_index_bytes_to_persist: int = setting(
+        1_048_576, "managedLedgerMaxBatchDeletedIndexBytesToPersist", at_least(8)
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -84,6 +95,12 @@ class ManagedLedgerSettings(Section):
             retention=retention,
             cursor_persist_interval_ms=self.cursor_persist_interval_ms,
             max_unacked_ranges_to_persist=self.managed_ledger_max_unacked_ranges_to_persist,
+            max_batch_deleted_index_to_persist=(
+                self.managed_ledger_max_batch_deleted_index_to_persist
+            ),
+            max_batch_deleted_index_bytes_to_persist=(
+                self.managed_ledger_max_batch_deleted_index_bytes_to_persist
+            ),
         )
 
 

@@ -20,8 +20,11 @@ After a crash a subscription therefore redelivers at most what was acknowledged 
 the last interval, never less than the persisted mark-delete.
 
 At most ``max_unacked_ranges_to_persist`` ranges (the ledger config's; Pulsar's
-``managedLedgerMaxUnackedRangesToPersist``) and as many batch ack sets are written:
-those nearest mark-delete. Acknowledgements in ranges past that bound live
+``managedLedgerMaxUnackedRangesToPersist``) are written, and at most
+``max_batch_deleted_index_to_persist`` batch ack sets holding at most
+``max_batch_deleted_index_bytes_to_persist`` bytes of words: those nearest mark-delete.
+Ack sets come from clients, so the byte bound is what keeps one subscription's row in
+the metadata store small whatever they send. Acknowledgements in ranges past that bound live
 in memory only, so after a restart those entries are delivered again; that is
 redelivery, never loss, and the in-memory state stays exact while the process runs.
 """
@@ -349,10 +352,22 @@ class ManagedCursorImpl:
 
     def record(self) -> CursorRecord:
         """The state to persist (bounded, see the module docstring)."""
-        bound = self._ml.config.max_unacked_ranges_to_persist
-        ranges = self._ranges.head(bound)
-        batch = sorted(self._batch.items())[:bound]
-        return CursorRecord(self._md, dict(self._props), ranges, batch)
+        config = self._ml.config
+        ranges = self._ranges.head(config.max_unacked_ranges_to_persist)
+        return CursorRecord(self._md, dict(self._props), ranges, self._batch_to_persist())
+
+    def _batch_to_persist(self) -> list[tuple[Position, list[int]]]:
+        """The batch ack sets nearest mark-delete within both persistence bounds."""
+        config = self._ml.config
+        count = config.max_batch_deleted_index_to_persist
+        words_left = config.max_batch_deleted_index_bytes_to_persist // 8
+        batch: list[tuple[Position, list[int]]] = []
+        for position, bits in sorted(self._batch.items()):
+            if len(batch) >= count or len(bits) > words_left:
+                break  # the rest are redelivered whole after a restart
+            words_left -= len(bits)
+            batch.append((position, bits))
+        return batch
 
     def persist(self) -> None:
         """Write the state to the metadata store now (durable when it returns).

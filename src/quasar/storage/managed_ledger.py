@@ -353,6 +353,15 @@ class ManagedLedgerImpl:
             ManagedLedgerClosed: the managed ledger is closed.
             CorruptRecordError: the stored record fails its checksum.
         """
+        return self.read_entry_now(position)
+
+    def read_entry_now(self, position: Position) -> Entry | None:
+        """``read_entry`` without awaiting (the read itself never waits).
+
+        Raises:
+            ManagedLedgerClosed: the managed ledger is closed.
+            CorruptRecordError: the stored record fails its checksum.
+        """
         self.check_open()
         found = self.read_positions([position])
         return found[0] if found else None

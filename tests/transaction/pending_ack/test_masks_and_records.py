@@ -170,3 +170,16 @@ def test_store_naming() -> None:
     )
     # A subscription name never adds a path component.
     assert pending_ack_ledger_name(topic, "a/b c").count("/") == 3
+
+
+def test_masks_of_a_100000_word_ack_set_are_exact() -> None:
+    """A peer's longest ack sets convert in one pass each way (no per-word copy of a
+    growing integer), and exactly."""
+    words = [-1] * 100_000
+    words[0] = -2  # member 0 acked, every other member of 6,400,000 unacked
+    n = 64 * len(words)
+    acked = masks.acked_mask(words, n)
+    assert acked == 1
+    assert masks.unacked_words(acked, n) == words
+    assert masks.cursor_acked_mask(words, n) == 1
+    assert not masks.covers_all(acked, n)
