@@ -265,3 +265,25 @@ async def test_metrics_stay_open_unless_authenticate_metrics_endpoint(
         assert (await client.get("/metrics")).status == 401
         assert (await client.get("/metrics", headers=as_role("stranger"))).status == 200
 
+
+
+async def test_client_transactions_answers_for_the_callers_role(
+    acme: PulsarResources,
+) -> None:
+    seen: list[tuple[str, str | None, bool]] = []
+
+    class Broker(FakeAdminBroker):
+        async def client_transactions(
+            self, client_name: str, *, role: str | None, superuser: bool
+        ) -> dict[str, Any]:
+            seen.append((client_name, role, superuser))
+            return {"clientName": client_name, "open": [], "terminated": []}
+
+    app = create_admin_app(
+        Broker(acme), authentication=authentication(), authorization=authorization(acme)
+    )
+    path = "/admin/v3/transactions/clientTransactions/etl-1"
+    async with TestClient(TestServer(app)) as client:
+        assert (await client.get(path, headers=as_role("app"))).status == 200
+        assert (await client.get(path, headers=as_role("root"))).status == 200
+    assert seen == [("etl-1", "app", False), ("etl-1", "root", True)]

@@ -133,5 +133,5 @@ async def test_the_admin_adapter_passes_the_role_on() -> None:
 
     adapter = AdminAdapter(SimpleNamespace(transactions=Transactions()))  # type: ignore[arg-type]
     await adapter.client_transactions(NAME, role="bob", superuser=False)
-    await adapter.client_transactions(NAME)  # no authentication: every role's
+    await adapter.client_transactions(NAME, role=None, superuser=True)
     assert calls == [(NAME, "bob", False), (NAME, None, True)]

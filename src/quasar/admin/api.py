@@ -195,7 +195,7 @@ class AdminBroker(Protocol):
         ...
 
     async def client_transactions(
-        self, client_name: str, *, role: str | None = None, superuser: bool = True
+        self, client_name: str, *, role: str | None, superuser: bool
     ) -> dict[str, Any]:
         """A client name's open and preserved terminated transactions, over every
         coordinator (idempotent commit/abort; JSON shape in ``docs/admin.md``).

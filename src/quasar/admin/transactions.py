@@ -26,7 +26,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from quasar.admin.access import AUTHENTICATED, access
-from quasar.admin.http import broker_of, json_response
+from quasar.admin.authentication import request_role
+from quasar.admin.http import authorization_of, broker_of, json_response
 from quasar.errors import BadRequestError
 
 routes = web.RouteTableDef()
@@ -45,4 +46,10 @@ async def client_transactions(request: web.Request) -> web.Response:
         raise BadRequestError("clientName must not be blank")
     if len(name) > _CLIENT_NAME_LENGTH_MAX:
         raise BadRequestError(f"clientName longer than {_CLIENT_NAME_LENGTH_MAX} characters")
-    return json_response(await broker_of(request).client_transactions(name))
+    # Only the transactions the caller's role may act on (all of them for a
+    # super-user, and for everyone while authorization is off).
+    role = request_role(request)
+    superuser = authorization_of(request).is_superuser(role)
+    return json_response(
+        await broker_of(request).client_transactions(name, role=role, superuser=superuser)
+    )

@@ -192,7 +192,7 @@ class AdminAdapter:
         return (await self._topic(topic)).compaction.status_json()
 
     async def client_transactions(
-        self, client_name: str, *, role: str | None = None, superuser: bool = True
+        self, client_name: str, *, role: str | None, superuser: bool
     ) -> dict[str, Any]:
         transactions = self.service.transactions
         if transactions is None:

@@ -167,7 +167,7 @@ class TransactionService:
         return table
 
     async def client_transactions(
-        self, client_name: str, *, role: str | None = None, superuser: bool = True
+        self, client_name: str, *, role: str | None, superuser: bool
     ) -> dict[str, Any]:
         """The admin view of a client name's transactions (``docs/transactions.md``)
         that ``role`` may see: those it owns and those without owner; every role's
