@@ -211,7 +211,19 @@ class FatalStorageError(StorageError):
 
 
 class CorruptRecordError(StorageError):
-    """A record in the middle of a ledger fails its length or checksum check."""
+    """A stored record cannot be read: it fails its length or checksum check, or the
+    bytes are not a record this broker writes.
+
+    ``log_name`` and ``position`` (``"ledger:entry"``) say where, when the reader
+    knows; the operator needs both to set the record aside.
+    """
+
+    def __init__(
+        self, message: str = "", *, log_name: str | None = None, position: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.log_name = log_name
+        self.position = position
 
 
 class ManagedLedgerClosed(StorageError):

@@ -40,6 +40,7 @@ from quasar.storage.api import (
     Position,
 )
 from quasar.transaction.buffer import TopicTransactionBuffer
+from quasar.transaction.corrupt_records import CorruptRecords
 from quasar.transaction.pending_ack import LowWatermarkAbortListener, PendingAckHandle
 from quasar.transaction.txn_status import TxnAction
 
@@ -198,6 +199,11 @@ class TransactionComponents(Protocol):
         on_fenced: Callable[[PendingAckHandle], None],
     ) -> PendingAckHandle:
         """A pending-ack handle over ``log_ledger`` (not yet recovered)."""
+        ...
+
+    @property
+    def corrupt_records(self) -> CorruptRecords:
+        """Counts the records found unreadable in the broker's own logs."""
         ...
 
 

@@ -15,12 +15,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 
-from quasar.errors import NotAllowedError
+from quasar.errors import (
+    CorruptRecordError,
+    NotAllowedError,
+    PreconditionFailedError,
+    ServiceNotReady,
+)
 from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import ManagedCursor, ManagedLedger, Position
+from quasar.transaction.batched_log.set_aside import set_aside
+from quasar.transaction.corrupt_records import CorruptLog
 from quasar.transaction.pending_ack import PendingAckHandle, pending_ack_ledger_name
+from quasar.transaction.pending_ack.log import CURSOR_NAME as PENDING_ACK_CURSOR
+from quasar.transaction.pending_ack.records import decode_entry
 from quasar.transaction.pending_ack.results import AbortResult, CommitResult
 from quasar.transaction.txn_status import TxnAction
 
@@ -54,6 +64,12 @@ class SubscriptionTransactions:
         self.handle: PendingAckHandle | None = None
         self._ledger: ManagedLedger | None = None
         self._loading: asyncio.Task[PendingAckHandle] | None = None
+        # An unreadable record in the log: the subscription refuses consumers and
+        # transactional acks until the operator sets the record aside (``set_aside``)
+        # or the topic is loaded again. Nothing retries the load meanwhile: the same
+        # bytes would fail the same way.
+        self.failure: CorruptRecordError | None = None
+        self._failure_time_ms = 0
 
     @property
     def ledger_name(self) -> str:
@@ -63,9 +79,70 @@ class SubscriptionTransactions:
         return f"{self._topic}/{self._subscription}"
 
     async def load_if_exists(self) -> None:
-        """At topic load: recover a pending-ack log that is already there."""
+        """At topic load: recover a pending-ack log that is already there.
+
+        An unreadable record fails this subscription only (``failure``), never the
+        topic's load: producers and other subscriptions keep working.
+        """
         if self._broker.ledgers.exists(self.ledger_name):
-            await self.ensure()
+            try:
+                await self.ensure()
+            except ServiceNotReady:
+                if self.failure is None:
+                    raise
+
+    def not_ready(self, what: str) -> ServiceNotReady:
+        """The error of a request refused because the log has an unreadable record.
+
+        ``ServiceNotReady``, as Pulsar answers for a pending-ack handle in Error: the
+        client may retry, and the coordinator's end fan-out keeps retrying (a
+        decision is never given up) until the operator has set the record aside.
+        """
+        f = self.failure
+        return ServiceNotReady(
+            f"Subscription {self._describe()} cannot {what}: its pending-ack log has an "
+            f"unreadable record ({f}); an operator can set it aside with "
+            "skipCorruptRecord (docs/operations.md)"
+        )
+
+    def status(self) -> dict[str, object]:
+        """The pending-ack state for the subscription's stats (empty while the
+        subscription has no pending-ack log open and nothing failed)."""
+        f = self.failure
+        if f is not None:
+            return {
+                "pendingAckState": "Error",
+                "pendingAckError": {
+                    "message": str(f), "log": f.log_name, "position": f.position,
+                    "timestamp": self._failure_time_ms,
+                },
+            }
+        if self.handle is not None:
+            return {"pendingAckState": self.handle.state.value}
+        return {}
+
+    async def set_aside(self, position: Position) -> bytes:
+        """Set the unreadable log entry at ``position`` aside (``batched_log.set_aside``)
+        and load the pending acks again; returns the entry's bytes. A further
+        unreadable entry fails the load again (``failure`` names it).
+
+        Raises:
+            PreconditionFailedError: the log was read (nothing failed), or the entry
+                is readable or already set aside.
+            ResourceNotFoundError: the log has no such entry.
+        """
+        if self.failure is None:
+            raise PreconditionFailedError(
+                f"The pending-ack log of {self._describe()} has no unreadable record"
+            )
+        ledger = await self._broker.ledgers.open(self.ledger_name)
+        try:
+            data = await set_aside(ledger, PENDING_ACK_CURSOR, position, decode_entry)
+        finally:
+            await ledger.close()
+        self.failure = None
+        await self.load_if_exists()
+        return data
 
     async def ensure(self) -> PendingAckHandle:
         """The handle, opening and recovering it on first use.
@@ -75,6 +152,8 @@ class SubscriptionTransactions:
         """
         if self.handle is not None:
             return self.handle
+        if self.failure is not None:
+            raise self.not_ready("recover its pending acks")
         if self._loading is None or self._loading.done():
             self._loading = asyncio.get_running_loop().create_task(self._open())
         return await asyncio.shield(self._loading)
@@ -98,6 +177,11 @@ class SubscriptionTransactions:
             raise
         try:
             await handle.recover()
+        except CorruptRecordError as exc:
+            await ledger.close()
+            self.failure, self._failure_time_ms = exc, int(time.time() * 1000)
+            txns.corrupt_records.found(CorruptLog.PENDING_ACK_LOG, exc)
+            raise self.not_ready("recover its pending acks") from exc
         except BaseException:
             await ledger.close()
             raise

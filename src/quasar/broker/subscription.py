@@ -109,6 +109,8 @@ class Subscription:
         Raises:
             ConsumerBusy: an Exclusive subscription already has a consumer, or the
                 subscription has consumers of another type.
+            ServiceNotReady: the subscription's pending-ack log has an unreadable
+                record.
         """
         d = self.dispatcher
         if d is not None and d.consumers:
@@ -119,6 +121,10 @@ class Subscription:
                 )
             if self.sub_type == SUB_EXCLUSIVE:
                 raise ConsumerBusy("Exclusive consumer is already connected")
+        if self.txns.failure is not None:
+            # Entries acknowledged in open transactions are unknown: delivering
+            # could hand out messages a committed transaction consumed.
+            raise self.txns.not_ready("subscribe")
         if d is None or self.sub_type != consumer.sub_type:
             d = self._new_dispatcher(consumer.sub_type)
             self.dispatcher = d
@@ -393,6 +399,7 @@ class Subscription:
             "consumers": [c.stats() for c in consumers],
             "lastMarkDeletePosition": str(self.cursor.mark_delete_position),
             "msgRateRedeliver": 0.0,
+            **self.txns.status(),
         }
 
     def internal_stats(self) -> dict[str, object]:

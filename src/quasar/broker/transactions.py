@@ -31,11 +31,13 @@ from prometheus_client.registry import CollectorRegistry
 
 from quasar.clock import Clock, SystemClock
 from quasar.protocol.topic_name import TRANSACTION_BUFFER_SNAPSHOT, TopicName
+from quasar.errors import TransactionCoordinatorNotFound
 from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import ManagedCursor, ManagedLedger
 from quasar.transaction.batched_log import BatchedLogs
 from quasar.transaction.buffer import TopicTransactionBuffer
 from quasar.transaction.config import TransactionConfig
+from quasar.transaction.coordinator import CoordinatorStatus
 from quasar.transaction.coordinator.ownership import Caller
 from quasar.transaction.coordinator.preserver import terminated_txn_state_topic
 from quasar.transaction.coordinator.preserver_metrics import PreserverMetrics
@@ -43,6 +45,7 @@ from quasar.transaction.coordinator_registry import (
     ClientTransactions,
     TransactionCoordinatorRegistry,
 )
+from quasar.transaction.corrupt_records import CorruptLog, CorruptRecords
 from quasar.transaction.pending_ack import (
     LowWatermarkAbortListener,
     PendingAckHandle,
@@ -123,6 +126,8 @@ class TransactionService:
             config.transaction_pending_ack_batched_write,
             cluster=service.cluster_name, registry=metrics,
         )
+        self.corrupt_records = CorruptRecords(service.cluster_name)
+        metrics.register(self.corrupt_records)
         self.registry = TransactionCoordinatorRegistry(
             service.ledgers,
             self.buffer_client,
@@ -131,6 +136,7 @@ class TransactionService:
             config=config.coordinator,
             preserver_store=self.preserver_table,
             batched_log=self.batched_logs.coordinator,
+            corrupt_records=self.corrupt_records,
         )
         self.preserver_metrics = PreserverMetrics(
             service.cluster_name,
@@ -187,6 +193,9 @@ class TransactionService:
             self.service.clock,
             self.scheduler,
             self._buffer_config,
+            on_corrupt_snapshot=lambda exc: self.corrupt_records.found(
+                CorruptLog.BUFFER_SNAPSHOT, exc
+            ),
         )
 
     def new_pending_ack_handle(
@@ -242,8 +251,46 @@ class TransactionService:
         if self.service.partitions_of(name) == 0:
             self.service.create_partitioned_topic(name, self.coordinator_count)
 
+    def coordinator_stats(self, tc_id: int | None) -> dict[str, Any]:
+        """Pulsar's ``TransactionCoordinatorStats`` of one coordinator, or of every one
+        keyed by id; a coordinator whose last load failed is in state ``Error`` with
+        quasar's ``lastError`` (the error, and the log and position of an unreadable
+        record, which ``skipCorruptRecord`` takes).
+
+        Raises:
+            TransactionCoordinatorNotFound: unknown id.
+        """
+        if tc_id is None:
+            return {str(i): self._one_coordinator_stats(i)
+                    for i in range(self.coordinator_count)}
+        if not 0 <= tc_id < self.coordinator_count:
+            raise TransactionCoordinatorNotFound(
+                f"Transaction coordinator with id {tc_id} not found"
+            )
+        return self._one_coordinator_stats(tc_id)
+
+    def _one_coordinator_stats(self, tc_id: int) -> dict[str, Any]:
+        tc = next((c for c in self.registry.coordinators() if c.tc_id == tc_id), None)
+        failure = self.registry.load_failures.get(tc_id)
+        out: dict[str, Any] = {
+            "state": tc.status.value if tc is not None else "NotLoaded",
+            "leastSigBits": tc.next_sequence() - 1 if tc is not None else -1,
+            "lowWaterMark": tc.low_watermark() if tc is not None else -1,
+            "ongoingTxnSize": tc.active_transactions() if tc is not None else 0,
+        }
+        if failure is not None and (tc is None or tc.status is not CoordinatorStatus.READY):
+            out["state"] = "Error"
+            out["lastError"] = {
+                "message": failure.error,
+                "log": failure.log_name,
+                "position": failure.position,
+                "timestamp": failure.time_ms,
+            }
+        return out
+
     async def close(self) -> None:
         self._metrics.unregister(self.preserver_metrics)
+        self._metrics.unregister(self.corrupt_records)
         await self.registry.close()
         self.batched_logs.close()
 

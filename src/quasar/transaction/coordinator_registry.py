@@ -27,10 +27,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from quasar.clock import Clock
-from quasar.errors import BrokerError, TransactionCoordinatorNotFound
+from quasar.errors import (
+    BrokerError,
+    CorruptRecordError,
+    PreconditionFailedError,
+    TransactionCoordinatorNotFound,
+)
 from quasar.protocol import TopicName
 from quasar.protocol.txn_id import TxnID
-from quasar.storage.api import ManagedLedgerConfig, ManagedLedgerFactory
+from quasar.storage.api import ManagedLedgerConfig, ManagedLedgerFactory, Position
 
 from .batched_log import BatchedLogControl
 from .buffer_client import TransactionBufferClient
@@ -40,9 +45,11 @@ from .coordinator import (
     TransactionCoordinator,
     TxnMeta,
 )
+from .coordinator.log import set_aside_entry
 from .coordinator.ownership import BROKER, Caller
 from .coordinator.preserver import PreserverStore
 from .coordinator.preserver_format import TerminatedTxn
+from .corrupt_records import CorruptLog, CorruptRecords
 from .scheduler import AsyncioScheduler, Scheduler
 
 log = logging.getLogger(__name__)
@@ -60,6 +67,17 @@ def transaction_log_topic(tc_id: int) -> str:
 def transaction_log_ledger_name(tc_id: int) -> str:
     """The managed-ledger name of that topic (its persistence name)."""
     return TopicName.parse(transaction_log_topic(tc_id)).persistence_name
+
+
+@dataclass(frozen=True)
+class LoadFailure:
+    """Why a coordinator last failed to load: the error, and for an unreadable record
+    its log and position (what ``set_aside`` needs)."""
+
+    error: str
+    log_name: str | None
+    position: str | None
+    time_ms: int
 
 
 @dataclass
@@ -88,6 +106,7 @@ class TransactionCoordinatorRegistry:
         scheduler: Scheduler | None = None,
         preserver_store: Callable[[int], PreserverStore] | None = None,
         batched_log: BatchedLogControl | None = None,
+        corrupt_records: CorruptRecords | None = None,
     ) -> None:
         if coordinator_count < 1:
             raise ValueError("coordinator_count must be >= 1")
@@ -105,6 +124,10 @@ class TransactionCoordinatorRegistry:
         self._loading: dict[int, asyncio.Task[TransactionCoordinator]] = {}
         self._unloading: dict[int, asyncio.Task[None]] = {}
         self._closed = False
+        self._corrupt = corrupt_records if corrupt_records is not None else CorruptRecords()
+        # Why each coordinator last failed to load (cleared by a load that succeeds),
+        # for the admin's coordinatorStats.
+        self.load_failures: dict[int, LoadFailure] = {}
 
     @property
     def coordinator_count(self) -> int:
@@ -182,8 +205,10 @@ class TransactionCoordinatorRegistry:
         except BaseException as exc:
             await self._unload(tc_id, tc)
             if isinstance(exc, Exception):
+                self._load_failed(tc_id, exc)
                 raise self._not_found(tc_id, f"recovery failed: {exc}") from exc
             raise
+        self.load_failures.pop(tc_id, None)
         if self._closed:
             await self._unload(tc_id, tc)
             raise self._not_found(tc_id, "the registry is closed")
@@ -223,6 +248,45 @@ class TransactionCoordinatorRegistry:
         await asyncio.gather(*pending, return_exceptions=True)
         for tc_id, tc in list(self._coordinators.items()):
             await self._unload(tc_id, tc)
+
+    def _load_failed(self, tc_id: int, exc: Exception) -> None:
+        corrupt = exc if isinstance(exc, CorruptRecordError) else None
+        if corrupt is not None:
+            self._corrupt.found(CorruptLog.TRANSACTION_LOG, corrupt)
+        log.error("transaction coordinator %d failed to load: %s", tc_id, exc)
+        self.load_failures[tc_id] = LoadFailure(
+            str(exc),
+            corrupt.log_name if corrupt is not None else None,
+            corrupt.position if corrupt is not None else None,
+            self._clock.wall_ms(),
+        )
+
+    async def set_aside(self, tc_id: int, position: Position) -> bytes:
+        """Set the unreadable entry at ``position`` of coordinator ``tc_id``'s log
+        aside (``coordinator.log.set_aside_entry``), then load the coordinator again;
+        returns the entry's bytes.
+
+        Raises:
+            PreconditionFailedError: the coordinator is serving (its log was read), or
+                the entry is readable or already set aside.
+            ResourceNotFoundError: no such entry.
+            TransactionCoordinatorNotFound: unknown id, or the load after it failed
+                again (for instance at a further unreadable entry).
+        """
+        self._check_id(tc_id)
+        existing = self._coordinators.get(tc_id)
+        if existing is not None and existing.status is CoordinatorStatus.READY:
+            raise PreconditionFailedError(
+                f"Transaction coordinator {tc_id} is serving: its log has no unreadable entry"
+            )
+        await self.unload(tc_id)
+        ledger = await self._factory.open(self._log_name(tc_id), self._ledger_config)
+        try:
+            data = await set_aside_entry(ledger, position)
+        finally:
+            await ledger.close()
+        await self.connect(tc_id)
+        return data
 
     # ------------------------------------------------------------------ routing
 

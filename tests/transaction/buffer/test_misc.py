@@ -6,7 +6,12 @@ import asyncio
 
 import pytest
 
-from quasar.errors import CorruptRecordError, InvalidTxnStatus, ServiceNotReady
+from quasar.errors import (
+    CorruptRecordError,
+    InvalidTxnStatus,
+    PersistenceError,
+    ServiceNotReady,
+)
 from quasar.transaction import TxnID
 from quasar.transaction.buffer import TbState, TransactionBufferConfig
 
@@ -83,15 +88,45 @@ async def test_no_snapshot_end_conflict(env: TbEnv) -> None:
         await env.abort(T1)
 
 
-async def test_recovery_failure_wakes_producer_connect(env: TbEnv) -> None:
+async def test_recovery_failure_wakes_producer_connect(
+    env: TbEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
     await env.ready()
     await env.stop()
-    env.store.data[TOPIC] = b"bad"
+
+    async def unreadable(key: str) -> bytes | None:
+        raise PersistenceError("snapshot store down")
+
+    monkeypatch.setattr(env.store, "read", unreadable)
     tb = await env.start(recover=False)
     waiting = asyncio.ensure_future(tb.check_if_recovered(txn_enabled=True))
-    with pytest.raises(CorruptRecordError):
+    with pytest.raises(PersistenceError):
         await tb.recover()
     with pytest.raises(ServiceNotReady, match="failed to recover"):
         await waiting
     with pytest.raises(ServiceNotReady):
         await tb.append_transactional(T1, entry(b"x", T1))
+
+
+async def test_unreadable_snapshot_falls_back_to_replaying_the_topic(env: TbEnv) -> None:
+    """A snapshot is only a shortcut: when it cannot be read, recovery replays the
+    whole topic and ends with the same state (an open transaction stays open and
+    holds the max read position, an aborted one stays invisible)."""
+    await env.ready()
+    await env.send(b"a", T1)
+    await env.abort(T1)
+    await env.send(b"plain")
+    await env.send(b"b", T2)
+    await env.tb.take_snapshot()
+    await env.stop()
+    env.store.data[TOPIC] = b"bad"
+    seen: list[CorruptRecordError] = []
+    tb = await env.start(recover=False)
+    tb._on_corrupt_snapshot = seen.append  # the broker passes its metric's counter
+    await tb.recover()
+    assert tb.state is TbState.READY
+    assert len(seen) == 1
+    assert await env.visible() == [b"plain"]
+    assert list(tb.ongoing_transactions()) == [T2]
+    await env.commit(T2)
+    assert await env.visible() == [b"plain", b"b"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TypeVar
 
+from quasar.errors import CorruptRecordError
 from quasar.protocol.ack_set import clear_index, full_ack_set, is_acked
 from quasar.storage.api import ManagedCursor, ManagedLedger, Position
 
@@ -47,14 +48,21 @@ def live_records(
 
 
 async def replay_live_records(
-    cursor: ManagedCursor, read_entries: int, decode: Callable[[bytes], Sequence[R]]
+    cursor: ManagedCursor,
+    read_entries: int,
+    decode: Callable[[bytes], Sequence[R]],
+    log_name: str = "",
 ) -> AsyncIterator[tuple[LogPosition, R]]:
     """Every record of the log not yet deleted, in log order, from the cursor's
     mark-delete position on; ``decode`` turns one entry into its records.
 
+    Entries deleted on the cursor are not read, so an entry an operator set aside
+    (``set_aside``) is skipped here.
+
     Raises:
-        CorruptRecordError: from ``decode``; recovery must stop there, since skipping
-            an entry could forget a record.
+        CorruptRecordError: from ``decode``, naming ``log_name`` and the entry's
+            position; recovery must stop there, since skipping an entry could forget
+            a record.
         ManagedLedgerClosed: the ledger was closed meanwhile.
     """
     cursor.rewind()
@@ -63,10 +71,22 @@ async def replay_live_records(
         if not entries:
             return
         for entry in entries:
-            records = decode(entry.data)
+            try:
+                records = decode(entry.data)
+            except CorruptRecordError as exc:
+                raise corrupt_at(log_name, entry.position, exc) from exc
             batched = is_batched_entry(entry.data)
             for live in live_records(cursor, entry.position, records, batched):
                 yield live
+
+
+def corrupt_at(log_name: str, position: Position, exc: Exception) -> CorruptRecordError:
+    """``exc`` (what was wrong) as the error of the record at ``position`` of
+    ``log_name``."""
+    return CorruptRecordError(
+        f"{log_name}: the record at {position} cannot be read: {exc}",
+        log_name=log_name, position=str(position),
+    )
 
 
 def delete_records(cursor: ManagedCursor, positions: Iterable[LogPosition]) -> None:

@@ -34,6 +34,7 @@ from typing import NamedTuple, TypeVar
 from quasar.clock import Clock
 from quasar.errors import (
     BrokerError,
+    CorruptRecordError,
     InvalidTxnStatus,
     ManagedLedgerClosed,
     NotAllowedError,
@@ -107,8 +108,13 @@ class TopicTransactionBuffer:
         clock: Clock,
         scheduler: Scheduler,
         config: TransactionBufferConfig | None = None,
+        *,
+        on_corrupt_snapshot: Callable[[CorruptRecordError], None] | None = None,
     ) -> None:
+        """``on_corrupt_snapshot`` is told when the snapshot cannot be read (recovery
+        then replays the whole topic instead)."""
         self.topic = topic
+        self._on_corrupt_snapshot = on_corrupt_snapshot
         self.config = config if config is not None else TransactionBufferConfig()
         self._ledger = ledger
         self._store = snapshot_store
@@ -618,8 +624,14 @@ class TopicTransactionBuffer:
         check_transition(self._state, TbState.INITIALIZING)
         self._state = TbState.INITIALIZING
         self.recover_start_ms = self._clock.wall_ms()
+        replayed_all = False
         try:
-            loaded = await load_snapshot(self._store, self.topic, self._ledger_exists())
+            try:
+                loaded = await load_snapshot(self._store, self.topic, self._ledger_exists())
+            except CorruptRecordError as exc:
+                loaded = None
+                replayed_all = True
+                await self._replay_without_snapshot(exc)
             if loaded is not None:
                 self._buf.install(loaded.aborted, loaded.index.low_watermarks)
                 self._writer.restore(loaded)
@@ -636,7 +648,11 @@ class TopicTransactionBuffer:
                 )
             await self.close()
             raise
-        new_state = TbState.READY if loaded is not None else TbState.NO_SNAPSHOT
+        # After a full replay the topic may hold transactions: READY takes a new
+        # snapshot on the usual schedule, which replaces the unreadable one.
+        new_state = (
+            TbState.READY if loaded is not None or replayed_all else TbState.NO_SNAPSHOT
+        )
         check_transition(self._state, new_state)
         self._state = new_state
         first = self._buf.first_ongoing_position()
@@ -652,6 +668,23 @@ class TopicTransactionBuffer:
             self._snapshots.start_timer()
             self._cleaner.trigger()
         self._notify()
+
+    async def _replay_without_snapshot(self, exc: CorruptRecordError) -> None:
+        """The snapshot cannot be read: rebuild the state from the whole topic.
+
+        Safe because a snapshot is only a shortcut: every transaction's data and
+        marker are in the topic, and an aborted transaction whose marker was trimmed
+        had its data (written before the marker) trimmed too. The next snapshot
+        replaces the unreadable one.
+        """
+        log.error("%s: transaction-buffer snapshot unreadable, replaying the topic: %s",
+                  self.topic, exc)
+        if self._on_corrupt_snapshot is not None:
+            self._on_corrupt_snapshot(exc)
+        await replay(
+            self._ledger, self._ledger.first_position, self._buf,
+            self.config.replay_read_entries, self._check_open,
+        )
 
     def _check_open(self) -> None:
         if self._state is TbState.CLOSED:

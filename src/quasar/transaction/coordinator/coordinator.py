@@ -60,6 +60,7 @@ from enum import Enum
 from quasar.clock import Clock
 from quasar.errors import (
     BrokerError,
+    CorruptRecordError,
     InvalidTxnStatus,
     NotAllowedError,
     TransactionCoordinatorNotFound,
@@ -71,6 +72,7 @@ from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import ManagedLedger
 
 from ..batched_log import BatchedLogControl, LogPosition
+from ..batched_log.deletion import corrupt_at
 from ..buffer_client import TransactionBufferClient, participants
 from ..crash_points import crash_point
 from ..errors import ReachMaxActiveTxn
@@ -281,6 +283,8 @@ class TransactionCoordinator:
                     log.info("tc %d: dropping log record at %s: %s", self._tc_id, position, exc)
                     self._log.delete([position], self._state.max_local_txn_id)
                     continue
+                except CorruptRecordError as exc:
+                    raise corrupt_at(self._log.name, position.position, exc) from exc
                 self._after_apply(result)
         except BaseException:
             self._status = CoordinatorStatus.CLOSED

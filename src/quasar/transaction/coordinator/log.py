@@ -40,7 +40,7 @@ from google.protobuf.message import DecodeError
 from quasar.clock import Clock
 from quasar.errors import CorruptRecordError
 from quasar.protocol import txnlog_pb
-from quasar.storage.api import InitialPosition, ManagedCursor, ManagedLedger
+from quasar.storage.api import InitialPosition, ManagedCursor, ManagedLedger, Position
 from quasar.transaction.batched_log import (
     BATCHED_ENTRY_MAGIC,
     BatchedLogControl,
@@ -51,7 +51,12 @@ from quasar.transaction.batched_log import (
     encode_batched_entry,
     is_batched_entry,
 )
-from quasar.transaction.batched_log.deletion import delete_records, replay_live_records
+from quasar.transaction.batched_log.deletion import (
+    corrupt_at,
+    delete_records,
+    replay_live_records,
+)
+from quasar.transaction.batched_log.set_aside import decodable_entries, set_aside
 from quasar.transaction.log_trimming import LogTrimmer
 from quasar.transaction.scheduler import Scheduler
 
@@ -140,6 +145,11 @@ class TransactionLog:
         return self._ledger
 
     @property
+    def name(self) -> str:
+        """The log's managed-ledger name (errors name it)."""
+        return self._ledger.name
+
+    @property
     def cursor(self) -> ManagedCursor:
         assert self._cursor is not None, "open() first"
         return self._cursor
@@ -184,7 +194,15 @@ class TransactionLog:
         if last.entry_id >= 0:
             entry = await self._ledger.read_entry(last)
             if entry is not None:
-                best = max_local_txn_id_of(decode_entry(entry.data), best)
+                try:
+                    records = decode_entry(entry.data)
+                except CorruptRecordError as exc:
+                    # An entry the operator set aside raised the counter property
+                    # past every id it could hold (``set_aside``), so it is not needed.
+                    if self.cursor.is_acknowledged(last):
+                        return best
+                    raise corrupt_at(self.name, last, exc) from exc
+                best = max_local_txn_id_of(records, best)
         return best
 
     async def replay(self) -> AsyncIterator[tuple[LogPosition, Record]]:
@@ -194,7 +212,9 @@ class TransactionLog:
             CorruptRecordError: an entry cannot be decoded (recovery must stop: a log
                 that cannot be read is never "recovered" by skipping records).
         """
-        async for live in replay_live_records(self.cursor, self._read_entries, decode_entry):
+        async for live in replay_live_records(
+            self.cursor, self._read_entries, decode_entry, self.name
+        ):
             yield live
 
     # ------------------------------------------------------------------ deleting
@@ -236,3 +256,28 @@ class TransactionLog:
 
 
 _serialize = encode_record
+
+
+# Transaction ids a set-aside entry may have used are unknown; the coordinator's
+# sequence skips this many past the highest id the rest of the log shows, so it never
+# hands out an id a participant may still hold state for. An entry holds at most
+# ``transactionLogBatchedWriteMaxRecords`` records (512 by default), each of one id.
+SET_ASIDE_ID_GAP = 1 << 16
+
+
+async def set_aside_entry(ledger: ManagedLedger, position: Position) -> bytes:
+    """Set the undecodable entry at ``position`` of a coordinator log aside
+    (``batched_log.set_aside``) and raise the stored id high-water mark past every id
+    it could hold; returns the entry's bytes.
+
+    Raises:
+        ResourceNotFoundError, PreconditionFailedError: see ``set_aside``.
+        MetadataError, ManagedLedgerClosed: from storage.
+    """
+    records = await decodable_entries(ledger, decode_entry, position)
+    cursor = ledger.open_cursor(CURSOR_NAME, InitialPosition.EARLIEST)
+    floor = max_local_txn_id_of(records, cursor.properties.get(MAX_LOCAL_TXN_ID, -1))
+    return await set_aside(
+        ledger, CURSOR_NAME, position, decode_entry,
+        {MAX_LOCAL_TXN_ID: floor + SET_ASIDE_ID_GAP},
+    )

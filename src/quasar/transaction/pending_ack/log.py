@@ -176,7 +176,9 @@ class PendingAckLog:
                 (skipping it could forget an ACK or a COMMIT).
             ManagedLedgerClosed: the ledger was closed meanwhile.
         """
-        async for live in replay_live_records(self.cursor, self._read_entries, decode_entry):
+        async for live in replay_live_records(
+            self.cursor, self._read_entries, decode_entry, self._ledger.name
+        ):
             yield live
 
     def release_before(
