@@ -40,6 +40,8 @@ PATH_VALUES = {
     "subscription": "sub",
     "role": "app",
     "clientName": "client-1",
+    "coordinatorId": "0",
+    "subName": "sub",
 }
 
 

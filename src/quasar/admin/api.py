@@ -210,3 +210,33 @@ class AdminBroker(Protocol):
             ServiceNotReady: transactions are disabled on this broker (503).
         """
         ...
+
+    def coordinator_stats(self, tc_id: int | None) -> dict[str, Any]:
+        """Pulsar's ``TransactionCoordinatorStats`` of one coordinator, or of each by id.
+
+        Raises:
+            ServiceNotReady: transactions are disabled. TransactionCoordinatorNotFound:
+                unknown id.
+        """
+        ...
+
+    async def skip_coordinator_record(self, tc_id: int, position: str) -> dict[str, Any]:
+        """Set the unreadable entry at ``position`` of a coordinator log aside, keep
+        its bytes under the data directory, and load the coordinator again.
+
+        Raises:
+            BadRequestError: ``position`` is not ``ledger:entry``.
+            PreconditionFailedError, ResourceNotFoundError: see ``set_aside``.
+        """
+        ...
+
+    async def skip_pending_ack_record(
+        self, topic: str, subscription: str, position: str
+    ) -> dict[str, Any]:
+        """As ``skip_coordinator_record``, for a subscription's pending-ack log.
+
+        Raises:
+            BadRequestError, PreconditionFailedError, ResourceNotFoundError,
+            TopicNotFound, SubscriptionNotFound.
+        """
+        ...

@@ -17,6 +17,7 @@ from prometheus_client.registry import CollectorRegistry
 from quasar.admin.access import AUTHENTICATED, access, authorization_middleware
 from quasar.admin.api import AdminBroker
 from quasar.admin.authentication import METRICS_PATHS, authentication_middleware
+from quasar.admin.corrupt_records import routes as corrupt_record_routes
 from quasar.admin.http import AUTHORIZATION_KEY, BROKER_KEY
 from quasar.admin.namespaces import routes as namespace_routes
 from quasar.admin.permissions import routes as permission_routes
@@ -115,6 +116,7 @@ def create_admin_app(
     app.add_routes(topic_routes)
     app.add_routes(txn_batch_log_routes)
     app.add_routes(transaction_routes)
+    app.add_routes(corrupt_record_routes)
     app.router.add_get("/metrics", _metrics)
     app.add_routes(permission_routes)
     return app

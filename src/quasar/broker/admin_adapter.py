@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import quote
 
 from quasar.errors import (
     AlreadyExistsError,
+    BadRequestError,
     NotAllowedError,
     PreconditionFailedError,
     ResourceNotFoundError,
@@ -17,10 +19,23 @@ from quasar.errors import (
 from quasar.protocol import TopicName
 from quasar.resources.store import PulsarResources
 from quasar.storage.api import EARLIEST, LATEST, InitialPosition, Position
+from quasar.transaction.batched_log.set_aside import parse_position
+from quasar.transaction.coordinator_registry import transaction_log_ledger_name
 
 from .compaction import compacted_ledger_prefix, delete_compacted_ledgers
 from .service import BrokerService
 from .topic import PersistentTopic, is_system_cursor
+from .transactions import TransactionService
+
+# Where the operator's skipCorruptRecord keeps the bytes it set aside, under dataDir.
+CORRUPT_RECORDS_DIR = "corrupt-records"
+
+
+def _position(text: str) -> Position:
+    try:
+        return parse_position(text)
+    except ValueError as exc:
+        raise BadRequestError(str(exc)) from exc
 
 
 class AdminAdapter:
@@ -200,3 +215,47 @@ class AdminAdapter:
         return await transactions.client_transactions(
             client_name, role=role, superuser=superuser
         )
+
+    # -- unreadable records in the broker's own logs (docs/operations.md) -----------------
+    def _transactions(self) -> TransactionService:
+        transactions = self.service.transactions
+        if transactions is None:
+            raise ServiceNotReady("Transactions are not enabled on this broker")
+        return transactions
+
+    def coordinator_stats(self, tc_id: int | None) -> dict[str, Any]:
+        return self._transactions().coordinator_stats(tc_id)
+
+    async def skip_coordinator_record(self, tc_id: int, position: str) -> dict[str, Any]:
+        transactions = self._transactions()
+        pos = _position(position)
+        log_name = transaction_log_ledger_name(tc_id)
+        try:
+            data = await transactions.registry.set_aside(tc_id, pos)
+        finally:
+            state = transactions.coordinator_stats(tc_id)
+        return self._set_aside_answer(log_name, pos, data, state)
+
+    async def skip_pending_ack_record(
+        self, topic: str, subscription: str, position: str
+    ) -> dict[str, Any]:
+        self._transactions()
+        pos = _position(position)
+        t = await self._topic(topic)
+        sub = t.subscriptions.get(subscription)
+        if sub is None:
+            raise SubscriptionNotFound("Subscription not found")
+        data = await sub.txns.set_aside(pos)
+        state = sub.txns.status() or {"pendingAckState": "None"}
+        return self._set_aside_answer(sub.txns.ledger_name, pos, data, state)
+
+    def _set_aside_answer(
+        self, log_name: str, pos: Position, data: bytes, state: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Keep the set-aside bytes for inspection and describe what was done."""
+        folder = self.service.config.broker.data_path / CORRUPT_RECORDS_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{quote(log_name, safe='')}-{pos.ledger_id}-{pos.entry_id}.bin"
+        path.write_bytes(data)
+        return {"log": log_name, "position": str(pos), "size": len(data),
+                "savedTo": str(path), "state": state}

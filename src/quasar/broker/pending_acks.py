@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from quasar.errors import (
+    BrokerError,
     CorruptRecordError,
     NotAllowedError,
     PreconditionFailedError,
@@ -91,7 +92,7 @@ class SubscriptionTransactions:
                 if self.failure is None:
                     raise
 
-    def not_ready(self, what: str) -> ServiceNotReady:
+    def not_ready(self, what: str) -> BrokerError:
         """The error of a request refused because the log has an unreadable record.
 
         ``ServiceNotReady``, as Pulsar answers for a pending-ack handle in Error: the

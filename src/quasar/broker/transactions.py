@@ -30,8 +30,8 @@ from typing import Any
 from prometheus_client.registry import CollectorRegistry
 
 from quasar.clock import Clock, SystemClock
-from quasar.protocol.topic_name import TRANSACTION_BUFFER_SNAPSHOT, TopicName
 from quasar.errors import TransactionCoordinatorNotFound
+from quasar.protocol.topic_name import TRANSACTION_BUFFER_SNAPSHOT, TopicName
 from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import ManagedCursor, ManagedLedger
 from quasar.transaction.batched_log import BatchedLogs

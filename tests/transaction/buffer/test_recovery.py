@@ -6,9 +6,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
-
-from quasar.errors import CorruptRecordError, ServiceNotReady
 from quasar.storage import EARLIEST, Position
 from quasar.transaction import TxnAction, TxnID
 from quasar.transaction.buffer import TbState, TransactionBufferConfig
