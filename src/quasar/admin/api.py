@@ -211,7 +211,7 @@ class AdminBroker(Protocol):
         """
         ...
 
-    def coordinator_stats(self, tc_id: int | None) -> dict[str, Any]:
+    async def coordinator_stats(self, tc_id: int | None) -> dict[str, Any]:
         """Pulsar's ``TransactionCoordinatorStats`` of one coordinator, or of each by id.
 
         Raises:

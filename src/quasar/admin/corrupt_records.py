@@ -51,7 +51,7 @@ def _position(request: web.Request) -> str:
 async def coordinator_stats(request: web.Request) -> web.Response:
     raw = request.query.get("coordinatorId")
     tc_id = None if raw is None else _coordinator_id(raw)
-    return json_response(broker_of(request).coordinator_stats(tc_id))
+    return json_response(await broker_of(request).coordinator_stats(tc_id))
 
 
 @routes.post(BASE + "/coordinators/{coordinatorId}/skipCorruptRecord")

@@ -223,8 +223,8 @@ class AdminAdapter:
             raise ServiceNotReady("Transactions are not enabled on this broker")
         return transactions
 
-    def coordinator_stats(self, tc_id: int | None) -> dict[str, Any]:
-        return self._transactions().coordinator_stats(tc_id)
+    async def coordinator_stats(self, tc_id: int | None) -> dict[str, Any]:
+        return await self._transactions().coordinator_stats(tc_id)
 
     async def skip_coordinator_record(self, tc_id: int, position: str) -> dict[str, Any]:
         transactions = self._transactions()
@@ -233,7 +233,7 @@ class AdminAdapter:
         try:
             data = await transactions.registry.set_aside(tc_id, pos)
         finally:
-            state = transactions.coordinator_stats(tc_id)
+            state = await transactions.coordinator_stats(tc_id)
         return self._set_aside_answer(log_name, pos, data, state)
 
     async def skip_pending_ack_record(

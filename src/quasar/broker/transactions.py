@@ -251,25 +251,33 @@ class TransactionService:
         if self.service.partitions_of(name) == 0:
             self.service.create_partitioned_topic(name, self.coordinator_count)
 
-    def coordinator_stats(self, tc_id: int | None) -> dict[str, Any]:
+    async def coordinator_stats(self, tc_id: int | None) -> dict[str, Any]:
         """Pulsar's ``TransactionCoordinatorStats`` of one coordinator, or of every one
-        keyed by id; a coordinator whose last load failed is in state ``Error`` with
+        keyed by id; a coordinator whose load fails is in state ``Error`` with
         quasar's ``lastError`` (the error, and the log and position of an unreadable
         record, which ``skipCorruptRecord`` takes).
+
+        Coordinators not loaded yet are loaded first, as a TC_CLIENT_CONNECT would
+        load them (after a restart none may be), so one request makes at most one
+        load attempt per coordinator.
 
         Raises:
             TransactionCoordinatorNotFound: unknown id.
         """
         if tc_id is None:
-            return {str(i): self._one_coordinator_stats(i)
+            return {str(i): await self._one_coordinator_stats(i)
                     for i in range(self.coordinator_count)}
         if not 0 <= tc_id < self.coordinator_count:
             raise TransactionCoordinatorNotFound(
                 f"Transaction coordinator with id {tc_id} not found"
             )
-        return self._one_coordinator_stats(tc_id)
+        return await self._one_coordinator_stats(tc_id)
 
-    def _one_coordinator_stats(self, tc_id: int) -> dict[str, Any]:
+    async def _one_coordinator_stats(self, tc_id: int) -> dict[str, Any]:
+        try:
+            await self.registry.connect(tc_id)
+        except TransactionCoordinatorNotFound as exc:
+            log.info("coordinator stats: coordinator %d unavailable: %s", tc_id, exc)
         tc = next((c for c in self.registry.coordinators() if c.tc_id == tc_id), None)
         failure = self.registry.load_failures.get(tc_id)
         out: dict[str, Any] = {
