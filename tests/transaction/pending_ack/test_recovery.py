@@ -7,8 +7,14 @@ import asyncio
 
 import pytest
 
-from quasar.errors import CorruptRecordError, ServiceNotReady, TransactionConflict
+from quasar.errors import (
+    CorruptRecordError,
+    PreconditionFailedError,
+    ServiceNotReady,
+    TransactionConflict,
+)
 from quasar.transaction import TxnID
+from quasar.transaction.batched_log.set_aside import set_aside
 from quasar.transaction.pending_ack import (
     AckType,
     PendingAckConfig,
@@ -16,7 +22,8 @@ from quasar.transaction.pending_ack import (
     PendingAckOp,
     PendingAckRecord,
 )
-from quasar.transaction.pending_ack.records import encode_record
+from quasar.transaction.pending_ack.log import CURSOR_NAME
+from quasar.transaction.pending_ack.records import decode_entry, encode_record
 
 from .helpers import T1, T2, T3, PaEnv, batch_ack_set, individual
 
@@ -169,6 +176,32 @@ async def test_an_unreadable_log_fails_recovery(pa: PaEnv) -> None:
     with pytest.raises(ServiceNotReady):
         await handle.abort(T1, -1)
     assert pa.fenced == []  # recover() raised to its caller; nothing to report twice
+
+
+async def test_an_unreadable_entry_set_aside_is_skipped_by_every_later_recovery(
+    pa: PaEnv,
+) -> None:
+    await pa.handle.individual_ack(T1, individual(pa, 0))
+    await pa.handle.close()
+    bad = await pa.log_ledger.add_entry(b"\x0e\x01\x00\x07garbage")
+    handle = pa.new_handle()
+    with pytest.raises(CorruptRecordError) as info:
+        await handle.recover()
+    assert info.value.position == str(bad)
+    assert info.value.log_name == pa.log_ledger.name
+    assert f"at {bad} cannot be read: unknown batched log entry version 7" in str(info.value)
+
+    with pytest.raises(PreconditionFailedError, match="readable"):
+        await set_aside(pa.log_ledger, CURSOR_NAME, pa.log_ledger.first_position,
+                        decode_entry)
+    assert await set_aside(pa.log_ledger, CURSOR_NAME, bad, decode_entry) == (
+        b"\x0e\x01\x00\x07garbage"
+    )
+    with pytest.raises(PreconditionFailedError, match="already"):
+        await set_aside(pa.log_ledger, CURSOR_NAME, bad, decode_entry)
+    handle = await pa.restart()
+    # The ACK before the entry is still pending: nothing else was skipped.
+    assert handle.is_pending(pa.p(0))
 
 
 async def test_recover_twice_is_a_bug(pa: PaEnv) -> None:
