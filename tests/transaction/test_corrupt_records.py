@@ -133,3 +133,24 @@ def test_corrupt_records_counts_each_record_once() -> None:
     (family,) = records.collect()
     counts = {s.labels["log"]: s.value for s in family.samples if s.name.endswith("_total")}
     assert counts == {"transaction_log": 0, "pending_ack_log": 2, "buffer_snapshot": 0}
+
+
+async def test_a_further_unreadable_entry_is_named_after_the_first_is_set_aside(
+    env: Env,
+) -> None:
+    reg = env.registry()
+    await reg.connect(0)
+    await reg.close()
+    first = await env.append(0, GARBAGE)
+    second = await env.append(0, GARBAGE + b"2")
+    reg = env.registry()
+    with pytest.raises(TransactionCoordinatorNotFound):
+        await reg.connect(0)
+    # The last entry is read first (for the id high-water mark), then the replay.
+    assert reg.load_failures[0].position == str(second)
+    assert await reg.set_aside(0, second) == GARBAGE + b"2"
+    assert reg.load_failures[0].position == str(first)
+    await reg.set_aside(0, first)
+    assert reg.get(0).status is CoordinatorStatus.READY
+    assert env.corrupt.counts[CorruptLog.TRANSACTION_LOG] == 2
+    await reg.close()

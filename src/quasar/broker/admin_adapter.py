@@ -230,10 +230,8 @@ class AdminAdapter:
         transactions = self._transactions()
         pos = _position(position)
         log_name = transaction_log_ledger_name(tc_id)
-        try:
-            data = await transactions.registry.set_aside(tc_id, pos)
-        finally:
-            state = await transactions.coordinator_stats(tc_id)
+        data = await transactions.registry.set_aside(tc_id, pos)
+        state = await transactions.coordinator_stats(tc_id)
         return self._set_aside_answer(log_name, pos, data, state)
 
     async def skip_pending_ack_record(

@@ -150,6 +150,8 @@ class SubscriptionTransactions:
 
         Raises:
             NotAllowedError: transactions are disabled on this broker.
+            ServiceNotReady: the log has an unreadable record (``failure``; found now
+                or by an earlier load).
         """
         if self.handle is not None:
             return self.handle
