@@ -25,7 +25,7 @@ from quasar.errors import ServerError
 from quasar.protocol import pb
 from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
 from quasar.testing.process import BrokerProcess
-from quasar.testing.raw import Raw
+from quasar.testing.raw import Raw, RawCoordinator
 from quasar.transaction.coordinator_registry import transaction_log_ledger_name
 from quasar.transaction.pending_ack import pending_ack_ledger_name
 
@@ -175,6 +175,16 @@ def test_corrupt_coordinator_log_fails_only_that_coordinator(broker: BrokerProce
     assert stats["0"]["lastError"]["position"] == position
     assert "version 7" in stats["0"]["lastError"]["message"]
     assert corrupt_metric(broker, "transaction_log") == 1
+    # Coordinator 0 answers with the retryable error; coordinator 1 serves.
+    tc = RawCoordinator(broker.port)
+    answer = tc.connect(0)
+    assert answer.error == ServerError.TransactionCoordinatorNotFound
+    assert position in answer.message
+    answer = tc.new_txn(tc_id=0)
+    assert answer.error == ServerError.TransactionCoordinatorNotFound
+    assert not tc.connect(1).HasField("error")
+    answer = tc.new_txn(tc_id=1)
+    assert not answer.HasField("error") and answer.txnid_most_bits == 1
     # Topics are not touched by a coordinator's log.
     client = pulsar.Client(broker.url, operation_timeout_seconds=10)
     try:
