@@ -433,7 +433,11 @@ class SingleActiveConsumerDispatcher(Dispatcher):
             found = [delivery(e, info) for e, info in plain]
         deliveries = [d for d in found if d is not None]
         if deliveries:
-            c.deliver(deliveries)
+            sent = c.deliver(deliveries)
+            if sent < len(deliveries):
+                # The connection's write buffer filled up: what did not go out is read
+                # again once it drains (nothing of it is pending on the consumer).
+                self.cursor.seek(deliveries[sent].entry.position)
         return moved
 
 

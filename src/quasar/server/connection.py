@@ -29,6 +29,25 @@ Back-pressure: when more than ``max_pending_publish`` sends await their receipts
 reading from the socket pauses until half of them complete (Pulsar's
 ``maxPendingPublishRequestsPerConnection``).
 
+Dispatch back-pressure: once the transport's write buffer passes
+``pulsarChannelWriteBufferHighWaterMark``, the transport calls ``pause_writing`` and
+the connection's consumers stop being handed entries (their shared ``WriteState``
+reads not writable), until it drains below the low-water mark and
+``resume_writing`` wakes their dispatchers. So a consumer that grants a huge number
+of permits and never reads costs the broker one write buffer, not its backlog.
+Answers (receipts, PONGs, errors) are never held back: they are small, and bounded
+by the requests the client sends.
+
+Resources: every connection shares the broker's ``ConnectionLimits``
+(``limits.py``): a connection over ``brokerMaxConnections`` or
+``brokerMaxConnectionsPerIp`` is answered ERROR(NotAllowedError) and closed at once.
+A frame that has started must end within ``incompleteFrameTimeoutSeconds`` (while
+reading is not paused by the broker itself), and the bytes all connections hold for
+incomplete frames are bounded together; a connection over either is closed. When a
+connection closes, everything it holds is let go at once (producers, consumers,
+buffered frames, the decoder's buffer), not when a garbage collection finds the
+connection's reference cycles.
+
 Fair turns: after a large read (``YIELD_AFTER_READ_BYTES``) reading pauses until the
 loop has run what became ready meanwhile. libuv reads a busy socket up to 32 times
 (256 KiB each) in one go, so without the pause a publishing client's burst (1,000
@@ -53,11 +72,11 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from quasar.auth import AuthenticationService, AuthorizationService
-from quasar.broker.consumer import Consumer
+from quasar.broker.consumer import Consumer, WriteState
 from quasar.broker.producer import Producer
 from quasar.broker.service import BrokerService
 from quasar.broker.topic import PersistentTopic
-from quasar.errors import ProtocolError
+from quasar.errors import NotAllowedError, ProtocolError
 from quasar.protocol import (
     FRAME_PADDING,
     PROTOCOL_VERSION_MAX,
@@ -72,8 +91,10 @@ from quasar.transport.writer import Buffer, FrameWriter
 from .authentication import ConnectionAuthentication
 from .consumer_commands import ConsumerCommands
 from .context import CommandHandler
+from .limits import ConnectionLimits
 from .lookup_commands import LookupCommands
 from .producer_commands import ProducerCommands
+from .replies import BROKER_REQUEST_ID, error
 from .txn_commands import TransactionCommands
 
 log = logging.getLogger(__name__)
@@ -100,10 +121,15 @@ class ServerConnection(asyncio.Protocol):
         keep_alive_s: float = 30.0,
         authentication: AuthenticationService | None = None,
         authorization: AuthorizationService | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
+        """``limits``: the broker's connection limits, shared by its connections
+        (None: this connection's own, as for a connection built alone in a test)."""
         loop = asyncio.get_running_loop()
+        self._loop = loop
         self.service = service
         self.settings = service.config.broker
+        self.limits = limits if limits is not None else ConnectionLimits(self.settings)
         self._decoder = FrameDecoder(self.settings.max_message_size + FRAME_PADDING)
         self._transport: asyncio.Transport | None = None
         self._writer = FrameWriter(loop)
@@ -128,6 +154,16 @@ class ServerConnection(asyncio.Protocol):
         self.peer_certificate: dict[str, Any] | None = None
         self._client_version = ""
         self._remote = ""
+        self._ip = ""
+        self._admitted = False  # counted as open in the broker's limits
+        # Shared with this connection's consumers: deliveries stop while it is False.
+        self.write_state = WriteState()
+        # Bytes of the frame that has started but not ended, and since when.
+        self._incomplete_bytes = 0
+        self._incomplete_since: float | None = None
+        self._incomplete_timer: asyncio.TimerHandle | None = None
+        self._incomplete_timeout_s = float(self.settings.incomplete_frame_timeout_seconds)
+        self._close_timer: asyncio.TimerHandle | None = None
         self.producers: dict[int, tuple[Producer, PersistentTopic]] = {}
         self.producer_futures: dict[int, asyncio.Future[None]] = {}
         self.consumers: dict[int, tuple[Consumer, PersistentTopic]] = {}
@@ -184,6 +220,20 @@ class ServerConnection(asyncio.Protocol):
         self._writer.attach(self._transport)  # type: ignore[arg-type]
         peer = transport.get_extra_info("peername")
         self._remote = f"{peer[0]}:{peer[1]}" if peer else "unknown"
+        self._ip = str(peer[0]) if peer else "unknown"
+        over = self.limits.connection_opened(self._ip)
+        if over is not None:
+            self._refuse_connection(over)
+            return
+        self._admitted = True
+        settings = self.settings
+        self._transport.set_write_buffer_limits(
+            high=settings.pulsar_channel_write_buffer_high_water_mark,
+            low=min(
+                settings.pulsar_channel_write_buffer_low_water_mark,
+                settings.pulsar_channel_write_buffer_high_water_mark,
+            ),
+        )
         # ssl only decodes a certificate it verified, so an unverified one (under
         # tlsAllowInsecureConnection) never reaches authentication.
         self.peer_certificate = transport.get_extra_info("peercert") or None
@@ -196,17 +246,35 @@ class ServerConnection(asyncio.Protocol):
                 pass  # not a TCP socket (a test's socketpair): nothing to tune
         self._keep_alive.start()
 
+    def _refuse_connection(self, limit_key: str) -> None:
+        """Answer a connection over a connection limit and close it (Pulsar's
+        answer: ERROR(NotAllowedError) for no request, then close)."""
+        if limit_key == "brokerMaxConnections":
+            message = "Reached the maximum number of connections"
+        else:
+            message = f"Reached the maximum number of connections on address {self._ip}"
+        log.warning("refusing connection from %s: %s (%s)", self._remote, message, limit_key)
+        self.limits.refused(limit_key)
+        self.send_command(error(BROKER_REQUEST_ID, NotAllowedError(message)))
+        self.abort()
+
     def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return  # refused or closing: nothing it sends is read any more
         self._keep_alive.heard = True
         if len(data) >= YIELD_AFTER_READ_BYTES and not self._read_yielded:
             self._read_yielded = True
             self._update_reading()
-            asyncio.get_running_loop().call_soon(self._end_read_turn)
+            self._loop.call_soon(self._end_read_turn)
+        decoder = self._decoder
         try:
-            frames = self._decoder.feed(data)
+            frames = decoder.feed(data)
         except ProtocolError as e:
             log.warning("closing connection from %s: %s", self._remote, e)
             self.abort()
+            return
+        held = decoder.buffered_bytes
+        if (held or self._incomplete_bytes) and not self._hold_incomplete(held, bool(frames)):
             return
         for frame in frames:
             if self.closed:
@@ -224,6 +292,19 @@ class ServerConnection(asyncio.Protocol):
         if self._authentication is not None:
             self._authentication.stop()
         self._writer.discard()
+        # The connection sits in reference cycles (its handlers point back at it), so
+        # what it holds is let go here rather than whenever a collection runs.
+        self._decoder.discard()
+        self.limits.incomplete_frame_held(self._incomplete_bytes, 0)
+        self._incomplete_bytes = 0
+        self._incomplete_since = None
+        for timer in (self._incomplete_timer, self._close_timer):
+            if timer is not None:
+                timer.cancel()
+        self._incomplete_timer = self._close_timer = None
+        if self._admitted:
+            self._admitted = False
+            self.limits.connection_closed(self._ip)
         for task in list(self._tasks):
             task.cancel()
         for producer, topic in list(self.producers.values()):
@@ -232,6 +313,70 @@ class ServerConnection(asyncio.Protocol):
             topic.remove_consumer(consumer)
         self.producers.clear()
         self.consumers.clear()
+        self.producer_futures.clear()
+        self.consumer_futures.clear()
+        self._transport = None
+
+    # -- writing back-pressure ---------------------------------------------------------
+    def pause_writing(self) -> None:
+        """The transport's write buffer passed the high-water mark: stop dispatch."""
+        self.write_state.writable = False
+
+    def resume_writing(self) -> None:
+        """The write buffer drained below the low-water mark: dispatch again to the
+        consumers that may take entries."""
+        self.write_state.writable = True
+        for consumer, topic in list(self.consumers.values()):
+            if consumer.permits > 0:
+                topic.resume_dispatch(consumer)
+
+    # -- incomplete frames ---------------------------------------------------------------
+    def _hold_incomplete(self, held: int, completed: bool) -> bool:
+        """Account the bytes of an incomplete frame after a read (``completed``: the
+        read ended some frame, so what is held now belongs to a new one). Returns
+        False when the connection was closed for the broker-wide budget."""
+        before = self._incomplete_bytes
+        self._incomplete_bytes = held
+        limits = self.limits
+        if not limits.incomplete_frame_held(before, held):
+            log.warning(
+                "closing connection from %s: its incomplete frame holds %d bytes while "
+                "all connections hold %d, over maxIncompleteFramesSizeInMB",
+                self._remote, held, limits.incomplete_frames_bytes,
+            )
+            limits.refused("maxIncompleteFramesSizeInMB")
+            self.abort()
+            return False
+        if not held:
+            self._incomplete_since = None
+        elif completed or self._incomplete_since is None:
+            self._incomplete_since = self._loop.time()
+            if self._incomplete_timer is None:
+                self._incomplete_timer = self._loop.call_later(
+                    self._incomplete_timeout_s, self._check_incomplete_frame
+                )
+        return True
+
+    def _check_incomplete_frame(self) -> None:
+        self._incomplete_timer = None
+        since = self._incomplete_since
+        if since is None or self.closed:
+            return
+        if not self._reading:
+            # The broker paused reading: the frame cannot progress, through no fault
+            # of the client's. Its time starts again once reading resumes.
+            since = self._incomplete_since = self._loop.time()
+        left = since + self._incomplete_timeout_s - self._loop.time()
+        if left > 0:
+            self._incomplete_timer = self._loop.call_later(left, self._check_incomplete_frame)
+            return
+        log.warning(
+            "closing connection from %s: a frame started %g s ago is still incomplete "
+            "(%d bytes received; incompleteFrameTimeoutSeconds)",
+            self._remote, self._incomplete_timeout_s, self._incomplete_bytes,
+        )
+        self.limits.refused("incompleteFrameTimeoutSeconds")
+        self.abort()
 
     # -- reading: back-pressure and fair turns ----------------------------------------
     def _end_read_turn(self) -> None:
@@ -282,12 +427,27 @@ class ServerConnection(asyncio.Protocol):
         self.write(encode_command(cmd))
 
     def abort(self) -> None:
-        """Close the connection: what is buffered leaves first."""
+        """Close the connection: what is buffered leaves first, unless the client
+        does not read it (the write buffer is over its high-water mark), or has not
+        read it within a keep-alive interval."""
         self._keep_alive.stop()
         self._writer.close()
         self.closed = True
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if not self.write_state.writable:
+            transport.abort()
+            return
+        transport.close()
+        self._close_timer = self._loop.call_later(
+            max(self._keep_alive.interval_s, 1.0), self._abort_transport
+        )
+
+    def _abort_transport(self) -> None:
+        self._close_timer = None
         if self._transport is not None:
-            self._transport.close()
+            self._transport.abort()
 
     # -- dispatch ----------------------------------------------------------------------
     def _handle(self, frame: Frame) -> None:
