@@ -503,6 +503,10 @@ class SharedDispatcher(Dispatcher):
         return sent
 
 
+def _ring_key(point: tuple[int, int, Consumer]) -> tuple[int, int]:
+    return point[0], point[1]
+
+
 class KeySharedDispatcher(SharedDispatcher):
     """Key_Shared (AUTO_SPLIT): a consistent-hash ring maps each key to one consumer."""
 
@@ -516,14 +520,30 @@ class KeySharedDispatcher(SharedDispatcher):
         # from that consumer until everything before is acknowledged)
         self._recently_joined: dict[Consumer, Position] = {}
 
-    def _rebuild_ring(self) -> None:
-        ring: list[tuple[int, int, Consumer]] = []
-        for c in self.consumers:
-            for i in range(self.POINTS_PER_CONSUMER):
-                h = sticky_key_hash(f"{c.consumer_name}{i}".encode())
-                ring.append((h, c.order, c))
-        ring.sort(key=lambda t: (t[0], t[1]))
-        self._ring = ring
+    def _points(self, c: Consumer) -> list[tuple[int, int]]:
+        """Where ``c`` sits on the ring: its points' (hash, join order) keys."""
+        return [
+            (sticky_key_hash(f"{c.consumer_name}{i}".encode()), c.order)
+            for i in range(self.POINTS_PER_CONSUMER)
+        ]
+
+    # The ring is kept sorted by (hash, join order) and changed point by point, so
+    # a consumer joining or leaving costs its own points' insertions and removals,
+    # not a rebuild from every consumer's points.
+    def _ring_add(self, c: Consumer) -> None:
+        ring = self._ring
+        for h, order in self._points(c):
+            bisect.insort_right(ring, (h, order, c), key=_ring_key)
+
+    def _ring_remove(self, c: Consumer) -> None:
+        ring = self._ring
+        for point in self._points(c):
+            i = bisect.bisect_left(ring, point, key=_ring_key)
+            while i < len(ring) and _ring_key(ring[i]) == point:
+                if ring[i][2] is c:
+                    del ring[i]
+                    break
+                i += 1
 
     def consumer_for(self, key: bytes | None) -> Consumer | None:
         if not self._ring:
@@ -536,14 +556,14 @@ class KeySharedDispatcher(SharedDispatcher):
         if self.consumers:
             self._recently_joined[consumer] = self.cursor.read_position
         self.consumers.append(consumer)
-        self._rebuild_ring()
+        self._ring_add(consumer)
         self.schedule()
 
     def remove_consumer(self, consumer: Consumer) -> None:
         self._recently_joined.pop(consumer, None)
         if consumer in self.consumers:
             self.consumers.remove(consumer)
-        self._rebuild_ring()
+            self._ring_remove(consumer)
         self.add_replay(consumer.take_pending(), count_redelivery=True)
         self.schedule()
 
