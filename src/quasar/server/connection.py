@@ -179,6 +179,8 @@ class ServerConnection(asyncio.Protocol):
         self._reading_paused = False  # back-pressure: too many publishes in flight
         self._read_yielded = False  # a turn given up after a large read
         self._frames_held = False  # decoded frames wait for later turns
+        # Decoded frames held back by publish back-pressure, and where they resume.
+        self._frames_waiting: tuple[list[Frame], int] | None = None
         self._reading = True  # what the transport was last told
         self._keep_alive = KeepAlive(
             keep_alive_s, loop, self.write, self._keep_alive_expired, hearing=self._hearing
@@ -300,7 +302,11 @@ class ServerConnection(asyncio.Protocol):
 
     def _handle_frames(self, frames: list[Frame], start: int) -> None:
         """Handle ``FRAMES_PER_TURN`` of a read's frames from ``start``, and the rest
-        in later loop turns (reading stays paused until they are done)."""
+        in later loop turns (reading stays paused until they are done). While publish
+        back-pressure holds, the rest waits for it to lift, as unread bytes would."""
+        if start and self._reading_paused:
+            self._frames_waiting = (frames, start)
+            return
         end = min(start + FRAMES_PER_TURN, len(frames))
         for i in range(start, end):
             if self.closed:
@@ -346,6 +352,7 @@ class ServerConnection(asyncio.Protocol):
         self.consumers.clear()
         self.producer_futures.clear()
         self.consumer_futures.clear()
+        self._frames_waiting = None
         self._transport = None
 
     # -- writing back-pressure ---------------------------------------------------------
@@ -440,6 +447,10 @@ class ServerConnection(asyncio.Protocol):
         self.pending_publish -= 1
         if self._reading_paused and self.pending_publish <= self.max_pending_publish // 2:
             self._reading_paused = False
+            waiting = self._frames_waiting
+            if waiting is not None:
+                self._frames_waiting = None
+                self._loop.call_soon(self._handle_frames, *waiting)
             self._update_reading()
 
     # -- keep-alive ----------------------------------------------------------------------
