@@ -447,6 +447,17 @@ class SharedDispatcher(Dispatcher):
     def __init__(self, subscription: DispatchSubscription, topic: TopicReadView) -> None:
         super().__init__(subscription, topic)
         self._rr = 0
+        # The consumers' priority levels, lowest (served first) first; worked out
+        # again only when a consumer joins or leaves, not for every entry.
+        self._levels: list[int] | None = None
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self._levels = None
+        super().add_consumer(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        self._levels = None
+        super().remove_consumer(consumer)
 
     def on_redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         if positions is None:
@@ -457,9 +468,21 @@ class SharedDispatcher(Dispatcher):
         self.schedule()
 
     def _next_available(self) -> Consumer | None:
-        n = len(self.consumers)
+        consumers = self.consumers
+        n = len(consumers)
+        levels = self._levels
+        if levels is None:
+            levels = self._levels = sorted({c.priority_level for c in consumers})
+        if len(levels) == 1:
+            # One level (the usual case): the next available consumer in turn.
+            for i in range(n):
+                c = consumers[(self._rr + i) % n]
+                if c.available():
+                    self._rr = (self._rr + i + 1) % n
+                    return c
+            return None
         # Highest priority first (lowest level), round-robin within a level.
-        for level in sorted({c.priority_level for c in self.consumers}):
+        for level in levels:
             for i in range(n):
                 c = self.consumers[(self._rr + i) % n]
                 if c.priority_level == level and c.available():
