@@ -369,12 +369,16 @@ class SingleActiveConsumerDispatcher(Dispatcher):
     def _pick_active(self) -> Consumer | None:
         if not self.consumers:
             return None
-        ordered = sorted(self.consumers, key=lambda c: (c.priority_level, c.consumer_name, c.order))
+        # The first by (priority level, name, join order); on a partition, the
+        # partition's turn among the highest priority's consumers, the only case that
+        # needs them in order (otherwise a consumer joining costs one pass, no sort).
+        top_level = min(c.priority_level for c in self.consumers)
+        top = [c for c in self.consumers if c.priority_level == top_level]
         if self.failover and self.partition_index >= 0:
             # Spread partitions over consumers (Pulsar: partitionIndex % consumers).
-            top = [c for c in ordered if c.priority_level == ordered[0].priority_level]
+            top.sort(key=lambda c: (c.consumer_name, c.order))
             return top[self.partition_index % len(top)]
-        return ordered[0]
+        return min(top, key=lambda c: (c.consumer_name, c.order))
 
     def _elect(self) -> None:
         new = self._pick_active()
