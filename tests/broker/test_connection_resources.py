@@ -1,7 +1,8 @@
 """What a connection's producers and consumers cost the broker, on in-memory storage:
 registering a producer looks up the topic's producers instead of scanning them, and
 dispatch stops while the consumer's connection cannot take more (its write buffer
-is full) and resumes where it stopped, losing and repeating nothing."""
+is full) and resumes where it stopped, losing and repeating nothing; a read asks for
+about as many bytes as Pulsar's dispatcherMaxReadSizeBytes, however many permits."""
 
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ async def _topic(service: BrokerService, name: str) -> PersistentTopic:
     )
 
 
-async def _publish(topic: PersistentTopic, count: int) -> None:
+async def _publish(topic: PersistentTopic, count: int, size: int = 100) -> None:
     producer = Producer(producer_id=1, producer_name="p", connection=_Connection())
     await topic.add_producer(producer)
     loop = asyncio.get_running_loop()
@@ -96,7 +97,7 @@ async def _publish(topic: PersistentTopic, count: int) -> None:
     for seq in range(count):
         md = pb.MessageMetadata(producer_name="p", sequence_id=seq, publish_time=1)
         topic.publish(
-            producer, seq, seq, 1, make_entry(md, b"x" * 100),
+            producer, seq, seq, 1, make_entry(md, b"x" * size),
             functools.partial(resolve_append, done[seq]),
         )
     await asyncio.gather(*done)
@@ -184,3 +185,20 @@ async def test_a_consumer_without_permits_is_not_woken_by_its_connection(
     topic.resume_dispatch(consumer)
     await conn.settled()
     assert len(conn.received) == 3
+
+
+async def test_a_read_asks_for_about_5_mib_whatever_the_permits(
+    service: BrokerService,
+) -> None:
+    small, large = await _topic(service, "small"), await _topic(service, "large")
+    await _publish(small, 10)
+    await _publish(large, 10, size=1024 * 1024)
+    for topic, entries in ((small, 100), (large, 4)):
+        conn = _Connection()
+        consumer = Consumer(consumer_id=1, consumer_name="c", subscription_name="s",
+                            sub_type=SUB_SHARED, connection=conn)
+        sub = topic.subscribe(consumer, True, InitialPosition.EARLIEST, None)
+        assert sub.dispatcher is not None
+        # 100 entries at most; of 1 MiB entries (and their metadata), what fits 5 MiB.
+        assert sub.dispatcher.read_batch_entries(2**31) == entries
+        assert sub.dispatcher.read_batch_entries(1) == 1

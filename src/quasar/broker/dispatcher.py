@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 
 # How many entries one read asks the cursor for (Pulsar dispatcherMaxReadBatchSize).
 READ_BATCH_ENTRIES_MAX = 100
+# About how many bytes one read asks for (Pulsar dispatcherMaxReadSizeBytes), from the
+# topic's average entry size: a read of 100 entries of 5 MiB each would hold 500 MiB
+# for a consumer that may take only the first of them before its connection is full.
+READ_BATCH_BYTES_MAX = 5 * 1024 * 1024
 # How many entries may wait in the replay set before reading new entries pauses.
 REPLAY_ENTRIES_MAX = 10_000
 # Key_Shared hashes keys into this many slots (Pulsar's DEFAULT_HASH_RANGE_SIZE, the
@@ -196,6 +200,19 @@ class Dispatcher:
         self.schedule()
 
     # -- helpers -----------------------------------------------------------------------
+    def read_batch_entries(self, permits: int) -> int:
+        """How many entries to read for ``permits``: at most
+        ``READ_BATCH_ENTRIES_MAX``, and about ``READ_BATCH_BYTES_MAX`` bytes at the
+        topic's average entry size; at least one."""
+        ledger = self.topic.ledger
+        entries = ledger.number_of_entries
+        want = min(permits, READ_BATCH_ENTRIES_MAX)
+        if entries > 0:
+            average = ledger.total_size // entries
+            if average > 0:
+                want = min(want, READ_BATCH_BYTES_MAX // average)
+        return max(want, 1)
+
     async def read_new(self, max_entries: int) -> tuple[list[tuple[Entry, EntryInfo]], bool]:
         """Read the next entries from the cursor, dropping markers and corrupt entries.
 
@@ -422,7 +439,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         c = self.active
         if c is None or not c.available():
             return False
-        want = min(max(c.permits, 1), READ_BATCH_ENTRIES_MAX)
+        want = self.read_batch_entries(max(c.permits, 1))
         if c.read_compacted:
             batch, moved = await self.read_compacted(want)
             if c is not self.active or c.closed:
@@ -501,7 +518,7 @@ class SharedDispatcher(Dispatcher):
         permits = self._total_permits()
         if permits <= 0:
             return False
-        want = min(permits, READ_BATCH_ENTRIES_MAX)
+        want = self.read_batch_entries(permits)
         replayed = await self.read_replay(want)
         if replayed and self._send(replayed):
             return True
