@@ -50,8 +50,8 @@ connection's reference cycles.
 
 Fair turns: after a large read (``YIELD_AFTER_READ_BYTES``) reading pauses until the
 loop has run what became ready meanwhile, and a read of many frames is handled
-``FRAMES_PER_TURN`` at a time, one loop turn each. libuv reads a busy socket up to 32 times
-(256 KiB each) in one go, so without the pause a publishing client's burst (1,000
+``FRAMES_PER_TURN`` at a time, one loop turn each. libuv reads a busy socket up to 32
+times (256 KiB each) in one go, so without the pause a publishing client's burst (1,000
 unbatched sends) would be decoded whole before any storage completion, receipt or
 dispatch could run: its receipts would come back together, the client would send its
 next burst only then, and broker and client would take turns instead of overlapping.
@@ -422,8 +422,8 @@ class ServerConnection(asyncio.Protocol):
         self._update_reading()
 
     def _update_reading(self) -> None:
-        """Pause or resume the transport: it reads unless back-pressure or a yielded
-        turn holds it."""
+        """Pause or resume the transport: it reads unless back-pressure, a yielded
+        turn or frames of a read still to handle hold it."""
         want = not (self._reading_paused or self._read_yielded or self._frames_held)
         if want is self._reading or self.closed or self._transport is None:
             return
