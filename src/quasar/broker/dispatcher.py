@@ -440,25 +440,25 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if c is None or not c.available():
             return False
         want = self.read_batch_entries(max(c.permits, 1))
+        batch: list[tuple[Entry, EntryInfo, list[int] | None]]
         if c.read_compacted:
             batch, moved = await self.read_compacted(want)
-            if c is not self.active or c.closed:
-                return True  # the active consumer changed while reading (rewound)
-            found = [self.delivery(e, info, kept) for e, info, kept in batch]
         else:
             plain, moved = await self.read_new(want)
-            if c is not self.active or c.closed:
-                # The active consumer changed while reading; a rewind already happened.
-                return True
-            delivery = self.delivery
-            found = [delivery(e, info) for e, info in plain]
-        deliveries = [d for d in found if d is not None]
-        if deliveries:
-            sent = c.deliver(deliveries)
-            if sent < len(deliveries):
-                # The connection's write buffer filled up: what did not go out is read
-                # again once it drains (nothing of it is pending on the consumer).
-                self.cursor.seek(deliveries[sent].entry.position)
+            batch = [(e, info, None) for e, info in plain]
+        if c is not self.active or c.closed:
+            # The active consumer changed while reading; a rewind already happened.
+            return True
+        write_state = c.write_state
+        for e, info, kept in batch:
+            if not write_state.writable:
+                # The connection's write buffer filled up: the rest is read again once
+                # it drains (none of it is pending on the consumer).
+                self.cursor.seek(e.position)
+                break
+            d = self.delivery(e, info, kept)
+            if d is not None:
+                c.deliver((d,))
         return moved
 
 
