@@ -43,7 +43,8 @@ Resources: every connection shares the broker's ``ConnectionLimits``
 ``brokerMaxConnectionsPerIp`` is answered ERROR(NotAllowedError) and closed at once.
 A frame that has started must end within ``incompleteFrameTimeoutSeconds`` (while
 reading is not paused by the broker itself), and the bytes all connections hold for
-incomplete frames are bounded together; a connection over either is closed. When a
+incomplete frames are bounded together; a connection over either is closed
+(``incomplete_frames.py``). When a
 connection closes, everything it holds is let go at once (producers, consumers,
 buffered frames, the decoder's buffer), not when a garbage collection finds the
 connection's reference cycles.
@@ -92,6 +93,7 @@ from quasar.transport.writer import Buffer, FrameWriter
 from .authentication import ConnectionAuthentication
 from .consumer_commands import ConsumerCommands
 from .context import CommandHandler
+from .incomplete_frames import IncompleteFrameWatch
 from .limits import ConnectionLimits
 from .lookup_commands import LookupCommands
 from .producer_commands import ProducerCommands
@@ -164,11 +166,6 @@ class ServerConnection(asyncio.Protocol):
         self._admitted = False  # counted as open in the broker's limits
         # Shared with this connection's consumers: deliveries stop while it is False.
         self.write_state = WriteState()
-        # Bytes of the frame that has started but not ended, and since when.
-        self._incomplete_bytes = 0
-        self._incomplete_since: float | None = None
-        self._incomplete_timer: asyncio.TimerHandle | None = None
-        self._incomplete_timeout_s = float(self.settings.incomplete_frame_timeout_seconds)
         self._close_timer: asyncio.TimerHandle | None = None
         self.producers: dict[int, tuple[Producer, PersistentTopic]] = {}
         self.producer_futures: dict[int, asyncio.Future[None]] = {}
@@ -182,6 +179,15 @@ class ServerConnection(asyncio.Protocol):
         # Decoded frames held back by publish back-pressure, and where they resume.
         self._frames_waiting: tuple[list[Frame], int] | None = None
         self._reading = True  # what the transport was last told
+        # The frame that has started but not ended: its bytes and its deadline.
+        self._incomplete = IncompleteFrameWatch(
+            self.limits,
+            loop,
+            float(self.settings.incomplete_frame_timeout_seconds),
+            reading=lambda: self._reading,
+            close=self.abort,
+            remote=lambda: self._remote,
+        )
         self._keep_alive = KeepAlive(
             keep_alive_s, loop, self.write, self._keep_alive_expired, hearing=self._hearing
         )
@@ -283,7 +289,8 @@ class ServerConnection(asyncio.Protocol):
             self.abort()
             return
         held = decoder.buffered_bytes
-        if (held or self._incomplete_bytes) and not self._hold_incomplete(held, bool(frames)):
+        incomplete = self._incomplete
+        if (held or incomplete.held_bytes) and not incomplete.after_read(held, bool(frames)):
             return
         if len(frames) > FRAMES_PER_TURN:
             self._frames_held = True
@@ -332,13 +339,10 @@ class ServerConnection(asyncio.Protocol):
         # The connection sits in reference cycles (its handlers point back at it), so
         # what it holds is let go here rather than whenever a collection runs.
         self._decoder.discard()
-        self.limits.incomplete_frame_held(self._incomplete_bytes, 0)
-        self._incomplete_bytes = 0
-        self._incomplete_since = None
-        for timer in (self._incomplete_timer, self._close_timer):
-            if timer is not None:
-                timer.cancel()
-        self._incomplete_timer = self._close_timer = None
+        self._incomplete.release()
+        if self._close_timer is not None:
+            self._close_timer.cancel()
+            self._close_timer = None
         if self._admitted:
             self._admitted = False
             self.limits.connection_closed(self._ip)
@@ -367,54 +371,6 @@ class ServerConnection(asyncio.Protocol):
         for consumer, topic in list(self.consumers.values()):
             if consumer.permits > 0:
                 topic.resume_dispatch(consumer)
-
-    # -- incomplete frames ---------------------------------------------------------------
-    def _hold_incomplete(self, held: int, completed: bool) -> bool:
-        """Account the bytes of an incomplete frame after a read (``completed``: the
-        read ended some frame, so what is held now belongs to a new one). Returns
-        False when the connection was closed for the broker-wide budget."""
-        before = self._incomplete_bytes
-        self._incomplete_bytes = held
-        limits = self.limits
-        if not limits.incomplete_frame_held(before, held):
-            log.warning(
-                "closing connection from %s: its incomplete frame holds %d bytes while "
-                "all connections hold %d, over maxIncompleteFramesSizeInMB",
-                self._remote, held, limits.incomplete_frames_bytes,
-            )
-            limits.refused("maxIncompleteFramesSizeInMB")
-            self.abort()
-            return False
-        if not held:
-            self._incomplete_since = None
-        elif completed or self._incomplete_since is None:
-            self._incomplete_since = self._loop.time()
-            if self._incomplete_timer is None:
-                self._incomplete_timer = self._loop.call_later(
-                    self._incomplete_timeout_s, self._check_incomplete_frame
-                )
-        return True
-
-    def _check_incomplete_frame(self) -> None:
-        self._incomplete_timer = None
-        since = self._incomplete_since
-        if since is None or self.closed:
-            return
-        if not self._reading:
-            # The broker paused reading: the frame cannot progress, through no fault
-            # of the client's. Its time starts again once reading resumes.
-            since = self._incomplete_since = self._loop.time()
-        left = since + self._incomplete_timeout_s - self._loop.time()
-        if left > 0:
-            self._incomplete_timer = self._loop.call_later(left, self._check_incomplete_frame)
-            return
-        log.warning(
-            "closing connection from %s: a frame started %g s ago is still incomplete "
-            "(%d bytes received; incompleteFrameTimeoutSeconds)",
-            self._remote, self._incomplete_timeout_s, self._incomplete_bytes,
-        )
-        self.limits.refused("incompleteFrameTimeoutSeconds")
-        self.abort()
 
     # -- reading: back-pressure and fair turns ----------------------------------------
     def _end_read_turn(self) -> None:
