@@ -62,6 +62,17 @@ EXPECTED_DEFAULTS = {
     "journalBufferedWritesThreshold": 524288,
     "keepAliveIntervalSeconds": 30,
     "maxPendingPublishRequestsPerConnection": 1000,
+    "brokerMaxConnections": 0,
+    "brokerMaxConnectionsPerIp": 0,
+    "maxProducersPerTopic": 0,
+    "maxConsumersPerTopic": 0,
+    "maxConsumersPerSubscription": 0,
+    "maxProducersPerConnection": 10000,  # quasar
+    "maxConsumersPerConnection": 10000,  # quasar
+    "pulsarChannelWriteBufferHighWaterMark": 65536,
+    "pulsarChannelWriteBufferLowWaterMark": 32768,
+    "incompleteFrameTimeoutSeconds": 60,  # quasar
+    "maxIncompleteFramesSizeInMB": 256,  # quasar
     "maxUnackedMessagesPerConsumer": 50000,
     "maxUnackedMessagesPerSubscription": 200000,
     "authenticationEnabled": False,

@@ -172,6 +172,52 @@ class BrokerConfig(Section):
     max_pending_publish_requests_per_connection: int = setting(
         1000, "maxPendingPublishRequestsPerConnection", at_least(1)
     )
+    # Pulsar default (broker.conf brokerMaxConnections); 0 = unlimited. A connection
+    # over it gets ERROR(NotAllowedError) and is closed at accept.
+    broker_max_connections: int = setting(0, "brokerMaxConnections", at_least(0))
+    # Pulsar default (broker.conf brokerMaxConnectionsPerIp); 0 = unlimited.
+    broker_max_connections_per_ip: int = setting(
+        0, "brokerMaxConnectionsPerIp", at_least(0)
+    )
+    # Pulsar default (broker.conf maxProducersPerTopic); 0 = unlimited.
+    max_producers_per_topic: int = setting(0, "maxProducersPerTopic", at_least(0))
+    # Pulsar default (broker.conf maxConsumersPerTopic); 0 = unlimited.
+    max_consumers_per_topic: int = setting(0, "maxConsumersPerTopic", at_least(0))
+    # Pulsar default (broker.conf maxConsumersPerSubscription); 0 = unlimited.
+    max_consumers_per_subscription: int = setting(
+        0, "maxConsumersPerSubscription", at_least(0)
+    )
+    # quasar's own (Pulsar has no per-connection bound); 0 = unlimited. Each producer
+    # costs the broker memory, so one connection may not create them without end.
+    max_producers_per_connection: int = setting(
+        10_000, "maxProducersPerConnection", at_least(0)
+    )
+    # quasar's own, as maxProducersPerConnection, for consumers.
+    max_consumers_per_connection: int = setting(
+        10_000, "maxConsumersPerConnection", at_least(0)
+    )
+    # Pulsar default (broker.conf pulsarChannelWriteBufferHighWaterMark): once this
+    # many bytes wait in a connection's write buffer, dispatch to its consumers stops
+    # until the buffer drains below the low-water mark.
+    pulsar_channel_write_buffer_high_water_mark: int = setting(
+        64 * 1024, "pulsarChannelWriteBufferHighWaterMark", at_least(1)
+    )
+    # Pulsar default (broker.conf pulsarChannelWriteBufferLowWaterMark).
+    pulsar_channel_write_buffer_low_water_mark: int = setting(
+        32 * 1024, "pulsarChannelWriteBufferLowWaterMark", at_least(0)
+    )
+    # quasar's own: a frame whose first bytes arrived must be complete within this
+    # time, or the connection is closed. Long enough for a maxMessageSize frame on a
+    # slow link (5 MiB at 1 Mbit/s takes 42 s); short enough that a client dripping
+    # bytes cannot hold a frame buffer for ever.
+    incomplete_frame_timeout_seconds: int = setting(
+        60, "incompleteFrameTimeoutSeconds", at_least(1)
+    )
+    # quasar's own: bytes of incomplete frames all connections together may hold.
+    # Over it, a connection whose incomplete frame grows past 64 KiB is closed.
+    max_incomplete_frames_size_in_mb: int = setting(
+        256, "maxIncompleteFramesSizeInMB", at_least(1)
+    )
     # Pulsar default (broker.conf brokerShutdownTimeoutMs).
     broker_shutdown_timeout_ms: int = setting(
         60_000, "brokerShutdownTimeoutMs", at_least(0)

@@ -10,10 +10,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from quasar.auth import AuthorizationService
+from quasar.broker.consumer import WriteState
+from quasar.config import BrokerConfig
 from quasar.errors import ProducerBusy, ServerError, TopicNotFound
 from quasar.protocol import Frame, FrameDecoder, pb
 from quasar.server import replies
 from quasar.server.consumer_commands import ConsumerCommands
+from quasar.server.limits import ConnectionLimits
 from quasar.server.lookup_commands import LookupCommands
 from quasar.server.producer_commands import ProducerCommands
 from quasar.server.txn_commands import TransactionCommands
@@ -45,6 +48,8 @@ class _Context:
         self.commands: list[pb.BaseCommand] = []
         self.spawned: list[Coroutine[Any, Any, None]] = []
         self.pending_publish = 0
+        self.limits = ConnectionLimits(BrokerConfig())
+        self.write_state = WriteState()
 
     def write(self, frame: bytes) -> None:
         self.frames.append(frame)

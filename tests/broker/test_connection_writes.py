@@ -23,6 +23,9 @@ class _Transport:
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return {"peername": ("127.0.0.1", 1)}.get(name, default)
 
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
 
 def _connection() -> tuple[ServerConnection, _Transport]:
     service = SimpleNamespace(config=ServiceConfiguration())

@@ -130,9 +130,27 @@ def _dispatcher(*names: str) -> tuple[KeySharedDispatcher, list[Consumer]]:
                  sub_type=pb.CommandSubscribe.Key_Shared, connection=_NoConnection())
         for i, n in enumerate(names)
     ]
-    d.consumers.extend(consumers)
-    d._rebuild_ring()
+    for c in consumers:
+        d.consumers.append(c)
+        d._ring_add(c)
     return d, consumers
+
+
+def test_a_consumer_leaving_takes_exactly_its_points_off_the_ring() -> None:
+    d, consumers = _dispatcher(*(f"c{n}" for n in range(50)))
+    fresh, _ = _dispatcher()
+    for c in consumers:
+        if c.consumer_id % 3:
+            fresh.consumers.append(c)
+            fresh._ring_add(c)
+    for c in consumers:
+        if c.consumer_id % 3 == 0:
+            d.consumers.remove(c)
+            d._ring_remove(c)
+    # The same ring as one built from the consumers that stayed.
+    assert [(h, o, id(c)) for h, o, c in d._ring] == [
+        (h, o, id(c)) for h, o, c in fresh._ring
+    ]
 
 
 def test_the_ring_owner_of_a_key_is_the_first_point_at_or_after_its_hash() -> None:

@@ -1,6 +1,8 @@
 """The broker connection's read turns: after a large read it stops reading for one loop
 turn, so storage completions, receipts and dispatch run between a client's bursts; and
-the turn never resumes reading that publish back-pressure has paused."""
+the turn never resumes reading that publish back-pressure has paused. A read of many
+frames is handled a bounded number of frames per turn, the rest waiting (and waiting
+for publish back-pressure to lift, as unread bytes would)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,14 @@ from types import SimpleNamespace
 from typing import Any
 
 from quasar.config import ServiceConfiguration
-from quasar.server.connection import YIELD_AFTER_READ_BYTES, ServerConnection
+from quasar.protocol import encode_command, pb
+from quasar.server.connection import (
+    FRAMES_PER_TURN,
+    YIELD_AFTER_READ_BYTES,
+    ServerConnection,
+)
+
+T = pb.BaseCommand
 
 
 class FakeTransport:
@@ -27,6 +36,9 @@ class FakeTransport:
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return {"peername": ("127.0.0.1", 1)}.get(name, default)
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
 
     def write(self, data: bytes) -> None:
         pass
@@ -115,3 +127,40 @@ async def test_a_closed_connection_is_not_resumed() -> None:
     conn.connection_lost(None)
     await _one_turn()
     assert transport.calls == ["pause"]
+
+
+def _connected(max_pending_publish: int = 1000) -> tuple[ServerConnection, FakeTransport, list[int]]:
+    """A connection past its handshake whose PING handler records each PING."""
+    conn, transport = _connection(max_pending_publish)
+    connect = T(type=T.CONNECT)
+    connect.connect.client_version, connect.connect.protocol_version = "test", 20
+    conn.data_received(encode_command(connect))
+    handled: list[int] = []
+    conn._handlers[T.PING] = lambda c, f: handled.append(1)
+    return conn, transport, handled
+
+
+async def test_a_read_of_many_frames_is_handled_a_turn_at_a_time() -> None:
+    conn, transport, handled = _connected()
+    conn.data_received(encode_command(T(type=T.PING)) * (2 * FRAMES_PER_TURN + 100))
+    assert len(handled) == FRAMES_PER_TURN
+    assert transport.calls == ["pause"], "nothing more is read while frames wait"
+    await _one_turn()
+    assert len(handled) == 2 * FRAMES_PER_TURN
+    await _one_turn()
+    assert len(handled) == 2 * FRAMES_PER_TURN + 100
+    assert transport.calls == ["pause", "resume"]
+
+
+async def test_frames_left_of_a_read_wait_for_publish_back_pressure_to_lift() -> None:
+    conn, transport, handled = _connected(max_pending_publish=100)
+    conn._handlers[T.PING] = lambda c, f: (handled.append(1), conn.publish_started())
+    conn.data_received(encode_command(T(type=T.PING)) * (2 * FRAMES_PER_TURN))
+    assert len(handled) == FRAMES_PER_TURN  # the first turn's share went through
+    for _ in range(3):
+        await _one_turn()
+    assert len(handled) == FRAMES_PER_TURN, "held while too many sends are in flight"
+    while conn.pending_publish > 50:
+        conn.publish_completed()
+    await _one_turn()
+    assert len(handled) == 2 * FRAMES_PER_TURN

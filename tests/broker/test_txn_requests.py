@@ -34,6 +34,9 @@ class _Transport:
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return {"peername": ("127.0.0.1", 1)}.get(name, default)
 
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
 
 class _Registry:
     """The registry's routing, over one coordinator (id 0)."""

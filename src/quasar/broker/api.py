@@ -27,7 +27,7 @@ broker part.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Protocol
 
 from quasar.clock import Clock
@@ -151,7 +151,7 @@ class ReaderSubscription(Protocol):
     def durable(self) -> bool: ...
 
     @property
-    def consumers(self) -> Sequence[Consumer]: ...
+    def consumer_count(self) -> int: ...
 
 
 class SubscriptionHost(TopicReadView, Protocol):

@@ -7,6 +7,12 @@ count may go negative instead of splitting an entry.
 ``pending`` maps every entry delivered to this consumer and not yet acknowledged to its
 message count. When the consumer goes away, those entries are handed back to the
 subscription for redelivery, which is how "redeliver all unacked on reconnect" works.
+
+Permits are the client's word, up to 2^32 - 1 per FLOW, and say nothing about what
+the broker can hold: a consumer is also unavailable while its connection's write
+buffer is full (``WriteState``, shared by the consumers of one connection and set by
+the server), so a client that grants permits and does not read costs the broker one
+write buffer, not its backlog.
 """
 
 from __future__ import annotations
@@ -48,6 +54,16 @@ class Delivery:
     ack_set: Sequence[int] | None = None
 
 
+class WriteState:
+    """Whether a connection can take more deliveries now (its write buffer is below
+    the high-water mark). The server's connection sets it; its consumers read it."""
+
+    __slots__ = ("writable",)
+
+    def __init__(self) -> None:
+        self.writable = True
+
+
 _connected_since_counter = itertools.count()
 
 
@@ -65,6 +81,8 @@ class Consumer:
     key_shared_mode: int | None = None
     max_unacked_messages: int = 50_000  # maxUnackedMessagesPerConsumer
     connected_since_ms: int = 0
+    # Shared with the other consumers of the same connection.
+    write_state: WriteState = field(default_factory=WriteState)
 
     permits: int = 0
     pending: dict[Position, int] = field(default_factory=dict)
@@ -81,17 +99,31 @@ class Consumer:
 
     def available(self) -> bool:
         """True if this consumer may be given another entry now."""
-        return not self.closed and self.permits > 0 and not self.blocked_on_unacked
+        return (
+            not self.closed
+            and self.permits > 0
+            and self.write_state.writable
+            and not self.blocked_on_unacked
+        )
 
     def add_permits(self, n: int) -> None:
         self.permits += n
 
-    def deliver(self, deliveries: Sequence[Delivery], track: bool = True) -> None:
-        """Send entries as MESSAGE frames and account permits and pending acks."""
+    def deliver(self, deliveries: Sequence[Delivery], track: bool = True) -> int:
+        """Send entries as MESSAGE frames and account permits and pending acks.
+
+        Stops early once the connection's write buffer is full, and returns how many
+        entries went out (at least one); the caller puts the rest back.
+        """
         write = self.connection.write
         cid = self.consumer_id
         part = self.partition_index
+        write_state = self.write_state
+        sent = 0
         for d in deliveries:
+            if sent and not write_state.writable:
+                break
+            sent += 1
             pos = d.entry.position
             n = d.info.num_messages
             write(
@@ -113,6 +145,7 @@ class Consumer:
             if track and pos not in self.pending:
                 self.pending[pos] = n
                 self.unacked_messages += n
+        return sent
 
     def acked(self, position: Position) -> bool:
         """Forget an acknowledged entry; returns True if it was pending here."""

@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 
 # How many entries one read asks the cursor for (Pulsar dispatcherMaxReadBatchSize).
 READ_BATCH_ENTRIES_MAX = 100
+# About how many bytes one read asks for (Pulsar dispatcherMaxReadSizeBytes), from the
+# topic's average entry size: a read of 100 entries of 5 MiB each would hold 500 MiB
+# for a consumer that may take only the first of them before its connection is full.
+READ_BATCH_BYTES_MAX = 5 * 1024 * 1024
 # How many entries may wait in the replay set before reading new entries pauses.
 REPLAY_ENTRIES_MAX = 10_000
 # Key_Shared hashes keys into this many slots (Pulsar's DEFAULT_HASH_RANGE_SIZE, the
@@ -196,6 +200,19 @@ class Dispatcher:
         self.schedule()
 
     # -- helpers -----------------------------------------------------------------------
+    def read_batch_entries(self, permits: int) -> int:
+        """How many entries to read for ``permits``: at most
+        ``READ_BATCH_ENTRIES_MAX``, and about ``READ_BATCH_BYTES_MAX`` bytes at the
+        topic's average entry size; at least one."""
+        ledger = self.topic.ledger
+        entries = ledger.number_of_entries
+        want = min(permits, READ_BATCH_ENTRIES_MAX)
+        if entries > 0:
+            average = ledger.total_size // entries
+            if average > 0:
+                want = min(want, READ_BATCH_BYTES_MAX // average)
+        return max(want, 1)
+
     async def read_new(self, max_entries: int) -> tuple[list[tuple[Entry, EntryInfo]], bool]:
         """Read the next entries from the cursor, dropping markers and corrupt entries.
 
@@ -369,12 +386,16 @@ class SingleActiveConsumerDispatcher(Dispatcher):
     def _pick_active(self) -> Consumer | None:
         if not self.consumers:
             return None
-        ordered = sorted(self.consumers, key=lambda c: (c.priority_level, c.consumer_name, c.order))
+        # The first by (priority level, name, join order); on a partition, the
+        # partition's turn among the highest priority's consumers, the only case that
+        # needs them in order (otherwise a consumer joining costs one pass, no sort).
+        top_level = min(c.priority_level for c in self.consumers)
+        top = [c for c in self.consumers if c.priority_level == top_level]
         if self.failover and self.partition_index >= 0:
             # Spread partitions over consumers (Pulsar: partitionIndex % consumers).
-            top = [c for c in ordered if c.priority_level == ordered[0].priority_level]
+            top.sort(key=lambda c: (c.consumer_name, c.order))
             return top[self.partition_index % len(top)]
-        return ordered[0]
+        return min(top, key=lambda c: (c.consumer_name, c.order))
 
     def _elect(self) -> None:
         new = self._pick_active()
@@ -418,22 +439,26 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         c = self.active
         if c is None or not c.available():
             return False
-        want = min(max(c.permits, 1), READ_BATCH_ENTRIES_MAX)
+        want = self.read_batch_entries(max(c.permits, 1))
+        batch: list[tuple[Entry, EntryInfo, list[int] | None]]
         if c.read_compacted:
             batch, moved = await self.read_compacted(want)
-            if c is not self.active or c.closed:
-                return True  # the active consumer changed while reading (rewound)
-            found = [self.delivery(e, info, kept) for e, info, kept in batch]
         else:
             plain, moved = await self.read_new(want)
-            if c is not self.active or c.closed:
-                # The active consumer changed while reading; a rewind already happened.
-                return True
-            delivery = self.delivery
-            found = [delivery(e, info) for e, info in plain]
-        deliveries = [d for d in found if d is not None]
-        if deliveries:
-            c.deliver(deliveries)
+            batch = [(e, info, None) for e, info in plain]
+        if c is not self.active or c.closed:
+            # The active consumer changed while reading; a rewind already happened.
+            return True
+        write_state = c.write_state
+        for e, info, kept in batch:
+            if not write_state.writable:
+                # The connection's write buffer filled up: the rest is read again once
+                # it drains (none of it is pending on the consumer).
+                self.cursor.seek(e.position)
+                break
+            d = self.delivery(e, info, kept)
+            if d is not None:
+                c.deliver((d,))
         return moved
 
 
@@ -443,6 +468,17 @@ class SharedDispatcher(Dispatcher):
     def __init__(self, subscription: DispatchSubscription, topic: TopicReadView) -> None:
         super().__init__(subscription, topic)
         self._rr = 0
+        # The consumers' priority levels, lowest (served first) first; worked out
+        # again only when a consumer joins or leaves, not for every entry.
+        self._levels: list[int] | None = None
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self._levels = None
+        super().add_consumer(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        self._levels = None
+        super().remove_consumer(consumer)
 
     def on_redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         if positions is None:
@@ -453,9 +489,21 @@ class SharedDispatcher(Dispatcher):
         self.schedule()
 
     def _next_available(self) -> Consumer | None:
-        n = len(self.consumers)
+        consumers = self.consumers
+        n = len(consumers)
+        levels = self._levels
+        if levels is None:
+            levels = self._levels = sorted({c.priority_level for c in consumers})
+        if len(levels) == 1:
+            # One level (the usual case): the next available consumer in turn.
+            for i in range(n):
+                c = consumers[(self._rr + i) % n]
+                if c.available():
+                    self._rr = (self._rr + i + 1) % n
+                    return c
+            return None
         # Highest priority first (lowest level), round-robin within a level.
-        for level in sorted({c.priority_level for c in self.consumers}):
+        for level in levels:
             for i in range(n):
                 c = self.consumers[(self._rr + i) % n]
                 if c.priority_level == level and c.available():
@@ -470,7 +518,7 @@ class SharedDispatcher(Dispatcher):
         permits = self._total_permits()
         if permits <= 0:
             return False
-        want = min(permits, READ_BATCH_ENTRIES_MAX)
+        want = self.read_batch_entries(permits)
         replayed = await self.read_replay(want)
         if replayed and self._send(replayed):
             return True
@@ -499,6 +547,10 @@ class SharedDispatcher(Dispatcher):
         return sent
 
 
+def _ring_key(point: tuple[int, int, Consumer]) -> tuple[int, int]:
+    return point[0], point[1]
+
+
 class KeySharedDispatcher(SharedDispatcher):
     """Key_Shared (AUTO_SPLIT): a consistent-hash ring maps each key to one consumer."""
 
@@ -512,14 +564,30 @@ class KeySharedDispatcher(SharedDispatcher):
         # from that consumer until everything before is acknowledged)
         self._recently_joined: dict[Consumer, Position] = {}
 
-    def _rebuild_ring(self) -> None:
-        ring: list[tuple[int, int, Consumer]] = []
-        for c in self.consumers:
-            for i in range(self.POINTS_PER_CONSUMER):
-                h = sticky_key_hash(f"{c.consumer_name}{i}".encode())
-                ring.append((h, c.order, c))
-        ring.sort(key=lambda t: (t[0], t[1]))
-        self._ring = ring
+    def _points(self, c: Consumer) -> list[tuple[int, int]]:
+        """Where ``c`` sits on the ring: its points' (hash, join order) keys."""
+        return [
+            (sticky_key_hash(f"{c.consumer_name}{i}".encode()), c.order)
+            for i in range(self.POINTS_PER_CONSUMER)
+        ]
+
+    # The ring is kept sorted by (hash, join order) and changed point by point, so
+    # a consumer joining or leaving costs its own points' insertions and removals,
+    # not a rebuild from every consumer's points.
+    def _ring_add(self, c: Consumer) -> None:
+        ring = self._ring
+        for h, order in self._points(c):
+            bisect.insort_right(ring, (h, order, c), key=_ring_key)
+
+    def _ring_remove(self, c: Consumer) -> None:
+        ring = self._ring
+        for point in self._points(c):
+            i = bisect.bisect_left(ring, point, key=_ring_key)
+            while i < len(ring) and _ring_key(ring[i]) == point:
+                if ring[i][2] is c:
+                    del ring[i]
+                    break
+                i += 1
 
     def consumer_for(self, key: bytes | None) -> Consumer | None:
         if not self._ring:
@@ -532,14 +600,14 @@ class KeySharedDispatcher(SharedDispatcher):
         if self.consumers:
             self._recently_joined[consumer] = self.cursor.read_position
         self.consumers.append(consumer)
-        self._rebuild_ring()
+        self._ring_add(consumer)
         self.schedule()
 
     def remove_consumer(self, consumer: Consumer) -> None:
         self._recently_joined.pop(consumer, None)
         if consumer in self.consumers:
             self.consumers.remove(consumer)
-        self._rebuild_ring()
+            self._ring_remove(consumer)
         self.add_replay(consumer.take_pending(), count_redelivery=True)
         self.schedule()
 

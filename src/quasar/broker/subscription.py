@@ -102,6 +102,18 @@ class Subscription:
     def consumers(self) -> list[Consumer]:
         return list(self.dispatcher.consumers) if self.dispatcher else []
 
+    @property
+    def consumer_count(self) -> int:
+        """How many consumers are attached (without copying them, as ``consumers``
+        does)."""
+        return len(self.dispatcher.consumers) if self.dispatcher else 0
+
+    def resume_dispatch(self) -> None:
+        """A consumer may take entries again (its connection drained its write
+        buffer): look for work."""
+        if self.dispatcher is not None:
+            self.dispatcher.schedule()
+
     # -- consumers ---------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
         """Attach a consumer.

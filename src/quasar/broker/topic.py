@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections import deque
 from collections.abc import Callable
 
 from quasar.errors import (
@@ -89,9 +90,14 @@ class PersistentTopic:
         self.ledger = ledger
         self.partition_index = name.partition_index
         self.producers: dict[int, Producer] = {}  # by id(producer)
+        # Registration looks producers up in these instead of scanning them all, so
+        # adding one costs the same however many the topic has: producers with a
+        # name their client chose, by name, and those holding exclusive access.
+        self._named_producers: dict[str, Producer] = {}
+        self._exclusive_producers: dict[int, Producer] = {}  # by id(producer)
         self.subscriptions: dict[str, Subscription] = {}
         self.topic_epoch = 0
-        self._waiting_exclusive: list[tuple[Producer, asyncio.Future[None]]] = []
+        self._waiting_exclusive: deque[tuple[Producer, asyncio.Future[None]]] = deque()
         self.dedup: MessageDeduplication | None = (
             None
             if dedup_max_producers is None
@@ -206,13 +212,12 @@ class PersistentTopic:
         """
         if self.closed:
             raise ServiceNotReady(f"Topic {self.name} is closing")
-        for p in self.producers.values():
-            if p.producer_name == producer.producer_name and p.user_provided_name:
-                raise ProducerBusy(
-                    f"Producer with name '{producer.producer_name}' is already connected"
-                )
+        if producer.producer_name in self._named_producers:
+            raise ProducerBusy(
+                f"Producer with name '{producer.producer_name}' is already connected"
+            )
         mode = producer.access_mode
-        exclusive_holder = next((p for p in self.producers.values() if p.exclusive), None)
+        exclusive_holder = next(iter(self._exclusive_producers.values()), None)
         if mode == ACCESS_SHARED:
             if exclusive_holder is not None:
                 raise ProducerBusy(
@@ -235,14 +240,24 @@ class PersistentTopic:
                 self._waiting_exclusive.append((producer, fut))
                 await fut
             self.topic_epoch += 1
-        self.producers[id(producer)] = producer
+        key = id(producer)
+        self.producers[key] = producer
+        if producer.user_provided_name:
+            self._named_producers[producer.producer_name] = producer
+        if producer.exclusive:
+            self._exclusive_producers[key] = producer
 
     def remove_producer(self, producer: Producer) -> None:
         producer.closed = True
-        self.producers.pop(id(producer), None)
+        key = id(producer)
+        if self.producers.get(key) is producer:
+            del self.producers[key]
+            self._exclusive_producers.pop(key, None)
+            if self._named_producers.get(producer.producer_name) is producer:
+                del self._named_producers[producer.producer_name]
         if not self.producers:
             while self._waiting_exclusive:
-                _, fut = self._waiting_exclusive.pop(0)
+                _, fut = self._waiting_exclusive.popleft()
                 if not fut.done():
                     fut.set_result(None)
                     break
@@ -431,6 +446,17 @@ class PersistentTopic:
             return LATEST
         return start  # inclusive: the client filters the start id when exclusive
 
+    def consumer_count(self) -> int:
+        """Consumers attached to any of the topic's subscriptions."""
+        return sum(sub.consumer_count for sub in self.subscriptions.values())
+
+    def resume_dispatch(self, consumer: Consumer) -> None:
+        """``consumer`` may take entries again (its connection's write buffer
+        drained): its subscription's dispatcher looks for work."""
+        sub = self.subscriptions.get(consumer.subscription_name)
+        if sub is not None:
+            sub.resume_dispatch()
+
     def remove_consumer(self, consumer: Consumer) -> None:
         sub = self.subscriptions.get(consumer.subscription_name)
         if sub is None:
@@ -440,7 +466,7 @@ class PersistentTopic:
 
     def drop_unused_reader_subscription(self, sub: ReaderSubscription) -> None:
         """A reader's subscription ends with its last consumer."""
-        if sub.durable or sub.consumers:
+        if sub.durable or sub.consumer_count:
             return
         if self.subscriptions.get(sub.name) is sub:
             self.subscriptions.pop(sub.name)

@@ -154,6 +154,17 @@ class FrameDecoder:
         """Bytes received but not yet part of a complete frame."""
         return len(self._buf) - self._pos
 
+    def discard(self) -> None:
+        """Free what is buffered and refuse further input: the connection is gone.
+
+        The buffer is released here rather than with the decoder, which its owner
+        may keep alive in a reference cycle until the next garbage collection.
+        """
+        self._buf = bytearray()
+        self._pos = 0
+        if self._failed is None:
+            self._failed = RemoteProtocolError("frame decoder discarded")
+
     def feed(self, data: BytesLike) -> list[Frame]:
         """Add received bytes and return the frames they complete, in order.
 

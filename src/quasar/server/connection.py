@@ -29,9 +29,30 @@ Back-pressure: when more than ``max_pending_publish`` sends await their receipts
 reading from the socket pauses until half of them complete (Pulsar's
 ``maxPendingPublishRequestsPerConnection``).
 
+Dispatch back-pressure: once the transport's write buffer passes
+``pulsarChannelWriteBufferHighWaterMark``, the transport calls ``pause_writing`` and
+the connection's consumers stop being handed entries (their shared ``WriteState``
+reads not writable), until it drains below the low-water mark and
+``resume_writing`` wakes their dispatchers. So a consumer that grants a huge number
+of permits and never reads costs the broker one write buffer, not its backlog.
+Answers (receipts, PONGs, errors) are never held back: they are small, and bounded
+by the requests the client sends.
+
+Resources: every connection shares the broker's ``ConnectionLimits``
+(``limits.py``): a connection over ``brokerMaxConnections`` or
+``brokerMaxConnectionsPerIp`` is answered ERROR(NotAllowedError) and closed at once.
+A frame that has started must end within ``incompleteFrameTimeoutSeconds`` (while
+reading is not paused by the broker itself), and the bytes all connections hold for
+incomplete frames are bounded together; a connection over either is closed
+(``incomplete_frames.py``). When a
+connection closes, everything it holds is let go at once (producers, consumers,
+buffered frames, the decoder's buffer), not when a garbage collection finds the
+connection's reference cycles.
+
 Fair turns: after a large read (``YIELD_AFTER_READ_BYTES``) reading pauses until the
-loop has run what became ready meanwhile. libuv reads a busy socket up to 32 times
-(256 KiB each) in one go, so without the pause a publishing client's burst (1,000
+loop has run what became ready meanwhile, and a read of many frames is handled
+``FRAMES_PER_TURN`` at a time, one loop turn each. libuv reads a busy socket up to 32
+times (256 KiB each) in one go, so without the pause a publishing client's burst (1,000
 unbatched sends) would be decoded whole before any storage completion, receipt or
 dispatch could run: its receipts would come back together, the client would send its
 next burst only then, and broker and client would take turns instead of overlapping.
@@ -53,11 +74,11 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from quasar.auth import AuthenticationService, AuthorizationService
-from quasar.broker.consumer import Consumer
+from quasar.broker.consumer import Consumer, WriteState
 from quasar.broker.producer import Producer
 from quasar.broker.service import BrokerService
 from quasar.broker.topic import PersistentTopic
-from quasar.errors import ProtocolError
+from quasar.errors import NotAllowedError, ProtocolError
 from quasar.protocol import (
     FRAME_PADDING,
     PROTOCOL_VERSION_MAX,
@@ -72,8 +93,11 @@ from quasar.transport.writer import Buffer, FrameWriter
 from .authentication import ConnectionAuthentication
 from .consumer_commands import ConsumerCommands
 from .context import CommandHandler
+from .incomplete_frames import IncompleteFrameWatch
+from .limits import ConnectionLimits
 from .lookup_commands import LookupCommands
 from .producer_commands import ProducerCommands
+from .replies import BROKER_REQUEST_ID, error
 from .txn_commands import TransactionCommands
 
 log = logging.getLogger(__name__)
@@ -82,6 +106,11 @@ SERVER_VERSION = "quasar-0.1.0"
 # A read at least this large suggests more is waiting: the connection then pauses
 # reading for one loop turn (see "Fair turns" above). uvloop reads up to 256 KiB.
 YIELD_AFTER_READ_BYTES = 64 * 1024
+# At most this many frames of one read are handled in one loop turn; the rest wait for
+# the next turns, with reading paused. A 256 KiB read holds over 4,000 small
+# commands, and some (PRODUCER, SUBSCRIBE) start a request handler each: handled in
+# one turn, they would keep every other connection waiting for all of them.
+FRAMES_PER_TURN = 512
 
 T = pb.BaseCommand
 
@@ -100,10 +129,15 @@ class ServerConnection(asyncio.Protocol):
         keep_alive_s: float = 30.0,
         authentication: AuthenticationService | None = None,
         authorization: AuthorizationService | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
+        """``limits``: the broker's connection limits, shared by its connections
+        (None: this connection's own, as for a connection built alone in a test)."""
         loop = asyncio.get_running_loop()
+        self._loop = loop
         self.service = service
         self.settings = service.config.broker
+        self.limits = limits if limits is not None else ConnectionLimits(self.settings)
         self._decoder = FrameDecoder(self.settings.max_message_size + FRAME_PADDING)
         self._transport: asyncio.Transport | None = None
         self._writer = FrameWriter(loop)
@@ -128,6 +162,11 @@ class ServerConnection(asyncio.Protocol):
         self.peer_certificate: dict[str, Any] | None = None
         self._client_version = ""
         self._remote = ""
+        self._ip = ""
+        self._admitted = False  # counted as open in the broker's limits
+        # Shared with this connection's consumers: deliveries stop while it is False.
+        self.write_state = WriteState()
+        self._close_timer: asyncio.TimerHandle | None = None
         self.producers: dict[int, tuple[Producer, PersistentTopic]] = {}
         self.producer_futures: dict[int, asyncio.Future[None]] = {}
         self.consumers: dict[int, tuple[Consumer, PersistentTopic]] = {}
@@ -136,7 +175,19 @@ class ServerConnection(asyncio.Protocol):
         self.max_pending_publish = max_pending_publish
         self._reading_paused = False  # back-pressure: too many publishes in flight
         self._read_yielded = False  # a turn given up after a large read
+        self._frames_held = False  # decoded frames wait for later turns
+        # Decoded frames held back by publish back-pressure, and where they resume.
+        self._frames_waiting: tuple[list[Frame], int] | None = None
         self._reading = True  # what the transport was last told
+        # The frame that has started but not ended: its bytes and its deadline.
+        self._incomplete = IncompleteFrameWatch(
+            self.limits,
+            loop,
+            float(self.settings.incomplete_frame_timeout_seconds),
+            reading=lambda: self._reading,
+            close=self.abort,
+            remote=lambda: self._remote,
+        )
         self._keep_alive = KeepAlive(
             keep_alive_s, loop, self.write, self._keep_alive_expired, hearing=self._hearing
         )
@@ -184,6 +235,20 @@ class ServerConnection(asyncio.Protocol):
         self._writer.attach(self._transport)  # type: ignore[arg-type]
         peer = transport.get_extra_info("peername")
         self._remote = f"{peer[0]}:{peer[1]}" if peer else "unknown"
+        self._ip = str(peer[0]) if peer else "unknown"
+        over = self.limits.connection_opened(self._ip)
+        if over is not None:
+            self._refuse_connection(over)
+            return
+        self._admitted = True
+        settings = self.settings
+        transport.set_write_buffer_limits(  # type: ignore[attr-defined]
+            high=settings.pulsar_channel_write_buffer_high_water_mark,
+            low=min(
+                settings.pulsar_channel_write_buffer_low_water_mark,
+                settings.pulsar_channel_write_buffer_high_water_mark,
+            ),
+        )
         # ssl only decodes a certificate it verified, so an unverified one (under
         # tlsAllowInsecureConnection) never reaches authentication.
         self.peer_certificate = transport.get_extra_info("peercert") or None
@@ -196,17 +261,41 @@ class ServerConnection(asyncio.Protocol):
                 pass  # not a TCP socket (a test's socketpair): nothing to tune
         self._keep_alive.start()
 
+    def _refuse_connection(self, limit_key: str) -> None:
+        """Answer a connection over a connection limit and close it (Pulsar's
+        answer: ERROR(NotAllowedError) for no request, then close)."""
+        if limit_key == "brokerMaxConnections":
+            message = "Reached the maximum number of connections"
+        else:
+            message = f"Reached the maximum number of connections on address {self._ip}"
+        log.warning("refusing connection from %s: %s (%s)", self._remote, message, limit_key)
+        self.limits.refused(limit_key)
+        self.send_command(error(BROKER_REQUEST_ID, NotAllowedError(message)))
+        self.abort()
+
     def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return  # refused or closing: nothing it sends is read any more
         self._keep_alive.heard = True
         if len(data) >= YIELD_AFTER_READ_BYTES and not self._read_yielded:
             self._read_yielded = True
             self._update_reading()
-            asyncio.get_running_loop().call_soon(self._end_read_turn)
+            self._loop.call_soon(self._end_read_turn)
+        decoder = self._decoder
         try:
-            frames = self._decoder.feed(data)
+            frames = decoder.feed(data)
         except ProtocolError as e:
             log.warning("closing connection from %s: %s", self._remote, e)
             self.abort()
+            return
+        held = decoder.buffered_bytes
+        incomplete = self._incomplete
+        if (held or incomplete.held_bytes) and not incomplete.after_read(held, bool(frames)):
+            return
+        if len(frames) > FRAMES_PER_TURN:
+            self._frames_held = True
+            self._update_reading()
+            self._handle_frames(frames, 0)
             return
         for frame in frames:
             if self.closed:
@@ -218,12 +307,45 @@ class ServerConnection(asyncio.Protocol):
                 self.abort()
                 return
 
+    def _handle_frames(self, frames: list[Frame], start: int) -> None:
+        """Handle ``FRAMES_PER_TURN`` of a read's frames from ``start``, and the rest
+        in later loop turns (reading stays paused until they are done). While publish
+        back-pressure holds, the rest waits for it to lift, as unread bytes would."""
+        if start and self._reading_paused:
+            self._frames_waiting = (frames, start)
+            return
+        end = min(start + FRAMES_PER_TURN, len(frames))
+        for i in range(start, end):
+            if self.closed:
+                return
+            try:
+                self._handle(frames[i])
+            except ProtocolError as e:
+                log.warning("closing connection from %s: %s", self._remote, e)
+                self.abort()
+                return
+        if end < len(frames):
+            self._loop.call_soon(self._handle_frames, frames, end)
+            return
+        self._frames_held = False
+        self._update_reading()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._keep_alive.stop()
         if self._authentication is not None:
             self._authentication.stop()
         self._writer.discard()
+        # The connection sits in reference cycles (its handlers point back at it), so
+        # what it holds is let go here rather than whenever a collection runs.
+        self._decoder.discard()
+        self._incomplete.release()
+        if self._close_timer is not None:
+            self._close_timer.cancel()
+            self._close_timer = None
+        if self._admitted:
+            self._admitted = False
+            self.limits.connection_closed(self._ip)
         for task in list(self._tasks):
             task.cancel()
         for producer, topic in list(self.producers.values()):
@@ -232,6 +354,23 @@ class ServerConnection(asyncio.Protocol):
             topic.remove_consumer(consumer)
         self.producers.clear()
         self.consumers.clear()
+        self.producer_futures.clear()
+        self.consumer_futures.clear()
+        self._frames_waiting = None
+        self._transport = None
+
+    # -- writing back-pressure ---------------------------------------------------------
+    def pause_writing(self) -> None:
+        """The transport's write buffer passed the high-water mark: stop dispatch."""
+        self.write_state.writable = False
+
+    def resume_writing(self) -> None:
+        """The write buffer drained below the low-water mark: dispatch again to the
+        consumers that may take entries."""
+        self.write_state.writable = True
+        for consumer, topic in list(self.consumers.values()):
+            if consumer.permits > 0:
+                topic.resume_dispatch(consumer)
 
     # -- reading: back-pressure and fair turns ----------------------------------------
     def _end_read_turn(self) -> None:
@@ -239,9 +378,9 @@ class ServerConnection(asyncio.Protocol):
         self._update_reading()
 
     def _update_reading(self) -> None:
-        """Pause or resume the transport: it reads unless back-pressure or a yielded
-        turn holds it."""
-        want = not (self._reading_paused or self._read_yielded)
+        """Pause or resume the transport: it reads unless back-pressure, a yielded
+        turn or frames of a read still to handle hold it."""
+        want = not (self._reading_paused or self._read_yielded or self._frames_held)
         if want is self._reading or self.closed or self._transport is None:
             return
         self._reading = want
@@ -264,6 +403,10 @@ class ServerConnection(asyncio.Protocol):
         self.pending_publish -= 1
         if self._reading_paused and self.pending_publish <= self.max_pending_publish // 2:
             self._reading_paused = False
+            waiting = self._frames_waiting
+            if waiting is not None:
+                self._frames_waiting = None
+                self._loop.call_soon(self._handle_frames, *waiting)
             self._update_reading()
 
     # -- keep-alive ----------------------------------------------------------------------
@@ -282,12 +425,27 @@ class ServerConnection(asyncio.Protocol):
         self.write(encode_command(cmd))
 
     def abort(self) -> None:
-        """Close the connection: what is buffered leaves first."""
+        """Close the connection: what is buffered leaves first, unless the client
+        does not read it (the write buffer is over its high-water mark), or has not
+        read it within a keep-alive interval."""
         self._keep_alive.stop()
         self._writer.close()
         self.closed = True
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if not self.write_state.writable:
+            transport.abort()
+            return
+        transport.close()
+        self._close_timer = self._loop.call_later(
+            max(self._keep_alive.interval_s, 1.0), self._abort_transport
+        )
+
+    def _abort_transport(self) -> None:
+        self._close_timer = None
         if self._transport is not None:
-            self._transport.close()
+            self._transport.abort()
 
     # -- dispatch ----------------------------------------------------------------------
     def _handle(self, frame: Frame) -> None:

@@ -83,6 +83,7 @@ class ConsumerCommands:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         ctx.consumer_futures[cid] = fut
         try:
+            ctx.limits.admit_consumer_on_connection(len(ctx.consumer_futures))
             name = topic_of(c.topic)
             if not c.subscription:
                 raise ConsumerBusy("Empty subscription name")
@@ -110,11 +111,13 @@ class ConsumerCommands:
                 max_unacked_messages=service.config.dispatch.max_unacked_messages_per_consumer
                 if c.subType in (pb.CommandSubscribe.Shared, pb.CommandSubscribe.Key_Shared)
                 else 0,
+                write_state=ctx.write_state,
             )
             durable = c.durable if c.HasField("durable") else True
             start = position_of(c.start_message_id) if c.HasField("start_message_id") else None
             if ctx.closed:
                 return
+            ctx.limits.admit_consumer_on_topic(topic, c.subscription)
             topic.subscribe(consumer, durable, c.initialPosition, start)
             ctx.consumers[cid] = (consumer, topic)
             fut.set_result(None)

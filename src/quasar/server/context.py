@@ -19,12 +19,14 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from quasar.auth.authorization import AuthorizationService
-from quasar.broker.consumer import Consumer
+from quasar.broker.consumer import Consumer, WriteState
 from quasar.broker.producer import Producer
 from quasar.broker.service import BrokerService
 from quasar.broker.topic import PersistentTopic
 from quasar.config import BrokerConfig
 from quasar.protocol import Frame, pb
+
+from .limits import ConnectionLimits
 
 __all__ = ["CommandHandler", "ConnectionContext"]
 
@@ -52,6 +54,11 @@ class ConnectionContext(Protocol):
     producer_futures: dict[int, asyncio.Future[None]]
     consumers: dict[int, tuple[Consumer, PersistentTopic]]
     consumer_futures: dict[int, asyncio.Future[None]]
+    # The broker's limits on connections, producers and consumers (shared by every
+    # connection), and this connection's write state, which its consumers share:
+    # dispatch to them stops while its write buffer is full.
+    limits: ConnectionLimits
+    write_state: WriteState
 
     @property
     def closed(self) -> bool:

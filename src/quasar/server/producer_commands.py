@@ -80,6 +80,7 @@ class ProducerCommands:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         ctx.producer_futures[pid] = fut
         try:
+            ctx.limits.admit_producer_on_connection(len(ctx.producer_futures))
             name = topic_of(c.topic)
             refuse_system_topic(ctx, name, "produce to")
             authorization = ctx.authorization
@@ -120,6 +121,7 @@ class ProducerCommands:
             # A producer starts only after the transaction buffer recovered, so its
             # first message cannot overtake data the buffer is still replaying.
             await topic.check_transactions_recovered(c.txn_enabled)
+            ctx.limits.admit_producer_on_topic(topic)
             await topic.add_producer(producer)
             if ctx.closed:
                 topic.remove_producer(producer)

@@ -35,6 +35,7 @@ from quasar.native import log_native_extensions
 from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
 
 from .connection import ServerConnection
+from .limits import ConnectionLimits
 from .tls import ServerTls, TlsConfigurationError, TlsHandshake
 
 log = logging.getLogger("quasar.standalone")
@@ -53,6 +54,8 @@ class Standalone:
         self._admin_runner: Any = None
         # This broker's /metrics (not prometheus_client's process-global default).
         self.metrics = broker_registry()
+        # What all binary connections may hold together, and the refusals counted.
+        self.limits = ConnectionLimits(config.broker, self.metrics)
         # The TLS listeners' shared context, built before anything starts so that a
         # bad certificate is a start-up error (TlsConfigurationError).
         self.tls: ServerTls | None = None
@@ -99,10 +102,11 @@ class Standalone:
         service = self.service
         authentication = self.authentication
         authorization = self.authorization
+        limits = self.limits
 
         def connection() -> ServerConnection:
             return ServerConnection(
-                service, max_pending, keep_alive_s, authentication, authorization
+                service, max_pending, keep_alive_s, authentication, authorization, limits
             )
 
         # Admin first, then the TLS port, then the plain one: once the last binary
