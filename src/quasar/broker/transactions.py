@@ -71,9 +71,10 @@ PRESERVER_COMPACT_EVERY_WRITES = 1000
 class LocalTransactionBufferClient:
     """Delivers a coordinator's end decision to topics and subscriptions in this process.
 
-    A participant that can never be reached (``txn_limits.py``) is answered as ended:
-    its namespace or topic was deleted, or its name is one quasar does not serve.
-    Retrying it would keep the transaction COMMITTING or ABORTING for ever.
+    A participant that can never be reached (``txn_limits.py``: its namespace or topic
+    was deleted, or its name is one quasar does not serve) is answered with
+    ``TopicNotFound``, logged and counted; the coordinator counts that participant as
+    ended, where retrying would keep the transaction COMMITTING or ABORTING for ever.
     """
 
     def __init__(self, topics: TopicRegistry, metrics: TxnLimitMetrics | None = None) -> None:
@@ -84,8 +85,7 @@ class LocalTransactionBufferClient:
         self, topic: str, txn_id: TxnID, action: TxnAction, low_watermark: int
     ) -> None:
         t = await self._topic(topic, txn_id)
-        if t is not None:
-            await t.end_txn(txn_id, action, low_watermark)
+        await t.end_txn(txn_id, action, low_watermark)
 
     async def end_txn_on_subscription(
         self,
@@ -96,13 +96,13 @@ class LocalTransactionBufferClient:
         low_watermark: int,
     ) -> None:
         t = await self._topic(topic, txn_id)
-        if t is not None:
-            await t.end_subscription_txn(subscription, txn_id, action, low_watermark)
+        await t.end_subscription_txn(subscription, txn_id, action, low_watermark)
 
-    async def _topic(self, topic: str, txn_id: TxnID) -> LoadedTopic | None:
-        """The loaded topic, or None if it can never be reached (logged, counted).
+    async def _topic(self, topic: str, txn_id: TxnID) -> LoadedTopic:
+        """The loaded topic.
 
         Raises:
+            TopicNotFound: it can never be reached (logged and counted here).
             ServiceNotReady: the broker is shutting down (the end is retried).
         """
         try:
@@ -121,7 +121,9 @@ class LocalTransactionBufferClient:
             level = logging.INFO if reason == NOT_FOUND else logging.WARNING
             log.log(level, "end of %s: %s cannot be reached (%s), counted as ended",
                     txn_id, topic, e)
-            return None
+            if isinstance(e, TopicNotFound):
+                raise
+            raise TopicNotFound(f"{topic} cannot be reached: {e}") from None
 
 
 class TransactionService:

@@ -7,9 +7,10 @@ is refused over ``maxActiveTransactionsPerCoordinator`` or
 ``quasar_txn_refused_total{reason}``.
 
 A participant that became unreachable for good after it was added (its namespace or
-topic deleted, or a name registered before these checks existed) counts as ended, so
-that the transaction still reaches COMMITTED or ABORTED; Pulsar's receiving broker
-answers success for a deleted topic the same way. Each such participant is counted in
+topic deleted, or a name registered before these checks existed) is answered with
+``TopicNotFound``, which the coordinator counts as ended, so that the transaction still
+reaches COMMITTED or ABORTED; Pulsar's receiving broker answers a deleted topic's end
+with success to the same effect. Each such participant is counted in
 ``quasar_txn_end_participant_skipped_total{reason}`` and logged.
 """
 
