@@ -12,9 +12,20 @@ from prometheus_client.registry import CollectorRegistry
 from quasar.broker.api import TopicRegistry
 from quasar.broker.transactions import LocalTransactionBufferClient
 from quasar.broker.txn_limits import SKIPPED_METRIC, TxnLimitMetrics
-from quasar.errors import ServiceNotReady, TopicNotFound
+from quasar.errors import (
+    InvalidTopicName,
+    NotAllowedError,
+    ServiceNotReady,
+    TopicNotFound,
+)
 from quasar.protocol import TopicName
 from quasar.protocol.txn_id import TxnID
+from quasar.server.txn_participants import (
+    SUBSCRIPTION_NAME_BYTES_MAX,
+    participant_name,
+    subscription_name,
+)
+from quasar.server.wire import TOPIC_NAME_BYTES_MAX, topic_of
 from quasar.transaction.buffer_client import EndFailure, classify_end_failure
 from quasar.transaction.txn_status import TxnAction
 
@@ -116,3 +127,37 @@ async def test_a_passing_failure_is_raised_for_the_coordinator_to_retry(
     topics.failure = ServiceNotReady("Broker is shutting down")
     with pytest.raises(ServiceNotReady):
         await client.end_txn_on_partition("public/default/t", TXN, TxnAction.COMMIT, -1)
+
+
+# -- name lengths ----------------------------------------------------------------------
+PREFIX = "persistent://public/default/"
+
+
+def test_a_topic_name_is_bounded_in_utf8_bytes() -> None:
+    at_bound = PREFIX + "x" * (TOPIC_NAME_BYTES_MAX - len(PREFIX))
+    assert topic_of(at_bound).full == at_bound
+    with pytest.raises(InvalidTopicName, match="4097 bytes"):
+        topic_of(at_bound + "x")
+    # Fewer characters than the bound, more bytes: two bytes each.
+    wide = PREFIX + "é" * ((TOPIC_NAME_BYTES_MAX - len(PREFIX)) // 2 + 1)
+    assert len(wide) < TOPIC_NAME_BYTES_MAX
+    with pytest.raises(InvalidTopicName, match="longer than 4096"):
+        topic_of(wide)
+    with pytest.raises(InvalidTopicName):
+        topic_of(PREFIX + "a/b")  # a legacy V1 name
+
+
+def test_a_subscription_name_is_bounded_in_utf8_bytes() -> None:
+    assert subscription_name("s" * SUBSCRIPTION_NAME_BYTES_MAX) == "s" * 1024
+    with pytest.raises(InvalidTopicName, match="1025 bytes"):
+        subscription_name("s" * (SUBSCRIPTION_NAME_BYTES_MAX + 1))
+    with pytest.raises(InvalidTopicName, match="1026 bytes"):
+        subscription_name("é" * 513)
+    with pytest.raises(InvalidTopicName, match="Empty"):
+        subscription_name("")
+
+
+def test_a_participant_must_be_persistent() -> None:
+    with pytest.raises(NotAllowedError, match="non-persistent"):
+        participant_name("non-persistent://public/default/t")
+    assert participant_name("public/default/t").full == PREFIX + "t"

@@ -16,7 +16,12 @@ and END_TXN are for the transaction's owner or a super-user, else
 adding a partition also needs the produce right on it and adding a subscription the
 consume right on its topic and subscription, else ``AuthorizationError``, and nothing
 of the request is registered. The broker's own topics cannot be added at all
-(``NotAllowedError``), as they cannot be produced to or subscribed to.
+(``NotAllowedError``), as they cannot be produced to or subscribed to. Neither can a
+participant the transaction's end could never reach (``txn_participants.py``): a name
+that is not V2 or too long, a non-persistent topic, a missing namespace or subscribed
+topic; so a commit never leaves some participants committed and one failing for ever.
+NEW_TXN is bounded by ``maxActiveTransactionsPerCoordinator`` and
+``transactionMaxTimeoutMillis``; each refusal is counted (``broker/txn_limits.py``).
 END_TXN_ON_PARTITION and END_TXN_ON_SUBSCRIPTION, which one broker sends another, are
 for super-users when authorization is on. Every refusal goes out in the request's
 response; the connection stays open.
