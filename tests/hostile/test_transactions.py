@@ -25,6 +25,8 @@ T = pb.BaseCommand
 COMMIT, ABORT = pb.COMMIT, pb.ABORT
 MAX_ACTIVE = 4
 MAX_TIMEOUT_MS = 600_000
+# What the tests of this module committed, read again after the restart at its end.
+COMMITTED: list[tuple[str, bytes]] = []
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +163,7 @@ def test_a_participant_the_end_cannot_reach_is_refused_so_the_commit_is_whole(
     p.send(b"committed", txn)
     assert not p.tc.end(*txn, COMMIT).HasField("error")  # covers the good partition only
     assert read_all(broker, good, 1) == [b"committed"]
+    COMMITTED.append((good, b"committed"))
     assert_others_served(broker)
 
 
@@ -217,6 +220,7 @@ def test_a_participant_whose_namespace_is_deleted_still_lets_the_commit_end(
     assert not p.tc.end(*txn, COMMIT).HasField("error")
     assert metric(broker, "quasar_txn_end_participant_skipped", "not_found") == before + 1
     assert read_all(broker, good, 1) == [b"kept"]
+    COMMITTED.append((good, b"kept"))
 
 
 # -- NEW_TXN bounds --------------------------------------------------------------------
@@ -235,6 +239,8 @@ def test_a_timeout_above_the_maximum_is_refused(broker: BrokerProcess) -> None:
 
 
 def test_active_transactions_are_bounded_and_survive_a_restart(broker: BrokerProcess) -> None:
+    """Last in the module: it restarts the broker, and reads back what the tests
+    before it committed."""
     topic = topic_name("bounded")
     p = TxnProducer(broker, topic)
     txns = [p.new_txn(ttl_ms=MAX_TIMEOUT_MS) for _ in range(MAX_ACTIVE)]
@@ -262,3 +268,7 @@ def test_active_transactions_are_bounded_and_survive_a_restart(broker: BrokerPro
     assert not r.HasField("error"), r
     assert not tc.end(r.txnid_most_bits, r.txnid_least_bits, ABORT).HasField("error")
     assert read_all(broker, topic, 1) == [b"first"]
+    # What the refused requests of the tests before left behind did not harm the
+    # restart: their committed messages are all there.
+    for committed_topic, payload in COMMITTED:
+        assert read_all(broker, committed_topic, 1) == [payload]
