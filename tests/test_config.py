@@ -91,7 +91,8 @@ EXPECTED_DEFAULTS = {
     "transactionCoordinatorCount": 1,
     "transactionBufferSnapshotMaxTransactionCount": 1000,
     "transactionBufferSnapshotMinTimeInMillis": 5000,
-    "maxActiveTransactionsPerCoordinator": 0,
+    "maxActiveTransactionsPerCoordinator": 10_000,  # quasar (Pulsar: 0, unlimited)
+    "transactionMaxTimeoutMillis": 86_400_000,  # quasar's key
     "transactionEndRetryIntervalMs": 1000,
     "transactionMetaPersistCount": 64,  # quasar (PIP-255: 0)
     "transactionMetaPersistTimeInHour": 72,
@@ -405,6 +406,8 @@ def test_direct_construction_is_checked() -> None:
         ManagedLedgerSettings(managed_ledger_min_ledger_rollover_time_minutes=500)
     with pytest.raises(ValueError, match="maxActiveTransactionsPerCoordinator"):
         CoordinatorConfig(max_active_transactions_per_coordinator=-1)
+    with pytest.raises(ValueError, match="transactionMaxTimeoutMillis"):
+        CoordinatorConfig(transaction_max_timeout_millis=-1)
     with pytest.raises(ValueError, match=r"SnapshotMinTimeInMillis"):
         TransactionBufferConfig(snapshot_min_time_in_millis=0)
     # A tunable is checked too; the error names its field.
@@ -507,7 +510,8 @@ EFFECTIVE_DEFAULTS: dict[str, object] = {
     "ledger.cursor_persist_interval_ms": 1000,
     "ledger.max_unacked_ranges_to_persist": 10000,
     "txn.coordinator_count": 1,
-    "coordinator.max_active_transactions": 0,
+    "coordinator.max_active_transactions": 10_000,
+    "coordinator.max_timeout_ms": 86_400_000,
     "coordinator.end_retry_interval_ms": 1000,
     "coordinator.replay_read_entries": 100,
     "coordinator.meta_persist_count": 64,
@@ -594,6 +598,7 @@ def _pending_ack_values(c: PendingAckConfig) -> dict[str, object]:
 def _coordinator_values(c: CoordinatorConfig) -> dict[str, object]:
     return {
         "coordinator.max_active_transactions": c.max_active_transactions_per_coordinator,
+        "coordinator.max_timeout_ms": c.transaction_max_timeout_millis,
         "coordinator.end_retry_interval_ms": c.transaction_end_retry_interval_ms,
         "coordinator.replay_read_entries": c.replay_read_entries,
         "coordinator.meta_persist_count": c.transaction_meta_persist_count,

@@ -281,7 +281,9 @@ def test_grants_decide_what_a_role_may_add(broker: BrokerProcess) -> None:
     most, least = resp.txnid_most_bits, resp.txnid_least_bits
     refused(rc.add_partition(most, least, topic()), ServerError.AuthorizationError,
             "not authorized to Produce")
-    ok(rc.add_subscription(most, least, topic(), "s"))
+    acked = topic()  # a subscription's topic must exist to be added
+    admin(broker, "PUT", "/admin/v2/" + acked.replace("://", "/"))
+    ok(rc.add_subscription(most, least, acked, "s"))
     ok(rc.end(most, least, pb.COMMIT))
 
 

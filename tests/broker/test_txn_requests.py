@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from quasar.broker.txn_limits import TxnLimitMetrics
 from quasar.config import ServiceConfiguration
 from quasar.protocol import pb
 from quasar.protocol.frames import FrameDecoder
@@ -58,7 +59,14 @@ class _Client:
     def __init__(self, tc: TransactionCoordinator) -> None:
         service = SimpleNamespace(
             config=ServiceConfiguration(),
-            transactions=SimpleNamespace(registry=_Registry(tc)),
+            transactions=SimpleNamespace(
+                registry=_Registry(tc), limit_metrics=TxnLimitMetrics()
+            ),
+            # Every participant is reachable (txn_participants.require_reachable).
+            topics={},
+            namespace_exists=lambda namespace: True,
+            partitions_of=lambda name: 0,
+            topic_exists=lambda name: True,
         )
         self.conn = ServerConnection(service, keep_alive_s=0)  # type: ignore[arg-type]
         self.transport = _Transport()

@@ -18,6 +18,7 @@ from quasar.transaction import (
     CoordinatorStatus,
     ReachMaxActiveTxn,
     TransactionCoordinator,
+    TransactionTimeoutTooLong,
     TxnAction,
     TxnID,
     TxnStatus,
@@ -172,6 +173,34 @@ async def test_max_active_counts_new_transactions_in_flight(env: TcEnv) -> None:
     results = await asyncio.gather(*(tc.new_txn(60_000) for _ in range(3)), return_exceptions=True)
     assert sum(isinstance(r, ReachMaxActiveTxn) for r in results) == 1
     assert tc.active_transactions() == 2
+
+
+async def test_the_active_transactions_are_bounded_by_default(env: TcEnv) -> None:
+    """Pulsar's 0 (unlimited) lets one client exhaust the broker's memory."""
+    assert CoordinatorConfig().max_active_transactions_per_coordinator == 10_000
+    env.config = CoordinatorConfig(max_active_transactions_per_coordinator=0)
+    tc = await env.start()
+    await asyncio.gather(*(tc.new_txn(60_000) for _ in range(50)))
+    assert tc.active_transactions() == 50  # 0 still means unlimited
+
+
+async def test_a_timeout_above_the_maximum_is_refused(env: TcEnv) -> None:
+    env.config = CoordinatorConfig(transaction_max_timeout_millis=10_000)
+    tc = await env.start()
+    with pytest.raises(TransactionTimeoutTooLong, match="10001 ms is more than") as info:
+        await tc.new_txn(10_001)
+    assert info.value.code is ServerError.NotAllowedError
+    assert not info.value.retryable
+    assert tc.active_transactions() == 0
+    assert await tc.new_txn(10_000) == TxnID(0, 0)  # the refused request burned no id
+    assert await tc.new_txn(0) == TxnID(0, 1)
+
+
+async def test_an_unbounded_timeout_takes_any_value(env: TcEnv) -> None:
+    assert CoordinatorConfig().transaction_max_timeout_millis == 86_400_000
+    env.config = CoordinatorConfig(transaction_max_timeout_millis=0)
+    tc = await env.start()
+    assert await tc.new_txn(2**63 - 1) == TxnID(0, 0)
 
 
 async def test_owner(env: TcEnv) -> None:

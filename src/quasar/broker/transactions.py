@@ -30,7 +30,13 @@ from typing import Any
 from prometheus_client.registry import CollectorRegistry
 
 from quasar.clock import Clock, SystemClock
-from quasar.errors import TransactionCoordinatorNotFound
+from quasar.errors import (
+    InvalidTopicName,
+    NotAllowedError,
+    TopicNotFound,
+    TransactionCoordinatorNotFound,
+)
+from quasar.protocol.namespace_name import PERSISTENT, parse_topic
 from quasar.protocol.topic_name import TRANSACTION_BUFFER_SNAPSHOT, TopicName
 from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import ManagedCursor, ManagedLedger
@@ -56,6 +62,7 @@ from quasar.transaction.txn_status import TxnAction
 
 from .api import LoadedTopic, TopicRegistry
 from .system_table import SystemTopicTable
+from .txn_limits import NOT_FOUND, TxnLimitMetrics, reason_of
 
 log = logging.getLogger(__name__)
 
@@ -69,15 +76,22 @@ PRESERVER_COMPACT_EVERY_WRITES = 1000
 
 
 class LocalTransactionBufferClient:
-    """Delivers a coordinator's end decision to topics and subscriptions in this process."""
+    """Delivers a coordinator's end decision to topics and subscriptions in this process.
 
-    def __init__(self, topics: TopicRegistry) -> None:
+    A participant that can never be reached (``txn_limits.py``: its namespace or topic
+    was deleted, or its name is one quasar does not serve) is answered with
+    ``TopicNotFound``, logged and counted; the coordinator counts that participant as
+    ended, where retrying would keep the transaction COMMITTING or ABORTING for ever.
+    """
+
+    def __init__(self, topics: TopicRegistry, metrics: TxnLimitMetrics | None = None) -> None:
         self._topics = topics
+        self._metrics = metrics if metrics is not None else TxnLimitMetrics()
 
     async def end_txn_on_partition(
         self, topic: str, txn_id: TxnID, action: TxnAction, low_watermark: int
     ) -> None:
-        t = await self._topic(topic)
+        t = await self._topic(topic, txn_id)
         await t.end_txn(txn_id, action, low_watermark)
 
     async def end_txn_on_subscription(
@@ -88,13 +102,35 @@ class LocalTransactionBufferClient:
         action: TxnAction,
         low_watermark: int,
     ) -> None:
-        t = await self._topic(topic)
+        t = await self._topic(topic, txn_id)
         await t.end_subscription_txn(subscription, txn_id, action, low_watermark)
 
-    async def _topic(self, topic: str) -> LoadedTopic:
-        # get_topic(create=False) answers a loaded topic from memory and raises
-        # TopicNotFound for one that does not exist, without a metadata read per end.
-        return await self._topics.get_topic(TopicName.parse(topic), create=False)
+    async def _topic(self, topic: str, txn_id: TxnID) -> LoadedTopic:
+        """The loaded topic.
+
+        Raises:
+            TopicNotFound: it can never be reached (logged and counted here).
+            ServiceNotReady: the broker is shutting down (the end is retried).
+        """
+        try:
+            name = parse_topic(topic)
+            if name.domain != PERSISTENT:
+                raise NotAllowedError("non-persistent topics are not supported by quasar")
+            if self._topics.partitions_of(name) > 0:
+                raise NotAllowedError(f"{name.full} is a partitioned topic")
+            # get_topic(create=False) answers a loaded topic from memory and raises
+            # TopicNotFound for one that does not exist, without a metadata read per end.
+            return await self._topics.get_topic(name, create=False)
+        except (InvalidTopicName, TopicNotFound, NotAllowedError) as e:
+            reason = reason_of(e)
+            self._metrics.skipped(reason)
+            # A deleted topic is routine; a name that was never servable is not.
+            level = logging.INFO if reason == NOT_FOUND else logging.WARNING
+            log.log(level, "end of %s: %s cannot be reached (%s), counted as ended",
+                    txn_id, topic, e)
+            if isinstance(e, TopicNotFound):
+                raise
+            raise TopicNotFound(f"{topic} cannot be reached: {e}") from None
 
 
 class TransactionService:
@@ -117,7 +153,9 @@ class TransactionService:
         )
         self.service = service
         self.coordinator_count = self._coordinator_count()
-        self.buffer_client = LocalTransactionBufferClient(service)
+        # quasar_txn_refused_total and quasar_txn_end_participant_skipped_total.
+        self.limit_metrics = TxnLimitMetrics(metrics)
+        self.buffer_client = LocalTransactionBufferClient(service, self.limit_metrics)
         self._snapshot_tables: dict[str, SystemTopicTable] = {}
         self._preserver_tables: dict[int, SystemTopicTable] = {}
         self.scheduler = AsyncioScheduler()

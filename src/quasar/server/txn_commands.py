@@ -16,7 +16,12 @@ and END_TXN are for the transaction's owner or a super-user, else
 adding a partition also needs the produce right on it and adding a subscription the
 consume right on its topic and subscription, else ``AuthorizationError``, and nothing
 of the request is registered. The broker's own topics cannot be added at all
-(``NotAllowedError``), as they cannot be produced to or subscribed to.
+(``NotAllowedError``), as they cannot be produced to or subscribed to. Neither can a
+participant the transaction's end could never reach (``txn_participants.py``): a name
+that is not V2 or too long, a non-persistent topic, a missing namespace or subscribed
+topic; so a commit never leaves some participants committed and one failing for ever.
+NEW_TXN is bounded by ``maxActiveTransactionsPerCoordinator`` and
+``transactionMaxTimeoutMillis``; each refusal is counted (``broker/txn_limits.py``).
 END_TXN_ON_PARTITION and END_TXN_ON_SUBSCRIPTION, which one broker sends another, are
 for super-users when authorization is on. Every refusal goes out in the request's
 response; the connection stays open.
@@ -26,27 +31,44 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from quasar.broker.transactions import TransactionService
-from quasar.errors import NotAllowedError, QuasarError, TransactionCoordinatorNotFound
-from quasar.protocol import TopicName, pb
+from quasar.broker.txn_limits import MAX_ACTIVE, TIMEOUT, reason_of
+from quasar.errors import (
+    InvalidTopicName,
+    NotAllowedError,
+    QuasarError,
+    TopicNotFound,
+    TransactionCoordinatorNotFound,
+)
+from quasar.protocol import pb
 from quasar.protocol.topic_name import SYSTEM_TENANT
 from quasar.protocol.txn_id import TxnID
 from quasar.transaction.coordinator import TransactionCoordinator
 from quasar.transaction.coordinator.ownership import ANONYMOUS, Caller, not_owner
-from quasar.transaction.errors import TransactionNotOwned
+from quasar.transaction.errors import (
+    ReachMaxActiveTxn,
+    TransactionNotOwned,
+    TransactionTimeoutTooLong,
+)
 from quasar.transaction.txn_status import TxnAction
 
 from .context import CommandHandler, ConnectionContext
 from .permissions import refuse_system_topic, require
 from .replies import TRANSACTIONS_NOT_ENABLED, error_code_and_message
 from .txn_ownership import TxnOwnership
+from .txn_participants import participant_name, require_reachable, subscription_name
 
 log = logging.getLogger(__name__)
 
 T = pb.BaseCommand
+
+# The timeout of a NEW_TXN that asks for none (0 or absent), as Pulsar's Java client
+# defaults it.
+DEFAULT_TXN_TIMEOUT_MS = 60_000
 
 # request type -> (response type, request field, response field)
 _FIELDS = {
@@ -99,6 +121,16 @@ def _action(value: int) -> TxnAction:
         return TxnAction(value)
     except ValueError:
         raise NotAllowedError(f"unknown transaction action {value}") from None
+
+
+@contextmanager
+def _counted(transactions: TransactionService) -> Iterator[None]:
+    """Count a participant ``txn_participants`` refuses, under its reason."""
+    try:
+        yield
+    except (InvalidTopicName, TopicNotFound, NotAllowedError) as e:
+        transactions.limit_metrics.refused(reason_of(e))
+        raise
 
 
 def _future_failure(f: asyncio.Future[Any]) -> BaseException | None:
@@ -224,53 +256,74 @@ class TransactionCommands:
     def _start_new_txn(self, req: Any) -> _Started:
         # The Java client puts milliseconds in txn_ttl_seconds (see the reference).
         timeout_ms = req.txn_ttl_seconds if req.HasField("txn_ttl_seconds") else 0
-        tc = self._transactions().registry.get(req.tc_id)
-        txn, durable = tc.new_txn_nowait(
-            timeout_ms or 60_000, owner=self._ctx.principal, client_name=_client_name(req)
-        )
+        transactions = self._transactions()
+        tc = transactions.registry.get(req.tc_id)
+        try:
+            txn, durable = tc.new_txn_nowait(
+                timeout_ms or DEFAULT_TXN_TIMEOUT_MS,
+                owner=self._ctx.principal,
+                client_name=_client_name(req),
+            )
+        except ReachMaxActiveTxn:
+            transactions.limit_metrics.refused(MAX_ACTIVE)
+            raise
+        except TransactionTimeoutTooLong:
+            transactions.limit_metrics.refused(TIMEOUT)
+            raise
         return durable, txn, _future_failure
 
     def _start_add_partitions(self, req: Any) -> _Started:
         txn = _txn_of(req)
-        tc = self._transactions().registry.route(txn)
+        transactions = self._transactions()
+        tc = transactions.registry.route(txn)
         ctx = self._ctx
         caller = ANONYMOUS if ctx.principal is None else self._ownership.caller()
-        partitions = []
-        for p in req.partitions:
-            name = TopicName.parse(p)
+        with _counted(transactions):
+            names = [participant_name(p) for p in req.partitions]
+        for name in names:
             # The broker's own topics take no markers: an end there would fail for
             # ever and hold the coordinator's low watermark back. The test is a
             # necessary condition in attribute reads first; the full rule builds
             # names and costs microseconds.
             if name.tenant == SYSTEM_TENANT or "__" in name.local_name:
                 refuse_system_topic(ctx, name, "produce")
-            partitions.append(name.full)
         authorization = ctx.authorization
         if authorization.enabled:
             self._check_owner(tc, txn, caller)
-            for p in partitions:
-                name = TopicName.parse(p)
-                require(ctx, authorization.can_produce(name, caller.role), "Produce", p)
+            for name in names:
+                allowed = authorization.can_produce(name, caller.role)
+                require(ctx, allowed, "Produce", name.full)
+        with _counted(transactions):
+            for name in names:
+                require_reachable(ctx.service, name, must_exist=False)
+        partitions = [name.full for name in names]
         return tc.add_partitions_nowait(txn, partitions, caller), None, _future_failure
 
     def _start_add_subscriptions(self, req: Any) -> _Started:
         txn = _txn_of(req)
-        tc = self._transactions().registry.route(txn)
+        transactions = self._transactions()
+        tc = transactions.registry.route(txn)
         ctx = self._ctx
         caller = ANONYMOUS if ctx.principal is None else self._ownership.caller()
-        subs = []
-        for s in req.subscription:
-            name = TopicName.parse(s.topic)
+        with _counted(transactions):
+            subs = [
+                (participant_name(s.topic), subscription_name(s.subscription))
+                for s in req.subscription
+            ]
+        for name, _ in subs:
             if name.tenant == SYSTEM_TENANT or "__" in name.local_name:
                 refuse_system_topic(ctx, name, "subscribe")
-            subs.append((name.full, s.subscription))
         authorization = ctx.authorization
         if authorization.enabled:
             self._check_owner(tc, txn, caller)
-            for topic, sub in subs:
-                allowed = authorization.can_consume(TopicName.parse(topic), caller.role, sub)
-                require(ctx, allowed, "Consume", f"{topic} ({sub})")
-        return tc.add_subscriptions_nowait(txn, subs, caller), None, _future_failure
+            for name, sub in subs:
+                allowed = authorization.can_consume(name, caller.role, sub)
+                require(ctx, allowed, "Consume", f"{name.full} ({sub})")
+        with _counted(transactions):
+            for name, _ in subs:
+                require_reachable(ctx.service, name, must_exist=True)
+        pairs = [(name.full, sub) for name, sub in subs]
+        return tc.add_subscriptions_nowait(txn, pairs, caller), None, _future_failure
 
     @staticmethod
     def _check_owner(tc: TransactionCoordinator, txn: TxnID, caller: Caller) -> None:

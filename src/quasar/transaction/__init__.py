@@ -30,7 +30,7 @@ from .coordinator_registry import (
     transaction_log_ledger_name,
     transaction_log_topic,
 )
-from .errors import ReachMaxActiveTxn, TransactionNotOwned
+from .errors import ReachMaxActiveTxn, TransactionNotOwned, TransactionTimeoutTooLong
 from .scheduler import AsyncioScheduler, Scheduler, VirtualScheduler
 from .txn_status import TxnAction, TxnStatus, check_transition
 
@@ -49,6 +49,7 @@ __all__ = [
     "TransactionCoordinator",
     "TransactionCoordinatorRegistry",
     "TransactionNotOwned",
+    "TransactionTimeoutTooLong",
     "TxnAction",
     "TxnID",
     "TxnMeta",

@@ -24,7 +24,8 @@ Contract for implementations:
   ``transaction_end_retry_interval_ms`` forever.
 * A topic or subscription that no longer exists counts as done: answer success (as
   Pulsar's receiving broker does), or raise ``TopicNotFound`` /
-  ``SubscriptionNotFound``, which the coordinator treats the same way.
+  ``SubscriptionNotFound``, which the coordinator treats the same way; so does
+  ``InvalidTopicName`` (a name that can never be served).
 * ``low_watermark`` follows Pulsar: every transaction of this coordinator whose least
   bits are ``<= low_watermark`` has ended. It is ``-1`` when none has; the remote
   implementation must not put a negative number into the uint64 wire field (omit the
@@ -83,7 +84,10 @@ class EndFailure(Enum):
     FAIL = "fail"  # give up this attempt; the END_TXN request fails
 
 
-_GONE_CODES = (ServerError.TopicNotFound, ServerError.SubscriptionNotFound)
+# A name the receiving broker refuses as invalid can never become valid either.
+_GONE_CODES = (
+    ServerError.TopicNotFound, ServerError.SubscriptionNotFound, ServerError.InvalidTopicName
+)
 
 
 def classify_end_failure(exc: BaseException) -> EndFailure:

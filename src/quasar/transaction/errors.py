@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quasar.errors import BrokerError, ServerError, TransactionNotFound
+from quasar.errors import BrokerError, NotAllowedError, ServerError, TransactionNotFound
 
 
 class ReachMaxActiveTxn(BrokerError):
@@ -18,6 +18,16 @@ class ReachMaxActiveTxn(BrokerError):
     code = ServerError.UnknownError
     http_status = 503
     retryable = True
+
+
+class TransactionTimeoutTooLong(NotAllowedError):  # type: ignore[misc, valid-type]
+    """NEW_TXN refused: it asks for a timeout above ``transaction_max_timeout_millis``.
+
+    Pulsar has no such bound; quasar refuses as Kafka does (``transaction.max.timeout.
+    ms``, InvalidTransactionTimeout) rather than clamp, so a client never learns
+    only from an early abort that its timeout was not granted. On the wire it is
+    ``NotAllowedError``, not retryable: the same request fails again.
+    """
 
 
 class TransactionNotOwned(TransactionNotFound):  # type: ignore[misc, valid-type]

@@ -13,8 +13,11 @@ class CoordinatorConfig(Section):
     (PIP-255, ``preserver.py``) each coordinator keeps.
 
     ``max_active_transactions_per_coordinator`` counts live transactions (OPEN,
-    COMMITTING or ABORTING) plus NEW records in flight. ``replay_read_entries`` is the
-    number of log entries read per request during recovery. The preserver keeps
+    COMMITTING or ABORTING) plus NEW records in flight; a NEW_TXN over it fails with
+    ``ReachMaxActiveTxn`` (retryable). A NEW_TXN asking for a timeout above
+    ``transaction_max_timeout_millis`` fails with ``TransactionTimeoutTooLong``.
+    ``replay_read_entries`` is the number of log entries read per request during
+    recovery. The preserver keeps
     ``transaction_meta_persist_count`` ended transactions per owner role and client
     name, each for ``transaction_meta_persist_time_in_hour`` after its decision, and
     drops expired ones every ``transaction_meta_expire_check_interval_in_second``; an
@@ -22,9 +25,20 @@ class CoordinatorConfig(Section):
     fails with ``TransactionPreserverClosed`` (retryable) instead of hanging.
     """
 
-    # Pulsar default (broker.conf maxActiveTransactionsPerCoordinator): 0 = unlimited.
+    # Pulsar's key (broker.conf, PIP-154), whose default 0 leaves it unlimited: one
+    # client could open transactions until the broker runs out of memory. quasar
+    # bounds it by default with the value PIP-154 proposed; 0 still means unlimited.
     max_active_transactions_per_coordinator: int = setting(
-        0, "maxActiveTransactionsPerCoordinator", at_least(0)
+        10_000, "maxActiveTransactionsPerCoordinator", at_least(0)
+    )
+    # quasar's own key; Pulsar takes any timeout a client asks for. An open
+    # transaction holds back what consumers of its partitions may read until it ends
+    # or times out, so a client asking for years could stall them for years. A NEW_TXN
+    # asking for more is refused (Kafka's transaction.max.timeout.ms does the same);
+    # clamping it would silently abort the client's transaction earlier than asked.
+    # The default leaves room for the Spark sink's 1 h default. 0 = unbounded.
+    transaction_max_timeout_millis: int = setting(
+        86_400_000, "transactionMaxTimeoutMillis", at_least(0)
     )
     # quasar's own key: the delay before a retryable end call to a partition or
     # subscription is sent again. Pulsar's coordinator retries every 1000 ms

@@ -75,7 +75,7 @@ from ..batched_log import BatchedLogControl, LogPosition
 from ..batched_log.deletion import corrupt_at
 from ..buffer_client import TransactionBufferClient, participants
 from ..crash_points import crash_point
-from ..errors import ReachMaxActiveTxn
+from ..errors import ReachMaxActiveTxn, TransactionTimeoutTooLong
 from ..scheduler import AsyncioScheduler, Scheduler
 from ..txn_status import (
     EndStep,
@@ -364,6 +364,8 @@ class TransactionCoordinator:
         Raises:
             TransactionCoordinatorNotFound: not ready (recovering, closing, fenced).
             ReachMaxActiveTxn: ``max_active_transactions_per_coordinator`` are live.
+            TransactionTimeoutTooLong: ``timeout_ms`` is above
+                ``transaction_max_timeout_millis``.
             NotAllowedError: ``client_name`` is longer than ``CLIENT_NAME_LENGTH_MAX``.
             ValueError: negative timeout, or a blank owner (Pulsar: "Owner can't be
                 blank"; ``None`` means authentication is off).
@@ -374,6 +376,12 @@ class TransactionCoordinator:
             raise ValueError(f"transaction timeout must be >= 0 ms, got {timeout_ms}")
         if owner is not None and not owner.strip():
             raise ValueError("Owner can't be blank")
+        max_timeout_ms = self._config.transaction_max_timeout_millis
+        if max_timeout_ms > 0 and timeout_ms > max_timeout_ms:
+            raise TransactionTimeoutTooLong(
+                f"Transaction timeout {timeout_ms} ms is more than "
+                f"transactionMaxTimeoutMillis {max_timeout_ms} ms"
+            )
         limit = self._config.max_active_transactions_per_coordinator
         if limit > 0 and len(self._state) + len(self._pending_new) >= limit:
             raise ReachMaxActiveTxn(f"New txn op reach max active txn! tcId : {self._tc_id}")
