@@ -17,6 +17,7 @@ from quasar.errors import (
     InvalidResourceError,
     InvalidValueError,
     NotAcceptableError,
+    NotAuthorizedError,
     PreconditionFailedError,
     QuasarError,
     ResourceNotFoundError,
@@ -46,6 +47,7 @@ def test_every_class_has_the_attributes_callers_branch_on(
 ADMIN_CLASSES = [
     BadRequestError,
     InvalidValueError,
+    NotAuthorizedError,
     ResourceNotFoundError,
     NotAcceptableError,
     ConflictError,
@@ -70,7 +72,7 @@ def test_an_admin_answer_maps_back_to_a_class_that_catches_the_raised_one(
 
 
 @pytest.mark.parametrize(
-    ("status", "retryable"), [(401, False), (418, False), (500, True), (503, True)]
+    ("status", "retryable"), [(403, False), (418, False), (500, True), (503, True)]
 )
 def test_a_status_without_a_class_keeps_its_status(status: int, retryable: bool) -> None:
     answered = error_for_http_status(status, "why")
