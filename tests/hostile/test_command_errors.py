@@ -8,6 +8,7 @@ close that connection, and a new one is served.
 
 from __future__ import annotations
 
+import http.client
 from collections.abc import Iterator
 
 import pytest
@@ -17,6 +18,7 @@ from quasar.protocol import encode_command, encode_payload_command, make_entry, 
 from quasar.protocol._wire import U32
 from quasar.testing.hostile import HostileClient, LogWatch, topic_name
 from quasar.testing.process import BrokerProcess
+from quasar.testing.raw import Raw
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
@@ -689,3 +691,162 @@ def _fill_required(msg: object) -> None:
             setattr(msg, field.name, field.enum_type.values[0].number)
         else:
             setattr(msg, field.name, 1)
+
+
+def test_a_command_before_connect_closes_only_that_connection(broker: BrokerProcess) -> None:
+    watch = LogWatch(broker.log_path)
+    raw = Raw(broker.port)
+    raw.send(T(type=T.PING))
+    assert raw.is_closed_by_peer()
+    HostileClient(broker.port).ping()
+    assert watch.unexpected_failures() == [], watch.new_text()
+
+
+def test_a_frame_missing_a_required_field_closes_only_that_connection(
+    broker: BrokerProcess,
+) -> None:
+    """Required fields are part of the frame's shape: without one the frame cannot
+    be read as the command it claims to be."""
+    watch = LogWatch(broker.log_path)
+    victim = HostileClient(broker.port)
+    # BaseCommand{type=LOOKUP, lookupTopic{topic="t"}}: request_id (required) missing.
+    lookup = pb.CommandLookupTopic(topic="t").SerializePartialToString()
+    body = b"\x08" + bytes([T.LOOKUP]) + b"\xba\x01" + bytes([len(lookup)]) + lookup
+    victim.raw.send_bytes(U32.pack(len(body) + 4) + U32.pack(len(body)) + body)
+    assert victim.raw.is_closed_by_peer()
+    HostileClient(broker.port).ping()
+    assert watch.unexpected_failures() == [], watch.new_text()
+
+
+def test_producer_with_odd_fields(client: HostileClient) -> None:
+    cmd = T(type=T.PRODUCER)
+    p = cmd.producer
+    p.topic, p.producer_id, p.request_id = topic_name(), client.new_id(), 21
+    p.producer_name, p.user_provided_producer_name = "p" * 100_000, True
+    p.epoch = U64_MAX
+    p.metadata.add(key="", value="v" * 10_000)
+    p.initial_subscription_name = ""
+    answer = client.answer(cmd)
+    assert answer.type == T.PRODUCER_SUCCESS or error_of(answer) != ServerError.UnknownError
+
+
+def test_two_producers_with_the_same_name(client: HostileClient) -> None:
+    topic = topic_name()
+    answers = []
+    for _ in range(2):
+        cmd = T(type=T.PRODUCER)
+        p = cmd.producer
+        p.topic, p.producer_id = topic, client.new_id()
+        p.request_id, p.producer_name, p.user_provided_producer_name = p.producer_id, "x", True
+        answers.append(client.answer(cmd))
+    assert answers[0].type == T.PRODUCER_SUCCESS
+    assert error_of(answers[1]) == ServerError.ProducerBusy
+
+
+def test_subscribe_to_a_partitioned_topic_by_its_own_name(
+    broker: BrokerProcess, client: HostileClient
+) -> None:
+    topic = topic_name()
+    status = request_partitions(broker, topic, 2)
+    assert status == 204
+    assert error_of(client.answer(subscribe_cmd(client, topic))) != ServerError.UnknownError
+    answer = client.raw.producer(topic, client.new_id(), client.new_id())
+    assert error_of(answer) != ServerError.UnknownError
+
+
+def request_partitions(broker: BrokerProcess, topic: str, partitions: int) -> int:
+    path = topic.replace("persistent://", "/admin/v2/persistent/") + "/partitions"
+    conn = http.client.HTTPConnection("127.0.0.1", broker.http_port, timeout=30)
+    try:
+        conn.request("PUT", path, body=str(partitions),
+                     headers={"Content-Type": "application/json"})
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("mode", [pb.CommandGetTopicsOfNamespace.ALL,
+                                  pb.CommandGetTopicsOfNamespace.NON_PERSISTENT])
+@pytest.mark.parametrize("namespace", ["public/default", "public/nowhere", "x" * 10_000 + "/y"])
+def test_get_topics_of_namespace(client: HostileClient, namespace: str, mode: int) -> None:
+    cmd = T(type=T.GET_TOPICS_OF_NAMESPACE)
+    g = cmd.getTopicsOfNamespace
+    g.namespace, g.request_id, g.mode = namespace, 31, mode
+    g.topics_pattern, g.topics_hash = "(((((", "x"
+    answer = client.answer(cmd)
+    if answer.type == T.ERROR:
+        assert answer.error.request_id == 31
+        assert answer.error.error != ServerError.UnknownError, answer
+    else:
+        assert answer.getTopicsOfNamespaceResponse.request_id == 31
+
+
+def test_send_in_a_transaction_the_partition_was_not_added_to(client: HostileClient) -> None:
+    most, least = new_txn(client)
+    pid = client.producer(topic_name())
+    cmd = T(type=T.SEND)
+    cmd.send.producer_id, cmd.send.sequence_id = pid, 1
+    cmd.send.txnid_most_bits, cmd.send.txnid_least_bits = most, least
+    md = pb.MessageMetadata(producer_name="h", sequence_id=1, publish_time=1)
+    client.raw.send_bytes(encode_payload_command(cmd, make_entry(md, b"x")))
+    answer = client.next_answer()
+    assert answer.type in (T.SEND_RECEIPT, T.SEND_ERROR), answer
+    if answer.type == T.SEND_ERROR:
+        assert not_unknown(answer.send_error), answer
+
+
+def test_ack_in_a_transaction_after_it_ended(client: HostileClient) -> None:
+    topic = topic_name()
+    pid = client.producer(topic)
+    cid = client.subscribe(topic)
+    receipt = client.send_message(pid, 1)
+    most, least = new_txn(client)
+    end = T(type=T.END_TXN)
+    end.endTxn.request_id, end.endTxn.txnid_most_bits, end.endTxn.txnid_least_bits = (
+        client.new_id(), most, least
+    )
+    end.endTxn.txn_action = pb.COMMIT
+    assert not_unknown(txn_answer(client, end, "endTxnResponse"))
+    cmd = ack(cid, receipt.send_receipt.message_id, request_id=client.new_id())
+    cmd.ack.txnid_most_bits, cmd.ack.txnid_least_bits = most, least
+    answer = client.answer(cmd)
+    assert answer.type == T.ACK_RESPONSE
+    assert not_unknown(answer.ackResponse), answer
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        pytest.param(U32.pack(1000) + b"\x0a\x01", id="metadata-size-past-the-end"),
+        pytest.param(U32.pack(4) + b"\xff\xff\xff\xff", id="metadata-garbage"),
+        pytest.param(U32.pack(2) + b"\x08\x01", id="metadata-missing-required"),
+        pytest.param(U32.pack(0xFFFFFFFF), id="metadata-size-u32-max"),
+        pytest.param(
+            make_entry(pb.MessageMetadata(producer_name="h", sequence_id=1, publish_time=1,
+                                          num_messages_in_batch=5), b"not a batch"),
+            id="batch-of-garbage",
+        ),
+    ],
+)
+def test_what_a_broker_stored_from_a_bad_send_does_not_break_delivery(
+    client: HostileClient, entry: bytes
+) -> None:
+    topic = topic_name()
+    cmd = subscribe_cmd(client, topic, initialPosition=pb.CommandSubscribe.Earliest)
+    cmd.subscribe.subType = pb.CommandSubscribe.Shared
+    cid = cmd.subscribe.consumer_id
+    assert client.answer(cmd).type == T.SUCCESS
+    pid = client.producer(topic)
+    bad = client.send_message(pid, 1, entry=entry)
+    good = client.send_message(pid, 2, b"good")
+    assert good.type == T.SEND_RECEIPT
+    client.raw.send(flow(cid, 100))
+    # The good message arrives; the bad one only if it was stored.
+    delivered = []
+    while True:
+        got = client.raw.recv()
+        if got.type == T.MESSAGE and got.message.consumer_id == cid:
+            delivered.append(got.message.message_id.entryId)
+            if got.message.message_id == good.send_receipt.message_id:
+                break
+    assert delivered == ([0, 1] if bad.type == T.SEND_RECEIPT else [0])

@@ -100,7 +100,7 @@ class HostileClient:
         return pid
 
     def subscribe(self, topic: str, subscription: str = "s",
-                  sub_type: int = pb.CommandSubscribe.Shared) -> int:
+                  sub_type: pb.CommandSubscribe.SubType = pb.CommandSubscribe.Shared) -> int:
         cid = self.new_id()
         cmd = T(type=T.SUBSCRIBE)
         s = cmd.subscribe
