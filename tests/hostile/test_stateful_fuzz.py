@@ -11,7 +11,9 @@ random ids) and after every step checks that
 - the broker logged no traceback.
 
 The run is derandomized, so CI replays the same sequences. For a long run, raise
-``QUASAR_FUZZ_EXAMPLES`` and ``QUASAR_FUZZ_STEPS`` (``make fuzz``).
+``QUASAR_FUZZ_EXAMPLES`` and ``QUASAR_FUZZ_STEPS`` and set ``QUASAR_FUZZ_RANDOM=1``
+for new sequences (``make fuzz``); a failure then prints the ``--hypothesis-seed``
+that replays it.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ BROKER_REQUEST_ID = U64_MAX  # CLOSE_* the broker starts itself
 PING_BOUND_S = 10.0
 EXAMPLES = int(os.environ.get("QUASAR_FUZZ_EXAMPLES", "12"))
 STEPS = int(os.environ.get("QUASAR_FUZZ_STEPS", "25"))
+DERANDOMIZE = os.environ.get("QUASAR_FUZZ_RANDOM", "") != "1"
 RUN = uuid.uuid4().hex[:6]
 TOPICS = [f"persistent://public/default/fuzz-{RUN}-{i}" for i in range(3)]
 SUBSCRIPTIONS = ["a", "b"]
@@ -194,13 +197,21 @@ class BrokerSession(RuleBasedStateMachine):
 
     # -- consumers --------------------------------------------------------------------
     @rule(topic=names, subscription=st.sampled_from(SUBSCRIPTIONS),
-          sub_type=st.sampled_from([0, 1, 2, 3]))
-    def subscribe(self, topic: str, subscription: str, sub_type: int) -> None:
+          sub_type=st.sampled_from([0, 1, 2, 3]), earliest=st.booleans(),
+          start=st.one_of(st.none(), message_ids), durable=st.booleans())
+    def subscribe(self, topic: str, subscription: str, sub_type: int, earliest: bool,
+                  start: pb.MessageIdData | None, durable: bool) -> None:
         cid = self._new_id()
         cmd = T(type=T.SUBSCRIBE)
         s = cmd.subscribe
         s.topic, s.subscription, s.subType = topic, subscription, sub_type
         s.consumer_id, s.request_id = cid, cid
+        s.initialPosition = (
+            pb.CommandSubscribe.Earliest if earliest else pb.CommandSubscribe.Latest
+        )
+        s.durable = durable
+        if start is not None:
+            s.start_message_id.CopyFrom(start)
         self.consumer_ids.add(cid)
         self._send(cmd)
         if self._answer(cid).type == T.SUCCESS:
@@ -271,7 +282,12 @@ class BrokerSession(RuleBasedStateMachine):
             cmd.getLastMessageId.consumer_id, cmd.getLastMessageId.request_id = cid, rid
         else:
             cmd = T(type=T.REDELIVER_UNACKNOWLEDGED_MESSAGES)
-            cmd.redeliverUnacknowledgedMessages.consumer_id = cid
+            r = cmd.redeliverUnacknowledgedMessages
+            r.consumer_id = cid
+            for mid in data.draw(st.lists(message_ids, max_size=3)):
+                r.message_ids.add().CopyFrom(mid)
+            if self.received and data.draw(st.booleans()):
+                r.message_ids.add().CopyFrom(data.draw(st.sampled_from(self.received))[1])
             self._send(cmd)
             return
         self._send(cmd)
@@ -280,7 +296,8 @@ class BrokerSession(RuleBasedStateMachine):
             self.consumers.pop(cid, None)
 
     # -- lookups ----------------------------------------------------------------------
-    @rule(name=names, which=st.sampled_from(["lookup", "metadata", "schema", "namespace"]))
+    @rule(name=names, which=st.sampled_from(["lookup", "metadata", "schema", "create-schema",
+                                             "namespace"]))
     def lookup(self, name: str, which: str) -> None:
         rid = self._new_id()
         if which == "lookup":
@@ -292,10 +309,15 @@ class BrokerSession(RuleBasedStateMachine):
         elif which == "schema":
             cmd = T(type=T.GET_SCHEMA)
             cmd.getSchema.topic, cmd.getSchema.request_id = name, rid
+        elif which == "create-schema":
+            cmd = T(type=T.GET_OR_CREATE_SCHEMA)
+            g = cmd.getOrCreateSchema
+            g.topic, g.request_id = name, rid
+            g.schema.name, g.schema.type, g.schema.schema_data = "s", pb.Schema.Json, name.encode()
         else:
             cmd = T(type=T.GET_TOPICS_OF_NAMESPACE)
-            g = cmd.getTopicsOfNamespace
-            g.namespace, g.request_id = name.removeprefix("persistent://")[:30], rid
+            t = cmd.getTopicsOfNamespace
+            t.namespace, t.request_id = name.removeprefix("persistent://")[:30], rid
         self._send(cmd)
         self._answer(rid)
 
@@ -396,14 +418,15 @@ class BrokerSession(RuleBasedStateMachine):
 
 
 def test_random_command_sequences_never_break_the_connection(broker: BrokerProcess) -> None:
-    print(f"stateful fuzz: derandomized, {EXAMPLES} examples of up to {STEPS} steps "
-          "(QUASAR_FUZZ_EXAMPLES / QUASAR_FUZZ_STEPS for longer runs)")
+    mode = "derandomized" if DERANDOMIZE else "random (a failure prints its seed)"
+    print(f"stateful fuzz: {mode}, {EXAMPLES} examples of up to {STEPS} steps "
+          "(QUASAR_FUZZ_EXAMPLES / QUASAR_FUZZ_STEPS / QUASAR_FUZZ_RANDOM=1 for longer runs)")
     run_state_machine_as_test(
         lambda: BrokerSession(broker),
         settings=settings(
             max_examples=EXAMPLES,
             stateful_step_count=STEPS,
-            derandomize=True,
+            derandomize=DERANDOMIZE,
             deadline=None,
             database=None,
             suppress_health_check=list(HealthCheck),
