@@ -18,8 +18,12 @@ that replays it.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import urllib.request
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,6 +37,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from quasar.auth.token_keys import create_secret_key
+from quasar.auth.tokens import create_token
 from quasar.errors import ServerError
 from quasar.protocol import encode_command, encode_payload_command, make_entry, pb
 from quasar.protocol._wire import U32
@@ -92,9 +98,10 @@ def _sub_message(cmd: pb.BaseCommand) -> Any:
 class BrokerSession(RuleBasedStateMachine):
     """One client connection and what it believes it has created."""
 
-    def __init__(self, broker: BrokerProcess) -> None:
+    def __init__(self, broker: BrokerProcess, token: str | None = None) -> None:
         super().__init__()
         self.broker = broker
+        self.token = token
         self.watch = LogWatch(broker.log_path)
         self.request_ids: set[int] = set()
         self.sends: set[tuple[int, int]] = set()
@@ -107,7 +114,7 @@ class BrokerSession(RuleBasedStateMachine):
 
     # -- the connection ---------------------------------------------------------------
     def _connect(self) -> None:
-        self.client = HostileClient(self.broker.port)
+        self.client = HostileClient(self.broker.port, self.token)
         self.client.raw.sock.settimeout(PING_BOUND_S)
         self.producers: dict[int, str] = {}
         self.consumers: dict[int, str] = {}
@@ -417,18 +424,65 @@ class BrokerSession(RuleBasedStateMachine):
         assert self.watch.unexpected_failures() == [], self.watch.new_text()
 
 
+def fuzz_settings(examples: int) -> settings:
+    return settings(
+        max_examples=examples,
+        stateful_step_count=STEPS,
+        derandomize=DERANDOMIZE,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
 def test_random_command_sequences_never_break_the_connection(broker: BrokerProcess) -> None:
     mode = "derandomized" if DERANDOMIZE else "random (a failure prints its seed)"
     print(f"stateful fuzz: {mode}, {EXAMPLES} examples of up to {STEPS} steps "
           "(QUASAR_FUZZ_EXAMPLES / QUASAR_FUZZ_STEPS / QUASAR_FUZZ_RANDOM=1 for longer runs)")
+    run_state_machine_as_test(lambda: BrokerSession(broker), settings=fuzz_settings(EXAMPLES))
+
+
+# -- the same with authentication and authorization on -----------------------------------
+SECRET = create_secret_key()
+
+
+def admin_as_root(broker: BrokerProcess, method: str, path: str, body: Any) -> None:
+    request = urllib.request.Request(
+        broker.admin_url + path, data=json.dumps(body).encode(), method=method,
+        headers={"Authorization": f"Bearer {create_token('root', SECRET)}",
+                 "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30):
+        pass
+
+
+@pytest.fixture(scope="module")
+def secured_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    settings = {
+        "authenticationEnabled": "true",
+        "authenticationProviders":
+            "org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
+        "tokenSecretKey": "data:;base64," + base64.b64encode(SECRET).decode(),
+        "authorizationEnabled": "true",
+        "superUserRoles": "root",
+    }
+    proc = BrokerProcess(tmp_path_factory.mktemp("fuzz-secured") / "data",
+                         settings=settings).start()
+    # "app" may produce and consume in public/default; "stranger" may do nothing.
+    admin_as_root(proc, "POST", "/admin/v2/namespaces/public/default/permissions/app",
+                  ["produce", "consume"])
+    yield proc
+    assert proc.stop() == 0, proc.read_log()
+
+
+@pytest.mark.parametrize("role", ["app", "stranger"])
+def test_random_command_sequences_of_a_role_with_few_rights(
+    secured_broker: BrokerProcess, role: str
+) -> None:
+    """Refusals (AuthorizationError, TransactionNotFound for another role's
+    transaction) are answers like any other: the connection stays."""
+    token = create_token(role, SECRET)
     run_state_machine_as_test(
-        lambda: BrokerSession(broker),
-        settings=settings(
-            max_examples=EXAMPLES,
-            stateful_step_count=STEPS,
-            derandomize=DERANDOMIZE,
-            deadline=None,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-        ),
+        lambda: BrokerSession(secured_broker, token),
+        settings=fuzz_settings(max(EXAMPLES // 3, 1)),
     )

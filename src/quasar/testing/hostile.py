@@ -56,11 +56,20 @@ class LogWatch:
 
 
 class HostileClient:
-    """A CONNECTed raw connection whose requests carry fresh ids."""
+    """A CONNECTed raw connection whose requests carry fresh ids; with ``token``, it
+    authenticates with it (Pulsar's ``token`` method)."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, token: str | None = None) -> None:
         self.raw = Raw(port)
-        self.raw.connect()
+        if token is None:
+            self.raw.connect()
+        else:
+            cmd = T(type=T.CONNECT)
+            c = cmd.connect
+            c.client_version, c.protocol_version = "hostile", 20
+            c.auth_method_name, c.auth_data = "token", token.encode()
+            answer = self.answer(cmd)
+            assert answer.type == T.CONNECTED, answer
         self.next_id = 0
 
     def new_id(self) -> int:
