@@ -850,3 +850,59 @@ def test_what_a_broker_stored_from_a_bad_send_does_not_break_delivery(
             if got.message.message_id == good.send_receipt.message_id:
                 break
     assert delivered == ([0, 1] if bad.type == T.SEND_RECEIPT else [0])
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"protocol_version": -5},
+        {"protocol_version": 2**31 - 1},
+        {"client_version": "v" * 100_000},
+        {"auth_method_name": "token", "auth_data": b"\xff" * 1000},
+        {"proxy_to_broker_url": "pulsar://elsewhere:1"},
+        {"original_principal": "root", "original_auth_data": "x"},
+    ],
+    ids=["negative-version", "huge-version", "long-client-version", "auth-when-off",
+         "proxy-url", "original-principal"],
+)
+def test_connect_with_odd_fields_is_served(
+    broker: BrokerProcess, fields: dict[str, object]
+) -> None:
+    """A broker without authentication ignores what it does not use in CONNECT; the
+    connection then works as any other."""
+    watch = LogWatch(broker.log_path)
+    raw = Raw(broker.port)
+    cmd = T(type=T.CONNECT)
+    cmd.connect.client_version, cmd.connect.protocol_version = "odd", 20
+    for key, value in fields.items():
+        setattr(cmd.connect, key, value)
+    raw.send(cmd)
+    assert raw.recv().type == T.CONNECTED
+    topic = topic_name()
+    assert raw.producer(topic, 1, 1).type == T.PRODUCER_SUCCESS
+    raw.send(T(type=T.PING))
+    raw.recv_type(T.PONG)
+    assert watch.unexpected_failures() == [], watch.new_text()
+
+
+def test_commands_on_a_topic_deleted_under_its_producer_and_consumer(
+    broker: BrokerProcess, client: HostileClient
+) -> None:
+    topic = topic_name()
+    pid = client.producer(topic)
+    cid = client.subscribe(topic)
+    path = topic.replace("persistent://", "/admin/v2/persistent/") + "?force=true"
+    conn = http.client.HTTPConnection("127.0.0.1", broker.http_port, timeout=30)
+    try:
+        conn.request("DELETE", path)
+        assert conn.getresponse().status == 204
+    finally:
+        conn.close()
+    answer = client.send_message(pid, 1)
+    assert answer.type == T.SEND_ERROR or answer.type == T.SEND_RECEIPT
+    if answer.type == T.SEND_ERROR:
+        assert not_unknown(answer.send_error), answer
+    client.silent(flow(cid))
+    for cmd in (seek(cid, 50, message_id(0, 0)), unsubscribe(cid, 51)):
+        got = client.answer(cmd)
+        assert got.type == T.SUCCESS or error_of(got) != ServerError.UnknownError, got
