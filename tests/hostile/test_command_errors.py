@@ -906,3 +906,32 @@ def test_commands_on_a_topic_deleted_under_its_producer_and_consumer(
     for cmd in (seek(cid, 50, message_id(0, 0)), unsubscribe(cid, 51)):
         got = client.answer(cmd)
         assert got.type == T.SUCCESS or error_of(got) != ServerError.UnknownError, got
+
+
+def test_the_same_producer_and_consumer_id_twice_in_one_write(client: HostileClient) -> None:
+    """The second request arrives while the first is still being served: it is told
+    the id is busy (or, once the first is done, answered as a retry)."""
+    topic = topic_name()
+    frames = b""
+    for request_id in (61, 62):
+        cmd = T(type=T.PRODUCER)
+        cmd.producer.topic, cmd.producer.producer_id, cmd.producer.request_id = (
+            topic, 7, request_id
+        )
+        frames += encode_command(cmd)
+    for request_id in (63, 64):
+        cmd = subscribe_cmd(client, topic)
+        cmd.subscribe.consumer_id, cmd.subscribe.request_id = 8, request_id
+        frames += encode_command(cmd)
+    client.raw.send_bytes(frames)
+    answers = {}
+    while len(answers) < 4:
+        got = client.next_answer()
+        sub = got.producer_success if got.type == T.PRODUCER_SUCCESS else (
+            got.success if got.type == T.SUCCESS else got.error
+        )
+        answers[sub.request_id] = got
+    for first, second in ((61, 62), (63, 64)):
+        assert answers[first].type in (T.PRODUCER_SUCCESS, T.SUCCESS), answers[first]
+        busy = (ServerError.ProducerBusy, ServerError.ConsumerBusy)
+        assert answers[second].type != T.ERROR or error_of(answers[second]) in busy
