@@ -952,3 +952,28 @@ def test_schemas_that_disagree_with_the_topics(client: HostileClient) -> None:
         s.schema.name, s.schema.type, s.schema.schema_data = "s", type_, data
         answer = client.answer(cmd)
         assert answer.type == T.SUCCESS or error_of(answer) == ServerError.IncompatibleSchema, answer
+
+
+@pytest.mark.parametrize("name", ["persistent://public/default/a/b", "persistent://x/y/../z"])
+def test_a_legacy_name_cannot_join_a_transaction(client: HostileClient, name: str) -> None:
+    """Refused when added (as PRODUCER and SUBSCRIBE refuse it), so the commit never
+    has to reach a participant it cannot name."""
+    most, least = new_txn(client)
+    cmd = T(type=T.ADD_PARTITION_TO_TXN)
+    c = cmd.addPartitionToTxn
+    c.request_id, c.txnid_most_bits, c.txnid_least_bits = client.new_id(), most, least
+    c.partitions.append(name)
+    r = txn_answer(client, cmd, "addPartitionToTxnResponse")
+    assert r.error == ServerError.InvalidTopicName, r
+    cmd = T(type=T.ADD_SUBSCRIPTION_TO_TXN)
+    s = cmd.addSubscriptionToTxn
+    s.request_id, s.txnid_most_bits, s.txnid_least_bits = client.new_id(), most, least
+    s.subscription.append(pb.Subscription(topic=name, subscription="s"))
+    r = txn_answer(client, cmd, "addSubscriptionToTxnResponse")
+    assert r.error == ServerError.InvalidTopicName, r
+    cmd = T(type=T.END_TXN)
+    e = cmd.endTxn
+    e.request_id, e.txnid_most_bits, e.txnid_least_bits = client.new_id(), most, least
+    e.txn_action = pb.COMMIT
+    r = txn_answer(client, cmd, "endTxnResponse")
+    assert not r.HasField("error"), r

@@ -238,7 +238,7 @@ class TransactionCommands:
         caller = ANONYMOUS if ctx.principal is None else self._ownership.caller()
         partitions = []
         for p in req.partitions:
-            name = TopicName.parse(p)
+            name = topic_of(p)  # V2 names only, as every other command
             # The broker's own topics take no markers: an end there would fail for
             # ever and hold the coordinator's low watermark back. The test is a
             # necessary condition in attribute reads first; the full rule builds
@@ -261,7 +261,7 @@ class TransactionCommands:
         caller = ANONYMOUS if ctx.principal is None else self._ownership.caller()
         subs = []
         for s in req.subscription:
-            name = TopicName.parse(s.topic)
+            name = topic_of(s.topic)
             if name.tenant == SYSTEM_TENANT or "__" in name.local_name:
                 refuse_system_topic(ctx, name, "subscribe")
             subs.append((name.full, s.subscription))
