@@ -977,3 +977,19 @@ def test_a_legacy_name_cannot_join_a_transaction(client: HostileClient, name: st
     e.txn_action = pb.COMMIT
     r = txn_answer(client, cmd, "endTxnResponse")
     assert not r.HasField("error"), r
+
+
+@pytest.mark.parametrize("cumulative", [False, True], ids=["individual", "cumulative"])
+def test_optional_fields_left_out(client: HostileClient, cumulative: bool) -> None:
+    """What the protocol leaves optional may be missing: an ACK naming no message, a
+    Key_Shared SUBSCRIBE without its meta, a PRODUCER without a name."""
+    cid = client.subscribe(topic_name(), sub_type=pb.CommandSubscribe.Key_Shared)
+    answer = client.answer(ack(cid, request_id=71, cumulative=cumulative))
+    assert answer.type == T.ACK_RESPONSE and not_unknown(answer.ackResponse), answer
+    client.silent(ack(cid, cumulative=cumulative))
+    cmd = T(type=T.PRODUCER)
+    cmd.producer.topic, cmd.producer.producer_id, cmd.producer.request_id = (
+        topic_name(), client.new_id(), 72
+    )
+    cmd.producer.user_provided_producer_name = True  # and yet no name
+    assert client.answer(cmd).type == T.PRODUCER_SUCCESS
