@@ -379,7 +379,8 @@ class BrokerSession(RuleBasedStateMachine):
 
     # -- protocol violations ----------------------------------------------------------
     @precondition(lambda self: not self.violated)
-    @rule(which=st.sampled_from(["response-type", "second-connect", "empty-send", "garbage"]))
+    @rule(which=st.sampled_from(["response-type", "second-connect", "empty-send", "garbage",
+                                 "unasked-auth-response"]))
     def protocol_violation(self, which: str) -> None:
         if which == "response-type":
             cmd = T(type=T.SUCCESS)
@@ -388,6 +389,13 @@ class BrokerSession(RuleBasedStateMachine):
         elif which == "second-connect":
             cmd = T(type=T.CONNECT)
             cmd.connect.client_version, cmd.connect.protocol_version = "again", 20
+            frame = encode_command(cmd)
+        elif which == "unasked-auth-response":
+            # No AUTH_CHALLENGE is pending: with or without authentication a
+            # violation, so a client cannot queue credential checks.
+            cmd = T(type=T.AUTH_RESPONSE)
+            cmd.authResponse.response.auth_method_name = "token"
+            cmd.authResponse.response.auth_data = b"\xff" * 100
             frame = encode_command(cmd)
         elif which == "empty-send":
             cmd = T(type=T.SEND)
