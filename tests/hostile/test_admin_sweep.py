@@ -128,6 +128,25 @@ def test_hostile_paths_on_every_admin_route(broker: BrokerProcess) -> None:
     assert watch.unexpected_failures() == [], watch.new_text()
 
 
+HOSTILE_QUERY = (
+    "?force=%00&authoritative=1e400&perPartition=%ff&includeSystemTopic=tru%0a"
+    "&enable=[1]&enable=2&messagePosition=-1&count=99999999999999999999999"
+)
+
+
+@pytest.mark.usefixtures("sweep_tenant")
+def test_hostile_query_strings_on_every_admin_route(broker: BrokerProcess) -> None:
+    watch = LogWatch(broker.log_path)
+    cases = [
+        (method, concrete(canonical) + HOSTILE_QUERY, None)
+        for method, canonical in admin_routes()
+        if method != "DELETE"  # the body sweep deletes; this one leaves the tenant be
+    ]
+    assert sweep(broker, cases) == []
+    still_serving(broker)
+    assert watch.unexpected_failures() == [], watch.new_text()
+
+
 @pytest.mark.usefixtures("sweep_tenant")
 def test_hostile_bodies_on_every_admin_route(broker: BrokerProcess) -> None:
     watch = LogWatch(broker.log_path)

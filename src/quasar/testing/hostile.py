@@ -24,7 +24,8 @@ UNSOLICITED = frozenset({
 # failure, or any other traceback.
 UNEXPECTED_FAILURE = re.compile(
     r"Traceback|failed unexpectedly|Fatal error|request handler failed|"
-    r"transaction request failed|producer creation failed|subscribe failed"
+    r"transaction request failed|producer creation failed|subscribe failed|"
+    r"exception was never retrieved"
 )
 
 
