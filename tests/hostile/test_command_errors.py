@@ -993,3 +993,28 @@ def test_optional_fields_left_out(client: HostileClient, cumulative: bool) -> No
     )
     cmd.producer.user_provided_producer_name = True  # and yet no name
     assert client.answer(cmd).type == T.PRODUCER_SUCCESS
+
+
+def test_a_non_persistent_topic_cannot_join_a_transaction(client: HostileClient) -> None:
+    """Refused when added: a commit could never end on it, and the transaction would
+    stay committing."""
+    name = "non-persistent://public/default/t"
+    most, least = new_txn(client)
+    cmd = T(type=T.ADD_PARTITION_TO_TXN)
+    c = cmd.addPartitionToTxn
+    c.request_id, c.txnid_most_bits, c.txnid_least_bits = client.new_id(), most, least
+    c.partitions.append(name)
+    r = txn_answer(client, cmd, "addPartitionToTxnResponse")
+    assert r.error == ServerError.NotAllowedError, r
+    cmd = T(type=T.ADD_SUBSCRIPTION_TO_TXN)
+    s = cmd.addSubscriptionToTxn
+    s.request_id, s.txnid_most_bits, s.txnid_least_bits = client.new_id(), most, least
+    s.subscription.append(pb.Subscription(topic=name, subscription="s"))
+    r = txn_answer(client, cmd, "addSubscriptionToTxnResponse")
+    assert r.error == ServerError.NotAllowedError, r
+    cmd = T(type=T.END_TXN)
+    e = cmd.endTxn
+    e.request_id, e.txnid_most_bits, e.txnid_least_bits = client.new_id(), most, least
+    e.txn_action = pb.COMMIT
+    r = txn_answer(client, cmd, "endTxnResponse")
+    assert not r.HasField("error"), r

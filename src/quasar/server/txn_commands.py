@@ -43,7 +43,7 @@ from .context import CommandHandler, ConnectionContext
 from .permissions import refuse_system_topic, require
 from .replies import TRANSACTIONS_NOT_ENABLED, error_code_and_message
 from .txn_ownership import TxnOwnership
-from .wire import topic_of
+from .wire import persistent_topic_of, topic_of
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +238,7 @@ class TransactionCommands:
         caller = ANONYMOUS if ctx.principal is None else self._ownership.caller()
         partitions = []
         for p in req.partitions:
-            name = topic_of(p)  # V2 names only, as every other command
+            name = persistent_topic_of(p)  # V2 persistent names only, as PRODUCER
             # The broker's own topics take no markers: an end there would fail for
             # ever and hold the coordinator's low watermark back. The test is a
             # necessary condition in attribute reads first; the full rule builds
@@ -261,7 +261,7 @@ class TransactionCommands:
         caller = ANONYMOUS if ctx.principal is None else self._ownership.caller()
         subs = []
         for s in req.subscription:
-            name = topic_of(s.topic)
+            name = persistent_topic_of(s.topic)
             if name.tenant == SYSTEM_TENANT or "__" in name.local_name:
                 refuse_system_topic(ctx, name, "subscribe")
             subs.append((name.full, s.subscription))

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from quasar.broker.schema import SchemaInfo
-from quasar.errors import InvalidResourceError, InvalidTopicName
+from quasar.errors import InvalidResourceError, InvalidTopicName, NotAllowedError
 from quasar.protocol import TopicName, pb
 from quasar.protocol.int64 import INT64_MAX, to_int64
 from quasar.protocol.namespace_name import parse_namespace, parse_topic
 from quasar.storage.api import Position, new_position
 
-__all__ = ["namespace_of", "position_of", "schema_info", "topic_of"]
+__all__ = ["namespace_of", "persistent_topic_of", "position_of", "schema_info", "topic_of"]
 
 
 def topic_of(raw: str) -> TopicName:
@@ -20,6 +20,20 @@ def topic_of(raw: str) -> TopicName:
         InvalidTopicName: answered on the request; the connection stays open.
     """
     return parse_topic(raw)
+
+
+def persistent_topic_of(raw: str) -> TopicName:
+    """``topic_of`` for a command that only a persistent topic can serve (a
+    transaction's partitions and subscriptions: a commit could never reach another).
+
+    Raises:
+        InvalidTopicName: as ``topic_of``.
+        NotAllowedError: a non-persistent topic, as PRODUCER and SUBSCRIBE answer it.
+    """
+    name = parse_topic(raw)
+    if name.domain != "persistent":
+        raise NotAllowedError("non-persistent topics are not supported by quasar")
+    return name
 
 
 def namespace_of(raw: str) -> str:
