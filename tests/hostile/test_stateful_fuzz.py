@@ -428,6 +428,17 @@ class BrokerSession(RuleBasedStateMachine):
             self._check(got)
 
     def teardown(self) -> None:
+        # No transaction is left stuck: each one this session opened can still be
+        # aborted, or has ended (a commit that can never reach a participant would
+        # leave it committing, and abort would be refused with InvalidTxnStatus).
+        for most, least in self.txns:
+            cmd = T(type=T.END_TXN)
+            e = cmd.endTxn
+            e.request_id, e.txnid_most_bits, e.txnid_least_bits = self._new_id(), most, least
+            e.txn_action = pb.ABORT
+            self._send(cmd)
+            r = self._answer(e.request_id).endTxnResponse
+            assert not r.HasField("error") or r.error == ServerError.TransactionNotFound, r
         self.client.close()
         assert self.watch.unexpected_failures() == [], self.watch.new_text()
 
