@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: standalone test lint bench proto clean install
+.PHONY: standalone test lint bench fuzz proto clean install
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -33,6 +33,15 @@ proto: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
+
+# A long run of the fuzzers, on new random sequences each time (the test suite runs
+# a short derandomized one): the frame decoder, and command sequences against a live
+# broker (tests/hostile/test_stateful_fuzz.py). A failure prints its --hypothesis-seed.
+FUZZ_EXAMPLES ?= 500
+FUZZ_STEPS ?= 60
+fuzz: $(STAMP)
+	QUASAR_FUZZ_RANDOM=1 QUASAR_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) QUASAR_FUZZ_STEPS=$(FUZZ_STEPS) \
+		$(BIN)/python -m pytest -q -p no:cacheprovider -s tests/hostile/test_stateful_fuzz.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

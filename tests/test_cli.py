@@ -198,3 +198,21 @@ def test_configure_logging_format_and_replacement() -> None:
     assert line[:4].isdigit()  # asctime first
     with pytest.raises(ValueError):
         logs.configure_logging("chatty")
+
+
+def test_a_name_a_client_chose_cannot_forge_log_lines() -> None:
+    out = io.StringIO()
+    logs.configure_logging("INFO", stream=out)
+    log = logging.getLogger("quasar.test")
+    log.info("loaded topic %s", "t\n2026-01-01 00:00:00,000 ERROR forged\r\x1b[2J\u2028")
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        log.exception("failed on %s", "a\nb")
+    lines = out.getvalue().splitlines()
+    assert lines[0].endswith(
+        "loaded topic t\\x0a2026-01-01 00:00:00,000 ERROR forged\\x0d\\x1b[2J\\u2028"
+    )
+    assert lines[1].endswith("failed on a\\x0ab")
+    assert lines[2] == "Traceback (most recent call last):"  # tracebacks keep their lines
+    assert lines[-1] == "ValueError: boom"

@@ -184,9 +184,12 @@ class BrokerService:
             TopicNotFound: the namespace does not exist.
             NotAllowedError: auto-creation would exceed
                 ``maxNumPartitionsPerPartitionedTopic`` (a namespace override stored
-                before the bound was lowered).
+                before the bound was lowered), or a non-persistent topic (quasar
+                serves persistent topics only, as PRODUCER and SUBSCRIBE answer).
         """
         self._require_namespace(name)
+        if name.domain != "persistent":
+            raise NotAllowedError("non-persistent topics are not supported by quasar")
         if name.is_partition:
             return 0
         n = self.partitions_of(name)

@@ -61,6 +61,7 @@ from .permissions import refuse_system_topic, require
 from .replies import TRANSACTIONS_NOT_ENABLED, error_code_and_message
 from .txn_ownership import TxnOwnership
 from .txn_participants import participant_name, require_reachable, subscription_name
+from .wire import topic_of
 
 log = logging.getLogger(__name__)
 
@@ -350,6 +351,7 @@ class TransactionCommands:
     # -- participant side (also reached in-process through LocalTransactionBufferClient)
     async def _end_on_partition(self, req: Any) -> None:
         self._ownership.require_superuser("end a transaction on a partition")
+        topic_of(req.topic)  # a bad name is InvalidTopicName, answered on the request
         lwm = req.txnid_least_bits_of_low_watermark if req.HasField(
             "txnid_least_bits_of_low_watermark"
         ) else -1
@@ -359,6 +361,7 @@ class TransactionCommands:
 
     async def _end_on_subscription(self, req: Any) -> None:
         self._ownership.require_superuser("end a transaction on a subscription")
+        topic_of(req.subscription.topic)  # as on END_TXN_ON_PARTITION
         lwm = req.txnid_least_bits_of_low_watermark if req.HasField(
             "txnid_least_bits_of_low_watermark"
         ) else -1

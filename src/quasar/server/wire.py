@@ -9,7 +9,13 @@ from quasar.protocol.int64 import INT64_MAX, to_int64
 from quasar.protocol.namespace_name import parse_namespace, parse_topic
 from quasar.storage.api import Position, new_position
 
-__all__ = ["TOPIC_NAME_BYTES_MAX", "namespace_of", "position_of", "schema_info", "topic_of"]
+__all__ = [
+    "TOPIC_NAME_BYTES_MAX",
+    "namespace_of",
+    "position_of",
+    "schema_info",
+    "topic_of",
+]
 
 # Pulsar sets no length of its own on topic names (its metadata store's path limits
 # apply); quasar bounds them so that a name costs little to parse, log and store.

@@ -79,9 +79,13 @@ class EndFanOut:
             task.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-        for task in done:
-            if not task.cancelled() and (exc := task.exception()) is not None:
-                raise exc
+        # Every failure is retrieved, not only the one raised: asyncio reports the
+        # others as exceptions nobody retrieved.
+        failures = [
+            exc for task in done if not task.cancelled() and (exc := task.exception()) is not None
+        ]
+        if failures:
+            raise failures[0]
 
     async def _end_on(
         self,
