@@ -294,6 +294,7 @@ class TransactionCommands:
             for name in names:
                 allowed = authorization.can_produce(name, caller.role)
                 require(ctx, allowed, "Produce", name.full)
+        tc.require_live(txn)  # an unknown transaction is that, whatever it adds
         with _counted(transactions):
             for name in names:
                 require_reachable(ctx.service, name, must_exist=False)
@@ -320,6 +321,7 @@ class TransactionCommands:
             for name, sub in subs:
                 allowed = authorization.can_consume(name, caller.role, sub)
                 require(ctx, allowed, "Consume", f"{name.full} ({sub})")
+        tc.require_live(txn)
         with _counted(transactions):
             for name, _ in subs:
                 require_reachable(ctx.service, name, must_exist=True)

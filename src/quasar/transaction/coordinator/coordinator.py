@@ -236,6 +236,15 @@ class TransactionCoordinator:
         """
         return self._live(txn_id).snapshot()
 
+    def require_live(self, txn_id: TxnID) -> None:
+        """Check that ``txn_id`` is live here before a request validates what it
+        adds, so an unknown transaction is answered as such first.
+
+        Raises:
+            TransactionNotFound: not live on this coordinator.
+        """
+        self._live(txn_id)
+
     def refuses(self, txn_id: TxnID, caller: Caller) -> bool:
         """Whether ``txn_id`` is live here and ``caller`` may not act on it (a
         transaction this coordinator does not know is not refused here: whoever uses
