@@ -116,3 +116,29 @@ def test_bad_namespace_names_are_answered_on_the_request(
     answer = raw.request(cmd, T.ERROR)
     assert answer.error.error == ServerError.InvalidTopicName
     ping_round_trip(raw)
+
+
+def test_over_long_names_are_refused_on_the_request(broker: BrokerProcess) -> None:
+    raw = connected(broker)
+    topic = f"persistent://public/default/long-{uuid.uuid4().hex[:8]}"
+    answer = raw.producer("persistent://public/default/" + "t" * 5000, 1, 1)
+    assert (answer.type, answer.error.error) == (T.ERROR, ServerError.InvalidTopicName)
+    cmd = subscribe(topic, 2)
+    cmd.subscribe.subscription = "s" * 1025
+    answer = raw.request(cmd, T.ERROR)
+    assert answer.error.error == ServerError.InvalidTopicName
+    cmd = subscribe(topic, 3)
+    cmd.subscribe.consumer_name = "c" * 1025
+    answer = raw.request(cmd, T.ERROR)
+    assert answer.error.error == ServerError.NotAllowedError
+    cmd = T(type=T.PRODUCER)
+    cmd.producer.topic, cmd.producer.producer_id, cmd.producer.request_id = topic, 4, 4
+    cmd.producer.producer_name = "p" * 1025
+    answer = raw.request(cmd, T.ERROR)
+    assert answer.error.error == ServerError.NotAllowedError
+    # At the bounds: accepted.
+    cmd = subscribe(topic, 5)
+    cmd.subscribe.subscription = "s" * 1024
+    cmd.subscribe.consumer_name = "c" * 1024
+    assert raw.request(cmd, T.SUCCESS).success.request_id == 5
+    ping_round_trip(raw)

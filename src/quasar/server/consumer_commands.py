@@ -28,7 +28,13 @@ from . import replies
 from .context import CommandHandler, ConnectionContext
 from .permissions import refuse_system_topic, require
 from .txn_ownership import TxnOwnership
-from .wire import position_of, schema_info, topic_of
+from .wire import (
+    client_given_name,
+    position_of,
+    schema_info,
+    subscription_name,
+    topic_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +93,8 @@ class ConsumerCommands:
             name = topic_of(c.topic)
             if not c.subscription:
                 raise ConsumerBusy("Empty subscription name")
+            subscription_name(c.subscription)
+            client_given_name(c.consumer_name, "Consumer")
             refuse_system_topic(ctx, name, "subscribe to")
             require(
                 ctx,

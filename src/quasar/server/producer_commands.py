@@ -30,7 +30,7 @@ from . import replies
 from .context import CommandHandler, ConnectionContext
 from .permissions import refuse_system_topic, require
 from .txn_ownership import TxnOwnership
-from .wire import schema_info, topic_of
+from .wire import client_given_name, schema_info, topic_of
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +103,8 @@ class ProducerCommands:
                 )
                 schema_version = encode_version(version)
             user_named = c.HasField("producer_name") and bool(c.producer_name)
+            if user_named:
+                client_given_name(c.producer_name, "Producer")
             producer = Producer(
                 producer_id=pid,
                 producer_name=c.producer_name if user_named else service.generate_producer_name(),

@@ -22,11 +22,11 @@ that a role without rights learns nothing about which namespaces exist.
 from __future__ import annotations
 
 from quasar.broker.service import BrokerService
-from quasar.errors import InvalidTopicName, NotAllowedError, TopicNotFound
+from quasar.errors import NotAllowedError, TopicNotFound
 from quasar.protocol import TopicName
 from quasar.protocol.namespace_name import PERSISTENT
 
-from .wire import topic_of, utf8_length
+from .wire import SUBSCRIPTION_NAME_BYTES_MAX, subscription_name, topic_of
 
 __all__ = [
     "SUBSCRIPTION_NAME_BYTES_MAX",
@@ -34,12 +34,6 @@ __all__ = [
     "require_reachable",
     "subscription_name",
 ]
-
-# Pulsar sets no length on subscription names; quasar bounds them so that a pending-ack
-# log's name (topic, subscription and a suffix) stays far below any file-name limit
-# of the storage that holds it.
-SUBSCRIPTION_NAME_BYTES_MAX = 1024
-
 
 def participant_name(raw: str) -> TopicName:
     """The topic a transaction command names, if a transaction may take part in it.
@@ -53,24 +47,6 @@ def participant_name(raw: str) -> TopicName:
         raise NotAllowedError(f"{name.full}: non-persistent topics cannot take part in "
                               "a transaction on quasar")
     return name
-
-
-def subscription_name(raw: str) -> str:
-    """A subscription name a transaction command carries.
-
-    Raises:
-        InvalidTopicName: empty, or longer than ``SUBSCRIPTION_NAME_BYTES_MAX`` bytes.
-    """
-    if not raw:
-        raise InvalidTopicName("Empty subscription name")
-    if len(raw) > SUBSCRIPTION_NAME_BYTES_MAX // 4:
-        size = utf8_length(raw)
-        if size > SUBSCRIPTION_NAME_BYTES_MAX:
-            raise InvalidTopicName(
-                f"Subscription name of {size} bytes is longer than "
-                f"{SUBSCRIPTION_NAME_BYTES_MAX}"
-            )
-    return raw
 
 
 def require_reachable(service: BrokerService, name: TopicName, *, must_exist: bool) -> None:

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from quasar.broker.schema import SchemaInfo
-from quasar.errors import InvalidResourceError, InvalidTopicName
+from quasar.errors import InvalidResourceError, InvalidTopicName, NotAllowedError
 from quasar.protocol import TopicName, pb
 from quasar.protocol.int64 import INT64_MAX, to_int64
 from quasar.protocol.namespace_name import parse_namespace, parse_topic
 from quasar.storage.api import Position, new_position
 
 __all__ = [
+    "CLIENT_GIVEN_NAME_BYTES_MAX",
+    "SUBSCRIPTION_NAME_BYTES_MAX",
     "TOPIC_NAME_BYTES_MAX",
+    "client_given_name",
+    "subscription_name",
     "namespace_of",
     "position_of",
     "schema_info",
@@ -20,6 +24,12 @@ __all__ = [
 # Pulsar sets no length of its own on topic names (its metadata store's path limits
 # apply); quasar bounds them so that a name costs little to parse, log and store.
 TOPIC_NAME_BYTES_MAX = 4096
+# Pulsar sets no length on subscription names; quasar bounds them so that a pending-ack
+# log's name (topic, subscription and a suffix) stays far below any file-name limit
+# of the storage that holds it.
+SUBSCRIPTION_NAME_BYTES_MAX = 1024
+# Producer and consumer names are kept per producer or consumer and shown in stats.
+CLIENT_GIVEN_NAME_BYTES_MAX = 1024
 
 
 def topic_of(raw: str) -> TopicName:
@@ -30,10 +40,10 @@ def topic_of(raw: str) -> TopicName:
     Raises:
         InvalidTopicName: answered on the request; the connection stays open.
     """
-    # A character takes at most 4 bytes: only long names need encoding to measure.
-    if len(raw) > TOPIC_NAME_BYTES_MAX // 4 and utf8_length(raw) > TOPIC_NAME_BYTES_MAX:
+    size = _longer_than(raw, TOPIC_NAME_BYTES_MAX)
+    if size is not None:
         raise InvalidTopicName(
-            f"Topic name of {utf8_length(raw)} bytes is longer than {TOPIC_NAME_BYTES_MAX}"
+            f"Topic name of {size} bytes is longer than {TOPIC_NAME_BYTES_MAX}"
         )
     return parse_topic(raw)
 
@@ -42,6 +52,45 @@ def utf8_length(text: str) -> int:
     """Bytes of ``text`` in UTF-8 (a lone surrogate, which protobuf never decodes,
     counts as its 3-byte encoding)."""
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _longer_than(raw: str, limit: int) -> int | None:
+    """``raw``'s UTF-8 size if it is over ``limit`` bytes, else None (a character
+    takes at most 4 bytes: only long names need encoding to measure)."""
+    if len(raw) <= limit // 4:
+        return None
+    size = utf8_length(raw)
+    return size if size > limit else None
+
+
+def subscription_name(raw: str) -> str:
+    """A subscription name a command carries.
+
+    Raises:
+        InvalidTopicName: empty, or longer than ``SUBSCRIPTION_NAME_BYTES_MAX`` bytes.
+    """
+    if not raw:
+        raise InvalidTopicName("Empty subscription name")
+    size = _longer_than(raw, SUBSCRIPTION_NAME_BYTES_MAX)
+    if size is not None:
+        raise InvalidTopicName(
+            f"Subscription name of {size} bytes is longer than {SUBSCRIPTION_NAME_BYTES_MAX}"
+        )
+    return raw
+
+
+def client_given_name(raw: str, what: str) -> str:
+    """A producer or consumer name a client chose (``what`` says which).
+
+    Raises:
+        NotAllowedError: longer than ``CLIENT_GIVEN_NAME_BYTES_MAX`` bytes.
+    """
+    size = _longer_than(raw, CLIENT_GIVEN_NAME_BYTES_MAX)
+    if size is not None:
+        raise NotAllowedError(
+            f"{what} name of {size} bytes is longer than {CLIENT_GIVEN_NAME_BYTES_MAX}"
+        )
+    return raw
 
 
 def namespace_of(raw: str) -> str:
