@@ -45,6 +45,7 @@ from quasar.errors import AdminError, InvalidValueError, PreconditionFailedError
 from quasar.resources.models import (
     SUBSCRIPTION_AUTH_MODES,
     AuthPolicies,
+    Grants,
     Policies,
     auth_actions,
 )
@@ -81,6 +82,46 @@ def _auth_policies(request: web.Request, namespace: str) -> AuthPolicies:
     return broker_of(request).resources.namespaces.get(namespace).auth_policies
 
 
+def _grants(auth: AuthPolicies, topic: str | None) -> Grants:
+    """The grants of the namespace (``topic`` None) or of one topic."""
+    return auth.namespace_auth if topic is None else auth.destination_auth.get(topic, {})
+
+
+def _with_grants(auth: AuthPolicies, topic: str | None, grants: Grants) -> AuthPolicies:
+    """``auth`` with the namespace's (``topic`` None) or one topic's grants replaced;
+    a topic left without grants is dropped from ``destination_auth``."""
+    if topic is None:
+        return replace(auth, namespace_auth=grants)
+    destination = {t: g for t, g in auth.destination_auth.items() if t != topic}
+    if grants:
+        destination[topic] = grants
+    return replace(auth, destination_auth=destination)
+
+
+async def _grant(request: web.Request, namespace: str, topic: str | None) -> web.Response:
+    """Replace the path's role's grant on the namespace or topic with the body's."""
+    role = _name(request, "role")
+    actions = auth_actions(await read_json(request, required=True))
+    _change_auth(
+        request,
+        namespace,
+        lambda auth: _with_grants(auth, topic, {**_grants(auth, topic), role: actions}),
+    )
+    return no_content()
+
+
+def _revoke(request: web.Request, namespace: str, topic: str | None, role: str) -> web.Response:
+    """Remove ``role``'s grant on the namespace or topic."""
+    _change_auth(
+        request,
+        namespace,
+        lambda auth: _with_grants(
+            auth, topic, {r: a for r, a in _grants(auth, topic).items() if r != role}
+        ),
+    )
+    return no_content()
+
+
 def _roles(body: Any) -> frozenset[str]:
     if not isinstance(body, list) or not all(
         isinstance(role, str) and role.strip() for role in body
@@ -101,15 +142,7 @@ async def get_namespace_permissions(request: web.Request) -> web.Response:
 @access(TENANT_ADMIN)
 async def grant_on_namespace(request: web.Request) -> web.Response:
     _enabled(request)
-    namespace = existing_namespace(request)
-    role = _name(request, "role")
-    actions = auth_actions(await read_json(request, required=True))
-
-    def grant(auth: AuthPolicies) -> AuthPolicies:
-        return replace(auth, namespace_auth={**auth.namespace_auth, role: actions})
-
-    _change_auth(request, namespace, grant)
-    return no_content()
+    return await _grant(request, existing_namespace(request), None)
 
 
 @routes.delete(NS + "/permissions/{role}")
@@ -117,14 +150,7 @@ async def grant_on_namespace(request: web.Request) -> web.Response:
 async def revoke_on_namespace(request: web.Request) -> web.Response:
     _enabled(request)
     namespace = existing_namespace(request)
-    role = _name(request, "role")
-
-    def revoke(auth: AuthPolicies) -> AuthPolicies:
-        grants = {r: a for r, a in auth.namespace_auth.items() if r != role}
-        return replace(auth, namespace_auth=grants)
-
-    _change_auth(request, namespace, revoke)
-    return no_content()
+    return _revoke(request, namespace, None, _name(request, "role"))
 
 
 @routes.get(NS + "/permissions/subscription")
@@ -214,16 +240,7 @@ async def get_topic_permissions(request: web.Request) -> web.Response:
 async def grant_on_topic(request: web.Request) -> web.Response:
     _enabled(request)
     topic = topic_param(request)
-    namespace = existing_namespace(request)
-    role = _name(request, "role")
-    actions = auth_actions(await read_json(request, required=True))
-
-    def grant(auth: AuthPolicies) -> AuthPolicies:
-        on_topic = {**auth.destination_auth.get(topic, {}), role: actions}
-        return replace(auth, destination_auth={**auth.destination_auth, topic: on_topic})
-
-    _change_auth(request, namespace, grant)
-    return no_content()
+    return await _grant(request, existing_namespace(request), topic)
 
 
 @routes.delete(TOPIC + "/permissions/{role}")
@@ -238,13 +255,4 @@ async def revoke_on_topic(request: web.Request) -> web.Response:
         raise PreconditionFailedError(
             f"Permissions for role {role} are not set at the topic level"
         )
-
-    def revoke(auth: AuthPolicies) -> AuthPolicies:
-        on_topic = {r: a for r, a in auth.destination_auth.get(topic, {}).items() if r != role}
-        destination = {t: g for t, g in auth.destination_auth.items() if t != topic}
-        if on_topic:
-            destination[topic] = on_topic
-        return replace(auth, destination_auth=destination)
-
-    _change_auth(request, namespace, revoke)
-    return no_content()
+    return _revoke(request, namespace, topic, role)

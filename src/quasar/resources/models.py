@@ -23,6 +23,7 @@ __all__ = [
     "SCHEMA_COMPATIBILITY_STRATEGIES",
     "SUBSCRIPTION_AUTH_MODES",
     "AuthPolicies",
+    "Grants",
     "AutoTopicCreationOverride",
     "PartitionedTopicMetadata",
     "Policies",
