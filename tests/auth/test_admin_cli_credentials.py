@@ -4,7 +4,6 @@ tokens and TLS client certificates."""
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 from collections.abc import Iterator
@@ -17,8 +16,8 @@ from quasar.auth.tokens import create_token
 from quasar.cli.main import main
 from quasar.testing.certs import TestCerts, make_test_certs
 from quasar.testing.process import BrokerProcess, free_port
+from quasar.testing.secured import TOKEN_PROVIDER, token_settings
 
-TOKEN_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
 TLS_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderTls"
 TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
 TLS_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationTls"
@@ -46,9 +45,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory, certs: TestCerts) -> Iterat
         "tlsCertificateFilePath": str(certs.broker_cert),
         "tlsKeyFilePath": str(certs.broker_key),
         "tlsTrustCertsFilePath": str(certs.ca_cert),
-        "authenticationEnabled": "true",
-        "authenticationProviders": f"{TOKEN_PROVIDER},{TLS_PROVIDER}",
-        "tokenSecretKey": "data:;base64," + base64.b64encode(SECRET).decode(),
+        **token_settings(SECRET, providers=f"{TOKEN_PROVIDER},{TLS_PROVIDER}"),
     }
     proc = BrokerProcess(
         tmp_path_factory.mktemp("cli-broker") / "data",

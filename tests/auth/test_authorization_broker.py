@@ -9,7 +9,6 @@ Roles: ``root`` is the super-user; ``acme-admin`` administers tenant ``acme``; `
 from __future__ import annotations
 
 import asyncio
-import base64
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -25,8 +24,8 @@ from quasar.client import AuthenticationToken, Client
 from quasar.client.admin import AdminClient
 from quasar.errors import AdminError, AuthorizationError
 from quasar.testing.process import BrokerProcess
+from quasar.testing.secured import token_settings
 
-TOKEN = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
 SECRET = create_secret_key()
 NS = "acme/orders"
 
@@ -40,13 +39,7 @@ def token(role: str) -> str:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     tmp: Path = tmp_path_factory.mktemp("authz-broker")
-    settings = {
-        "authenticationEnabled": "true",
-        "authenticationProviders": TOKEN,
-        "tokenSecretKey": "data:;base64," + base64.b64encode(SECRET).decode(),
-        "authorizationEnabled": "true",
-        "superUserRoles": "root",
-    }
+    settings = token_settings(SECRET, super_users="root")
     proc = BrokerProcess(tmp / "data", settings=settings).start()
     admin(proc, "root", lambda a: a.create_tenant("acme", admin_roles=["acme-admin"]))
     admin(proc, "acme-admin", lambda a: a.create_namespace(NS))

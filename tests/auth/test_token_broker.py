@@ -4,7 +4,6 @@ alone (``authenticationProviders``, ``tokenSecretKey``), driven by the official
 
 from __future__ import annotations
 
-import base64
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,8 +17,8 @@ from quasar.auth.tokens import create_token
 from quasar.client import AuthenticationToken, Client
 from quasar.errors import AuthenticationError
 from quasar.testing.process import BrokerProcess
+from quasar.testing.secured import token_settings
 
-TOKEN = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
 SECRET = create_secret_key()
 OTHER_SECRET = create_secret_key()
 
@@ -27,11 +26,7 @@ OTHER_SECRET = create_secret_key()
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     tmp: Path = tmp_path_factory.mktemp("token-broker")
-    settings = {
-        "authenticationEnabled": "true",
-        "authenticationProviders": TOKEN,
-        "tokenSecretKey": "data:;base64," + base64.b64encode(SECRET).decode(),
-    }
+    settings = token_settings(SECRET)
     proc = BrokerProcess(tmp / "data", settings=settings).start()
     yield proc
     proc.stop()

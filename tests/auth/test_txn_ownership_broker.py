@@ -10,7 +10,6 @@ transactional steps use quasar's client and raw frames.
 
 from __future__ import annotations
 
-import base64
 import json
 import urllib.parse
 import urllib.request
@@ -29,9 +28,9 @@ from quasar.protocol import encode_message, pb
 from quasar.protocol.int64 import to_uint64
 from quasar.testing.process import BrokerProcess
 from quasar.testing.raw import Raw, RawCoordinator, close_all
+from quasar.testing.secured import token_settings
 
 T = pb.BaseCommand
-TOKEN = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
 SECRET = create_secret_key()
 RECEIVE_MS = 10_000
 TENANT = "txnown"  # alice and bob administer it: they may produce and consume there
@@ -65,13 +64,7 @@ def admin(broker: BrokerProcess, method: str, path: str, body: Any = None) -> An
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     tmp: Path = tmp_path_factory.mktemp("txn-ownership")
-    settings = {
-        "authenticationEnabled": "true",
-        "authenticationProviders": TOKEN,
-        "tokenSecretKey": "data:;base64," + base64.b64encode(SECRET).decode(),
-        "authorizationEnabled": "true",
-        "superUserRoles": "root",
-    }
+    settings = token_settings(SECRET, super_users="root")
     proc = BrokerProcess(tmp / "data", settings=settings).start()
     try:
         for tenant, admins in ((TENANT, ["alice", "bob"]), (ALICE_TENANT, ["alice"])):

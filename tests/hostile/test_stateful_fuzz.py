@@ -18,7 +18,6 @@ that replays it.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import urllib.request
@@ -44,6 +43,7 @@ from quasar.protocol import encode_command, encode_payload_command, make_entry, 
 from quasar.protocol._wire import U32
 from quasar.testing.hostile import HostileClient, LogWatch
 from quasar.testing.process import BrokerProcess
+from quasar.testing.secured import token_settings
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
@@ -478,12 +478,7 @@ def admin_as_root(broker: BrokerProcess, method: str, path: str, body: Any) -> N
 @pytest.fixture(scope="module")
 def secured_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     settings = {
-        "authenticationEnabled": "true",
-        "authenticationProviders":
-            "org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
-        "tokenSecretKey": "data:;base64," + base64.b64encode(SECRET).decode(),
-        "authorizationEnabled": "true",
-        "superUserRoles": "root",
+        **token_settings(SECRET, super_users="root"),
     }
     proc = BrokerProcess(tmp_path_factory.mktemp("fuzz-secured") / "data",
                          settings=settings).start()

@@ -5,7 +5,6 @@ a batch read and an exactly-once batch write through ``pulsar+ssl://`` and an
 
 from __future__ import annotations
 
-import base64
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,12 +19,12 @@ from quasar.client.admin import call_admin
 from quasar.client.tls import ClientTlsOptions
 from quasar.testing.certs import TestCerts, make_test_certs
 from quasar.testing.process import BrokerProcess, free_port
+from quasar.testing.secured import token_settings
 
 from .conftest import unique_topic
 
 pytestmark = pytest.mark.spark
 
-TOKEN_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
 TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
 SECRET = create_secret_key()
 TOKEN = create_token("spark-job", SECRET)
@@ -44,9 +43,7 @@ def secure_broker(
     settings = {
         "tlsCertificateFilePath": str(certs.broker_cert),
         "tlsKeyFilePath": str(certs.broker_key),
-        "authenticationEnabled": "true",
-        "authenticationProviders": TOKEN_PROVIDER,
-        "tokenSecretKey": "data:;base64," + base64.b64encode(SECRET).decode(),
+        **token_settings(SECRET),
     }
     proc = BrokerProcess(
         tmp_path_factory.mktemp("spark-secure") / "data",
