@@ -88,11 +88,16 @@ async def test_topics(
         == 0
     )
     assert capsys.readouterr().out == "sub\n"
-    assert await run(url, "topics", "stats", "plain") == 0
+    assert await run(url, "--output", "json", "topics", "stats", "plain") == 0
     assert json.loads(capsys.readouterr().out)["subscriptions"] == {
         "sub": {"msgBacklog": 0}
     }
-    assert await run(url, "topics", "internal-stats", "plain") == 0
+    # The default is a table of figures, nested stats under dotted keys.
+    assert await run(url, "topics", "stats", "plain") == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert rows[0] == ["KEY", "VALUE"]
+    assert ["subscriptions.sub.msgBacklog", "0"] in rows
+    assert await run(url, "-o", "json", "topics", "internal-stats", "plain") == 0
     assert "cursors" in json.loads(capsys.readouterr().out)
     broker.connected.add("persistent://public/default/plain")
     assert await run(url, "topics", "delete", "plain") == 1

@@ -63,4 +63,4 @@ async def test_commands_call_their_routes(capsys: pytest.CaptureFixture[str]) ->
         f"POST {BASE}/coordinators/0/skipCorruptRecord?position=12:3",
         f"POST {BASE}/pendingAck/t/ns/orders/my%20sub%2F1/skipCorruptRecord?position=7:0",
     ]
-    assert '"state": "Ready"' in capsys.readouterr().out
+    assert ["state", "Ready"] in [line.split() for line in capsys.readouterr().out.splitlines()]

@@ -9,18 +9,21 @@ Mirrors the most used ``pulsar-admin`` commands, with its global connection flag
     quasar admin topics list T/NS|create TOPIC|create-partitioned-topic TOPIC -p N
                         |delete TOPIC [--force]|delete-partitioned-topic TOPIC [--force]
                         |stats TOPIC|internal-stats TOPIC|subscriptions TOPIC
+
+Answers print as human tables; ``--output json`` prints the API's JSON
+(:mod:`quasar.cli.output`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from quasar.cli.admin_connection import add_connection_arguments, admin_connection
 from quasar.cli.admin_transactions import add_transactions_group
+from quasar.cli.output import OUTPUT_FORMATS, Shape, render
 from quasar.client.admin import AdminClient, call_admin
 from quasar.client.exceptions import InvalidConfiguration
 from quasar.errors import AdminError, QuasarError
@@ -38,6 +41,10 @@ def add_admin_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) ->
         "admin", parents=parents, help="manage tenants, namespaces and topics"
     )
     add_connection_arguments(admin)
+    admin.add_argument(
+        "--output", "-o", choices=OUTPUT_FORMATS, default="table",
+        help="how to print answers: human tables (default) or the API's JSON",
+    )
     groups = admin.add_subparsers(dest="group", required=True, metavar="GROUP")
     _add_tenants(groups)
     _add_namespaces(groups)
@@ -46,10 +53,11 @@ def add_admin_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) ->
 
 
 def _command(
-    parent: Any, name: str, run: Command, help: str
+    parent: Any, name: str, run: Command, help: str, shape: Shape | None = None
 ) -> argparse.ArgumentParser:
+    """A command running ``run``; ``shape`` gives its own table (else the generic one)."""
     parser: argparse.ArgumentParser = parent.add_parser(name, help=help)
-    parser.set_defaults(admin_command=run)
+    parser.set_defaults(admin_command=run, admin_shape=shape)
     return parser
 
 
@@ -138,18 +146,6 @@ def _add_topics(groups: Any) -> None:
         )
 
 
-def _print(result: Any) -> None:
-    if result is None:
-        return
-    if isinstance(result, list) and all(isinstance(item, str) for item in result):
-        for item in result:
-            print(item)
-    elif isinstance(result, str):
-        print(result)
-    else:
-        print(json.dumps(result, indent=2, sort_keys=True))
-
-
 def run_admin(args: argparse.Namespace) -> int:
     """Run the chosen admin command; 0 on success, 1 on any error (printed)."""
     command: Command = args.admin_command
@@ -175,5 +171,7 @@ def run_admin(args: argparse.Namespace) -> int:
         # The admin API unreachable or too slow, or an invalid topic name or URL.
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    _print(result)
+    text = render(result, args.output, getattr(args, "admin_shape", None))
+    if text:
+        print(text)
     return 0
