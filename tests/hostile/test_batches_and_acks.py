@@ -15,7 +15,6 @@ import urllib.request
 import uuid
 import zlib
 from collections.abc import Iterator
-from pathlib import Path
 
 import pulsar
 import pytest
@@ -65,10 +64,7 @@ def connected(broker: BrokerProcess) -> Raw:
 
 
 def rss_mb(broker: BrokerProcess) -> float:
-    assert broker.proc is not None
-    status = Path(f"/proc/{broker.proc.pid}/status").read_text()
-    kib = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))
-    return int(kib) / 1024
+    return broker.rss_bytes() / 2**20
 
 
 def refused_total(broker: BrokerProcess, reason: str) -> float:

@@ -72,11 +72,7 @@ def per_ip(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 # -- what the tests read of a broker ---------------------------------------------------
 def rss(broker: BrokerProcess) -> int:
     """The broker's resident memory in bytes."""
-    assert broker.proc is not None
-    status = Path(f"/proc/{broker.proc.pid}/status").read_text()
-    match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
-    assert match is not None, status
-    return int(match.group(1)) * 1024
+    return broker.rss_bytes()
 
 
 def _get(broker: BrokerProcess, path: str) -> bytes:

@@ -24,10 +24,19 @@ import quasar.client as pulsar
 from quasar.errors import ServerError
 from quasar.protocol import pb
 from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
+from quasar.storage.api import Position
 from quasar.testing.process import BrokerProcess
 from quasar.testing.raw import Raw, RawCoordinator
+from quasar.transaction import TxnID
 from quasar.transaction.coordinator_registry import transaction_log_ledger_name
-from quasar.transaction.pending_ack import pending_ack_ledger_name
+from quasar.transaction.pending_ack import (
+    AckedPosition,
+    AckType,
+    PendingAckOp,
+    PendingAckRecord,
+    pending_ack_ledger_name,
+)
+from quasar.transaction.pending_ack.records import encode_record
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
@@ -45,15 +54,15 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     assert proc.stop() == 0, proc.read_log()
 
 
-def append_garbage(data_dir: Path, ledger_name: str) -> str:
-    """Append ``GARBAGE`` to a stopped broker's managed ledger; its ``ledger:entry``."""
+def append_garbage(data_dir: Path, ledger_name: str, data: bytes = GARBAGE) -> str:
+    """Append ``data`` to a stopped broker's managed ledger; its ``ledger:entry``."""
 
     async def run() -> str:
         store = SqliteMetadataStore(str(data_dir / "metadata.db"))
         factory = FileManagedLedgerFactory(str(data_dir / "ledgers"), store)
         try:
             ml = await factory.open(ledger_name)
-            position = await ml.add_entry(GARBAGE)
+            position = await ml.add_entry(data)
             await ml.close()
             return str(position)
         finally:
@@ -161,6 +170,44 @@ def test_corrupt_pending_ack_log_fails_only_its_subscription(broker: BrokerProce
             round_trip(client, topic, "txn-sub")
         finally:
             client.close()
+
+
+def test_pending_ack_record_claiming_a_huge_batch_is_corrupt(broker: BrokerProcess) -> None:
+    """A record a broker of these bounds never writes (an old broker's, or a damaged
+    one) claiming 2^31-1 batch members fails its subscription as unreadable, instead
+    of allocating a 256 MiB mask on replay."""
+    topic = f"persistent://public/default/huge-{uuid.uuid4().hex[:8]}"
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10, enable_transaction=True)
+    try:
+        consumer = client.subscribe(topic, "txn-sub")
+        client.create_producer(topic).send(b"one")
+        txn = client.new_transaction()
+        consumer.acknowledge(consumer.receive(10_000), txn=txn)
+        txn.commit()
+    finally:
+        client.close()
+    broker.stop()
+    record = PendingAckRecord(
+        PendingAckOp.ACK, AckType.INDIVIDUAL, TxnID(0, 999),
+        (AckedPosition(Position(1, 0), (-2,), 2**31 - 1),),
+    )
+    position = append_garbage(
+        broker.data_dir, pending_ack_ledger_name(topic, "txn-sub"), encode_record(record)
+    )
+    broker.start()
+    error = subscribe_error(broker, topic, "txn-sub")
+    assert error.error == ServerError.ServiceNotReady
+    assert "2147483647" in error.message and position in error.message
+    assert broker.rss_bytes() < 400 * 2**20
+    assert corrupt_metric(broker, "pending_ack_log") == 1
+    base = "/admin/v3/transactions/pendingAck/" + topic[len("persistent://"):] + "/txn-sub"
+    status, answer = admin(broker, "POST", f"{base}/skipCorruptRecord?position={position}")
+    assert status == 200, answer
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10)
+    try:
+        round_trip(client, topic, "txn-sub")
+    finally:
+        client.close()
 
 
 def test_corrupt_coordinator_log_fails_only_that_coordinator(broker: BrokerProcess) -> None:

@@ -138,7 +138,12 @@ class SubscriptionTransactions:
             )
         ledger = await self._broker.ledgers.open(self.ledger_name)
         try:
-            data = await set_aside(ledger, PENDING_ACK_CURSOR, position, decode_entry)
+            # Readable means readable by replay, which holds records to the bounds.
+            batch_size_max = self._broker.input_bounds.max_batch_records
+            data = await set_aside(
+                ledger, PENDING_ACK_CURSOR, position,
+                lambda entry: decode_entry(entry, batch_size_max),
+            )
         finally:
             await ledger.close()
         self.failure = None

@@ -144,8 +144,12 @@ class TransactionService:
         clock: Clock | None = None,
         *,
         metrics: CollectorRegistry,
+        batch_size_max: int | None = None,
     ) -> None:
+        """``batch_size_max``: the most members of a batch the broker accepts
+        (``InputBounds.max_batch_records``); pending-ack replay holds records to it."""
         self.config = config
+        self._batch_size_max = batch_size_max
         # The topic checks each published entry's metadata once itself
         # (PersistentTopic.publish), so its buffer need not parse it again.
         self._buffer_config = dataclasses.replace(
@@ -259,6 +263,7 @@ class TransactionService:
             on_fenced=on_fenced,
             writer=pending_ack_writer(self.batched_logs.pending_ack, log_ledger, topic,
                                       subscription, self.scheduler, clock),
+            batch_size_max=self._batch_size_max,
         )
 
     async def delete_buffer_snapshot(self, name: TopicName) -> None:

@@ -162,7 +162,10 @@ class Standalone:
         if not txn.transaction_coordinator_enabled:
             return
         assert self.service is not None
-        service = TransactionService(self.service, txn, metrics=self.metrics)
+        service = TransactionService(
+            self.service, txn, metrics=self.metrics,
+            batch_size_max=self.service.input_bounds.max_batch_records,
+        )
         service.create_assign_topic()
         self.service.transactions = service
 

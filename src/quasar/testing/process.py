@@ -192,6 +192,13 @@ class BrokerProcess:
             time.sleep(0.05)  # polling interval of a bounded readiness loop
         raise TimeoutError(f"broker not ready after {timeout_s}s; log:\n{self.read_log()}")
 
+    def rss_bytes(self) -> int:
+        """The running broker's resident memory (``VmRSS`` of ``/proc/<pid>/status``)."""
+        assert self.proc is not None and self.proc.poll() is None, "broker not running"
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        kib = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))
+        return int(kib) * 1024
+
     def read_log(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-20000:]

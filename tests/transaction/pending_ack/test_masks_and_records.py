@@ -157,6 +157,25 @@ def test_garbage_and_unknown_batch_versions_are_corrupt() -> None:
         decode_entry(bytes([0x0E, 0x01, 0x00, 0x02]))
 
 
+def _ack(batch_size: int | None, ack_set: tuple[int, ...] | None) -> bytes:
+    record = PendingAckRecord(
+        PendingAckOp.ACK, AckType.INDIVIDUAL, TxnID(1, 2),
+        (AckedPosition(Position(3, 4), ack_set, batch_size),),
+    )
+    return encode_record(record)
+
+
+def test_replay_refuses_batch_claims_beyond_the_brokers_bounds() -> None:
+    # A batch of at most 1,000 members needs at most 16 ack-set words.
+    assert len(decode_entry(_ack(1_000, (1,) * 16), batch_size_max=1_000)) == 1
+    with pytest.raises(CorruptRecordError, match="batch of 2147483647 messages"):
+        decode_entry(_ack(2**31 - 1, (-2,)), batch_size_max=1_000)
+    with pytest.raises(CorruptRecordError, match="ack set of 17 words"):
+        decode_entry(_ack(None, (1,) * 17), batch_size_max=1_000)
+    # Without a bound (tools reading a log) the record decodes as written.
+    assert decode_entry(_ack(2**31 - 1, (-2,)))[0].positions[0].batch_size == 2**31 - 1
+
+
 # ---------------------------------------------------------------------------- naming
 
 

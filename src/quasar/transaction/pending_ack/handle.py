@@ -87,11 +87,15 @@ class PendingAckHandle:
         on_low_watermark_abort: LowWatermarkAbortListener | None = None,
         on_fenced: Callable[[PendingAckHandle], None] | None = None,
         writer: PendingAckLogWriter | None = None,
+        batch_size_max: int | None = None,
     ) -> None:
+        """``batch_size_max``: the most members of a batch the broker accepts;
+        replay treats a record claiming more as corrupt."""
         self._config = config if config is not None else PendingAckConfig()
         self._cursor = cursor
         self._log = PendingAckLog(
-            log_ledger, read_entries=self._config.replay_read_entries, writer=writer
+            log_ledger, read_entries=self._config.replay_read_entries, writer=writer,
+            batch_size_max=batch_size_max,
         )
         self.topic = topic
         self.subscription = subscription

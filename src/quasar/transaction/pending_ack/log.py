@@ -129,8 +129,12 @@ class PendingAckLog:
         *,
         read_entries: int = 100,
         writer: PendingAckLogWriter | None = None,
+        batch_size_max: int | None = None,
     ) -> None:
+        """``batch_size_max``: records claiming larger batches are corrupt (see
+        ``records.decode_entry``); None checks no bound."""
         self._ledger = ledger
+        self._batch_size_max = batch_size_max
         self._read_entries = read_entries
         self._writer = writer if writer is not None else SingleRecordWriter(ledger)
         self._cursor: ManagedCursor | None = None
@@ -177,9 +181,12 @@ class PendingAckLog:
             ManagedLedgerClosed: the ledger was closed meanwhile.
         """
         async for live in replay_live_records(
-            self.cursor, self._read_entries, decode_entry, self._ledger.name
+            self.cursor, self._read_entries, self._decode, self._ledger.name
         ):
             yield live
+
+    def _decode(self, data: bytes) -> list[PendingAckRecord]:
+        return decode_entry(data, self._batch_size_max)
 
     def release_before(
         self, first_needed: LogPosition | None, last_applied: LogPosition

@@ -37,6 +37,7 @@ from google.protobuf.message import DecodeError
 
 from quasar.errors import CorruptRecordError
 from quasar.protocol import pb, pending_ack_pb
+from quasar.protocol.batch_limits import ack_set_words_max
 from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import Position
 
@@ -107,13 +108,19 @@ def encode_batch(records: list[PendingAckRecord]) -> bytes:
     return encode_batched_entry([encode_record(r) for r in records])
 
 
-def decode_entry(data: bytes) -> list[PendingAckRecord]:
+def decode_entry(data: bytes, batch_size_max: int | None = None) -> list[PendingAckRecord]:
     """The records of one entry, in order.
+
+    ``batch_size_max``: the most members a batch the broker accepts can hold. The
+    broker bounds every acknowledgement by it before writing, so a record claiming
+    more (or an ack set longer than such a batch needs) was not written by this
+    broker's rules; replaying it would allocate a mask of that many bits.
 
     Raises:
         CorruptRecordError: not a record or batch of this format, or a record that
             this module would never have written (no op, an ACK without positions,
-            a cumulative ACK with several, COMMIT/ABORT with positions).
+            a cumulative ACK with several, COMMIT/ABORT with positions, a batch size
+            or ack set beyond ``batch_size_max``).
     """
     try:
         if is_batched_entry(data):
@@ -126,7 +133,26 @@ def decode_entry(data: bytes) -> list[PendingAckRecord]:
             entries = [entry]
     except DecodeError as exc:
         raise CorruptRecordError(f"undecodable pending-ack log entry: {exc}") from exc
-    return [_from_proto(e) for e in entries]
+    records = [_from_proto(e) for e in entries]
+    if batch_size_max is not None:
+        for record in records:
+            _check_batch_claims(record, batch_size_max)
+    return records
+
+
+def _check_batch_claims(record: PendingAckRecord, batch_size_max: int) -> None:
+    words_max = ack_set_words_max(batch_size_max)
+    for acked in record.positions:
+        if acked.batch_size is not None and not 0 <= acked.batch_size <= batch_size_max:
+            raise CorruptRecordError(
+                f"pending-ack record at {acked.position} claims a batch of "
+                f"{acked.batch_size} messages; a batch holds at most {batch_size_max}"
+            )
+        if acked.ack_set is not None and len(acked.ack_set) > words_max:
+            raise CorruptRecordError(
+                f"pending-ack record at {acked.position} has an ack set of "
+                f"{len(acked.ack_set)} words; a batch needs at most {words_max}"
+            )
 
 
 def _to_proto(record: PendingAckRecord) -> _Entry:
