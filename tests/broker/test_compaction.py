@@ -36,6 +36,7 @@ from quasar.broker.subscription import (
     SUB_KEY_SHARED,
     SUB_SHARED,
 )
+from quasar.broker.system_table import SystemTopicTable
 from quasar.broker.topic import PersistentTopic
 from quasar.config import ManagedLedgerSettings, ServiceConfiguration
 from quasar.errors import ConflictError, CorruptRecordError, NotAllowedError
@@ -786,3 +787,32 @@ async def test_admin_trigger_on_a_partitioned_topic(
     resp = await admin.get(base + "-partition-1/compaction")
     assert await resp.json() == {"status": "SUCCESS", "lastError": ""}
     assert (await admin.put("/admin/v2/persistent/public/default/nope/compaction")).status == 404
+
+
+# --------------------------------------------------------------------------------------
+# The broker's own tables read past what they cannot parse.
+
+
+async def test_a_system_table_skips_an_unreadable_compacted_record(broker: Broker) -> None:
+    table_topic = "persistent://pulsar/system/__terminated_txn_state_0"
+    table = SystemTopicTable(broker.service, table_topic, compact_every_writes=10_000)
+    for i in range(5):
+        await table.write(f"k{i}", f"v{i}".encode())
+    topic = await broker.service.get_topic(TopicName.parse(table_topic), create=True)
+    await compact(topic)
+    view = topic.compaction.view
+    assert view is not None
+    # A damaged record in the compacted view (the compacted ledger's own entry).
+    damaged = await view.ledger.add_entry(b"\x00\x01 not a compacted record")
+    await table.write("k5", b"v5")
+
+    await broker.restart()
+    unreadable: list[CorruptRecordError] = []
+    table = SystemTopicTable(broker.service, table_topic, on_unreadable=unreadable.append)
+    assert await table.items() == {f"k{i}": f"v{i}".encode() for i in range(6)}
+    assert [e.position for e in unreadable] == [str(damaged)]
+    assert "cannot be read" in str(unreadable[0])
+    # Readers of the topic that must see every record still fail on it.
+    reloaded = await broker.service.get_topic(TopicName.parse(table_topic), create=False)
+    with pytest.raises(CorruptRecordError):
+        await reloaded.compaction.read(EARLIEST, 100)

@@ -132,7 +132,9 @@ def test_corrupt_records_counts_each_record_once() -> None:
                                                                   position="1:3"))
     (family,) = records.collect()
     counts = {s.labels["log"]: s.value for s in family.samples if s.name.endswith("_total")}
-    assert counts == {"transaction_log": 0, "pending_ack_log": 2, "buffer_snapshot": 0}
+    assert counts == {
+        "transaction_log": 0, "pending_ack_log": 2, "buffer_snapshot": 0, "system_table": 0
+    }
 
 
 async def test_a_further_unreadable_entry_is_named_after_the_first_is_set_aside(

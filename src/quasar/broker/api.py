@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from quasar.clock import Clock
+from quasar.errors import CorruptRecordError
 from quasar.protocol.topic_name import TopicName
 from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import (
@@ -234,6 +235,16 @@ class CompactionControl(CompactedView, Protocol):
 
     @property
     def running(self) -> bool: ...
+
+    async def read_readable(
+        self,
+        start: Position,
+        max_records: int,
+        on_unreadable: Callable[[CorruptRecordError], None],
+    ) -> list[CompactedRecord]:
+        """As ``read``, but a record that cannot be parsed goes to ``on_unreadable``
+        and is skipped."""
+        ...
 
     def trigger(self) -> asyncio.Task[None]:
         """Start compacting (a no-op task if a run is in progress)."""

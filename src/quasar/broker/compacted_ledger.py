@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import NamedTuple
 
 from quasar.errors import CorruptRecordError
@@ -150,25 +150,43 @@ class CompactedLedger:
         originals: list[Position] = []
         compacted: list[Position] = []
         count = 0
+        index_at = 0
         position = self.ledger.first_position
         while True:
             entries = await self.ledger.read_entries(position, _READ_CHUNK_ENTRIES)
             if not entries:
                 break
             for e in entries:
-                if count % INDEX_INTERVAL_RECORDS == 0:
-                    originals.append(decode_record(e.data).position)
-                    compacted.append(e.position)
+                if count >= index_at:
+                    # The index is only where to start scanning: an unreadable record
+                    # is not indexed (the next readable one is), and the read that
+                    # reaches it decides what to do about it.
+                    try:
+                        originals.append(decode_record(e.data).position)
+                    except CorruptRecordError:
+                        pass
+                    else:
+                        compacted.append(e.position)
+                        index_at = count + INDEX_INTERVAL_RECORDS
                 count += 1
             position = self.ledger.next_position(entries[-1].position)
         self._index_original, self._index_compacted = originals, compacted
         self._indexed = True
 
-    async def read(self, start: Position, max_records: int) -> list[CompactedRecord]:
+    async def read(
+        self,
+        start: Position,
+        max_records: int,
+        on_unreadable: Callable[[CorruptRecordError], None] | None = None,
+    ) -> list[CompactedRecord]:
         """Up to ``max_records`` records whose original position is ``>= start``.
 
+        ``on_unreadable``: called with the error of each record that cannot be parsed
+        (its ``position`` the compacted ledger's), which is then skipped; without it
+        such a record raises.
+
         Raises:
-            CorruptRecordError: a stored record cannot be parsed.
+            CorruptRecordError: a stored record cannot be parsed (no ``on_unreadable``).
             ManagedLedgerClosed: the compacted ledger was closed (replaced).
         """
         if max_records <= 0:
@@ -182,7 +200,16 @@ class CompactedLedger:
             if not entries:
                 break
             for e in entries:
-                record = decode_record(e.data)
+                try:
+                    record = decode_record(e.data)
+                except CorruptRecordError as exc:
+                    if on_unreadable is None:
+                        raise
+                    on_unreadable(CorruptRecordError(
+                        f"{self.name}: the compacted record at {e.position} cannot be "
+                        f"read: {exc}", log_name=self.name, position=str(e.position),
+                    ))
+                    continue
                 if record.position >= start:
                     out.append(record)
                     if len(out) == max_records:

@@ -36,7 +36,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from quasar.clock import Clock, SystemClock
-from quasar.errors import ConflictError, ManagedLedgerClosed, PersistenceError
+from quasar.errors import (
+    ConflictError,
+    CorruptRecordError,
+    ManagedLedgerClosed,
+    PersistenceError,
+)
 from quasar.protocol.topic_name import COMPACTION_CURSOR
 from quasar.storage.api import (
     InitialPosition,
@@ -287,12 +292,31 @@ class CompactionService:
         Raises:
             CorruptRecordError: a stored record cannot be parsed.
         """
+        return await self._read(start, max_records, None)
+
+    async def read_readable(
+        self,
+        start: Position,
+        max_records: int,
+        on_unreadable: Callable[[CorruptRecordError], None],
+    ) -> list[CompactedRecord]:
+        """As ``read``, but each record that cannot be parsed goes to
+        ``on_unreadable`` and is skipped (the broker's own tables, which drop what
+        they cannot read rather than stop)."""
+        return await self._read(start, max_records, on_unreadable)
+
+    async def _read(
+        self,
+        start: Position,
+        max_records: int,
+        on_unreadable: Callable[[CorruptRecordError], None] | None,
+    ) -> list[CompactedRecord]:
         while True:
             view = self.view
             if view is None:
                 return []
             try:
-                return await view.read(start, max_records)
+                return await view.read(start, max_records, on_unreadable)
             except ManagedLedgerClosed:
                 if self.view is view:
                     raise

@@ -8,7 +8,11 @@ entries carry the key as ``partition_key`` and the value as payload; a tombstone
 entry with ``null_value``. Compaction keeps only the latest entry per key.
 
 The broker reads a table once, when first used: the compacted view up to the horizon,
-then the topic's entries after it. From then on the in-memory map is authoritative and
+then the topic's entries after it. A record it cannot parse (in the compacted view or
+after it) is skipped and reported to ``on_unreadable``: a table holds derived state
+(snapshots, outcomes of ended transactions), so losing one key's value costs a replay
+or a forgotten outcome, while refusing to load would stop every coordinator or topic
+that reads the table. From then on the in-memory map is authoritative and
 every write goes to the topic (durable before ``write`` returns) and to the map.
 Compaction runs after ``compact_every_writes`` writes; a durable cursor ``__table``
 holds every entry after the last compaction horizon so nothing is trimmed before it is
@@ -19,8 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
-from quasar.errors import RemoteProtocolError
+from quasar.errors import CorruptRecordError, RemoteProtocolError
 from quasar.protocol import make_entry, parse_entry, pb
 from quasar.protocol.topic_name import SYSTEM_TABLE_CURSOR, TopicName
 from quasar.storage.api import InitialPosition, Position
@@ -36,9 +41,18 @@ COMPACT_EVERY_WRITES = 200
 
 class SystemTopicTable:
     def __init__(
-        self, topics: TopicRegistry, topic: str, compact_every_writes: int = COMPACT_EVERY_WRITES
+        self,
+        topics: TopicRegistry,
+        topic: str,
+        compact_every_writes: int = COMPACT_EVERY_WRITES,
+        on_unreadable: Callable[[CorruptRecordError], None] | None = None,
     ) -> None:
+        """``on_unreadable``: told of each record the table skips as unreadable."""
         self._topics = topics
+        self._on_unreadable = on_unreadable
+        # Where unreadable records were met, so a record the load reads twice (the
+        # compacted view is read in rounds) is reported once.
+        self._unreadable_at: set[str] = set()
         self._name = TopicName.parse(topic)
         self._compact_every = compact_every_writes
         self._map: dict[str, bytes] = {}
@@ -67,11 +81,13 @@ class SystemTopicTable:
         if horizon is not None:
             position = Position(-1, -1)
             while True:
-                records = await topic.compaction.read(position, 500)
+                records = await topic.compaction.read_readable(
+                    position, 500, self._unreadable
+                )
                 if not records:
                     break
                 for r in records:
-                    self._apply(table, r.data)
+                    self._apply(table, r.data, r.position)
                 position = topic.ledger.next_position(records[-1].position)
             start = max(start, topic.ledger.next_position(horizon))
         start = max(start, topic.ledger.next_position(cursor.mark_delete_position))
@@ -80,18 +96,29 @@ class SystemTopicTable:
             if not entries:
                 break
             for e in entries:
-                self._apply(table, e.data)
+                self._apply(table, e.data, e.position)
             start = topic.ledger.next_position(entries[-1].position)
         self._map = table
         self._topic = topic
         return topic
 
-    @staticmethod
-    def _apply(table: dict[str, bytes], data: bytes) -> None:
+    def _unreadable(self, exc: CorruptRecordError) -> None:
+        key = f"{exc.log_name}@{exc.position}"
+        if key in self._unreadable_at:
+            return
+        self._unreadable_at.add(key)
+        log.error("%s: skipping an unreadable record: %s", self.name, exc)
+        if self._on_unreadable is not None:
+            self._on_unreadable(exc)
+
+    def _apply(self, table: dict[str, bytes], data: bytes, position: Position) -> None:
         try:
             parsed = parse_entry(data)
-        except RemoteProtocolError:
-            log.error("skipping unreadable system-table entry")
+        except RemoteProtocolError as exc:
+            self._unreadable(CorruptRecordError(
+                f"{self.name}: the entry at {position} cannot be read: {exc}",
+                log_name=self.name, position=str(position),
+            ))
             return
         md = parsed.metadata
         if not md.HasField("partition_key"):

@@ -31,6 +31,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from quasar.clock import Clock, SystemClock
 from quasar.errors import (
+    CorruptRecordError,
     InvalidTopicName,
     NotAllowedError,
     TopicNotFound,
@@ -195,9 +196,12 @@ class TransactionService:
             # Created here, not by auto-creation: every topic of the namespace loads
             # its buffer from this table, also where allowAutoTopicCreation is off.
             self.service.register_topic(TopicName.parse(topic))
-            table = SystemTopicTable(self.service, topic)
+            table = SystemTopicTable(self.service, topic, on_unreadable=self._unreadable_row)
             self._snapshot_tables[namespace] = table
         return table
+
+    def _unreadable_row(self, exc: CorruptRecordError) -> None:
+        self.corrupt_records.found(CorruptLog.SYSTEM_TABLE, exc)
 
     def preserver_table(self, tc_id: int) -> SystemTopicTable:
         """Coordinator ``tc_id``'s ``__terminated_txn_state_<tc_id>`` table (kept across
@@ -209,7 +213,8 @@ class TransactionService:
             # allowAutoTopicCreation is off (registering is idempotent).
             self.service.register_topic(TopicName.parse(topic))
             table = SystemTopicTable(
-                self.service, topic, compact_every_writes=PRESERVER_COMPACT_EVERY_WRITES
+                self.service, topic, compact_every_writes=PRESERVER_COMPACT_EVERY_WRITES,
+                on_unreadable=self._unreadable_row,
             )
             self._preserver_tables[tc_id] = table
         return table

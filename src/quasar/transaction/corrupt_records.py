@@ -9,6 +9,10 @@ every load attempt is counted once, not once per attempt. ``log`` is the kind of
 ``pending_ack_log``     a subscription's ``..__transaction_pending_ack``
 ``buffer_snapshot``     a topic's transaction-buffer snapshot (recovery falls back
                         to replaying the topic, so nothing stops serving)
+``system_table``        a record of a table the broker keeps in a compacted system
+                        topic (the snapshot tables, each coordinator's
+                        ``__terminated_txn_state_N``); the table skips it, losing
+                        that key's value, and keeps serving
 ======================  ==========================================================
 
 Pulsar has no such metric; the name follows quasar's own ``quasar_`` metrics.
@@ -36,6 +40,7 @@ class CorruptLog(Enum):
     TRANSACTION_LOG = "transaction_log"
     PENDING_ACK_LOG = "pending_ack_log"
     BUFFER_SNAPSHOT = "buffer_snapshot"
+    SYSTEM_TABLE = "system_table"
 
 
 class CorruptRecords(Collector):
