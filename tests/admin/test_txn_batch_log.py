@@ -153,7 +153,8 @@ def restore_logging() -> Iterator[None]:
 
 async def _cli(client: Client, *argv: str) -> int:
     url = str(client.server.make_url("")).rstrip("/")
-    args = ["--log-level", "WARNING", "admin", "--admin-url", url, "transactions", *argv]
+    args = ["--log-level", "WARNING", "admin", "--admin-url", url, "--output", "json",
+            "transactions", *argv]
     return await asyncio.to_thread(main, args)
 
 
