@@ -6,7 +6,11 @@ from __future__ import annotations
 import pytest
 
 from quasar.broker.metrics_topics import ENTRY_SIZE_NAMES, WRITE_LATENCY_NAMES
-from quasar.broker.stats_rates import MessageRate, average_msg_size, estimated_backlog_size
+from quasar.broker.stats_rates import (
+    MessageRate,
+    average_msg_size,
+    estimated_backlog_size,
+)
 from quasar.clock import ManualClock
 from quasar.storage import MemoryManagedLedgerFactory, MemoryMetadataStore
 from quasar.storage.api import LedgerInfo, ManagedLedgerConfig, Position
