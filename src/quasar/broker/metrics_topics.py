@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 from quasar.config import MetricsConfig
 from quasar.storage.stats_buckets import (
@@ -193,24 +194,45 @@ def _topic_values(topic: PersistentTopic) -> list[float]:
     ]
 
 
+class _Gauge(Metric):
+    """A gauge family that keeps its samples as ``(labels, value)`` pairs and builds
+    ``prometheus_client`` samples only when an encoder reads them: the scrape reads
+    the topics on the event loop, and the encoder, which runs in a worker thread
+    (``quasar.metrics.http``), pays for the sample objects there."""
+
+    def __init__(self, name: str, documentation: str) -> None:
+        self.pairs: list[tuple[Labels, float]] = []
+        super().__init__(name, documentation, "gauge")
+
+    @property
+    def samples(self) -> list[Sample]:
+        name = self.name
+        return [Sample(name, labels, value) for labels, value in self.pairs]
+
+    @samples.setter
+    def samples(self, samples: list[Sample]) -> None:
+        self.pairs = [(s.labels, s.value) for s in samples]
+
+
 class _Families:
     """Gauge families by name, in the order first asked for."""
 
     def __init__(self) -> None:
-        self._by_name: dict[str, Metric] = {}
+        self._by_name: dict[str, _Gauge] = {}
 
-    def declare(self, series: Iterable[tuple[str, str]]) -> list[Metric]:
+    def declare(self, series: Iterable[tuple[str, str]]) -> list[_Gauge]:
         out = []
         for name, doc in series:
             family = self._by_name.get(name)
             if family is None:
-                family = self._by_name[name] = Metric(name, doc, "gauge")
+                family = self._by_name[name] = _Gauge(name, doc)
             out.append(family)
         return out
 
-    def add(self, families: list[Metric], labels: Labels, values: Iterable[float]) -> None:
+    @staticmethod
+    def add(families: list[_Gauge], labels: Labels, values: Iterable[float]) -> None:
         for family, value in zip(families, values, strict=True):
-            family.add_sample(family.name, labels, float(value))
+            family.pairs.append((labels, float(value)))
 
     def __iter__(self) -> Iterator[Metric]:
         return iter(self._by_name.values())
@@ -312,8 +334,8 @@ class TopicMetricsCollector(Collector):
     @staticmethod
     def _add_subscriptions(
         families: _Families,
-        sub_families: list[Metric],
-        consumer_families: list[Metric],
+        sub_families: list[_Gauge],
+        consumer_families: list[_Gauge],
         topic: PersistentTopic,
         labels: Labels,
     ) -> None:
