@@ -122,6 +122,11 @@ EXPECTED_DEFAULTS = {
     "tlsProtocols": (),
     "tlsCiphers": (),
     "tlsCertRefreshCheckDurationSec": 300,
+    "statsUpdateFrequencyInSecs": 60,
+    "exposeTopicLevelMetricsInPrometheus": True,
+    "exposeConsumerLevelMetricsInPrometheus": False,
+    "exposeProducerLevelMetricsInPrometheus": False,
+    "splitTopicAndPartitionLabelInPrometheus": False,
 }
 
 

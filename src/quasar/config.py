@@ -467,6 +467,37 @@ class AuthorizationConfig(Section):
 
 
 @dataclass(frozen=True)
+class MetricsConfig(Section):
+    """What ``GET /metrics`` exports and how often the rates behind it and behind
+    the topic stats are refreshed (``quasar.broker.stats_updater``,
+    ``quasar.broker.metrics_topics``)."""
+
+    # Pulsar default (broker.conf statsUpdateFrequencyInSecs): rates are per second
+    # over this period, and the storage buckets hold the last period.
+    stats_update_frequency_in_secs: int = setting(
+        60, "statsUpdateFrequencyInSecs", at_least(1)
+    )
+    # Pulsar default (broker.conf exposeTopicLevelMetricsInPrometheus); false sums
+    # the topic series per namespace.
+    expose_topic_level_metrics_in_prometheus: bool = setting(
+        True, "exposeTopicLevelMetricsInPrometheus"
+    )
+    # Pulsar default (broker.conf exposeConsumerLevelMetricsInPrometheus).
+    expose_consumer_level_metrics_in_prometheus: bool = setting(
+        False, "exposeConsumerLevelMetricsInPrometheus"
+    )
+    # Pulsar default (broker.conf exposeProducerLevelMetricsInPrometheus).
+    expose_producer_level_metrics_in_prometheus: bool = setting(
+        False, "exposeProducerLevelMetricsInPrometheus"
+    )
+    # Pulsar default (broker.conf splitTopicAndPartitionLabelInPrometheus); true
+    # labels a partition with its base topic name and ``partition``.
+    split_topic_and_partition_label_in_prometheus: bool = setting(
+        False, "splitTopicAndPartitionLabelInPrometheus"
+    )
+
+
+@dataclass(frozen=True)
 class ServiceConfiguration(Section):
     """The whole configuration; build it with ``ServiceConfiguration.load``."""
 
@@ -482,6 +513,7 @@ class ServiceConfiguration(Section):
         TokenAuthenticationConfig
     )
     tls: TlsConfig = section(TlsConfig)
+    metrics: MetricsConfig = section(MetricsConfig)
 
     def __post_init__(self) -> None:
         super().__post_init__()

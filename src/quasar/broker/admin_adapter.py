@@ -150,17 +150,23 @@ class AdminAdapter:
             if self.service.topic_exists(p):
                 partitions[p.full] = (await self._topic(p.full)).stats()
         totals: dict[str, Any] = {
-            key: sum(int(s.get(key, 0)) for s in partitions.values())
-            for key in ("msgInCounter", "bytesInCounter", "msgOutCounter",
+            key: sum(s.get(key, 0) for s in partitions.values())
+            for key in ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut",
+                        "msgInCounter", "bytesInCounter", "msgOutCounter",
                         "bytesOutCounter", "storageSize", "backlogSize")
         }
+        # Pulsar's partitioned averageMsgSize: the partitions' throughput over rate.
+        totals["averageMsgSize"] = (
+            totals["msgThroughputIn"] / totals["msgRateIn"] if totals["msgRateIn"] else 0.0
+        )
         subs: dict[str, Any] = {}
         for stats in partitions.values():
             for sub_name, sub in stats["subscriptions"].items():
-                agg = subs.setdefault(sub_name, {"msgBacklog": 0, "msgOutCounter": 0,
+                agg = subs.setdefault(sub_name, {"msgRateOut": 0.0, "msgThroughputOut": 0.0,
+                                                 "msgBacklog": 0, "msgOutCounter": 0,
                                                  "type": sub["type"], "consumers": []})
-                agg["msgBacklog"] += sub["msgBacklog"]
-                agg["msgOutCounter"] += sub["msgOutCounter"]
+                for key in ("msgRateOut", "msgThroughputOut", "msgBacklog", "msgOutCounter"):
+                    agg[key] += sub[key]
                 agg["consumers"].extend(sub["consumers"])
         totals.update(
             metadata={"partitions": meta.partitions},

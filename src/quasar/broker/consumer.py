@@ -26,6 +26,7 @@ from quasar.protocol import encode_message_frame
 from quasar.storage.api import Entry, Position
 
 from .entry_info import EntryInfo
+from .stats_rates import MessageRate
 
 
 class ConsumerConnection(Protocol):
@@ -92,6 +93,10 @@ class Consumer:
     bytes_out: int = 0
     msg_redelivered: int = 0
     order: int = field(default_factory=lambda: next(_connected_since_counter))
+    # msgRateOut/msgThroughputOut and msgRateRedeliver, refreshed by the stats
+    # updater from msg_out/bytes_out and msg_redelivered.
+    rate_out: MessageRate = field(default_factory=MessageRate)
+    rate_redeliver: MessageRate = field(default_factory=MessageRate)
 
     @property
     def blocked_on_unacked(self) -> bool:
@@ -172,9 +177,11 @@ class Consumer:
         """Pulsar ConsumerStats JSON shape (the fields quasar tracks)."""
         return {
             "consumerName": self.consumer_name,
+            "msgRateOut": self.rate_out.msg_rate,
+            "msgThroughputOut": self.rate_out.byte_rate,
             "msgOutCounter": self.msg_out,
             "bytesOutCounter": self.bytes_out,
-            "msgRateRedeliver": 0.0,
+            "msgRateRedeliver": self.rate_redeliver.msg_rate,
             "availablePermits": self.permits,
             "unackedMessages": self.unacked_messages,
             "blockedConsumerOnUnackedMsgs": self.blocked_on_unacked,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from quasar.protocol import pb
+
+from .stats_rates import MessageRate, average_msg_size
 
 ACCESS_SHARED = pb.Shared
 ACCESS_EXCLUSIVE = pb.Exclusive
@@ -47,6 +49,8 @@ class Producer:
     msg_in: int = 0
     bytes_in: int = 0
     pending_publishes: int = 0
+    # msgRateIn and msgThroughputIn, refreshed by the stats updater.
+    rate_in: MessageRate = field(default_factory=MessageRate)
 
     @property
     def exclusive(self) -> bool:
@@ -57,6 +61,9 @@ class Producer:
             "producerId": self.producer_id,
             "producerName": self.producer_name,
             "accessMode": ACCESS_MODE_NAMES.get(self.access_mode, "Shared"),
+            "msgRateIn": self.rate_in.msg_rate,
+            "msgThroughputIn": self.rate_in.byte_rate,
+            "averageMsgSize": average_msg_size(self.rate_in),
             "msgInCounter": self.msg_in,
             "bytesInCounter": self.bytes_in,
             "address": self.connection.remote_address,

@@ -43,6 +43,7 @@ from .dispatcher import (
 )
 from .entry_info import entry_info
 from .pending_acks import SubscriptionTransactions
+from .stats_rates import MessageRate
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,16 @@ class Subscription:
         self.compacted_read = CompactedReadState()
         # Set while a reader's subscription waits for its consumer after a seek.
         self._resubscribe_timer: asyncio.TimerHandle | None = None
+        # What consumers that left had delivered and redelivered, so that the
+        # subscription's counters (and the rates over them) do not drop when a
+        # consumer goes, as Pulsar's do not.
+        self._removed_msg_out = 0
+        self._removed_bytes_out = 0
+        self._removed_msg_redelivered = 0
+        # msgRateOut/msgThroughputOut and msgRateRedeliver, refreshed by the stats
+        # updater from ``out_counters``.
+        self.rate_out = MessageRate()
+        self.rate_redeliver = MessageRate()
 
     def describe(self) -> str:
         return f"{self.topic.name}/{self.name}"
@@ -159,6 +170,10 @@ class Subscription:
     def remove_consumer(self, consumer: Consumer) -> None:
         consumer.closed = True
         if self.dispatcher is not None:
+            if consumer in self.dispatcher.consumers:
+                self._removed_msg_out += consumer.msg_out
+                self._removed_bytes_out += consumer.bytes_out
+                self._removed_msg_redelivered += consumer.msg_redelivered
             self.dispatcher.remove_consumer(consumer)
 
     def notify_active_consumer(self, consumer: Consumer, active: bool) -> None:
@@ -397,20 +412,51 @@ class Subscription:
     def backlog(self) -> int:
         return self.cursor.backlog()
 
+    def out_counters(self) -> tuple[int, int, int]:
+        """Messages and bytes delivered, and messages redelivered, by every consumer
+        the subscription has had (Pulsar's msgOutCounter and bytesOutCounter)."""
+        msgs, size, redelivered = (
+            self._removed_msg_out, self._removed_bytes_out, self._removed_msg_redelivered
+        )
+        for c in self.dispatcher.consumers if self.dispatcher else ():
+            msgs += c.msg_out
+            size += c.bytes_out
+            redelivered += c.msg_redelivered
+        return msgs, size, redelivered
+
+    def unacked_messages(self) -> int:
+        return sum(c.unacked_messages for c in self.dispatcher.consumers) if (
+            self.dispatcher
+        ) else 0
+
+    def blocked_on_unacked(self) -> bool:
+        """True when every consumer is blocked on its unacked-messages limit (the
+        subscription can deliver to none of them)."""
+        consumers = self.dispatcher.consumers if self.dispatcher else ()
+        return bool(consumers) and all(c.blocked_on_unacked for c in consumers)
+
     def stats(self) -> dict[str, object]:
         consumers = self.consumers
+        msg_out, bytes_out, _ = self.out_counters()
         return {
+            "msgRateOut": self.rate_out.msg_rate,
+            "msgThroughputOut": self.rate_out.byte_rate,
             "msgBacklog": self.backlog(),
             "msgBacklogNoDelayed": self.backlog(),
             "type": SUB_TYPE_NAMES.get(self.sub_type or SUB_EXCLUSIVE, "Exclusive"),
-            "msgOutCounter": sum(c.msg_out for c in consumers),
-            "bytesOutCounter": sum(c.bytes_out for c in consumers),
-            "unackedMessages": sum(c.unacked_messages for c in consumers),
+            "msgOutCounter": msg_out,
+            "bytesOutCounter": bytes_out,
+            "unackedMessages": self.unacked_messages(),
             "isDurable": self.durable,
             "isReplicated": False,
             "consumers": [c.stats() for c in consumers],
             "lastMarkDeletePosition": str(self.cursor.mark_delete_position),
-            "msgRateRedeliver": 0.0,
+            "msgRateRedeliver": self.rate_redeliver.msg_rate,
+            # Nothing here expires messages; expiry by message TTL reports into
+            # these two when it runs.
+            "msgRateExpired": 0.0,
+            "totalMsgExpired": 0,
+            "blockedSubscriptionOnUnackedMsgs": self.blocked_on_unacked(),
             **self.txns.status(),
         }
 

@@ -58,6 +58,7 @@ from .producer import (
     ACCESS_WAIT_FOR_EXCLUSIVE,
     Producer,
 )
+from .stats_rates import MessageRate, average_msg_size, estimated_backlog_size
 from .subscription import SUB_KEY_SHARED, SUB_SHARED, Subscription
 from .txn_sends import TransactionalSends
 
@@ -106,6 +107,13 @@ class PersistentTopic:
         self.closed = False
         self.msg_in = 0
         self.bytes_in = 0
+        # Refreshed by the stats updater: msgRateIn/msgThroughputIn from the
+        # counters above, msgRateOut/msgThroughputOut as the subscriptions' sum, and
+        # the storage's entries written and read per second.
+        self.rate_in = MessageRate()
+        self.rate_out = MessageRate()
+        self.storage_write = MessageRate()
+        self.storage_read = MessageRate()
         self._trim_handle: asyncio.TimerHandle | None = None
         self.txn_buffer: TopicTransactionBuffer | None = None
         self.recent_infos = broker.entry_infos
@@ -613,17 +621,39 @@ class PersistentTopic:
         await self.ledger.close()
 
     # -- stats -------------------------------------------------------------------------
+    def backlog_size(self) -> int:
+        """Pulsar's ``backlogSize``: the estimated bytes after the slowest
+        subscription's mark-delete position (0 without subscriptions)."""
+        if not self.subscriptions:
+            return 0
+        slowest = min(s.cursor.mark_delete_position for s in self.subscriptions.values())
+        return estimated_backlog_size(self.ledger.ledgers(), slowest)
+
+    def msg_backlog(self) -> int:
+        """Pulsar's ``pulsar_msg_backlog``: the sum of the subscriptions' backlogs."""
+        return sum(s.backlog() for s in self.subscriptions.values())
+
     def stats(self) -> dict[str, object]:
+        msg_out = bytes_out = 0
+        for sub in self.subscriptions.values():
+            m, b, _ = sub.out_counters()
+            msg_out += m
+            bytes_out += b
         subs = {
             n: s.stats() for n, s in self.subscriptions.items()
         }
         return {
+            "msgRateIn": self.rate_in.msg_rate,
+            "msgThroughputIn": self.rate_in.byte_rate,
+            "msgRateOut": self.rate_out.msg_rate,
+            "msgThroughputOut": self.rate_out.byte_rate,
+            "averageMsgSize": average_msg_size(self.rate_in),
             "msgInCounter": self.msg_in,
             "bytesInCounter": self.bytes_in,
-            "msgOutCounter": sum(int(s["msgOutCounter"]) for s in subs.values()),  # type: ignore[call-overload]
-            "bytesOutCounter": sum(int(s["bytesOutCounter"]) for s in subs.values()),  # type: ignore[call-overload]
+            "msgOutCounter": msg_out,
+            "bytesOutCounter": bytes_out,
             "storageSize": self.ledger.total_size,
-            "backlogSize": sum(sub.backlog() for sub in self.subscriptions.values()),
+            "backlogSize": self.backlog_size(),
             "publishers": [p.stats() for p in self.producers.values()],
             "subscriptions": subs,
             "replication": {},

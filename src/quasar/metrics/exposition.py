@@ -7,8 +7,22 @@ gets OpenMetrics; anything else gets the Prometheus text format 0.0.4. The choic
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from prometheus_client.core import Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
+
+
+class Snapshot(Collector):
+    """Families already collected, for an encoder to write out elsewhere (another
+    thread) than where they were read."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> list[Metric]:
+        return self._families
 
 
 def exposition(registry: Collector, accept: str | None) -> tuple[bytes, str]:

@@ -474,10 +474,13 @@ class ServerConnection(asyncio.Protocol):
     ) -> None:
         if await authentication.on_connect(c):
             self._connected(c)
+        else:
+            self.limits.counts.create_fail += 1
         # Refused: the client was answered and the connection is closing.
 
     def _connected(self, c: pb.CommandConnect) -> None:
         self.connected = True
+        self.limits.counts.create_success += 1
         self._keep_alive.handshake_done = True
         self._client_version = c.client_version
         self.protocol_version = min(PROTOCOL_VERSION_MAX, c.protocol_version)

@@ -28,6 +28,7 @@ from prometheus_client.registry import CollectorRegistry
 from quasar.broker.topic import PersistentTopic
 from quasar.config import BrokerConfig
 from quasar.errors import ConsumerBusy, ProducerBusy
+from quasar.metrics.connections import ConnectionCounts, ConnectionMetrics
 
 __all__ = ["INCOMPLETE_FRAME_BYTES_FREE", "ConnectionLimits"]
 
@@ -78,6 +79,11 @@ class ConnectionLimits:
             "Bytes held by all connections for frames that have not fully arrived",
             registry=registry,
         ).set_function(lambda: self.incomplete_frames_bytes)
+        # Pulsar's pulsar_connection_* series.
+        self.counts = ConnectionCounts()
+        registry.register(
+            ConnectionMetrics(self.counts, settings.cluster_name, settings.advertised_address)
+        )
 
     def refused(self, limit_key: str) -> None:
         """Count one refusal for the limit named by its configuration key."""
@@ -139,16 +145,25 @@ class ConnectionLimits:
     def connection_opened(self, ip: str) -> str | None:
         """Admit a new connection from ``ip``; returns None when it may stay, else the
         configuration key of the limit it is over (it is then not counted as open)."""
+        counts = self.counts
+        counts.created += 1
+        refused = None
         if self.max_connections and self.connections >= self.max_connections:
-            return "brokerMaxConnections"
-        if self.max_connections_per_ip and self._per_ip[ip] >= self.max_connections_per_ip:
-            return "brokerMaxConnectionsPerIp"
+            refused = "brokerMaxConnections"
+        elif self.max_connections_per_ip and self._per_ip[ip] >= self.max_connections_per_ip:
+            refused = "brokerMaxConnectionsPerIp"
+        if refused is not None:
+            # The caller closes it at once.
+            counts.create_fail += 1
+            counts.closed += 1
+            return refused
         self.connections += 1
         self._per_ip[ip] += 1
         return None
 
     def connection_closed(self, ip: str) -> None:
         """A connection admitted by ``connection_opened`` has closed."""
+        self.counts.closed += 1
         self.connections -= 1
         left = self._per_ip[ip] - 1
         if left > 0:

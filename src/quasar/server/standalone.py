@@ -27,6 +27,7 @@ from quasar.auth import (
     AuthenticationService,
     AuthorizationService,
 )
+from quasar.broker.metrics_broker import BrokerMetrics
 from quasar.broker.service import BrokerService
 from quasar.broker.transactions import TransactionService
 from quasar.config import ServiceConfiguration
@@ -65,6 +66,7 @@ class Standalone:
         self._stopped = asyncio.Event()
         self._store: Any = None
         self._ledgers: Any = None
+        self.broker_metrics: BrokerMetrics | None = None
         # Built before anything is opened: a bad authentication configuration (an
         # unknown provider class, an unreadable htpasswd file) stops start-up here.
         self.authentication = AuthenticationService.from_config(config, self.metrics)
@@ -93,6 +95,11 @@ class Standalone:
         )
         self._create_system_namespaces()
         self._start_transactions()
+        # Rates and storage buckets for the topic stats and /metrics.
+        self.broker_metrics = BrokerMetrics(
+            self.service, self.config.metrics, self.metrics, self._ledgers.fsync_latency()
+        )
+        self.broker_metrics.start()
         loop = asyncio.get_running_loop()
         broker = self.config.broker
         bind = broker.bind_address
@@ -215,6 +222,8 @@ class Standalone:
             self._tls_checks.cancel()
         if self._admin_runner is not None:
             await self._admin_runner.cleanup()
+        if self.broker_metrics is not None:
+            await self.broker_metrics.stop()
         if self.service is not None:
             await self.service.close()
         if self._ledgers is not None:

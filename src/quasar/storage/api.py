@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import NamedTuple, Protocol, runtime_checkable
 
+from quasar.storage.ledger_stats import ManagedLedgerStats
+
 
 class Position(NamedTuple):
     """A place in a managed ledger: ``(ledger_id, entry_id)``.
@@ -208,6 +210,9 @@ def resolve_append(
 @runtime_checkable
 class ManagedLedger(Protocol):
     """An ordered, durable log of entries spread over a list of ledgers."""
+
+    # Counters of appends and reads for the broker's stats and metrics.
+    stats: ManagedLedgerStats
 
     @property
     def name(self) -> str: ...

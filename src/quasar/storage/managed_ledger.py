@@ -47,6 +47,7 @@ from quasar.storage.cursor import ManagedCursorImpl
 from quasar.storage.ledger_list import LedgerList, LedgerState
 from quasar.storage.ledger_metadata import LedgerMetadata, restore_ledger
 from quasar.storage.ledger_policy import ledgers_to_trim, should_rollover
+from quasar.storage.ledger_stats import ManagedLedgerStats
 from quasar.storage.ledger_storage import LedgerStorage
 from quasar.storage.metadata.background import BackgroundMetadataWriter
 
@@ -91,6 +92,7 @@ class ManagedLedgerImpl:
         self._failure: BaseException | None = None  # first failed append fences appends
         self._pending_adds = 0
         self._idle: asyncio.Future[None] | None = None
+        self.stats = ManagedLedgerStats()
 
     # ------------------------------------------------------------------ open / recovery
 
@@ -226,7 +228,9 @@ class ManagedLedgerImpl:
         current = self._ledgers.last
         entry_id = current.assigned
         size = len(payload)
-        done = partial(self._add_done, current, entry_id, size, callback)
+        done = partial(
+            self._add_done, current, entry_id, size, self._clock.monotonic_ms(), callback
+        )
         # Storage first: if it refuses the entry (too large), nothing was assigned.
         self._storage.append(current.ledger_id, entry_id, payload, self, done)
         current.assigned = entry_id + 1
@@ -238,11 +242,13 @@ class ManagedLedgerImpl:
         state: LedgerState,
         entry_id: int,
         size: int,
+        started_ms: float,
         callback: AppendCallback,
         exc: BaseException | None,
     ) -> None:
         self._pending_adds -= 1
         if exc is not None:
+            self.stats.add_entry_errors += 1
             if self._failure is None:
                 self._failure = exc
             callback(None, exc)
@@ -251,6 +257,7 @@ class ManagedLedgerImpl:
                 "an append succeeded after an earlier one failed"
             )
             self._ledgers.confirm(state, size)
+            self.stats.entry_added(size, self._clock.monotonic_ms() - started_ms)
             position = self._lac = new_position((state.ledger_id, entry_id))
             try:
                 callback(position, None)
@@ -311,11 +318,14 @@ class ManagedLedgerImpl:
     def read_positions(self, positions: list[Position]) -> list[Entry]:
         """Read confirmed entries by position (missing ones are skipped)."""
         out: list[Entry] = []
+        size = 0
         for pos in positions:
             if self.is_confirmed(pos):
                 data = self._storage.read(pos.ledger_id, pos.entry_id)
                 if data is not None:
                     out.append(Entry(pos, data))
+                    size += len(data)
+        self.stats.entries_were_read(len(out), size)
         return out
 
     def read_run(self, start: Position, max_entries: int) -> list[Entry] | None:
@@ -339,11 +349,14 @@ class ManagedLedgerImpl:
         ledger_id = start.ledger_id
         read = self._storage.read
         out: list[Entry] = []
+        size = 0
         for entry_id in range(first, end):
             data = read(ledger_id, entry_id)
             if data is None:
                 return None
             out.append(Entry(new_position((ledger_id, entry_id)), data))
+            size += len(data)
+        self.stats.entries_were_read(len(out), size)
         return out
 
     async def read_entry(self, position: Position) -> Entry | None:

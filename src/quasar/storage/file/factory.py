@@ -14,6 +14,8 @@ import logging
 import os
 from collections.abc import Callable
 
+from prometheus_client import Histogram
+
 from quasar.clock import Clock, SystemClock
 from quasar.errors import FatalStorageError, PersistenceError
 from quasar.storage.api import MetadataStore
@@ -107,6 +109,11 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
     def writer_stats(self) -> GroupCommitStats:
         """Appends, groups, fsyncs and bytes written by the group-commit writer."""
         return self._writer.stats
+
+    def fsync_latency(self) -> Histogram:
+        """``quasar_storage_fsync_latency_seconds`` of the group-commit writer (not
+        registered anywhere: the broker adds it to its registry)."""
+        return self._writer.fsync_latency
 
     def cache_stats(self) -> EntryCacheStats:
         return self._cache.stats()

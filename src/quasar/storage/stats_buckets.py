@@ -1,0 +1,71 @@
+"""``StatsBuckets``: Pulsar's per-interval distribution of a managed ledger's values.
+
+Pulsar exports a managed ledger's add-entry latencies and entry sizes as separate
+gauges, one per bucket (``pulsar_storage_write_latency_le_1``,
+``pulsar_entry_size_le_4_kb``, ..., ``_overflow``, ``_count``, ``_sum``), holding what
+the last stats interval saw, not a cumulative histogram. This is that structure:
+``add_value`` counts into the current interval; ``refresh`` (run by the broker's stats
+updater every ``statsUpdateFrequencyInSecs``) makes the current interval the one that
+is read and starts a new one.
+
+A value lands in the first bucket whose upper bound is at or above it (bounds are
+inclusive); a value above the last bound lands in the overflow bucket.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+
+__all__ = [
+    "ENTRY_LATENCY_BOUNDS_MS",
+    "ENTRY_SIZE_BOUNDS_BYTES",
+    "StatsBuckets",
+]
+
+# Pulsar's add-entry latency bounds in milliseconds (the suffixes of
+# pulsar_storage_write_latency_le_*).
+ENTRY_LATENCY_BOUNDS_MS: tuple[float, ...] = (0.5, 1, 5, 10, 20, 50, 100, 200, 1000)
+# Pulsar's entry size bounds in bytes (pulsar_entry_size_le_128 ... _le_1_mb; Pulsar's
+# "1 MB" bound is 1 MB plus room for the message metadata).
+ENTRY_SIZE_BOUNDS_BYTES: tuple[int, ...] = (
+    128, 512, 1024, 2048, 4096, 16_384, 102_400, 1_232_896,
+)
+
+
+class StatsBuckets:
+    """Counts per bucket (the last one is the overflow), their count and their sum,
+    for the current interval and for the last completed one."""
+
+    __slots__ = ("bounds", "_current", "_current_sum", "values", "count", "sum")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        """Raises:
+        ValueError: ``bounds`` is empty or not strictly increasing.
+        """
+        if not bounds or any(b >= a for a, b in zip(bounds[1:], bounds, strict=False)):
+            raise ValueError(f"bucket bounds must be non-empty and increasing: {bounds}")
+        self.bounds: tuple[float, ...] = tuple(bounds)
+        self._current = [0] * (len(bounds) + 1)
+        self._current_sum = 0.0
+        # The last completed interval, read by the metrics.
+        self.values: tuple[int, ...] = (0,) * (len(bounds) + 1)
+        self.count = 0
+        self.sum = 0.0
+
+    def add_value(self, value: float) -> None:
+        self._current[bisect_left(self.bounds, value)] += 1
+        self._current_sum += value
+
+    def refresh(self) -> None:
+        """End the current interval: its counts become ``values``, ``count``, ``sum``."""
+        self.values = tuple(self._current)
+        self.count = sum(self.values)
+        self.sum = self._current_sum
+        self._current = [0] * len(self._current)
+        self._current_sum = 0.0
+
+    @property
+    def overflow(self) -> int:
+        """The last interval's values above the last bound."""
+        return self.values[-1]
