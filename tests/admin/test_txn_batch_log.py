@@ -153,7 +153,9 @@ def restore_logging() -> Iterator[None]:
 
 async def _cli(client: Client, *argv: str) -> int:
     url = str(client.server.make_url("")).rstrip("/")
-    args = ["--log-level", "WARNING", "admin", "--admin-url", url, "transactions", *argv]
+    # JSON output: these tests read the API's answers back.
+    args = ["--log-level", "WARNING", "admin", "--admin-url", url, "--output", "json",
+            "transactions", *argv]
     return await asyncio.to_thread(main, args)
 
 

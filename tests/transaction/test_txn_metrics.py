@@ -99,3 +99,63 @@ def test_coordinator_series_and_interval_refresh() -> None:
     # Printed as gauges, as Pulsar prints coordinator series.
     text = generate_latest(registry).decode()
     assert "# TYPE pulsar_txn_created_total gauge" in text
+
+
+def test_topic_and_subscription_series_in_both_formats() -> None:
+    from prometheus_client.openmetrics.exposition import generate_latest as om_latest
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    from quasar.storage.api import Position
+    from quasar.transaction.metrics import TopicTransactions
+    from quasar.transaction.pending_ack.stats import PendingAckCounters
+
+    clock = ManualClock()
+    now = clock.wall_ms()
+    open_txn = TxnID(0, 7)
+    tc = fake_coordinator(0, {open_txn: now - 2_500})
+    ledger = SimpleNamespace(
+        last_confirmed_entry=Position(3, 9),
+        count_entries=lambda first, last: (last.entry_id - first.entry_id + 1)
+        if first.ledger_id == last.ledger_id else 0,
+    )
+    buffer = SimpleNamespace(
+        ongoing_transactions=lambda: {open_txn: Position(3, 6)},
+        committed_count=4, aborted_count=2, max_read_position=Position(3, 5),
+    )
+    counters = PendingAckCounters(committed=2, aborted=1, commit_failed=1)
+    for ms in (3.0, 8.0):
+        counters.observe_commit_latency(ms)
+    counters.committed = 2
+    topic = TopicTransactions(
+        topic="persistent://a/b/t", namespace="a/b", ledger=ledger,  # type: ignore[arg-type]
+        buffer=buffer,  # type: ignore[arg-type]
+        pending_acks=[("s", SimpleNamespace(counters=counters))],  # type: ignore[list-item]
+    )
+    registry = CollectorRegistry()
+    registry.register(TransactionMetrics("c1", lambda: [tc], lambda: [topic], clock))
+    samples = scrape(registry)
+    tb = '{cluster="c1",namespace="a/b",topic="persistent://a/b/t"}'
+    assert samples["pulsar_txn_tb_active_total" + tb] == 1
+    assert samples["pulsar_txn_tb_committed_total" + tb] == 4
+    assert samples["pulsar_txn_tb_aborted_total" + tb] == 2
+    assert samples["quasar_txn_topic_oldest_open_age_seconds" + tb] == 2.5
+    assert samples["quasar_txn_topic_held_back_entries" + tb] == 4  # 3:6 .. 3:9
+    def tp(name: str, **labels: str) -> float:
+        wanted = {"namespace": "a/b", "topic": "persistent://a/b/t", "subscription": "s",
+                  **labels}
+        found = [v for k, v in samples.items() if k.split("{")[0] == name
+                 and all(f'{lk}="{lv}"' in k for lk, lv in wanted.items())]
+        assert len(found) == 1, (name, labels)
+        return found[0]
+
+    assert tp("pulsar_txn_tp_committed_count_total", status="succeed") == 2
+    assert tp("pulsar_txn_tp_committed_count_total", status="failed") == 1
+    assert tp("pulsar_txn_tp_aborted_count_total", status="succeed") == 1
+    assert tp("pulsar_txn_tp_commit_latency", quantile="0.5") == 3
+    assert tp("pulsar_txn_tp_commit_latency", quantile="0.99") == 8
+    assert tp("pulsar_txn_tp_commit_latency_count") == 2
+    assert tp("pulsar_txn_tp_commit_latency_sum") == 11
+    # OpenMetrics (what Prometheus asks for) parses too, with the same families.
+    families = {f.name for f in text_string_to_metric_families(om_latest(registry).decode())}
+    assert {"pulsar_txn_tp_commit_latency", "pulsar_txn_tp_committed_count",
+            "quasar_txn_topic_held_back_entries"} <= families
