@@ -421,6 +421,8 @@ def test_every_route_answers_503_when_transactions_are_disabled(tmp_path: Path) 
             ("GET", "/transactionInPendingAckStats/public/default/t/s/0/1"),
             ("GET", "/pendingAckInternalStats/public/default/t/s"),
             ("GET", "/positionStatsInPendingAck/public/default/t/s/1/1"),
+            # Checked before the namespace is looked up, as in Pulsar.
+            ("GET", "/transactionBufferStats/public/no-such-namespace/t"),
         ]:
             status, body = admin(broker, method, BASE + suffix)
             assert status == 503, (suffix, status, body)

@@ -94,7 +94,10 @@ async def client_transactions(request: web.Request) -> web.Response:
 
 
 def _txn_admin(request: web.Request) -> TransactionAdminApi:
-    return broker_of(request).transaction_admin
+    """The broker's transaction admin; 503 when transactions are disabled."""
+    txn_admin = broker_of(request).transaction_admin
+    txn_admin.check_enabled()
+    return txn_admin
 
 
 @routes.get(BASE + "/coordinators")
@@ -106,9 +109,10 @@ async def coordinators(request: web.Request) -> web.Response:
 @routes.get(BASE + "/coordinatorInternalStats/{coordinatorId}")
 @access(SUPERUSER)
 async def coordinator_internal_stats(request: web.Request) -> web.Response:
+    txn_admin = _txn_admin(request)
     tc_id = int_param(request, "coordinatorId", 0, INT32_MAX)
     return json_response(
-        await _txn_admin(request).coordinator_internal_stats(
+        await txn_admin.coordinator_internal_stats(
             tc_id, query_bool(request, "metadata")
         )
     )
@@ -123,9 +127,10 @@ async def transaction_metadata(request: web.Request) -> web.Response:
 @routes.get(BASE + "/slowTransactions/{timeoutMs}")
 @access(SUPERUSER)
 async def slow_transactions(request: web.Request) -> web.Response:
+    txn_admin = _txn_admin(request)
     timeout_ms = int_param(request, "timeoutMs")
     return json_response(
-        await _txn_admin(request).slow_transactions(timeout_ms, coordinator_id_query(request))
+        await txn_admin.slow_transactions(timeout_ms, coordinator_id_query(request))
     )
 
 
@@ -139,9 +144,10 @@ async def abort_transaction(request: web.Request) -> web.Response:
 @routes.get(f"{BASE}/transactionBufferStats/{TOPIC}")
 @access(SUPERUSER)
 async def transaction_buffer_stats(request: web.Request) -> web.Response:
+    txn_admin = _txn_admin(request)
     topic = topic_param(request)
     return json_response(
-        await _txn_admin(request).transaction_buffer_stats(
+        await txn_admin.transaction_buffer_stats(
             topic, query_bool(request, "lowWaterMarks"), query_bool(request, "segmentStats")
         )
     )
@@ -150,17 +156,19 @@ async def transaction_buffer_stats(request: web.Request) -> web.Response:
 @routes.get(f"{BASE}/transactionInBufferStats/{TOPIC}/{{mostSigBits}}/{{leastSigBits}}")
 @access(SUPERUSER)
 async def transaction_in_buffer_stats(request: web.Request) -> web.Response:
+    txn_admin = _txn_admin(request)
     txn_id = txn_id_param(request)
     topic = topic_param(request)
-    return json_response(await _txn_admin(request).transaction_in_buffer_stats(topic, txn_id))
+    return json_response(await txn_admin.transaction_in_buffer_stats(topic, txn_id))
 
 
 @routes.get(f"{BASE}/pendingAckStats/{TOPIC}/{{subName}}")
 @access(SUPERUSER)
 async def pending_ack_stats(request: web.Request) -> web.Response:
+    txn_admin = _txn_admin(request)
     topic = topic_param(request)
     return json_response(
-        await _txn_admin(request).pending_ack_stats(
+        await txn_admin.pending_ack_stats(
             topic, request.match_info["subName"], query_bool(request, "lowWaterMarks")
         )
     )
@@ -171,10 +179,11 @@ async def pending_ack_stats(request: web.Request) -> web.Response:
 )
 @access(SUPERUSER)
 async def transaction_in_pending_ack_stats(request: web.Request) -> web.Response:
+    txn_admin = _txn_admin(request)
     txn_id = txn_id_param(request)
     topic = topic_param(request)
     return json_response(
-        await _txn_admin(request).transaction_in_pending_ack_stats(
+        await txn_admin.transaction_in_pending_ack_stats(
             topic, request.match_info["subName"], txn_id
         )
     )
@@ -183,9 +192,10 @@ async def transaction_in_pending_ack_stats(request: web.Request) -> web.Response
 @routes.get(f"{BASE}/pendingAckInternalStats/{TOPIC}/{{subName}}")
 @access(SUPERUSER)
 async def pending_ack_internal_stats(request: web.Request) -> web.Response:
+    txn_admin = _txn_admin(request)
     topic = topic_param(request)
     return json_response(
-        await _txn_admin(request).pending_ack_internal_stats(
+        await txn_admin.pending_ack_internal_stats(
             topic, request.match_info["subName"], query_bool(request, "metadata")
         )
     )
@@ -194,6 +204,7 @@ async def pending_ack_internal_stats(request: web.Request) -> web.Response:
 @routes.get(f"{BASE}/positionStatsInPendingAck/{TOPIC}/{{subName}}/{{ledgerId}}/{{entryId}}")
 @access(SUPERUSER)
 async def position_stats_in_pending_ack(request: web.Request) -> web.Response:
+    txn_admin = _txn_admin(request)
     # Negative ids are accepted: Pulsar answers them with the InvalidPosition state.
     position = Position(
         int_param(request, "ledgerId", -1, 2**63 - 1),
@@ -202,7 +213,7 @@ async def position_stats_in_pending_ack(request: web.Request) -> web.Response:
     batch_index = optional_int_query(request, "batchIndex", -1, INT32_MAX)
     topic = topic_param(request)
     return json_response(
-        await _txn_admin(request).position_stats_in_pending_ack(
+        await txn_admin.position_stats_in_pending_ack(
             topic, request.match_info["subName"], position, batch_index
         )
     )

@@ -22,6 +22,11 @@ class TransactionAdminApi(Protocol):
     Every method raises ``ServiceNotReady`` (503) when transactions are disabled.
     """
 
+    def check_enabled(self) -> None:
+        """Raises ServiceNotReady (503) when transactions are disabled: every route
+        checks this first, as Pulsar's ``checkTransactionCoordinatorEnabled``."""
+        ...
+
     async def coordinators(self) -> list[dict[str, Any]]:
         """``[{id, brokerServiceUrl}]``, one per coordinator."""
         ...

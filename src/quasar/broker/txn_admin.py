@@ -85,6 +85,9 @@ class TransactionAdmin:
             raise ServiceNotReady("Transactions are not enabled on this broker")
         return transactions
 
+    def check_enabled(self) -> None:
+        self._transactions()
+
     def _check_coordinator(self, tc_id: int) -> TransactionService:
         transactions = self._transactions()
         if not 0 <= tc_id < transactions.coordinator_count:

@@ -332,7 +332,7 @@ def add_transactions_group(groups: Any) -> None:
         lambda c, a: coordinator_stats(c, a.coordinator_id),
         "state of the transaction coordinators (lastError when one failed to load)",
     )
-    p.add_argument("--coordinator-id", type=int, default=None, metavar="N")
+    p.add_argument("-c", "--coordinator-id", type=int, default=None, metavar="N")
     p = command(
         "skip-corrupt-coordinator-record",
         lambda c, a: skip_coordinator_record(c, a.coordinator_id, a.position),
