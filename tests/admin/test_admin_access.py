@@ -42,6 +42,11 @@ PATH_VALUES = {
     "clientName": "client-1",
     "coordinatorId": "0",
     "subName": "sub",
+    "mostSigBits": "0",
+    "leastSigBits": "1",
+    "timeoutMs": "1000",
+    "ledgerId": "1",
+    "entryId": "0",
 }
 
 

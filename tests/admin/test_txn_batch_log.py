@@ -153,6 +153,7 @@ def restore_logging() -> Iterator[None]:
 
 async def _cli(client: Client, *argv: str) -> int:
     url = str(client.server.make_url("")).rstrip("/")
+    # JSON output: these tests read the API's answers back.
     args = ["--log-level", "WARNING", "admin", "--admin-url", url, "--output", "json",
             "transactions", *argv]
     return await asyncio.to_thread(main, args)

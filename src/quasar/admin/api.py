@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from quasar.admin.txn_api import TransactionAdminApi
 from quasar.resources.store import PulsarResources
 
 __all__ = ["AdminBroker", "EARLIEST", "LATEST"]
@@ -42,6 +43,11 @@ class AdminBroker(Protocol):
     @property
     def cluster_name(self) -> str:
         """This broker's cluster (``clusterName``); the only cluster that exists."""
+        ...
+
+    @property
+    def transaction_admin(self) -> TransactionAdminApi:
+        """The ``/admin/v3/transactions`` queries and the operator's abort."""
         ...
 
     async def create_non_partitioned_topic(self, topic: str) -> None:
@@ -215,7 +221,7 @@ class AdminBroker(Protocol):
         """Pulsar's ``TransactionCoordinatorStats`` of one coordinator, or of each by id.
 
         Raises:
-            ServiceNotReady: transactions are disabled. TransactionCoordinatorNotFound:
+            ServiceNotReady: transactions are disabled. ResourceNotFoundError:
                 unknown id.
         """
         ...

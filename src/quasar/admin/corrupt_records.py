@@ -3,7 +3,8 @@
 ::
 
     GET  /admin/v3/transactions/coordinatorStats[?coordinatorId=N]
-         {"state": "Ready", "leastSigBits": 41, "lowWaterMark": 40, "ongoingTxnSize": 1}
+         {"state": "Ready", "leastSigBits": 41, "lowWaterMark": 40, "ongoingTxnSize": 1,
+          "recoverStartTime": 1700000000000, "recoverEndTime": 1700000000042}
          (without coordinatorId: {"0": {...}, "1": {...}}); a coordinator whose log
          has an unreadable record is in state "Error" with
          "lastError": {"message", "log", "position", "timestamp"}
@@ -12,8 +13,8 @@
          {"log": ..., "position": "L:E", "size": 12,
           "savedTo": "<dataDir>/corrupt-records/...bin", "state": {...}}
 
-``coordinatorStats`` keeps Pulsar's path and field names (Pulsar also reports recovery
-times; quasar adds ``lastError``). The two ``skipCorruptRecord`` actions are quasar's
+``coordinatorStats`` keeps Pulsar's path and field names, the recovery times (wall ms)
+included; quasar adds ``lastError``. An unknown coordinator id is 404. The two ``skipCorruptRecord`` actions are quasar's
 own: the position must be the one the error names (``ledger:entry``), and only an
 entry the broker cannot read is accepted (412 otherwise). What setting a record aside
 costs is in ``docs/operations.md``. All three are for super-users only: they show or

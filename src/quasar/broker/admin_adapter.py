@@ -26,6 +26,7 @@ from .compaction import compacted_ledger_prefix, delete_compacted_ledgers
 from .service import BrokerService
 from .topic import PersistentTopic, is_system_cursor
 from .transactions import TransactionService
+from .txn_admin import TransactionAdmin
 
 # Where the operator's skipCorruptRecord keeps the bytes it set aside, under dataDir.
 CORRUPT_RECORDS_DIR = "corrupt-records"
@@ -41,6 +42,7 @@ def _position(text: str) -> Position:
 class AdminAdapter:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
+        self._transaction_admin = TransactionAdmin(service)
 
     @property
     def resources(self) -> PulsarResources:
@@ -49,6 +51,11 @@ class AdminAdapter:
     @property
     def cluster_name(self) -> str:
         return self.service.config.broker.cluster_name
+
+    @property
+    def transaction_admin(self) -> TransactionAdmin:
+        """``/admin/v3/transactions`` (``quasar.broker.txn_admin``)."""
+        return self._transaction_admin
 
     @property
     def transaction_batched_logs(self) -> Any:

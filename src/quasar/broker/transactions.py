@@ -34,6 +34,7 @@ from quasar.errors import (
     CorruptRecordError,
     InvalidTopicName,
     NotAllowedError,
+    ResourceNotFoundError,
     TopicNotFound,
     TransactionCoordinatorNotFound,
 )
@@ -310,13 +311,13 @@ class TransactionService:
         load attempt per coordinator.
 
         Raises:
-            TransactionCoordinatorNotFound: unknown id.
+            ResourceNotFoundError: unknown id (404, as Pulsar's admin answers it).
         """
         if tc_id is None:
             return {str(i): await self._one_coordinator_stats(i)
                     for i in range(self.coordinator_count)}
         if not 0 <= tc_id < self.coordinator_count:
-            raise TransactionCoordinatorNotFound(
+            raise ResourceNotFoundError(
                 f"Transaction coordinator with id {tc_id} not found"
             )
         return await self._one_coordinator_stats(tc_id)
@@ -333,6 +334,8 @@ class TransactionService:
             "leastSigBits": tc.next_sequence() - 1 if tc is not None else -1,
             "lowWaterMark": tc.low_watermark() if tc is not None else -1,
             "ongoingTxnSize": tc.active_transactions() if tc is not None else 0,
+            "recoverStartTime": tc.stats.recover_start_ms if tc is not None else 0,
+            "recoverEndTime": tc.stats.recover_end_ms if tc is not None else 0,
         }
         if failure is not None and (tc is None or tc.status is not CoordinatorStatus.READY):
             out["state"] = "Error"

@@ -30,6 +30,7 @@ from quasar.auth import (
 from quasar.broker.metrics_broker import BrokerMetrics
 from quasar.broker.service import BrokerService
 from quasar.broker.transactions import TransactionService
+from quasar.broker.txn_metrics import register_transaction_metrics
 from quasar.config import ServiceConfiguration
 from quasar.metrics import broker_registry
 from quasar.native import log_native_extensions
@@ -175,6 +176,7 @@ class Standalone:
         )
         service.create_assign_topic()
         self.service.transactions = service
+        register_transaction_metrics(self.metrics, self.service, service)
 
     async def _start_admin(self, bind: str) -> None:
         try:

@@ -54,7 +54,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from quasar.clock import Clock
@@ -77,6 +77,7 @@ from ..buffer_client import TransactionBufferClient, participants
 from ..crash_points import crash_point
 from ..errors import ReachMaxActiveTxn, TransactionTimeoutTooLong
 from ..scheduler import AsyncioScheduler, Scheduler
+from ..stats_buckets import StatsBuckets
 from ..txn_status import (
     EndStep,
     TxnAction,
@@ -119,15 +120,28 @@ class CoordinatorStatus(Enum):
     CLOSED = "Closed"
 
 
+#: Upper bounds (ms) of Pulsar's transaction execution-latency buckets
+#: (``pulsar_txn_execution_latency_le_*``): from open to the terminal status.
+EXECUTION_LATENCY_BUCKETS_MS: tuple[int, ...] = (
+    10, 20, 50, 100, 500, 1_000, 5_000, 15_000, 30_000, 60_000, 300_000, 1_500_000, 3_000_000,
+)
+
+
 @dataclass
 class CoordinatorStats:
-    """Counters (Pulsar's created/committed/aborted/timeout/appendLog counts)."""
+    """Counters (Pulsar's created/committed/aborted/timeout/appendLog counts), the
+    execution-latency buckets and when the last recovery ran (wall ms, 0: never)."""
 
     created: int = 0
     committed: int = 0
     aborted: int = 0
     timed_out: int = 0
     appended: int = 0
+    execution_latency: StatsBuckets = field(
+        default_factory=lambda: StatsBuckets(EXECUTION_LATENCY_BUCKETS_MS)
+    )
+    recover_start_ms: int = 0
+    recover_end_ms: int = 0
 
 
 @dataclass
@@ -224,6 +238,11 @@ class TransactionCoordinator:
         """Copies of the live transactions, in sequence order."""
         return [m.snapshot() for m in self._state.txns()]
 
+    def open_timestamps(self) -> dict[TxnID, int]:
+        """When each live transaction was opened (wall ms), without copying metadata:
+        what the metrics read on every scrape."""
+        return {m.txn_id: m.open_timestamp_ms for m in self._state.txns()}
+
     def ending_transactions(self) -> list[TxnID]:
         """Transactions whose end is in progress in this process."""
         return [TxnID(self._tc_id, s) for s in self._ending]
@@ -279,6 +298,7 @@ class TransactionCoordinator:
         """
         assert self._status is CoordinatorStatus.NONE, "start() once"
         self._status = CoordinatorStatus.INITIALIZING
+        self.stats.recover_start_ms = self._clock.wall_ms()
         try:
             await self.preserver.load()
             self._log.open()
@@ -299,6 +319,7 @@ class TransactionCoordinator:
             self._status = CoordinatorStatus.CLOSED
             raise
         self._next_seq = self._state.max_local_txn_id + 1
+        self.stats.recover_end_ms = self._clock.wall_ms()
         self._status = CoordinatorStatus.READY
         self._timeouts.start()
         self.preserver.start()
@@ -569,6 +590,13 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ discovery
 
+    def ended_outcome(self, txn_id: TxnID) -> TerminatedTxn | None:
+        """How a transaction that is no longer live ended, if the preserver still
+        holds it under any client name and owner (admin lookups by id only)."""
+        if txn_id.most_bits != self._tc_id or txn_id.least_bits in self._state:
+            return None
+        return self.preserver.find_by_id(txn_id)
+
     def client_transactions(
         self, client_name: str, caller: Caller = BROKER
     ) -> tuple[list[TxnMeta], list[TerminatedTxn]]:
@@ -653,6 +681,7 @@ class TransactionCoordinator:
         final = ended_status(action)
         await self._write(self._update(seq, deciding, final))
         crash_point("tc.after_terminal_written")
+        self.stats.execution_latency.observe(self._clock.wall_ms() - meta.open_timestamp_ms)
         if final is TxnStatus.COMMITTED:
             self.stats.committed += 1
         else:

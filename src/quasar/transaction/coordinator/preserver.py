@@ -366,6 +366,19 @@ class TerminatedTxnPreserver:
                 return self._unpack(least, entry, owner)
         return None
 
+    def find_by_id(self, txn_id: TxnID) -> TerminatedTxn | None:
+        """How ``txn_id`` ended, under whichever client name and owner it is preserved
+        (for the admin API, which knows only the id). Walks every client name: an
+        operator's lookup, never a request path."""
+        if txn_id.most_bits != self._tc_id:
+            return None
+        for owners in self._keys.values():
+            for owner, key in owners.items():
+                entry = self._entries[key].get(txn_id.least_bits)
+                if entry is not None:
+                    return self._unpack(txn_id.least_bits, entry, owner)
+        return None
+
     def terminated(self, client_name: str, caller: Caller = BROKER) -> list[TerminatedTxn]:
         """``client_name``'s preserved transactions under the owners ``caller`` may act
         on, oldest first per owner."""

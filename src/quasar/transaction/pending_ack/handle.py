@@ -109,6 +109,10 @@ class PendingAckHandle:
         )
         self._state = PendingAckState(self._describe)
         self.counters = PendingAckCounters()
+        # Wall-clock times of the log replay (Pulsar's recoverStartTime and
+        # recoverEndTime in the pending-ack stats; 0 until it ran).
+        self.recover_start_ms = 0
+        self.recover_end_ms = 0
         self._store = PendingAckStore(
             describe=self._describe, cursor=cursor, log=self._log, state=self._state,
             life=self._life, scheduler=scheduler, config=self._config,
@@ -158,6 +162,7 @@ class PendingAckHandle:
         """
         life = self._life
         life.transition(HandleEvent.RECOVER)
+        self.recover_start_ms = self._clock.wall_ms()
         try:
             await self._store.replay()
         except BaseException:
@@ -167,6 +172,7 @@ class PendingAckHandle:
         if life.status is not PendingAckHandleState.INITIALIZING:
             raise life.not_ready("recover")  # closed while replaying
         life.transition(HandleEvent.REPLAY_DONE)
+        self.recover_end_ms = self._clock.wall_ms()
         self._store.release_log()
         log.info("%s: pending ack ready, %d transactions pending",
                  self._describe, self._state.txn_count)
@@ -375,17 +381,27 @@ class PendingAckHandle:
         )
         started = self._clock.monotonic_ms()
         if action is TxnAction.ABORT:
-            applied = await self._store.write(PendingAckRecord(PendingAckOp.ABORT, ack_type, txn_id))
+            try:
+                applied = await self._store.write(
+                    PendingAckRecord(PendingAckOp.ABORT, ack_type, txn_id)
+                )
+            except Exception:
+                self.counters.abort_failed += 1
+                raise
             self.counters.aborted += 1
             return abort_result(applied)
         record = PendingAckRecord(PendingAckOp.COMMIT, ack_type, txn_id)
-        if not self._config.commit_flush_beside_record or self._store.has_inflight(txn_id):
-            # (With an ACK of it still being written, its acks are not in the state
-            # yet: the update can only be computed once the COMMIT is applied.)
-            applied = await self._store.write(record)
-            await self._store.flush_cursor()
-        else:
-            applied = await self._store.commit_beside_flush(record)
+        try:
+            if not self._config.commit_flush_beside_record or self._store.has_inflight(txn_id):
+                # (With an ACK of it still being written, its acks are not in the state
+                # yet: the update can only be computed once the COMMIT is applied.)
+                applied = await self._store.write(record)
+                await self._store.flush_cursor()
+            else:
+                applied = await self._store.commit_beside_flush(record)
+        except Exception:
+            self.counters.commit_failed += 1
+            raise
         self.counters.committed += 1
         self.counters.observe_commit_latency(self._clock.monotonic_ms() - started)
         return commit_result(applied)

@@ -10,11 +10,14 @@
 from __future__ import annotations
 
 import bisect
+from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
 #: Upper bounds (ms) of the commit-latency buckets; the last bucket is "+Inf".
 COMMIT_LATENCY_BUCKETS_MS: tuple[float, ...] = (5, 10, 20, 50, 100, 200, 500, 1000)
+#: Commit latencies kept per subscription for the summary's quantiles.
+COMMIT_LATENCY_SAMPLES_MAX = 1024
 
 
 class PositionInPendingAckState(Enum):
@@ -38,12 +41,24 @@ class PendingAckCounters:
     # Ends whose action contradicts what this handle already did for the transaction
     # (see PendingAckHandle._end); should stay 0.
     contradicting_ends: int = 0
+    # Ends that failed (the coordinator retries them): Pulsar's status="failed".
+    commit_failed: int = 0
+    abort_failed: int = 0
     commit_latency_ms: list[int] = field(
         default_factory=lambda: [0] * (len(COMMIT_LATENCY_BUCKETS_MS) + 1)
     )
+    # The most recent commit latencies, for the quantiles of Pulsar's
+    # ``pulsar_txn_tp_commit_latency`` summary; bounded, so a busy subscription keeps
+    # a recent window rather than its whole history.
+    recent_commit_latencies_ms: deque[float] = field(
+        default_factory=lambda: deque(maxlen=COMMIT_LATENCY_SAMPLES_MAX)
+    )
+    commit_latency_sum_ms: float = 0.0
 
     def observe_commit_latency(self, ms: float) -> None:
         self.commit_latency_ms[bisect.bisect_left(COMMIT_LATENCY_BUCKETS_MS, ms)] += 1
+        self.recent_commit_latencies_ms.append(ms)
+        self.commit_latency_sum_ms += ms
 
     def latency_view(self) -> dict[str, int]:
         labels = [f"{b:g}" for b in COMMIT_LATENCY_BUCKETS_MS] + ["+Inf"]
