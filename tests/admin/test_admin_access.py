@@ -42,6 +42,11 @@ PATH_VALUES = {
     "clientName": "client-1",
     "coordinatorId": "0",
     "subName": "sub",
+    "numMessages": "1",
+    "timestamp": "0",
+    "messagePosition": "1",
+    "ledgerId": "0",
+    "entryId": "0",
 }
 
 
