@@ -15,11 +15,15 @@ from typing import Any
 import pytest
 
 from quasar.cli.main import main
+from quasar.protocol import pb
+from quasar.testing.hostile import HostileClient
 from quasar.testing.process import BrokerProcess
 
 from .conftest import Admin, assert_no_message, make_client, receive_all, topic_path
 
 pytestmark = pytest.mark.interop
+
+T = pb.BaseCommand
 
 
 @pytest.fixture(autouse=True)
@@ -339,3 +343,40 @@ def test_subscription_and_compaction_commands(
     assert cli(broker, "topics", "compact", topic) == 0
     assert cli(broker, "--output", "json", "topics", "compaction-status", topic, "-w") == 0
     assert json.loads(capsys.readouterr().out)["status"] == "SUCCESS"
+
+
+def test_consumers_that_acknowledged_everything_reach_the_end_of_a_terminated_topic(
+    topic: str, admin: Admin, broker: BrokerProcess
+) -> None:
+    """REACHED_END_OF_TOPIC (which the Python clients do not surface) on the wire: sent
+    once the subscription has acknowledged everything, whether that was before the
+    termination or after it."""
+    conn = HostileClient(broker.port)
+    try:
+        cid = conn.subscribe(topic, "sub", pb.CommandSubscribe.Exclusive)
+        idle = conn.subscribe(topic, "idle", pb.CommandSubscribe.Exclusive)
+        pid = conn.producer(topic)
+        for seq in range(2):
+            assert conn.send_message(pid, seq).type == T.SEND_RECEIPT
+        conn.raw.send(T(type=T.FLOW, flow=pb.CommandFlow(consumer_id=cid, messagePermits=10)))
+        messages = [conn.raw.recv_type(T.MESSAGE).message for _ in range(2)]
+        admin.ok("POST", topic_path(topic) + "/terminate")
+        # The producer is closed, and refused when it comes back.
+        assert conn.raw.recv_type(T.CLOSE_PRODUCER).close_producer.producer_id == pid
+        answer = conn.raw.producer(topic, producer_id=conn.new_id(), request_id=conn.new_id())
+        assert answer.type == T.ERROR and answer.error.error == pb.TopicTerminatedError
+        ack = T(type=T.ACK)
+        ack.ack.consumer_id, ack.ack.ack_type = cid, pb.CommandAck.Individual
+        for m in messages:
+            ack.ack.message_id.add().CopyFrom(m.message_id)
+        conn.raw.send(ack)
+        end = conn.raw.recv_type(T.REACHED_END_OF_TOPIC)
+        assert end.reachedEndOfTopic.consumer_id == cid
+        # A subscription with a backlog has not reached the end.
+        assert backlog(admin, topic, "idle") == 2
+        admin.ok("POST", topic_path(topic) + "/subscription/idle/skip_all")
+        conn.raw.send(T(type=T.FLOW, flow=pb.CommandFlow(consumer_id=idle, messagePermits=10)))
+        end = conn.raw.recv_type(T.REACHED_END_OF_TOPIC)
+        assert end.reachedEndOfTopic.consumer_id == idle
+    finally:
+        conn.close()

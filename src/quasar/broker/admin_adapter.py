@@ -26,6 +26,7 @@ from .compaction import compacted_ledger_prefix, delete_compacted_ledgers
 from .cursor_ops import (
     clear_backlog,
     entry_exists,
+    last_readable,
     nth_unacked,
     reset_position,
     skip_entries,
@@ -322,8 +323,8 @@ class AdminAdapter:
     async def examine_message(self, topic: str, initial: str, n: int) -> PeekedMessage:
         t = await self._topic(topic)
         ledger = t.ledger
-        first, last = ledger.first_position, t.max_read_position
-        if last.entry_id < 0 or ledger.count_entries(first, last) == 0:
+        first, last = ledger.first_position, last_readable(ledger, t.max_read_position)
+        if last is None or last < first or ledger.count_entries(first, last) == 0:
             raise PreconditionFailedError(
                 "Could not examine messages due to the total message is zero"
             )

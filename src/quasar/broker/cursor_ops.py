@@ -19,6 +19,7 @@ from .subscription import Subscription
 __all__ = [
     "clear_backlog",
     "entry_exists",
+    "last_readable",
     "nth_unacked",
     "reset_position",
     "skip_entries",
@@ -64,10 +65,22 @@ def skip_entries(sub: Subscription, limit: Position, n: int) -> int:
     return n
 
 
+def last_readable(ledger: ManagedLedger, limit: Position) -> Position | None:
+    """The last entry at or before ``limit``; None if there is none. ``limit`` may be
+    ``(ledger, -1)``, "before the first entry" of a ledger that has none yet."""
+    if limit.entry_id >= 0:
+        return limit
+    previous = ledger.previous_position(limit)
+    if previous >= limit or previous < ledger.first_position or previous.entry_id < 0:
+        return None
+    return previous
+
+
 def clear_backlog(sub: Subscription, limit: Position) -> None:
     """Acknowledge everything up to ``limit`` (the last readable entry)."""
-    if limit > sub.cursor.mark_delete_position and limit.entry_id >= 0:
-        sub.acknowledge_up_to(limit)
+    last = last_readable(sub.topic.ledger, limit)
+    if last is not None and last > sub.cursor.mark_delete_position:
+        sub.acknowledge_up_to(last)
 
 
 def entry_exists(ledger: ManagedLedger, position: Position) -> bool:
