@@ -108,6 +108,16 @@ def hex_dump(data: bytes) -> str:
 
 
 def _properties(headers: dict[str, str]) -> dict[str, str]:
+    """The message's properties: from the exact ``X-Pulsar-Property`` JSON when the
+    broker sends it, else from the ``X-Pulsar-PROPERTY-<key>`` headers."""
+    exact = _header(headers, "X-Pulsar-Property")
+    if exact is not None:
+        try:
+            decoded = json.loads(exact)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, dict):
+            return {str(k): str(v) for k, v in decoded.items()}
     return {
         key[len(PROPERTY_PREFIX):]: value
         for key, value in headers.items()
