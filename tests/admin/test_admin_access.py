@@ -46,6 +46,9 @@ PATH_VALUES = {
     "leastSigBits": "1",
     "timeoutMs": "1000",
     "ledgerId": "1",
+    "numMessages": "1",
+    "timestamp": "0",
+    "messagePosition": "1",
     "entryId": "0",
 }
 

@@ -18,12 +18,23 @@ from quasar.errors import (
 )
 from quasar.protocol import TopicName
 from quasar.resources.store import PulsarResources
-from quasar.storage.api import EARLIEST, LATEST, InitialPosition, Position
+from quasar.storage.api import EARLIEST, LATEST, Entry, InitialPosition, Position
 from quasar.transaction.batched_log.set_aside import parse_position
 from quasar.transaction.coordinator_registry import transaction_log_ledger_name
 
 from .compaction import compacted_ledger_prefix, delete_compacted_ledgers
+from .cursor_ops import (
+    clear_backlog,
+    entry_exists,
+    last_readable,
+    nth_unacked,
+    reset_position,
+    skip_entries,
+)
+from .message_peek import PeekedMessage, peeked_message
 from .service import BrokerService
+from .subscription import Subscription
+from .termination import terminate
 from .topic import PersistentTopic, is_system_cursor
 from .transactions import TransactionService
 from .txn_admin import TransactionAdmin
@@ -270,3 +281,123 @@ class AdminAdapter:
         path.write_bytes(data)
         return {"log": log_name, "position": str(pos), "size": len(data),
                 "savedTo": str(path), "state": state}
+
+    # -- per-topic operations (docs/admin.md, "Topic operations") -----------------------
+    async def _subscription(self, topic: str, subscription: str) -> Subscription:
+        t = await self._topic(topic)
+        sub = t.subscriptions.get(subscription)
+        if sub is None:
+            raise SubscriptionNotFound("Subscription not found")
+        return sub
+
+    async def skip_messages(self, topic: str, subscription: str, count: int) -> int:
+        sub = await self._subscription(topic, subscription)
+        return skip_entries(sub, (await self._topic(topic)).max_read_position, count)
+
+    async def clear_backlog(self, topic: str, subscription: str) -> None:
+        sub = await self._subscription(topic, subscription)
+        clear_backlog(sub, (await self._topic(topic)).max_read_position)
+
+    async def reset_cursor_to_time(
+        self, topic: str, subscription: str, timestamp_ms: int
+    ) -> None:
+        t = await self._topic(topic)
+        sub = await self._subscription(topic, subscription)
+        sub.reset_cursor(await t.find_position_by_time(timestamp_ms))
+        await sub.cursor.flush()
+
+    async def reset_cursor_to_position(
+        self, topic: str, subscription: str, message_id: str, excluded: bool
+    ) -> None:
+        t = await self._topic(topic)
+        sub = await self._subscription(topic, subscription)
+        ledger = t.ledger
+        if message_id == "earliest":
+            start = ledger.first_position
+        elif message_id == "latest":
+            start = ledger.next_position(ledger.last_confirmed_entry)
+        else:
+            start = reset_position(ledger, _position(message_id), excluded)
+        sub.reset_cursor(start)
+        await sub.cursor.flush()
+
+    def _peeked(self, entry: Entry | None) -> PeekedMessage:
+        if entry is None:
+            raise ResourceNotFoundError("Message not found")
+        return peeked_message(entry, self.service.input_bounds.max_uncompressed_size)
+
+    async def peek_message(self, topic: str, subscription: str, n: int) -> PeekedMessage:
+        t = await self._topic(topic)
+        sub = await self._subscription(topic, subscription)
+        position = nth_unacked(sub, t.max_read_position, n)
+        entry = None if position is None else await t.ledger.read_entry(position)
+        return self._peeked(entry)
+
+    async def examine_message(self, topic: str, initial: str, n: int) -> PeekedMessage:
+        t = await self._topic(topic)
+        ledger = t.ledger
+        first, last = ledger.first_position, last_readable(ledger, t.max_read_position)
+        if last is None or last < first or ledger.count_entries(first, last) == 0:
+            raise PreconditionFailedError(
+                "Could not examine messages due to the total message is zero"
+            )
+        # Past either end, Pulsar answers the entry at that end.
+        position = first if initial == "earliest" else last
+        step = ledger.next_position if initial == "earliest" else ledger.previous_position
+        for _ in range(n - 1):
+            following = step(position)
+            if not first <= following <= last or following == position:
+                break
+            position = following
+        return self._peeked(await ledger.read_entry(position))
+
+    async def get_message_by_id(self, topic: str, ledger_id: int, entry_id: int) -> PeekedMessage:
+        t = await self._topic(topic)
+        position = Position(ledger_id, entry_id)
+        if not entry_exists(t.ledger, position):
+            raise ResourceNotFoundError("Message not found")
+        return self._peeked(await t.ledger.read_entry(position))
+
+    async def last_message_id(self, topic: str) -> dict[str, Any]:
+        t = await self._topic(topic)
+        position, info = await t.last_message(read_compacted=False)
+        answer: dict[str, Any] = {
+            "ledgerId": position.ledger_id,
+            "entryId": position.entry_id,
+            "partitionIndex": t.partition_index,
+        }
+        if info is not None and info.is_batch:
+            answer["batchIndex"] = info.num_messages - 1
+        return answer
+
+    async def message_id_by_time(self, topic: str, timestamp_ms: int) -> dict[str, Any]:
+        t = await self._topic(topic)
+        position = await t.find_position_by_time(timestamp_ms)
+        if not entry_exists(t.ledger, position):
+            raise ResourceNotFoundError("Message ID not found")
+        return {
+            "ledgerId": position.ledger_id,
+            "entryId": position.entry_id,
+            "partitionIndex": t.partition_index,
+        }
+
+    async def unload_topic(self, topic: str) -> None:
+        """Close the loaded topic; its clients reconnect and load it again."""
+        name = TopicName.parse(topic)
+        if not self.service.topic_exists(name):
+            raise TopicNotFound(f"Topic {topic} does not exist")
+        loaded = self.service.topics.get(name.full)
+        if loaded is None:
+            return
+        await loaded.close()
+        if self.service.topics.get(name.full) is loaded:
+            del self.service.topics[name.full]
+
+    async def terminate_topic(self, topic: str) -> dict[str, Any]:
+        t = await self._topic(topic)
+        last = await terminate(t, self.service.store)
+        return {
+            "ledgerId": last.ledger_id,
+            "entryId": last.entry_id,
+            "partitionIndex": t.partition_index,
+        }

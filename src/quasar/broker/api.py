@@ -96,6 +96,11 @@ class TopicReadView(Protocol):
     def compaction(self) -> CompactedView: ...
 
     @property
+    def terminated(self) -> bool:
+        """No more entries will ever be added (the topic was terminated)."""
+        ...
+
+    @property
     def recent_infos(self) -> EntryInfoCache:
         """Metadata parsed at publish, so dispatch need not parse entries again."""
         ...
@@ -138,6 +143,11 @@ class DispatchSubscription(Protocol):
 
     def notify_active_consumer(self, consumer: Consumer, active: bool) -> None:
         """Tell a Failover consumer whether it is now the active one."""
+        ...
+
+    def check_end_of_topic(self) -> None:
+        """Nothing more to read: on a terminated topic whose entries are all
+        acknowledged, tell the consumers they reached the end."""
         ...
 
 

@@ -222,6 +222,8 @@ class Dispatcher:
         cursor = self.cursor
         limit = self.topic.max_read_position
         if cursor.read_position > limit:
+            if self.topic.terminated:
+                self.sub.check_end_of_topic()
             return [], False
         epoch = self._epoch
         entries = await cursor.read_entries(max_entries)

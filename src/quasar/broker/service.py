@@ -47,6 +47,7 @@ from quasar.storage.api import (
 from .entry_info import EntryInfoCache, info_capacity
 from .input_bounds import InputBounds
 from .schema import SchemaRegistry
+from .termination import forget_terminated, is_terminated
 from .topic import PersistentTopic
 from .transactions import TransactionService
 
@@ -341,6 +342,7 @@ class BrokerService:
             else None
         )
         topic = PersistentTopic(self, name, ledger, dedup_max_producers)
+        topic.terminated = is_terminated(self.store, name)
         await topic.load()
         self.topics[name.full] = topic
         log.info("loaded topic %s", name.full)
@@ -381,6 +383,7 @@ class BrokerService:
         except NotFound:
             pass
         self.store.delete(f"{TOPICS_ROOT}/{_topic_key(name)}")
+        forget_terminated(self.store, name)
         if not name.is_partition:
             self.schemas.delete(_topic_key(name))
 

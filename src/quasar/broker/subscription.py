@@ -296,6 +296,15 @@ class Subscription:
         self._forget_acked_up_to(position, [consumer])
         self._after_ack()
 
+    def acknowledge_up_to(self, position: Position) -> None:
+        """Acknowledge everything at or before ``position`` for every consumer, whatever
+        the subscription type (an operator's skip or clear-backlog)."""
+        if position <= self.cursor.mark_delete_position:
+            return
+        self.cursor.mark_delete(position)
+        self._forget_acked_up_to(position, self.consumers)
+        self._after_ack()
+
     def _forget_acked_up_to(self, position: Position, consumers: Sequence[Consumer]) -> None:
         for c in consumers:
             c.acked_up_to(position)
@@ -318,7 +327,19 @@ class Subscription:
         if self.dispatcher is not None:
             self.dispatcher.schedule()
 
+    def check_end_of_topic(self) -> None:
+        """On a terminated topic with nothing left to acknowledge, tell every
+        consumer it reached the end of the topic (Pulsar's REACHED_END_OF_TOPIC)."""
+        if not self.topic.terminated or self.backlog() > 0:
+            return
+        for consumer in self.consumers:
+            cmd = pb.BaseCommand(type=pb.BaseCommand.REACHED_END_OF_TOPIC)
+            cmd.reachedEndOfTopic.consumer_id = consumer.consumer_id
+            consumer.connection.write(encode_command(cmd))
+
     def _after_ack(self) -> None:
+        if self.topic.terminated:
+            self.check_end_of_topic()
         self.topic.on_subscription_acked()
         if self.dispatcher is not None and (
             self.dispatcher.replay_size or self.sub_type == SUB_SHARED

@@ -26,6 +26,7 @@ from quasar.errors import (
     RemoteProtocolError,
     ServiceNotReady,
     SubscriptionNotFound,
+    TopicTerminatedError,
 )
 from quasar.protocol.topic_name import (
     COMPACTION_CURSOR,
@@ -105,6 +106,8 @@ class PersistentTopic:
             else MessageDeduplication(ledger, max_producers=dedup_max_producers)
         )
         self.closed = False
+        # Set by termination (termination.py): no producer or publish is accepted.
+        self.terminated = False
         self.msg_in = 0
         self.bytes_in = 0
         # Refreshed by the stats updater: msgRateIn/msgThroughputIn from the
@@ -220,6 +223,8 @@ class PersistentTopic:
         """
         if self.closed:
             raise ServiceNotReady(f"Topic {self.name} is closing")
+        if self.terminated:
+            raise TopicTerminatedError(f"Topic {self.name} was already terminated")
         if producer.producer_name in self._named_producers:
             raise ProducerBusy(
                 f"Producer with name '{producer.producer_name}' is already connected"
@@ -291,6 +296,9 @@ class PersistentTopic:
         A duplicate (deduplication on) gets ``callback(Position(-1, -1), None)`` and
         stores nothing; an in-flight duplicate gets an error so the client resends.
         """
+        if self.terminated:
+            callback(None, TopicTerminatedError(f"Topic {self.name} was already terminated"))
+            return
         # The metadata is parsed once here: it is checked (recovery trusts stored
         # metadata, so a client may not forge markers or transaction ids) and the
         # result is kept for the dispatchers, which would otherwise parse it again.
@@ -397,6 +405,9 @@ class PersistentTopic:
                 a Shared or Key_Shared subscription (Pulsar refuses it too).
         """
         name = consumer.subscription_name
+        if self.closed:
+            # Unloading or deleting: the client retries and finds the reloaded topic.
+            raise ServiceNotReady(f"Topic {self.name} is closing")
         if name == DEDUP_CURSOR or name == COMPACTION_CURSOR:
             raise NotAllowedError(f"Subscription name {name} is reserved")
         if consumer.read_compacted and consumer.sub_type in (SUB_SHARED, SUB_KEY_SHARED):

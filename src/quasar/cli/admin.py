@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from quasar.cli.admin_connection import add_connection_arguments, admin_connection
+from quasar.cli.admin_topic_ops import add_topic_ops_commands
 from quasar.cli.admin_transactions import add_transactions_group
 from quasar.cli.output import OUTPUT_FORMATS, Shape, render
 from quasar.client.admin import AdminClient, call_admin
@@ -144,6 +145,7 @@ def _add_topics(groups: Any) -> None:
         delete.add_argument(
             "--force", action="store_true", help="disconnect clients first"
         )
+    add_topic_ops_commands(cmds)
 
 
 def run_admin(args: argparse.Namespace) -> int:

@@ -160,7 +160,23 @@ class AdminClient:
         raw, _ = await self._send("GET", path, _NO_BODY)
         return _decode_json("GET", path, raw)
 
+    async def get_message(self, path: str) -> tuple[bytes, dict[str, str]]:
+        """GET ``path``, an answer that is a message: its raw body and its headers
+        (peek, examine and get-by-id answer the payload with ``X-Pulsar-*`` headers).
+
+        Raises:
+            As :meth:`request`.
+        """
+        raw, _, headers = await self._exchange("GET", path, _NO_BODY)
+        return raw, headers
+
     async def _send(self, method: str, path: str, body: Any) -> tuple[bytes, str]:
+        raw, content_type, _ = await self._exchange(method, path, body)
+        return raw, content_type
+
+    async def _exchange(
+        self, method: str, path: str, body: Any
+    ) -> tuple[bytes, str, dict[str, str]]:
         url = self.base_url + path
         data = None if body is _NO_BODY else json.dumps(body).encode()
         headers = dict(_HEADERS)
@@ -175,7 +191,7 @@ class AdminClient:
                     raise error_for_http_status(
                         resp.status, _reason(raw, resp.reason or "")
                     )
-                return raw, resp.content_type
+                return raw, resp.content_type, dict(resp.headers)
         except TimeoutError as exc:
             raise Timeout(
                 f"{method} {url}: no answer within {self.timeout_s}s"
