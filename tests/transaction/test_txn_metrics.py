@@ -12,25 +12,25 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from quasar.clock import ManualClock
 from quasar.protocol.txn_id import TxnID
+from quasar.storage.stats_buckets import StatsBuckets, bucket_suffixes
 from quasar.transaction.coordinator import CoordinatorStats
 from quasar.transaction.metrics import TransactionMetrics, _quantile
-from quasar.transaction.stats_buckets import StatsBuckets, bucket_suffixes
 
 
 def test_buckets_report_the_last_closed_interval_only() -> None:
     b = StatsBuckets((10, 100))
-    b.observe(5)
-    b.observe(10)  # bounds are inclusive
-    b.observe(50)
-    b.observe(1_000)
-    assert b.buckets == [0, 0, 0]  # the interval is not closed yet
+    b.add_value(5)
+    b.add_value(10)  # bounds are inclusive
+    b.add_value(50)
+    b.add_value(1_000)
+    assert b.values == (0, 0, 0)  # the interval is not closed yet
     b.refresh()
-    assert b.buckets == [2, 1, 1] and b.count == 4 and b.sum == 1065
-    b.observe(1)
+    assert b.values == (2, 1, 1) and b.count == 4 and b.sum == 1065
+    b.add_value(1)
     b.refresh()
-    assert b.buckets == [1, 0, 0]  # not cumulative
+    assert b.values == (1, 0, 0)  # not cumulative
     b.refresh()
-    assert b.buckets == [0, 0, 0]
+    assert b.values == (0, 0, 0)
 
 
 def test_bucket_bounds_must_ascend() -> None:
@@ -78,8 +78,8 @@ def test_coordinator_series_and_interval_refresh() -> None:
     registry.register(TransactionMetrics("c1", lambda: [tc], lambda: [], clock,
                                          stats_interval_ms=60_000))
     labels = '{cluster="c1",coordinator_id="0"}'
-    tc.stats.execution_latency.observe(15)
-    tc.stats.execution_latency.observe(4_000_000)
+    tc.stats.execution_latency.add_value(15)
+    tc.stats.execution_latency.add_value(4_000_000)
     samples = scrape(registry)
     assert samples["pulsar_txn_active_count" + labels] == 1
     assert samples["pulsar_txn_created_total" + labels] == 3

@@ -27,7 +27,7 @@ as they do in Pulsar.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from prometheus_client.core import Metric
@@ -39,6 +39,8 @@ from quasar.storage.stats_buckets import (
     ENTRY_LATENCY_BOUNDS_MS,
     ENTRY_SIZE_BOUNDS_BYTES,
     StatsBuckets,
+    bucket_suffixes,
+    size_bound_suffix,
 )
 
 from .stats_rates import average_msg_size
@@ -49,26 +51,18 @@ __all__ = ["TopicMetricsCollector"]
 Labels = dict[str, str]
 
 
-def _bound_suffix(bound: float) -> str:
-    """Pulsar's spelling of a bound in a series name: ``0_5``, ``1``, ``1_kb``."""
-    if bound >= 1_000_000:
-        return "1_mb"
-    if bound >= 1024 and bound % 1024 == 0:
-        return f"{int(bound) // 1024}_kb"
-    return str(bound).replace(".", "_").removesuffix("_0")
-
-
-def _bucket_names(prefix: str, bounds: Iterable[float]) -> tuple[str, ...]:
+def _bucket_names(
+    prefix: str, bounds: Sequence[float], spell: Callable[[float], str] | None = None
+) -> tuple[str, ...]:
     return (
-        *(f"{prefix}_le_{_bound_suffix(b)}" for b in bounds),
-        f"{prefix}_le_overflow",
+        *(f"{prefix}_{suffix}" for suffix in bucket_suffixes(bounds, spell)),
         f"{prefix}_count",
         f"{prefix}_sum",
     )
 
 
 WRITE_LATENCY_NAMES = _bucket_names("pulsar_storage_write_latency", ENTRY_LATENCY_BOUNDS_MS)
-ENTRY_SIZE_NAMES = _bucket_names("pulsar_entry_size", ENTRY_SIZE_BOUNDS_BYTES)
+ENTRY_SIZE_NAMES = _bucket_names("pulsar_entry_size", ENTRY_SIZE_BOUNDS_BYTES, size_bound_suffix)
 
 # The topic series, in the order ``_topic_values`` computes them.
 TOPIC_SERIES: tuple[tuple[str, str], ...] = (

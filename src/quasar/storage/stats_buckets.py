@@ -15,12 +15,14 @@ inclusive); a value above the last bound lands in the overflow bucket.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 __all__ = [
     "ENTRY_LATENCY_BOUNDS_MS",
     "ENTRY_SIZE_BOUNDS_BYTES",
     "StatsBuckets",
+    "bucket_suffixes",
+    "size_bound_suffix",
 ]
 
 # Pulsar's add-entry latency bounds in milliseconds (the suffixes of
@@ -69,3 +71,30 @@ class StatsBuckets:
     def overflow(self) -> int:
         """The last interval's values above the last bound."""
         return self.values[-1]
+
+
+def bucket_suffixes(
+    bounds: Sequence[float], spell: Callable[[float], str] | None = None
+) -> list[str]:
+    """``le_<bound>`` per bound, then ``le_overflow``: Pulsar's bucket name suffixes.
+
+    ``spell`` writes a bound; by default a whole bound prints as an integer
+    (``le_1500000``) and a fractional one with an underscore (``le_0_5``).
+    """
+    spell = spell if spell is not None else _number_suffix
+    return [f"le_{spell(b)}" for b in bounds] + ["le_overflow"]
+
+
+def size_bound_suffix(bound: float) -> str:
+    """Pulsar's spelling of a size bound: ``128``, ``1_kb``, ``100_kb``, ``1_mb``."""
+    if bound >= 1_000_000:
+        return "1_mb"
+    if bound >= 1024 and bound % 1024 == 0:
+        return f"{int(bound) // 1024}_kb"
+    return _number_suffix(bound)
+
+
+def _number_suffix(bound: float) -> str:
+    if float(bound).is_integer():
+        return str(int(bound))
+    return str(bound).replace(".", "_")

@@ -47,12 +47,12 @@ from prometheus_client.registry import Collector
 from quasar.clock import Clock
 from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import ManagedLedger, Position
+from quasar.storage.stats_buckets import bucket_suffixes
 
 from .buffer import TopicTransactionBuffer
 from .coordinator import TransactionCoordinator
 from .coordinator.coordinator import EXECUTION_LATENCY_BUCKETS_MS
 from .pending_ack import PendingAckHandle
-from .stats_buckets import bucket_suffixes
 
 __all__ = [
     "COMMIT_LATENCY_QUANTILES",
@@ -171,7 +171,7 @@ class TransactionMetrics(Collector):
             for suffix in suffixes
         ]
         for tc in coordinators:
-            for family, count in zip(families, tc.stats.execution_latency.buckets, strict=True):
+            for family, count in zip(families, tc.stats.execution_latency.values, strict=True):
                 family.add_metric(labels(tc), float(count))
         yield from families
         oldest = GaugeMetricFamily(

@@ -70,6 +70,7 @@ from quasar.errors import (
 from quasar.protocol import pb, txnlog_pb
 from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import ManagedLedger
+from quasar.storage.stats_buckets import StatsBuckets
 
 from ..batched_log import BatchedLogControl, LogPosition
 from ..batched_log.deletion import corrupt_at
@@ -77,7 +78,6 @@ from ..buffer_client import TransactionBufferClient, participants
 from ..crash_points import crash_point
 from ..errors import ReachMaxActiveTxn, TransactionTimeoutTooLong
 from ..scheduler import AsyncioScheduler, Scheduler
-from ..stats_buckets import StatsBuckets
 from ..txn_status import (
     EndStep,
     TxnAction,
@@ -681,7 +681,7 @@ class TransactionCoordinator:
         final = ended_status(action)
         await self._write(self._update(seq, deciding, final))
         crash_point("tc.after_terminal_written")
-        self.stats.execution_latency.observe(self._clock.wall_ms() - meta.open_timestamp_ms)
+        self.stats.execution_latency.add_value(self._clock.wall_ms() - meta.open_timestamp_ms)
         if final is TxnStatus.COMMITTED:
             self.stats.committed += 1
         else:
