@@ -565,6 +565,32 @@ class ServiceConfiguration(Section):
             lines.append(f"{key}={masked(key, _format(spec.get(self)))}")
         return "\n".join(lines) + "\n"
 
+    def with_values(self, values: Mapping[str, Any]) -> ServiceConfiguration:
+        """This configuration with ``values`` (``{key: value}``, typed or strings)
+        in place of the current ones, every check run again. The run-time
+        configuration changes of the brokers admin API build the effective
+        configuration with it, so a changed value is held to the same rules as one
+        read from a file.
+
+        Raises:
+            ValueError: an unknown key or a bad value (naming the key).
+        """
+        current = {key: spec.get(self) for key, spec in config_keys().items()}
+        for key, value in values.items():
+            if key not in config_keys():
+                raise ValueError(f"unknown configuration key: {key}")
+            current[key] = _convert(key, value, "dynamic configuration")
+        built: ServiceConfiguration = _build(type(self), "", current)
+        return built
+
+    def text_values(self) -> dict[str, str]:
+        """Every setting as ``broker.conf`` writes it, secret values masked (see
+        ``SECRET_KEYS``)."""
+        return {
+            key: masked(key, _format(spec.get(self)))
+            for key, spec in config_keys().items()
+        }
+
     def managed_ledger_config(self) -> ManagedLedgerConfig:
         """Per-topic ledger settings, with the broker-wide default retention."""
         return self.managed_ledger.ledger_config(
