@@ -42,6 +42,8 @@ PATH_VALUES = {
     "clientName": "client-1",
     "coordinatorId": "0",
     "subName": "sub",
+    "configName": "superUserRoles",
+    "configValue": "root",
 }
 
 
