@@ -29,8 +29,13 @@ import pytest
 from quasar.auth.token_keys import create_secret_key
 from quasar.auth.tokens import create_token
 from quasar.cli.main import main
+from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
 from quasar.testing.process import BrokerProcess, _handshake_ok, free_port
+from quasar.testing.raw import RawCoordinator, close_all
 from quasar.testing.secured import token_settings
+from quasar.transaction.batched_log import is_batched_entry
+from quasar.transaction.coordinator import decode_entry
+from quasar.transaction.coordinator_registry import transaction_log_ledger_name
 
 BASE = "/admin/v2/brokers"
 SECRET = create_secret_key()
@@ -294,3 +299,63 @@ async def test_cli_brokers_commands(
     assert await run("root", "brokers", "delete-dynamic-config", "--config", "superUserRoles") == 0
     assert await run("ops", "brokers", "list-dynamic-config") == 1
     assert "401" in capsys.readouterr().err
+
+
+def coordinator_log(data_dir: Path) -> list[tuple[bool, list[int]]]:
+    """(batched?, txn sequences) of every entry of coordinator 0's log, read offline."""
+
+    async def read() -> list[tuple[bool, list[int]]]:
+        store = SqliteMetadataStore(str(data_dir / "metadata.db"))
+        factory = FileManagedLedgerFactory(str(data_dir / "ledgers"), store)
+        try:
+            ml = await factory.open(transaction_log_ledger_name(0))
+            out = []
+            if ml.number_of_entries:
+                for e in await ml.read_entries(ml.first_position, 10_000):
+                    out.append((is_batched_entry(e.data),
+                                [r.txnid_least_bits for r in decode_entry(e.data)]))
+            await ml.close()
+            return out
+        finally:
+            await factory.close()
+            store.close()
+
+    return asyncio.run(read())
+
+
+def new_transactions(broker: BrokerProcess, count: int) -> list[int]:
+    tc = RawCoordinator(broker.port)
+    try:
+        assert not tc.connect(0).HasField("error")
+        sent = [tc.send_new_txn(ttl_ms=3_600_000) for _ in range(count)]
+        return [tc.wait(r).txnid_least_bits for r in sent]
+    finally:
+        close_all()
+
+
+def test_batched_log_switch_shows_in_the_log_entries_and_survives_restart(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    broker = BrokerProcess(data, settings={"transactionCoordinatorCount": "1"}).start()
+    switch = broker.admin_url + f"{BASE}/configuration/transactionLogBatchedWriteEnabled"
+    try:
+        assert new_transactions(broker, 2) == [0, 1]
+        assert http(switch + "/true", "POST")[0] == 204
+        assert new_transactions(broker, 2) == [2, 3]
+        broker.stop()
+        records = coordinator_log(data)
+        assert records[:2] == [(False, [0]), (False, [1])]
+        assert all(batched for batched, _ in records[2:]) and records[2:]
+        broker.start()
+        stat = json.loads(http(broker.admin_url + "/admin/v3/transactions/txnTcBatchLogStat")[1])
+        assert stat["txnTcBatchLogEnabled"] is True
+        assert new_transactions(broker, 1) == [4]
+        assert http(switch, "DELETE")[0] == 204
+        assert new_transactions(broker, 1) == [5]
+        broker.stop()
+        records = coordinator_log(data)
+        assert [r for r in records if 4 in r[1]] == [(True, [4])]
+        assert [r for r in records if 5 in r[1]] == [(False, [5])]
+    finally:
+        broker.stop()
