@@ -154,6 +154,34 @@ async def test_health_times_out_when_storage_does_not_answer(
     assert getattr(info.value, "http_status", None) == 500
 
 
+async def test_a_check_timed_out_mid_write_answers_at_once_and_the_next_passes(
+    ledgers: MemoryManagedLedgerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_open = ledgers.open
+    disk_answers = asyncio.Event()
+
+    async def open_with_a_stuck_disk(name: str, config: Any = None) -> Any:
+        ledger = await real_open(name, config)
+        real_add = ledger.add_entry
+
+        async def add_entry(data: bytes) -> Any:
+            await disk_answers.wait()
+            return await real_add(data)
+
+        monkeypatch.setattr(ledger, "add_entry", add_entry)
+        return ledger
+
+    monkeypatch.setattr(ledgers, "open", open_with_a_stuck_disk)
+    checker = HealthChecker(ledgers, "standalone", "127.0.0.1:8080", timeout_s=0.05)
+    with pytest.raises(Exception, match="timed out"):
+        await checker.check()
+    monkeypatch.setattr(ledgers, "open", real_open)
+    disk_answers.set()
+    checker.timeout_s = 5.0
+    await checker.check()
+    assert ledgers.list_names() == []
+
+
 # -- ready and version ----------------------------------------------------------
 
 

@@ -83,6 +83,8 @@ class HealthChecker:
         self.timeout_s = timeout_s
         self._clock = clock if clock is not None else SystemClock()
         self._lock = asyncio.Lock()
+        # The deletion of the last check's heartbeat ledger, while it runs.
+        self._cleanup: asyncio.Task[None] | None = None
 
     async def check(self, version: str = "V1") -> None:
         """Write a random UUID to the heartbeat topic and read it back.
@@ -109,6 +111,12 @@ class HealthChecker:
             ) from exc
 
     async def _round_trip(self, topic: TopicName, message: str) -> None:
+        previous = self._cleanup
+        if previous is not None and not previous.done():
+            # A check that timed out left its deletion running (it waits for the
+            # append the disk has not finished); the heartbeat ledger must be gone
+            # before it is created again. Its failure was logged by _log_failure.
+            await asyncio.wait([previous])
         name = topic.persistence_name
         ledger = await self._ledgers.open(name)
         try:
@@ -132,5 +140,16 @@ class HealthChecker:
                 )
         finally:
             # The heartbeat ledger exists only during a check: nothing accumulates,
-            # and every check creates a ledger file again.
-            await self._ledgers.delete(name)
+            # and every check creates a ledger file again. Deleting waits for the
+            # append in flight, which after a timeout may take as long as the disk
+            # does: it runs as a task of its own, so that a timed-out check answers
+            # at once, and the next check waits for it (above).
+            cleanup = asyncio.ensure_future(self._ledgers.delete(name))
+            cleanup.add_done_callback(_log_failure)
+            self._cleanup = cleanup
+            await asyncio.shield(cleanup)
+
+
+def _log_failure(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("deleting the heartbeat ledger failed: %s", task.exception())
