@@ -130,6 +130,16 @@ def test_health_fails_while_storage_cannot_write_and_recovers(tmp_path: Path) ->
         assert http(broker.admin_url + "/admin/v2/namespaces/pulsar") == (
             200, '["pulsar/system"]'
         )
+        # Nor can a client produce to it.
+        logger = logging.getLogger("pulsar-client")
+        logger.setLevel(logging.CRITICAL)
+        client = pulsar.Client(broker.url, operation_timeout_seconds=5, logger=logger)
+        try:
+            heartbeat = f"persistent://pulsar/127.0.0.1:{broker.http_port}/healthcheck"
+            with pytest.raises(pulsar.PulsarException):
+                client.create_producer(heartbeat)
+        finally:
+            client.close()
     finally:
         broker.stop()
 
