@@ -361,6 +361,16 @@ class DispatchConfig(Section):
     max_unacked_messages_per_subscription: int = setting(
         200_000, "maxUnackedMessagesPerSubscription", at_least(0)
     )
+    # Pulsar default (broker.conf dispatcherMaxReadBatchSize): entries one read of a
+    # dispatcher asks storage for at most. Dynamic.
+    dispatcher_max_read_batch_size: int = setting(
+        100, "dispatcherMaxReadBatchSize", at_least(1)
+    )
+    # Pulsar default 5 MiB (broker.conf dispatcherMaxReadSizeBytes): about how many
+    # bytes one read asks for, from the topic's average entry size. Dynamic.
+    dispatcher_max_read_size_bytes: int = setting(
+        5 * 1024 * 1024, "dispatcherMaxReadSizeBytes", at_least(1)
+    )
 
 
 # Settings whose value may be a secret itself (a key inline as base64 or a data: URL).

@@ -41,6 +41,12 @@ def register_dynamic_settings(
 
     dynamic.register("maxNumPartitionsPerPartitionedTopic", max_partitions)
 
+    def read_limits(config: ServiceConfiguration) -> None:
+        service.read_limits.update(config.dispatch)
+
+    dynamic.register("dispatcherMaxReadBatchSize", read_limits)
+    dynamic.register("dispatcherMaxReadSizeBytes", read_limits)
+
     def super_users(config: ServiceConfiguration) -> None:
         authorization.set_super_user_roles(config.authorization.super_user_roles)
 
