@@ -75,6 +75,8 @@ EXPECTED_DEFAULTS = {
     "maxIncompleteFramesSizeInMB": 256,  # quasar
     "maxUnackedMessagesPerConsumer": 50000,
     "maxUnackedMessagesPerSubscription": 200000,
+    "dispatcherMaxReadBatchSize": 100,
+    "dispatcherMaxReadSizeBytes": 5 * 1024 * 1024,
     "authenticationEnabled": False,
     "authenticationProviders": (),
     "anonymousUserRole": "",

@@ -361,6 +361,16 @@ class DispatchConfig(Section):
     max_unacked_messages_per_subscription: int = setting(
         200_000, "maxUnackedMessagesPerSubscription", at_least(0)
     )
+    # Pulsar default (broker.conf dispatcherMaxReadBatchSize): entries one read of a
+    # dispatcher asks storage for at most. Dynamic.
+    dispatcher_max_read_batch_size: int = setting(
+        100, "dispatcherMaxReadBatchSize", at_least(1)
+    )
+    # Pulsar default 5 MiB (broker.conf dispatcherMaxReadSizeBytes): about how many
+    # bytes one read asks for, from the topic's average entry size. Dynamic.
+    dispatcher_max_read_size_bytes: int = setting(
+        5 * 1024 * 1024, "dispatcherMaxReadSizeBytes", at_least(1)
+    )
 
 
 # Settings whose value may be a secret itself (a key inline as base64 or a data: URL).
@@ -596,6 +606,32 @@ class ServiceConfiguration(Section):
                 lines.append(("\n" if lines else "") + f"# [{current}]")
             lines.append(f"{key}={masked(key, _format(spec.get(self)))}")
         return "\n".join(lines) + "\n"
+
+    def with_values(self, values: Mapping[str, Any]) -> ServiceConfiguration:
+        """This configuration with ``values`` (``{key: value}``, typed or strings)
+        in place of the current ones, every check run again. The run-time
+        configuration changes of the brokers admin API build the effective
+        configuration with it, so a changed value is held to the same rules as one
+        read from a file.
+
+        Raises:
+            ValueError: an unknown key or a bad value (naming the key).
+        """
+        current = {key: spec.get(self) for key, spec in config_keys().items()}
+        for key, value in values.items():
+            if key not in config_keys():
+                raise ValueError(f"unknown configuration key: {key}")
+            current[key] = _convert(key, value, "dynamic configuration")
+        built: ServiceConfiguration = _build(type(self), "", current)
+        return built
+
+    def text_values(self) -> dict[str, str]:
+        """Every setting as ``broker.conf`` writes it, secret values masked (see
+        ``SECRET_KEYS``)."""
+        return {
+            key: masked(key, _format(spec.get(self)))
+            for key, spec in config_keys().items()
+        }
 
     def managed_ledger_config(self) -> ManagedLedgerConfig:
         """Per-topic ledger settings, with the broker-wide default retention."""

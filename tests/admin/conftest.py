@@ -15,6 +15,10 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from quasar.admin import create_admin_app
+from quasar.broker.dynamic_config import DynamicConfiguration
+from quasar.broker.health_check import HealthChecker
+from quasar.broker.operations import BrokerOperations
+from quasar.config import ServiceConfiguration
 from quasar.errors import (
     AlreadyExistsError,
     BadVersion,
@@ -28,6 +32,7 @@ from quasar.errors import (
 from quasar.protocol.namespace_name import parse_topic
 from quasar.resources.store import PulsarResources
 from quasar.storage.api import MetadataStore, Versioned
+from quasar.storage.memory import MemoryManagedLedgerFactory
 
 
 class FakeMetadataStore:
@@ -238,9 +243,24 @@ def broker(admin_resources: PulsarResources) -> FakeAdminBroker:
     return FakeAdminBroker(admin_resources)
 
 
+def memory_operations(store: MetadataStore | None = None) -> BrokerOperations:
+    """The brokers routes' broker side over memory storage: a real health check and
+    dynamic configuration (no key registered), started."""
+    metadata = store if store is not None else FakeMetadataStore()
+    health = HealthChecker(
+        MemoryManagedLedgerFactory(metadata), "standalone", "127.0.0.1:8080"
+    )
+    operations = BrokerOperations(
+        health, DynamicConfiguration(ServiceConfiguration(), metadata)
+    )
+    operations.mark_ready()
+    return operations
+
+
 @pytest.fixture
 async def client(broker: FakeAdminBroker) -> AsyncIterator[TestClient[Any, Any]]:
-    async with TestClient(TestServer(create_admin_app(broker))) as test_client:
+    app = create_admin_app(broker, operations=memory_operations())
+    async with TestClient(TestServer(app)) as test_client:
         yield test_client
 
 

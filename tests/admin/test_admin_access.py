@@ -50,6 +50,8 @@ PATH_VALUES = {
     "timestamp": "0",
     "messagePosition": "1",
     "entryId": "0",
+    "configName": "superUserRoles",
+    "configValue": "root",
 }
 
 

@@ -17,6 +17,8 @@ from prometheus_client.registry import CollectorRegistry
 from quasar.admin.access import AUTHENTICATED, access, authorization_middleware
 from quasar.admin.api import AdminBroker
 from quasar.admin.authentication import METRICS_PATHS, authentication_middleware
+from quasar.admin.brokers import OPERATIONS_KEY
+from quasar.admin.brokers import routes as broker_routes
 from quasar.admin.corrupt_records import routes as corrupt_record_routes
 from quasar.admin.http import AUTHORIZATION_KEY, BROKER_KEY
 from quasar.admin.namespaces import routes as namespace_routes
@@ -28,6 +30,7 @@ from quasar.admin.topics import routes as topic_routes
 from quasar.admin.transactions import routes as transaction_routes
 from quasar.admin.txn_batch_log import routes as txn_batch_log_routes
 from quasar.auth import AuthenticationService, AuthorizationService
+from quasar.broker.operations import BrokerOperations
 from quasar.errors import QuasarError
 from quasar.metrics import broker_registry
 from quasar.metrics import http as metrics_http
@@ -91,6 +94,7 @@ def create_admin_app(
     authentication: AuthenticationService | None = None,
     authorization: AuthorizationService | None = None,
     authenticate_metrics: bool = False,
+    operations: BrokerOperations | None = None,
 ) -> web.Application:
     """Build the aiohttp application serving Pulsar's ``/admin/v2`` subset.
 
@@ -100,7 +104,8 @@ def create_admin_app(
     With ``authentication`` every other route (and ``/metrics`` too with
     ``authenticate_metrics``) needs credentials (``quasar.admin.authentication``);
     with an enabled ``authorization`` every route's access rule is checked
-    (``quasar.admin.access``).
+    (``quasar.admin.access``). ``operations`` answers ``/admin/v2/brokers``
+    (``quasar.admin.brokers``); without it those routes answer 503.
     """
     if authorization is None:
         authorization = AuthorizationService.allow_all()
@@ -116,6 +121,9 @@ def create_admin_app(
     app[metrics_http.METRICS_REGISTRY_KEY] = (
         broker_registry() if metrics is None else metrics
     )
+    if operations is not None:
+        app[OPERATIONS_KEY] = operations
+    app.add_routes(broker_routes)
     app.add_routes(tenant_routes)
     app.add_routes(namespace_routes)
     app.add_routes(topic_routes)

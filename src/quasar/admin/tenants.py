@@ -1,4 +1,4 @@
-"""``/admin/v2/tenants`` and ``/admin/v2/clusters``, ``/admin/v2/brokers/health``."""
+"""``/admin/v2/tenants`` and ``/admin/v2/clusters``."""
 
 from __future__ import annotations
 
@@ -87,10 +87,3 @@ async def delete_tenant(request: web.Request) -> web.Response:
 async def list_clusters(request: web.Request) -> web.Response:
     return json_response([broker_of(request).cluster_name])
 
-
-@routes.get("/admin/v2/brokers/health")
-@access(SUPERUSER)
-async def health(request: web.Request) -> web.Response:
-    # Pulsar answers a plain-text "ok" once the broker can serve topics; the admin
-    # app only runs while the broker does.
-    return web.Response(text="ok")

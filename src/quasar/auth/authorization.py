@@ -106,6 +106,11 @@ class AuthorizationService:
         return self._resources
 
     # -- roles ---------------------------------------------------------------------
+    def set_super_user_roles(self, roles: Iterable[str]) -> None:
+        """Replace the super-user roles (``superUserRoles`` is dynamic in Pulsar);
+        every later question is answered with the new set."""
+        self._super_users = frozenset(roles)
+
     def is_superuser(self, role: str | None) -> bool:
         """Whether ``role`` may do anything (always true with authorization off)."""
         if not self.enabled:

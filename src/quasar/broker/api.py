@@ -20,8 +20,8 @@ through ``TopicRegistry``. The concrete classes satisfy these protocols structur
 
 This module imports only what sits below the broker (protocol, storage, transaction
 and clock types, errors) and the broker's leaf value modules (parsed entry metadata,
-compacted records, consumers, the compacted-read state), none of which import a
-broker part.
+compacted records, consumers, the compacted-read state, the dispatchers' read
+limits), none of which import a broker part.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from .compaction import CompactedReadState
 from .consumer import Consumer
 from .entry_info import EntryInfo, EntryInfoCache
 from .input_bounds import InputBounds
+from .read_limits import ReadLimits
 
 __all__ = [
     "BrokerContext",
@@ -103,6 +104,11 @@ class TopicReadView(Protocol):
     @property
     def recent_infos(self) -> EntryInfoCache:
         """Metadata parsed at publish, so dispatch need not parse entries again."""
+        ...
+
+    @property
+    def read_limits(self) -> ReadLimits:
+        """How much one read asks for (read at each read: the values are dynamic)."""
         ...
 
     def is_aborted(self, info: EntryInfo, position: Position) -> bool:
@@ -230,6 +236,11 @@ class BrokerContext(Protocol):
     @property
     def input_bounds(self) -> InputBounds:
         """The bounds on batch and ack-set claims (from ``maxMessageSize``)."""
+        ...
+
+    @property
+    def read_limits(self) -> ReadLimits:
+        """The dispatchers' read bounds, shared by every topic."""
         ...
 
     @property

@@ -44,12 +44,6 @@ from .entry_info import EntryInfo, entry_info
 
 log = logging.getLogger(__name__)
 
-# How many entries one read asks the cursor for (Pulsar dispatcherMaxReadBatchSize).
-READ_BATCH_ENTRIES_MAX = 100
-# About how many bytes one read asks for (Pulsar dispatcherMaxReadSizeBytes), from the
-# topic's average entry size: a read of 100 entries of 5 MiB each would hold 500 MiB
-# for a consumer that may take only the first of them before its connection is full.
-READ_BATCH_BYTES_MAX = 5 * 1024 * 1024
 # How many entries may wait in the replay set before reading new entries pauses.
 REPLAY_ENTRIES_MAX = 10_000
 # Key_Shared hashes keys into this many slots (Pulsar's DEFAULT_HASH_RANGE_SIZE, the
@@ -202,15 +196,18 @@ class Dispatcher:
     # -- helpers -----------------------------------------------------------------------
     def read_batch_entries(self, permits: int) -> int:
         """How many entries to read for ``permits``: at most
-        ``READ_BATCH_ENTRIES_MAX``, and about ``READ_BATCH_BYTES_MAX`` bytes at the
-        topic's average entry size; at least one."""
+        ``dispatcherMaxReadBatchSize``, and about ``dispatcherMaxReadSizeBytes`` bytes
+        at the topic's average entry size (a read of 100 entries of 5 MiB each would
+        hold 500 MiB for a consumer that may take only the first of them before its
+        connection is full); at least one."""
         ledger = self.topic.ledger
+        limits = self.topic.read_limits
         entries = ledger.number_of_entries
-        want = min(permits, READ_BATCH_ENTRIES_MAX)
+        want = min(permits, limits.max_entries)
         if entries > 0:
             average = ledger.total_size // entries
             if average > 0:
-                want = min(want, READ_BATCH_BYTES_MAX // average)
+                want = min(want, limits.max_bytes // average)
         return max(want, 1)
 
     async def read_new(self, max_entries: int) -> tuple[list[tuple[Entry, EntryInfo]], bool]:

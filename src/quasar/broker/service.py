@@ -46,6 +46,7 @@ from quasar.storage.api import (
 
 from .entry_info import EntryInfoCache, info_capacity
 from .input_bounds import InputBounds
+from .read_limits import ReadLimits
 from .schema import SchemaRegistry
 from .termination import forget_terminated, is_terminated
 from .topic import PersistentTopic
@@ -83,6 +84,8 @@ class BrokerService:
         self.config = config
         # Bounds on batch and ack-set claims, from maxMessageSize (input_bounds.py).
         self.input_bounds = InputBounds(config.broker.max_message_size, metrics)
+        # The dispatchers' read bounds; a run-time change updates them in place.
+        self.read_limits = ReadLimits.of(config.dispatch)
         # Every topic's ledger gets this unless its namespace sets a retention policy.
         self._default_ledger_config = config.managed_ledger_config()
         self.ledgers = ledgers

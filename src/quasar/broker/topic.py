@@ -120,6 +120,7 @@ class PersistentTopic:
         self._trim_handle: asyncio.TimerHandle | None = None
         self.txn_buffer: TopicTransactionBuffer | None = None
         self.recent_infos = broker.entry_infos
+        self.read_limits = broker.read_limits
         self.txn_sends = TransactionalSends()
         # The lambdas look the hooks up at call time: the transaction buffer may
         # replace them after construction.

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from quasar.cli.admin_brokers import add_brokers_group
 from quasar.cli.admin_connection import add_connection_arguments, admin_connection
 from quasar.cli.admin_topic_ops import add_topic_ops_commands
 from quasar.cli.admin_transactions import add_transactions_group
@@ -51,6 +52,7 @@ def add_admin_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) ->
     _add_namespaces(groups)
     _add_topics(groups)
     add_transactions_group(groups)
+    add_brokers_group(groups)
 
 
 def _command(

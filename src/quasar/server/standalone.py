@@ -28,6 +28,9 @@ from quasar.auth import (
     AuthorizationService,
 )
 from quasar.broker.metrics_broker import BrokerMetrics
+from quasar.broker.dynamic_config import DynamicConfiguration
+from quasar.broker.health_check import HealthChecker
+from quasar.broker.operations import BrokerOperations
 from quasar.broker.service import BrokerService
 from quasar.broker.transactions import TransactionService
 from quasar.broker.txn_metrics import register_transaction_metrics
@@ -37,6 +40,7 @@ from quasar.native import log_native_extensions
 from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
 
 from .connection import ServerConnection
+from .dynamic_settings import register_dynamic_settings
 from .limits import ConnectionLimits
 from .tls import ServerTls, TlsConfigurationError, TlsHandshake
 
@@ -52,6 +56,8 @@ class Standalone:
         self.config = config
         self.data_dir = config.broker.data_path
         self.service: BrokerService | None = None
+        # Life-cycle state, health check and dynamic configuration (/admin/v2/brokers).
+        self.operations: BrokerOperations | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._admin_runner: Any = None
         # This broker's /metrics (not prometheus_client's process-global default).
@@ -101,6 +107,7 @@ class Standalone:
             self.service, self.config.metrics, self.metrics, self._ledgers.fsync_latency()
         )
         self.broker_metrics.start()
+        self.operations = self._broker_operations()
         loop = asyncio.get_running_loop()
         broker = self.config.broker
         bind = broker.bind_address
@@ -140,6 +147,7 @@ class Standalone:
                     reuse_address=True,
                 )
             )
+        self.operations.mark_ready()
         tune_gc()
         urls = [
             broker.broker_service_url,
@@ -178,6 +186,22 @@ class Standalone:
         self.service.transactions = service
         register_transaction_metrics(self.metrics, self.service, service)
 
+    def _broker_operations(self) -> BrokerOperations:
+        """The brokers admin API's view of this broker; applies the dynamic
+        configuration stored by earlier runs."""
+        assert self.service is not None
+        broker = self.config.broker
+        web_port = broker.web_service_port
+        if web_port is None:
+            web_port = broker.web_service_port_tls
+        # Pulsar's broker id: the advertised address and the web service port.
+        broker_id = f"{broker.advertised_address}:{web_port}"
+        health = HealthChecker(self._ledgers, broker.cluster_name, broker_id)
+        dynamic = DynamicConfiguration(self.config, self._store)
+        register_dynamic_settings(dynamic, self.service, self.authorization)
+        dynamic.load()
+        return BrokerOperations(health, dynamic)
+
     async def _start_admin(self, bind: str) -> None:
         try:
             from aiohttp import web
@@ -194,6 +218,7 @@ class Standalone:
             authentication=self.authentication,
             authorization=self.authorization,
             authenticate_metrics=self.config.authentication.authenticate_metrics_endpoint,
+            operations=self.operations,
         )
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
@@ -218,6 +243,8 @@ class Standalone:
 
     async def stop(self) -> None:
         log.info("shutting down")
+        if self.operations is not None:
+            self.operations.mark_closing()
         for server in self._servers:
             server.close()
         if self._tls_checks is not None:
