@@ -27,9 +27,9 @@ from quasar.auth import (
     AuthenticationService,
     AuthorizationService,
 )
-from quasar.broker.metrics_broker import BrokerMetrics
 from quasar.broker.dynamic_config import DynamicConfiguration
 from quasar.broker.health_check import HealthChecker
+from quasar.broker.metrics_broker import BrokerMetrics
 from quasar.broker.operations import BrokerOperations
 from quasar.broker.service import BrokerService
 from quasar.broker.transactions import TransactionService
