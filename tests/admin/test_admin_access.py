@@ -42,6 +42,7 @@ PATH_VALUES = {
     "clientName": "client-1",
     "coordinatorId": "0",
     "subName": "sub",
+    "expireTimeInSeconds": "60",
 }
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from quasar.admin.policy_api import PolicyOperations
 from quasar.resources.store import PulsarResources
 
 __all__ = ["AdminBroker", "EARLIEST", "LATEST"]
@@ -42,6 +43,11 @@ class AdminBroker(Protocol):
     @property
     def cluster_name(self) -> str:
         """This broker's cluster (``clusterName``); the only cluster that exists."""
+        ...
+
+    @property
+    def policy_operations(self) -> PolicyOperations:
+        """Namespace operations and message expiry (``quasar.admin.policy_api``)."""
         ...
 
     async def create_non_partitioned_topic(self, topic: str) -> None:

@@ -22,6 +22,7 @@ from quasar.admin.http import AUTHORIZATION_KEY, BROKER_KEY
 from quasar.admin.namespaces import routes as namespace_routes
 from quasar.admin.permissions import routes as permission_routes
 from quasar.admin.tenants import routes as tenant_routes
+from quasar.admin.topic_expiry import routes as topic_expiry_routes
 from quasar.admin.topics import routes as topic_routes
 from quasar.admin.transactions import routes as transaction_routes
 from quasar.admin.txn_batch_log import routes as txn_batch_log_routes
@@ -117,6 +118,7 @@ def create_admin_app(
     app.add_routes(tenant_routes)
     app.add_routes(namespace_routes)
     app.add_routes(topic_routes)
+    app.add_routes(topic_expiry_routes)
     app.add_routes(txn_batch_log_routes)
     app.add_routes(transaction_routes)
     app.add_routes(corrupt_record_routes)

@@ -23,6 +23,7 @@ from quasar.transaction.batched_log.set_aside import parse_position
 from quasar.transaction.coordinator_registry import transaction_log_ledger_name
 
 from .compaction import compacted_ledger_prefix, delete_compacted_ledgers
+from .namespace_admin import NamespaceAdmin
 from .service import BrokerService
 from .topic import PersistentTopic, is_system_cursor
 from .transactions import TransactionService
@@ -41,6 +42,7 @@ def _position(text: str) -> Position:
 class AdminAdapter:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
+        self.policy_operations = NamespaceAdmin(service)
 
     @property
     def resources(self) -> PulsarResources:

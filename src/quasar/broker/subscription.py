@@ -94,6 +94,9 @@ class Subscription:
         self.compacted_read = CompactedReadState()
         # Set while a reader's subscription waits for its consumer after a seek.
         self._resubscribe_timer: asyncio.TimerHandle | None = None
+        # Entries expired by message TTL or evicted by a backlog quota, for the
+        # subscription stats (totalMsgExpired).
+        self.total_msg_expired = 0
 
     def describe(self) -> str:
         return f"{self.topic.name}/{self.name}"
@@ -387,6 +390,29 @@ class Subscription:
             self._resubscribe_timer = asyncio.get_running_loop().call_later(
                 RESUBSCRIBE_AFTER_SEEK_TIMEOUT_S, self._on_resubscribe_timeout
             )
+
+    # -- expiry (message TTL, expire-messages, backlog-quota eviction) ---------------
+    def expire_up_to(self, position: Position, *, expired: bool = True) -> int:
+        """Count every entry at or before ``position`` as consumed, whatever the
+        subscription type, as Pulsar's message expiry, backlog eviction and
+        clear-backlog move the cursor's mark-delete; return how many entries left the
+        backlog. ``expired``: count them in ``total_msg_expired`` (not when an
+        operator clears the backlog).
+
+        Consumers keep what they hold; their acknowledgements of it are no-ops.
+        """
+        if position <= self.cursor.mark_delete_position:
+            return 0
+        before = self.cursor.backlog()
+        self.cursor.mark_delete(position)
+        removed = max(before - self.cursor.backlog(), 0)
+        if expired:
+            self.total_msg_expired += removed
+        self._forget_acked_up_to(position, self.consumers)
+        self.topic.on_subscription_acked()
+        if self.dispatcher is not None:
+            self.dispatcher.schedule()
+        return removed
 
     def _on_resubscribe_timeout(self) -> None:
         self._resubscribe_timer = None

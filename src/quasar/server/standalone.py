@@ -93,6 +93,7 @@ class Standalone:
         )
         self._create_system_namespaces()
         self._start_transactions()
+        self.service.start_namespace_policy_checks()
         loop = asyncio.get_running_loop()
         broker = self.config.broker
         bind = broker.bind_address
