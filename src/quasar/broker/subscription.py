@@ -437,6 +437,7 @@ class Subscription:
             "consumers": [c.stats() for c in consumers],
             "lastMarkDeletePosition": str(self.cursor.mark_delete_position),
             "msgRateRedeliver": 0.0,
+            "totalMsgExpired": self.total_msg_expired,
             **self.txns.status(),
         }
 

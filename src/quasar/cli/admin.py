@@ -22,6 +22,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from quasar.cli.admin_connection import add_connection_arguments, admin_connection
+from quasar.cli.admin_namespace_policies import (
+    add_namespace_policy_commands,
+    add_topic_expiry_commands,
+)
 from quasar.cli.admin_transactions import add_transactions_group
 from quasar.cli.output import OUTPUT_FORMATS, Shape, render
 from quasar.client.admin import AdminClient, call_admin
@@ -104,6 +108,7 @@ def _add_namespaces(groups: Any) -> None:
     )
     delete.add_argument("namespace", help="tenant/namespace")
     delete.add_argument("--force", action="store_true", help="also delete its topics")
+    add_namespace_policy_commands(cmds)
 
 
 def _add_topics(groups: Any) -> None:
@@ -144,6 +149,7 @@ def _add_topics(groups: Any) -> None:
         delete.add_argument(
             "--force", action="store_true", help="disconnect clients first"
         )
+    add_topic_expiry_commands(cmds)
 
 
 def run_admin(args: argparse.Namespace) -> int:
