@@ -21,7 +21,9 @@ from typing import Any
 
 import pulsar
 import pytest
+from pulsar.schema import Integer, JsonSchema, Record, String, StringSchema
 
+from quasar.cli.main import main
 from quasar.errors import ServerError
 from quasar.testing.process import BrokerProcess
 from quasar.testing.raw import Raw, close_all
@@ -37,11 +39,24 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         settings={
             "messageExpiryCheckIntervalInSeconds": "1",
             "backlogQuotaCheckIntervalInSeconds": "1",
+            # Small ledgers, so that retention has consumed ledgers to keep or trim.
+            "managedLedgerMaxEntriesPerLedger": "5",
+            "managedLedgerMinLedgerRolloverTimeMinutes": "0",
         },
     ).start()
     yield proc
     close_all()
     assert proc.stop() == 0, proc.read_log()
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """``quasar admin`` configures logging in this process; undo it after a test."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture
@@ -466,3 +481,149 @@ def test_auto_topic_creation_policy(
     assert rest(broker, "POST", f"{NS_ROOT}/{ns}/autoTopicCreation", override)[0] == 204
     with pytest.raises(pulsar.TopicNotFound):
         client.create_producer(f"persistent://{ns}/never-created")
+
+
+def consume_all(client: pulsar.Client, topic: str, count: int) -> None:
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    for _ in range(count):
+        consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+    consumer.close()
+
+
+def ledger_count(broker: BrokerProcess, topic: str) -> int:
+    status, body = rest(broker, "GET", f"/admin/v2/persistent/{topic}/internalStats")
+    assert status == 200, body
+    return len(body["ledgers"])
+
+
+def read_from_earliest(client: pulsar.Client, topic: str) -> int:
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    count = 0
+    while reader.has_message_available():
+        reader.read_next(10_000)
+        count += 1
+    reader.close()
+    return count
+
+
+def test_retention_policy_applies_to_loaded_topics(
+    broker: BrokerProcess, client: pulsar.Client, ns: str
+) -> None:
+    kept = f"{ns}/kept"
+    # Loaded before the policy is set: setting it reloads the namespace's topics.
+    loaded = client.create_producer(f"persistent://{kept}")
+    forever = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
+    assert rest(broker, "POST", f"{NS_ROOT}/{ns}/retention", forever)[0] == 204
+    loaded.close()
+    produce(client, kept, 12)
+    consume_all(client, f"persistent://{kept}", 12)
+    wait_until(lambda: backlog(broker, kept, "s") == 0, "the acks of the kept topic")
+    # A topic of a namespace without retention, acknowledged later: once its consumed
+    # ledgers are gone, the kept topic's trim (due earlier) has run too.
+    other = f"public/p{uuid.uuid4().hex[:10]}"
+    assert rest(broker, "PUT", f"{NS_ROOT}/{other}")[0] == 204
+    trimmed = f"{other}/trimmed"
+    produce(client, trimmed, 12)
+    consume_all(client, f"persistent://{trimmed}", 12)
+    wait_until(lambda: ledger_count(broker, trimmed) == 1, "consumed ledgers to go")
+    assert read_from_earliest(client, f"persistent://{trimmed}") < 12
+    assert ledger_count(broker, kept) >= 3
+    assert read_from_earliest(client, f"persistent://{kept}") == 12
+
+
+def test_schema_compatibility_strategy(
+    broker: BrokerProcess, client: pulsar.Client, ns: str
+) -> None:
+    class Order(Record):
+        id = Integer()
+
+    class Refund(Record):
+        reason = String()
+
+    path = f"{NS_ROOT}/{ns}/schemaCompatibilityStrategy"
+    strict = f"persistent://{ns}/strict"
+    client.create_producer(strict, schema=JsonSchema(Order)).close()
+    assert rest(broker, "PUT", path, "ALWAYS_INCOMPATIBLE")[0] == 204
+    client.create_producer(strict, schema=JsonSchema(Order)).close()  # same version
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(strict, schema=JsonSchema(Refund))
+    assert rest(broker, "PUT", path, "ALWAYS_COMPATIBLE")[0] == 204
+    client.create_producer(strict, schema=StringSchema()).close()  # another type too
+    # Other strategies: quasar's same-type rule (the latest version is a string).
+    assert rest(broker, "PUT", path, "FULL")[0] == 204
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(strict, schema=JsonSchema(Refund))
+
+
+# -- quasar admin ------------------------------------------------------------------------------
+
+
+def cli(broker: BrokerProcess, *argv: str) -> int:
+    return main(["--log-level", "WARNING", "admin", "--admin-url", broker.admin_url,
+                 "--output", "json", *argv])
+
+
+def test_cli_namespace_policies(
+    broker: BrokerProcess, ns: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def out(*argv: str) -> Any:
+        assert cli(broker, *argv) == 0, capsys.readouterr().err
+        text = capsys.readouterr().out
+        return json.loads(text) if text.strip() else None
+
+    out("namespaces", "set-message-ttl", ns, "-ttl", "1h")
+    assert out("namespaces", "get-message-ttl", ns) == 3600
+    out("namespaces", "remove-message-ttl", ns)
+    assert out("namespaces", "get-message-ttl", ns) is None
+    out("namespaces", "set-retention", ns, "-t", "2h", "-s", "1G")
+    assert out("namespaces", "get-retention", ns) == {
+        "retentionTimeInMinutes": 120, "retentionSizeInMB": 1024,
+    }
+    out("namespaces", "set-backlog-quota", ns, "-l", "10M", "-p", "producer_exception")
+    out("namespaces", "set-backlog-quota", ns, "-lt", "30m", "-t", "message_age",
+        "-p", "consumer_backlog_eviction")
+    assert out("namespaces", "get-backlog-quotas", ns) == {
+        "destination_storage": {
+            "limitSize": 10 * 1024 * 1024, "limitTime": -1, "policy": "producer_exception",
+        },
+        "message_age": {
+            "limitSize": -1, "limitTime": 1800, "policy": "consumer_backlog_eviction",
+        },
+    }
+    out("namespaces", "remove-backlog-quota", ns, "-t", "message_age")
+    assert list(out("namespaces", "get-backlog-quotas", ns)) == ["destination_storage"]
+    # Above the retention: refused with Pulsar's 412.
+    assert cli(broker, "namespaces", "set-backlog-quota", ns, "-l", "2G",
+               "-p", "producer_exception") == 1
+    assert "412" in capsys.readouterr().err
+    out("namespaces", "set-deduplication", ns, "--enable")
+    assert out("namespaces", "get-deduplication", ns) is True
+    out("namespaces", "set-deduplication", ns, "-d")
+    assert out("namespaces", "get-deduplication", ns) is False
+    out("namespaces", "unload", ns)
+
+
+def test_cli_expiry_and_namespace_operations(
+    broker: BrokerProcess, client: pulsar.Client, ns: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    topic = f"{ns}/cli"
+    for sub in ("a", "b", "c"):
+        subscribe(client, topic, sub)
+    ids = produce(client, topic, 3)
+    assert cli(broker, "topics", "expire-messages", topic, "-s", "a", "-t", "0") == 0
+    assert backlog(broker, topic, "a") == 0
+    position = f"{ids[0].ledger_id()}:{ids[0].entry_id()}"
+    assert cli(broker, "topics", "expire-messages", topic, "-s", "b", "-p", position) == 0
+    assert backlog(broker, topic, "b") == 2
+    assert cli(broker, "topics", "expire-messages", topic, "-s", "b") == 1
+    assert "-t" in capsys.readouterr().err
+    assert cli(broker, "topics", "expire-messages-all-subscriptions", topic,
+               "-t", "1h") == 0
+    assert backlog(broker, topic, "c") == 3
+    assert cli(broker, "namespaces", "clear-backlog", ns, "-s", "c", "--force") == 0
+    assert backlog(broker, topic, "c") == 0
+    assert cli(broker, "namespaces", "unsubscribe", ns, "-s", "c") == 0
+    assert sorted(stats(broker, topic)["subscriptions"]) == ["a", "b"]
+    assert cli(broker, "topics", "expire-messages", topic, "-s", "nope", "-t", "1") == 1
+    assert "404" in capsys.readouterr().err

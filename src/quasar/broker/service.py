@@ -93,7 +93,7 @@ class BrokerService:
             store,
             max_partitions=config.policies.max_num_partitions_per_partitioned_topic,
         )
-        self.schemas = SchemaRegistry(store)
+        self.schemas = SchemaRegistry(store, self._schema_compatibility_strategy)
         # Parsed metadata kept for dispatch, sized like the entry cache.
         self.entry_infos = EntryInfoCache(
             info_capacity(config.managed_ledger.managed_ledger_cache_size_bytes)
@@ -151,6 +151,12 @@ class BrokerService:
             override.topic_type or s.allow_auto_topic_creation_type,
             override.default_num_partitions or s.default_num_partitions,
         )
+
+    def _schema_compatibility_strategy(self, topic_key: str) -> str:
+        """The strategy of the namespace of a schema key (``tenant/ns/domain/local``)."""
+        tenant, namespace = topic_key.split("/", 2)[:2]
+        policies = self._policies(f"{tenant}/{namespace}")
+        return "UNDEFINED" if policies is None else policies.schema_compatibility_strategy
 
     def _dedup_enabled(self, namespace: str) -> bool:
         policies = self._policies(namespace)
