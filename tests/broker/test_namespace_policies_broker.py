@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -322,6 +323,33 @@ def test_producer_request_hold_refuses_new_producers_with_the_retryable_error(
     assert raw_producer_error(broker, topic) == ServerError.ProducerBlockedQuotaExceededError
     # Another topic of the namespace without a backlog is not held.
     assert raw_producer_error(broker, f"{ns}/free") is None
+
+
+def test_producer_request_hold_holds_sends_until_the_backlog_shrinks(
+    broker: BrokerProcess, client: pulsar.Client, ns: str
+) -> None:
+    topic = f"{ns}/held"
+    subscribe(client, topic, "slow")
+    producer = client.create_producer(f"persistent://{topic}", batching_enabled=False,
+                                      send_timeout_millis=60_000)
+    for _ in range(5):
+        producer.send(b"x" * 100)
+    assert set_quota(broker, ns, "producer_request_hold", limit_size=10) == 204
+    wait_until(lambda: not stats(broker, topic)["publishers"],
+               "the quota check to disconnect the producer")
+    results: list[Any] = []
+    sent = threading.Event()
+
+    def on_sent(result: Any, message_id: Any) -> None:
+        results.append(result)
+        sent.set()
+
+    producer.send_async(b"held", on_sent)
+    assert not sent.is_set()  # held by the client: its producer cannot reconnect
+    assert rest(broker, "POST", f"{NS_ROOT}/{ns}/clearBacklog")[0] == 204
+    assert sent.wait(WAIT_S), "the held send never completed"
+    assert results == [pulsar.Result.Ok]
+    producer.close()
 
 
 def test_size_eviction_moves_the_slowest_subscriptions(

@@ -73,9 +73,11 @@ async def expire_by_age(
 ) -> int:
     """Expire ``sub``'s messages published more than ``age_s`` seconds before
     ``now_ms``; return how many entries left its backlog."""
+    if topic.closed:
+        return 0
     position = await _last_published_before(topic, sub, now_ms - age_s * 1000)
-    if position is None or sub is not topic.subscriptions.get(sub.name):
-        return 0  # nothing old enough, or the subscription went while reading
+    if position is None or topic.closed or sub is not topic.subscriptions.get(sub.name):
+        return 0  # nothing old enough, or the topic or subscription went while reading
     return sub.expire_up_to(position)
 
 
