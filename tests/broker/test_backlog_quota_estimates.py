@@ -92,3 +92,12 @@ def test_policy_models_are_strict_for_requests_only() -> None:
         backlog_quota_map={"message_age": BacklogQuota(limit_time=30)},
     )
     assert Policies.from_json(policies.to_json()) == policies
+
+
+def test_policy_numbers_stay_within_pulsars_types() -> None:
+    with pytest.raises(InvalidResourceError):
+        BacklogQuota(limit_size=1 << 63, policy="producer_exception")
+    with pytest.raises(InvalidResourceError):
+        BacklogQuota(limit_time=1 << 31, policy="producer_exception")
+    with pytest.raises(InvalidResourceError):
+        Policies(message_ttl_in_seconds=1 << 31)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quasar.errors import InvalidResourceError, InvalidValueError
+from quasar.protocol.int64 import INT64_MAX
 
 __all__ = [
     "AUTH_ACTIONS",
@@ -218,6 +219,7 @@ BACKLOG_QUOTA_POLICIES = (
     "producer_exception",
     "consumer_backlog_eviction",
 )
+_JAVA_INT_MAX = (1 << 31) - 1
 # "limit" is the deprecated name of limitSize that older Pulsar admin clients send.
 _BACKLOG_QUOTA_KEYS = frozenset({"limit", "limitSize", "limitTime", "policy"})
 
@@ -233,6 +235,9 @@ class BacklogQuota:
     def __post_init__(self) -> None:
         if self.limit_size < -1 or self.limit_time < -1:
             raise InvalidResourceError("Backlog quota limits must be -1 or positive")
+        # Pulsar's types: limitSize a Java long, limitTime a Java int.
+        if self.limit_size > INT64_MAX or self.limit_time > _JAVA_INT_MAX:
+            raise InvalidResourceError("Backlog quota limit is too large")
         if self.policy not in BACKLOG_QUOTA_POLICIES:
             raise InvalidResourceError(
                 f"Invalid backlog quota policy {self.policy!r}; expected one of "
@@ -385,7 +390,8 @@ class Policies:
     backlog_quota_map: dict[str, BacklogQuota] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.message_ttl_in_seconds is not None and self.message_ttl_in_seconds < 0:
+        ttl = self.message_ttl_in_seconds
+        if ttl is not None and not 0 <= ttl <= _JAVA_INT_MAX:
             raise InvalidResourceError("Invalid value for message TTL")
         if self.schema_compatibility_strategy not in SCHEMA_COMPATIBILITY_STRATEGIES:
             raise InvalidResourceError(
