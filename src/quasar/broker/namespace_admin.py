@@ -56,18 +56,19 @@ class NamespaceAdmin:
         self, topic: str, subscription: str | None, age_s: int
     ) -> None:
         now = self.service.clock.wall_ms()
-        found = False
-        for t in await self._topics_named(topic):
+        topics = await self._topics_named(topic)
+        if subscription is not None and not any(
+            subscription in t.subscriptions for t in topics
+        ):
+            raise SubscriptionNotFound("Subscription not found")
+        for t in topics:
             subs = (
                 list(t.subscriptions.values())
                 if subscription is None
                 else [s for s in [t.subscriptions.get(subscription)] if s is not None]
             )
-            found = found or bool(subs) or subscription is None
             for sub in subs:
                 await expire_by_age(t, sub, age_s, now)
-        if not found:
-            raise SubscriptionNotFound("Subscription not found")
 
     async def expire_messages_to(
         self, topic: str, subscription: str, ledger_id: int, entry_id: int, excluded: bool
@@ -86,11 +87,11 @@ class NamespaceAdmin:
     # -- namespace operations -------------------------------------------------------------
     async def unload_namespace(self, namespace: str) -> None:
         service = self.service
-        prefix_names = [
+        loaded = [
             n for n, t in service.topics.items()
             if t.topic_name.namespace_name == namespace
         ]
-        for full in prefix_names:
+        for full in loaded:
             topic = service.topics.get(full)
             if topic is None:
                 continue
