@@ -336,6 +336,40 @@ class PolicyDefaults(Section):
     default_retention_size_in_mb: int = setting(
         0, "defaultRetentionSizeInMB", at_least(-1)
     )
+    # Pulsar default (broker.conf ttlDurationDefaultSeconds): message TTL of a namespace
+    # without its own; 0 = messages never expire.
+    ttl_duration_default_seconds: int = setting(
+        0, "ttlDurationDefaultSeconds", at_least(0)
+    )
+    # Pulsar default (broker.conf messageExpiryCheckIntervalInMinutes).
+    message_expiry_check_interval_in_minutes: int = setting(
+        5, "messageExpiryCheckIntervalInMinutes", at_least(1)
+    )
+    # quasar's own: when above 0, the expiry check runs every this many seconds instead
+    # (Pulsar's key counts whole minutes; tests and small deployments want less).
+    message_expiry_check_interval_in_seconds: int = setting(
+        0, "messageExpiryCheckIntervalInSeconds", at_least(0)
+    )
+    # Pulsar default (broker.conf backlogQuotaDefaultLimitBytes); -1 = no size quota.
+    backlog_quota_default_limit_bytes: int = setting(
+        -1, "backlogQuotaDefaultLimitBytes", at_least(-1)
+    )
+    # Pulsar default (broker.conf backlogQuotaDefaultLimitSecond); -1 = no age quota.
+    backlog_quota_default_limit_second: int = setting(
+        -1, "backlogQuotaDefaultLimitSecond", at_least(-1)
+    )
+    # Pulsar default (broker.conf backlogQuotaDefaultRetentionPolicy).
+    backlog_quota_default_retention_policy: str = setting(
+        "producer_request_hold",
+        "backlogQuotaDefaultRetentionPolicy",
+        one_of("producer_request_hold", "producer_exception", "consumer_backlog_eviction"),
+    )
+    # Pulsar default (broker.conf backlogQuotaCheckEnabled).
+    backlog_quota_check_enabled: bool = setting(True, "backlogQuotaCheckEnabled")
+    # Pulsar default (broker.conf backlogQuotaCheckIntervalInSeconds).
+    backlog_quota_check_interval_in_seconds: int = setting(
+        60, "backlogQuotaCheckIntervalInSeconds", at_least(1)
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

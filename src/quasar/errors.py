@@ -139,10 +139,13 @@ AuthenticationError = _define("AuthenticationError", ServerError.AuthenticationE
 AuthorizationError = _define("AuthorizationError", ServerError.AuthorizationError, 403)
 ConsumerBusy = _define("ConsumerBusy", ServerError.ConsumerBusy, 409)
 ServiceNotReady = _define("ServiceNotReady", ServerError.ServiceNotReady, 503, True)
+# Retryable, as Pulsar's clients treat it: producer_request_hold holds a producer's
+# creation (and its sends) until the backlog is under its quota again.
 ProducerBlockedQuotaExceededError = _define(
     "ProducerBlockedQuotaExceededError",
     ServerError.ProducerBlockedQuotaExceededError,
     429,
+    True,
 )
 ProducerBlockedQuotaExceededException = _define(
     "ProducerBlockedQuotaExceededException",

@@ -102,6 +102,30 @@ def resources(store: MetadataStore) -> PulsarResources:
     return PulsarResources(store)
 
 
+class FakePolicyOperations:
+    """Records the namespace operations and expiries the admin layer asks for."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    async def expire_messages(self, topic: str, subscription: str | None, age_s: int) -> None:
+        self.calls.append(("expire", topic, subscription, age_s))
+
+    async def expire_messages_to(
+        self, topic: str, subscription: str, ledger_id: int, entry_id: int, excluded: bool
+    ) -> None:
+        self.calls.append(("expire_to", topic, subscription, ledger_id, entry_id, excluded))
+
+    async def unload_namespace(self, namespace: str) -> None:
+        self.calls.append(("unload", namespace))
+
+    async def clear_namespace_backlog(self, namespace: str, subscription: str | None) -> None:
+        self.calls.append(("clear_backlog", namespace, subscription))
+
+    async def unsubscribe_namespace(self, namespace: str, subscription: str) -> None:
+        self.calls.append(("unsubscribe", namespace, subscription))
+
+
 class FakeAdminBroker:
     """An ``AdminBroker`` over dicts: topics, their subscriptions, connected topics.
 
@@ -118,6 +142,7 @@ class FakeAdminBroker:
         # topic -> compaction status; a topic listed in `compacting` stays RUNNING.
         self.compaction: dict[str, str] = {}
         self.compacting: set[str] = set()
+        self.policy_operations = FakePolicyOperations()
 
     def _topic(self, topic: str) -> dict[str, str]:
         if topic not in self.topics:

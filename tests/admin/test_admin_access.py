@@ -52,6 +52,7 @@ PATH_VALUES = {
     "entryId": "0",
     "configName": "superUserRoles",
     "configValue": "root",
+    "expireTimeInSeconds": "60",
 }
 
 

@@ -38,6 +38,8 @@ async def test_create_get_delete_namespace(client: Client) -> None:
             "subscription_auth_roles": {},
         },
         "subscription_auth_mode": "None",
+        "message_ttl_in_seconds": None,
+        "backlog_quota_map": {},
     }
     assert (await client.delete(NS)).status == 204
     assert (await client.get(NS)).status == 404

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from quasar.admin.policy_api import PolicyOperations
 from quasar.admin.txn_api import TransactionAdminApi
 from quasar.resources.store import PulsarResources
 
@@ -48,6 +49,8 @@ class AdminBroker(Protocol):
     @property
     def transaction_admin(self) -> TransactionAdminApi:
         """The ``/admin/v3/transactions`` queries and the operator's abort."""
+    def policy_operations(self) -> PolicyOperations:
+        """Namespace operations and message expiry (``quasar.admin.policy_api``)."""
         ...
 
     async def create_non_partitioned_topic(self, topic: str) -> None:

@@ -24,6 +24,7 @@ from quasar.admin.http import AUTHORIZATION_KEY, BROKER_KEY
 from quasar.admin.namespaces import routes as namespace_routes
 from quasar.admin.permissions import routes as permission_routes
 from quasar.admin.tenants import routes as tenant_routes
+from quasar.admin.topic_expiry import routes as topic_expiry_routes
 from quasar.admin.topic_messages import routes as topic_message_routes
 from quasar.admin.topic_ops import routes as topic_ops_routes
 from quasar.admin.topics import routes as topic_routes
@@ -129,6 +130,7 @@ def create_admin_app(
     app.add_routes(topic_routes)
     app.add_routes(topic_ops_routes)
     app.add_routes(topic_message_routes)
+    app.add_routes(topic_expiry_routes)
     app.add_routes(txn_batch_log_routes)
     app.add_routes(transaction_routes)
     app.add_routes(corrupt_record_routes)

@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from quasar.admin.access import TENANT_ADMIN, access, namespace_grant
+from quasar.admin.access import SUPERUSER, TENANT_ADMIN, access, namespace_grant
 from quasar.admin.http import (
     broker_of,
     existing_namespace,
@@ -30,11 +30,14 @@ from quasar.errors import BadRequestError, ConflictError, InvalidResourceError
 from quasar.protocol.namespace_name import parse_topic
 from quasar.protocol.topic_name import is_hidden_from_listings
 from quasar.resources.models import (
+    BACKLOG_QUOTA_TYPES,
     SCHEMA_COMPATIBILITY_STRATEGIES,
     AutoTopicCreationOverride,
+    BacklogQuota,
     Policies,
     RetentionPolicies,
 )
+from quasar.resources.partitions import JAVA_INT_MAX
 from quasar.resources.store import refuse_system_deletion
 
 routes = web.RouteTableDef()
@@ -55,7 +58,8 @@ async def create_namespace(request: web.Request) -> web.Response:
     namespace = namespace_param(request)
     broker = broker_of(request)
     body = await read_json(request, required=False)
-    policies = Policies() if body is None else Policies.from_json(body)
+    policies = Policies() if body is None else Policies.from_json(body, strict=True)
+    _check_quotas_fit_retention(policies.backlog_quota_map, policies.retention_policies)
     clusters = policies.replication_clusters or (broker.cluster_name,)
     unknown = sorted(set(clusters) - {broker.cluster_name})
     if unknown:
@@ -136,6 +140,42 @@ async def _set_policy(
     return no_content()
 
 
+async def _reload_topics(request: web.Request) -> web.Response:
+    """Retention and deduplication are fixed when a topic loads: the namespace's
+    loaded topics are unloaded so that they load again under the new policy (their
+    clients reconnect, as after a namespace unload)."""
+    namespace = namespace_param(request)
+    await broker_of(request).policy_operations.unload_namespace(namespace)
+    return no_content()
+
+
+def _quotas_fit_retention(
+    quotas: dict[str, BacklogQuota], retention: RetentionPolicies | None
+) -> bool:
+    """Pulsar's rule: a backlog quota must stay below a limited retention, or the
+    backlog could be kept longer (or larger) than consumed data."""
+    if retention is None:
+        return True
+    size_mb = retention.retention_size_in_mb
+    minutes = retention.retention_time_in_minutes
+    for quota in quotas.values():
+        if size_mb > 0 and quota.limit_size >= size_mb * 1024 * 1024:
+            return False
+        if minutes > 0 and quota.limit_time >= minutes * 60:
+            return False
+    return True
+
+
+def _check_quotas_fit_retention(
+    quotas: dict[str, BacklogQuota], retention: RetentionPolicies | None
+) -> None:
+    if not _quotas_fit_retention(quotas, retention):
+        raise InvalidResourceError(
+            "Backlog Quota exceeds configured retention quota for namespace. "
+            "Please increase retention quota and retry"
+        )
+
+
 @routes.get(NS + "/retention")
 @access(TENANT_ADMIN)
 async def get_retention(request: web.Request) -> web.Response:
@@ -150,16 +190,26 @@ async def get_retention(request: web.Request) -> web.Response:
 @routes.post(NS + "/retention")
 @access(TENANT_ADMIN)
 async def set_retention(request: web.Request) -> web.Response:
-    retention = RetentionPolicies.from_json(await read_json(request, required=True))
-    return await _set_policy(
-        request, lambda p: replace(p, retention_policies=retention)
+    retention = RetentionPolicies.from_json(
+        await read_json(request, required=True), strict=True
     )
+
+    def change(p: Policies) -> Policies:
+        if not _quotas_fit_retention(p.backlog_quota_map, retention):
+            raise InvalidResourceError(
+                "Retention Quota must exceed configured backlog quota for namespace."
+            )
+        return replace(p, retention_policies=retention)
+
+    await _set_policy(request, change)
+    return await _reload_topics(request)
 
 
 @routes.delete(NS + "/retention")
 @access(TENANT_ADMIN)
 async def remove_retention(request: web.Request) -> web.Response:
-    return await _set_policy(request, lambda p: replace(p, retention_policies=None))
+    await _set_policy(request, lambda p: replace(p, retention_policies=None))
+    return await _reload_topics(request)
 
 
 @routes.get(NS + "/deduplication")
@@ -174,15 +224,15 @@ async def set_deduplication(request: web.Request) -> web.Response:
     enabled = await read_json(request, required=True)
     if not isinstance(enabled, bool):
         raise BadRequestError("The body must be true or false")
-    return await _set_policy(
-        request, lambda p: replace(p, deduplication_enabled=enabled)
-    )
+    await _set_policy(request, lambda p: replace(p, deduplication_enabled=enabled))
+    return await _reload_topics(request)
 
 
 @routes.delete(NS + "/deduplication")
 @access(TENANT_ADMIN)
 async def remove_deduplication(request: web.Request) -> web.Response:
-    return await _set_policy(request, lambda p: replace(p, deduplication_enabled=None))
+    await _set_policy(request, lambda p: replace(p, deduplication_enabled=None))
+    return await _reload_topics(request)
 
 
 @routes.get(NS + "/autoTopicCreation")
@@ -202,7 +252,7 @@ async def get_auto_topic_creation(request: web.Request) -> web.Response:
 @access(TENANT_ADMIN)
 async def set_auto_topic_creation(request: web.Request) -> web.Response:
     override = AutoTopicCreationOverride.from_json(
-        await read_json(request, required=True)
+        await read_json(request, required=True), strict=True
     )
     if override.topic_type == "partitioned" and override.default_num_partitions:
         # Auto-creation records this many partitions for every new topic name a
@@ -243,3 +293,123 @@ async def set_schema_compatibility(request: web.Request) -> web.Response:
     return await _set_policy(
         request, lambda p: replace(p, schema_compatibility_strategy=strategy)
     )
+
+
+# --------------------------------------------------------------------------------------
+# Message TTL and backlog quotas (enforced by broker/message_expiry.py and
+# broker/backlog_quota.py).
+
+
+@routes.get(NS + "/messageTTL")
+@access(TENANT_ADMIN)
+async def get_message_ttl(request: web.Request) -> web.Response:
+    return _policy_value(request, lambda p: p.message_ttl_in_seconds)
+
+
+@routes.post(NS + "/messageTTL")
+@access(TENANT_ADMIN)
+async def set_message_ttl(request: web.Request) -> web.Response:
+    ttl = await read_json(request, required=True)
+    if isinstance(ttl, bool) or not isinstance(ttl, int):
+        raise BadRequestError("The body must be the message TTL in seconds")
+    if not 0 <= ttl <= JAVA_INT_MAX:
+        raise InvalidResourceError("Invalid value for message TTL")
+    return await _set_policy(request, lambda p: replace(p, message_ttl_in_seconds=ttl))
+
+
+@routes.delete(NS + "/messageTTL")
+@access(TENANT_ADMIN)
+async def remove_message_ttl(request: web.Request) -> web.Response:
+    return await _set_policy(request, lambda p: replace(p, message_ttl_in_seconds=None))
+
+
+def _quota_type(request: web.Request) -> str:
+    kind = request.query.get("backlogQuotaType", "destination_storage")
+    if kind not in BACKLOG_QUOTA_TYPES:
+        raise BadRequestError(
+            f"Invalid backlogQuotaType {kind!r}; expected one of "
+            + ", ".join(BACKLOG_QUOTA_TYPES)
+        )
+    return kind
+
+
+@routes.get(NS + "/backlogQuotaMap")
+@access(TENANT_ADMIN)
+async def get_backlog_quota_map(request: web.Request) -> web.Response:
+    namespace = namespace_param(request)
+    policies = broker_of(request).resources.namespaces.get(namespace)
+    return json_response(
+        {kind: quota.to_json() for kind, quota in sorted(policies.backlog_quota_map.items())}
+    )
+
+
+@routes.post(NS + "/backlogQuota")
+@access(TENANT_ADMIN)
+async def set_backlog_quota(request: web.Request) -> web.Response:
+    kind = _quota_type(request)
+    quota = BacklogQuota.from_json(await read_json(request, required=True), strict=True)
+    if kind == "destination_storage" and quota.limit_size < 0:
+        raise InvalidResourceError("destination_storage quota needs limitSize >= 0")
+    if kind == "message_age" and quota.limit_time < 0:
+        raise InvalidResourceError("message_age quota needs limitTime >= 0")
+
+    def change(p: Policies) -> Policies:
+        _check_quotas_fit_retention({kind: quota}, p.retention_policies)
+        return replace(p, backlog_quota_map={**p.backlog_quota_map, kind: quota})
+
+    return await _set_policy(request, change)
+
+
+@routes.delete(NS + "/backlogQuota")
+@access(TENANT_ADMIN)
+async def remove_backlog_quota(request: web.Request) -> web.Response:
+    kind = _quota_type(request)
+    return await _set_policy(
+        request,
+        lambda p: replace(
+            p,
+            backlog_quota_map={k: q for k, q in p.backlog_quota_map.items() if k != kind},
+        ),
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Namespace operations.
+
+
+@routes.put(NS + "/unload")
+@access(SUPERUSER)
+async def unload_namespace(request: web.Request) -> web.Response:
+    namespace = existing_namespace(request)
+    await broker_of(request).policy_operations.unload_namespace(namespace)
+    return no_content()
+
+
+@routes.post(NS + "/clearBacklog")
+@access(namespace_grant(CONSUME))
+async def clear_namespace_backlog(request: web.Request) -> web.Response:
+    namespace = existing_namespace(request)
+    await broker_of(request).policy_operations.clear_namespace_backlog(namespace, None)
+    return no_content()
+
+
+@routes.post(NS + "/clearBacklog/{subscription}")
+@access(namespace_grant(CONSUME))
+async def clear_namespace_subscription_backlog(request: web.Request) -> web.Response:
+    namespace = existing_namespace(request)
+    subscription = request.match_info["subscription"]
+    await broker_of(request).policy_operations.clear_namespace_backlog(
+        namespace, subscription
+    )
+    return no_content()
+
+
+@routes.post(NS + "/unsubscribe/{subscription}")
+@access(namespace_grant(CONSUME))
+async def unsubscribe_namespace(request: web.Request) -> web.Response:
+    namespace = existing_namespace(request)
+    subscription = request.match_info["subscription"]
+    await broker_of(request).policy_operations.unsubscribe_namespace(
+        namespace, subscription
+    )
+    return no_content()

@@ -32,6 +32,7 @@ from .cursor_ops import (
     skip_entries,
 )
 from .message_peek import PeekedMessage, peeked_message
+from .namespace_admin import NamespaceAdmin
 from .service import BrokerService
 from .subscription import Subscription
 from .termination import terminate
@@ -54,6 +55,7 @@ class AdminAdapter:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
         self._transaction_admin = TransactionAdmin(service)
+        self.policy_operations = NamespaceAdmin(service)
 
     @property
     def resources(self) -> PulsarResources:

@@ -8,8 +8,13 @@ GET_SCHEMA).
 Compatibility: a schema identical to a stored version reuses that version. A schema of
 the *same type* with a different definition becomes a new version. A schema of a
 different type is ``IncompatibleSchema``. Producers without a schema (bytes) may write to
-any topic, like Pulsar with ``schemaValidationEnforced=false``. Full Avro/JSON
-evolution checks (BACKWARD/FORWARD/FULL) are not implemented; see docs/ARCHITECTURE.md.
+any topic, like Pulsar with ``schemaValidationEnforced=false``.
+
+The namespace's ``schema_compatibility_strategy`` decides about a new version:
+``ALWAYS_COMPATIBLE`` accepts any (a type change too), ``ALWAYS_INCOMPATIBLE`` refuses
+every new version once the topic has one; the other strategies get the same-type rule
+above, since full Avro/JSON evolution checks (BACKWARD/FORWARD/FULL) are not
+implemented (see docs/ARCHITECTURE.md).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from quasar.errors import IncompatibleSchema
@@ -48,8 +54,13 @@ def decode_version(raw: bytes) -> int | None:
 
 
 class SchemaRegistry:
-    def __init__(self, store: MetadataStore) -> None:
+    def __init__(
+        self, store: MetadataStore, strategy_of: Callable[[str], str] | None = None
+    ) -> None:
+        """``strategy_of(topic_key)``: the compatibility strategy of the topic's
+        namespace (Pulsar's names; UNDEFINED when not given)."""
         self._store = store
+        self._strategy_of = strategy_of
 
     @staticmethod
     def _path(topic_key: str) -> str:
@@ -91,7 +102,15 @@ class SchemaRegistry:
         for i, existing in enumerate(versions):
             if existing.same_definition(schema):
                 return i
-        if versions and versions[-1].type != schema.type:
+        if not versions:
+            return None
+        strategy = "UNDEFINED" if self._strategy_of is None else self._strategy_of(topic_key)
+        if strategy == "ALWAYS_INCOMPATIBLE":
+            raise IncompatibleSchema(
+                "The namespace's schema compatibility strategy is ALWAYS_INCOMPATIBLE: "
+                "no new schema version is accepted"
+            )
+        if strategy != "ALWAYS_COMPATIBLE" and versions[-1].type != schema.type:
             raise IncompatibleSchema(
                 f"Schema type {schema.type} is incompatible with the topic's "
                 f"schema type {versions[-1].type}"

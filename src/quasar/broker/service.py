@@ -34,7 +34,7 @@ from quasar.errors import (
     TopicNotFound,
 )
 from quasar.protocol.topic_name import TopicName, is_system_topic
-from quasar.resources.models import Policies
+from quasar.resources.models import BacklogQuota, Policies
 from quasar.resources.partitions import partition_names, sorted_unique
 from quasar.resources.store import PulsarResources
 from quasar.storage.api import (
@@ -44,8 +44,11 @@ from quasar.storage.api import (
     RetentionPolicy,
 )
 
+from .backlog_quota import DESTINATION_STORAGE, MESSAGE_AGE, BacklogQuotaManager
+from .backlog_quota_metrics import BacklogQuotaMetrics
 from .entry_info import EntryInfoCache, info_capacity
 from .input_bounds import InputBounds
+from .message_expiry import MessageExpiryMonitor
 from .read_limits import ReadLimits
 from .schema import SchemaRegistry
 from .termination import forget_terminated, is_terminated
@@ -94,7 +97,7 @@ class BrokerService:
             store,
             max_partitions=config.policies.max_num_partitions_per_partitioned_topic,
         )
-        self.schemas = SchemaRegistry(store)
+        self.schemas = SchemaRegistry(store, self._schema_compatibility_strategy)
         # Parsed metadata kept for dispatch, sized like the entry cache.
         self.entry_infos = EntryInfoCache(
             info_capacity(config.managed_ledger.managed_ledger_cache_size_bytes)
@@ -107,6 +110,7 @@ class BrokerService:
         # Set by the composition root when transactionCoordinatorEnabled.
         self.transactions: TransactionService | None = None
         self.clock: Clock = SystemClock()
+        self._init_namespace_policy_checks(metrics)
 
     @property
     def cluster_name(self) -> str:
@@ -152,6 +156,12 @@ class BrokerService:
             override.default_num_partitions or s.default_num_partitions,
         )
 
+    def _schema_compatibility_strategy(self, topic_key: str) -> str:
+        """The strategy of the namespace of a schema key (``tenant/ns/domain/local``)."""
+        tenant, namespace = topic_key.split("/", 2)[:2]
+        policies = self._policies(f"{tenant}/{namespace}")
+        return "UNDEFINED" if policies is None else policies.schema_compatibility_strategy
+
     def _dedup_enabled(self, namespace: str) -> bool:
         policies = self._policies(namespace)
         if policies is not None and policies.deduplication_enabled is not None:
@@ -169,6 +179,67 @@ class BrokerService:
                 retention.retention_time_in_minutes, retention.retention_size_in_mb
             ),
         )
+
+    # -- message TTL and backlog quotas (message_expiry.py, backlog_quota.py) -----------
+    def _init_namespace_policy_checks(self, metrics: CollectorRegistry | None) -> None:
+        s = self.config.policies
+
+        def loaded() -> list[PersistentTopic]:
+            return list(self.topics.values())
+
+        def now_ms() -> int:
+            return self.clock.wall_ms()
+
+        expiry_s = (
+            s.message_expiry_check_interval_in_seconds
+            or s.message_expiry_check_interval_in_minutes * 60
+        )
+        self.message_expiry = MessageExpiryMonitor(
+            loaded, self._message_ttl, expiry_s, now_ms
+        )
+        self.backlog_quotas = BacklogQuotaManager(
+            loaded,
+            self._backlog_quotas,
+            s.backlog_quota_check_interval_in_seconds,
+            s.backlog_quota_check_enabled,
+            now_ms,
+        )
+        if metrics is not None:
+            metrics.register(
+                BacklogQuotaMetrics(self.cluster_name, loaded, self.backlog_quotas)
+            )
+
+    def start_namespace_policy_checks(self) -> None:
+        """Start the periodic TTL and backlog-quota checks (on the running loop)."""
+        self.message_expiry.start()
+        self.backlog_quotas.start()
+
+    def _message_ttl(self, topic: PersistentTopic) -> int:
+        policies = self._policies(topic.topic_name.namespace_name)
+        if policies is not None and policies.message_ttl_in_seconds is not None:
+            return policies.message_ttl_in_seconds
+        return self.config.policies.ttl_duration_default_seconds
+
+    def _backlog_quotas(self, topic: PersistentTopic) -> dict[str, BacklogQuota]:
+        """The namespace's quotas, else the broker defaults; only those with a limit."""
+        s = self.config.policies
+        policies = self._policies(topic.topic_name.namespace_name)
+        quotas = {} if policies is None else dict(policies.backlog_quota_map)
+        default = s.backlog_quota_default_retention_policy
+        if DESTINATION_STORAGE not in quotas and s.backlog_quota_default_limit_bytes >= 0:
+            quotas[DESTINATION_STORAGE] = BacklogQuota(
+                limit_size=s.backlog_quota_default_limit_bytes, policy=default
+            )
+        if MESSAGE_AGE not in quotas and s.backlog_quota_default_limit_second >= 0:
+            quotas[MESSAGE_AGE] = BacklogQuota(
+                limit_time=s.backlog_quota_default_limit_second, policy=default
+            )
+        size, age = quotas.get(DESTINATION_STORAGE), quotas.get(MESSAGE_AGE)
+        if size is not None and size.limit_size < 0:
+            del quotas[DESTINATION_STORAGE]
+        if age is not None and age.limit_time < 0:
+            del quotas[MESSAGE_AGE]
+        return quotas
 
     # -- partitioned topics ------------------------------------------------------------
     def partitions_of(self, name: TopicName) -> int:
@@ -397,6 +468,8 @@ class BrokerService:
     # -- lifecycle ---------------------------------------------------------------------
     async def close(self) -> None:
         self.closing = True
+        await self.message_expiry.stop()
+        await self.backlog_quotas.stop()
         if self.transactions is not None:
             try:
                 await self.transactions.close()

@@ -37,6 +37,7 @@ def refresh_topic_stats(topic: PersistentTopic, elapsed_s: float) -> None:
         msgs, size, redelivered = sub.out_counters()
         sub.rate_out.update(msgs, size, elapsed_s)
         sub.rate_redeliver.update(redelivered, 0, elapsed_s)
+        sub.rate_expired.update(sub.total_msg_expired, 0, elapsed_s)
         msg_rate_out += sub.rate_out.msg_rate
         byte_rate_out += sub.rate_out.byte_rate
     # The topic's outbound rate is its subscriptions' sum, as in Pulsar.

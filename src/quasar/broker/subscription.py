@@ -105,6 +105,11 @@ class Subscription:
         # updater from ``out_counters``.
         self.rate_out = MessageRate()
         self.rate_redeliver = MessageRate()
+        # msgRateExpired, refreshed by the stats updater from total_msg_expired.
+        self.rate_expired = MessageRate()
+        # Entries expired by message TTL or evicted by a backlog quota, for the
+        # subscription stats (totalMsgExpired).
+        self.total_msg_expired = 0
 
     def describe(self) -> str:
         return f"{self.topic.name}/{self.name}"
@@ -424,6 +429,29 @@ class Subscription:
                 RESUBSCRIBE_AFTER_SEEK_TIMEOUT_S, self._on_resubscribe_timeout
             )
 
+    # -- expiry (message TTL, expire-messages, backlog-quota eviction) ---------------
+    def expire_up_to(self, position: Position, *, expired: bool = True) -> int:
+        """Count every entry at or before ``position`` as consumed, whatever the
+        subscription type, as Pulsar's message expiry, backlog eviction and
+        clear-backlog move the cursor's mark-delete; return how many entries left the
+        backlog. ``expired``: count them in ``total_msg_expired`` (not when an
+        operator clears the backlog).
+
+        Consumers keep what they hold; their acknowledgements of it are no-ops.
+        """
+        if position <= self.cursor.mark_delete_position:
+            return 0
+        before = self.cursor.backlog()
+        self.cursor.mark_delete(position)
+        removed = max(before - self.cursor.backlog(), 0)
+        if expired:
+            self.total_msg_expired += removed
+        self._forget_acked_up_to(position, self.consumers)
+        self.topic.on_subscription_acked()
+        if self.dispatcher is not None:
+            self.dispatcher.schedule()
+        return removed
+
     def _on_resubscribe_timeout(self) -> None:
         self._resubscribe_timer = None
         if not self.topic.closed:
@@ -473,10 +501,8 @@ class Subscription:
             "consumers": [c.stats() for c in consumers],
             "lastMarkDeletePosition": str(self.cursor.mark_delete_position),
             "msgRateRedeliver": self.rate_redeliver.msg_rate,
-            # Nothing here expires messages; expiry by message TTL reports into
-            # these two when it runs.
-            "msgRateExpired": 0.0,
-            "totalMsgExpired": 0,
+            "msgRateExpired": self.rate_expired.msg_rate,
+            "totalMsgExpired": self.total_msg_expired,
             "blockedSubscriptionOnUnackedMsgs": self.blocked_on_unacked(),
             **self.txns.status(),
         }

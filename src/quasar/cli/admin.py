@@ -23,6 +23,10 @@ from typing import Any
 
 from quasar.cli.admin_brokers import add_brokers_group
 from quasar.cli.admin_connection import add_connection_arguments, admin_connection
+from quasar.cli.admin_namespace_policies import (
+    add_namespace_policy_commands,
+    add_topic_expiry_commands,
+)
 from quasar.cli.admin_topic_ops import add_topic_ops_commands
 from quasar.cli.admin_transactions import add_transactions_group
 from quasar.cli.output import OUTPUT_FORMATS, Shape, render
@@ -107,6 +111,7 @@ def _add_namespaces(groups: Any) -> None:
     )
     delete.add_argument("namespace", help="tenant/namespace")
     delete.add_argument("--force", action="store_true", help="also delete its topics")
+    add_namespace_policy_commands(cmds)
 
 
 def _add_topics(groups: Any) -> None:
@@ -148,6 +153,7 @@ def _add_topics(groups: Any) -> None:
             "--force", action="store_true", help="disconnect clients first"
         )
     add_topic_ops_commands(cmds)
+    add_topic_expiry_commands(cmds)
 
 
 def run_admin(args: argparse.Namespace) -> int:

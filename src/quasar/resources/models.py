@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quasar.errors import InvalidResourceError, InvalidValueError
+from quasar.protocol.int64 import INT64_MAX
 
 __all__ = [
     "AUTH_ACTIONS",
@@ -25,6 +26,9 @@ __all__ = [
     "AuthPolicies",
     "Grants",
     "AutoTopicCreationOverride",
+    "BACKLOG_QUOTA_POLICIES",
+    "BACKLOG_QUOTA_TYPES",
+    "BacklogQuota",
     "PartitionedTopicMetadata",
     "Policies",
     "RetentionPolicies",
@@ -60,6 +64,22 @@ def _expect(obj: Any, tp: type | tuple[type, ...], what: str) -> Any:
     if not isinstance(obj, tp):
         raise InvalidValueError(f"{what} has the wrong type")
     return obj
+
+
+def refuse_unknown_keys(obj: dict[str, Any], known: frozenset[str], what: str) -> None:
+    """Refuse keys of an admin request body that quasar does not implement.
+
+    Stored values are read leniently (a newer version may have written more), but a
+    request setting a policy quasar would not enforce must fail, not be dropped.
+
+    Raises:
+        InvalidValueError: a key outside ``known``.
+    """
+    unknown = sorted(k for k in obj if k not in known)
+    if unknown:
+        raise InvalidValueError(
+            f"{what}: field(s) not supported by quasar: {', '.join(unknown)}"
+        )
 
 
 def _str_list(obj: Any, what: str) -> tuple[str, ...]:
@@ -115,8 +135,11 @@ class RetentionPolicies:
         }
 
     @classmethod
-    def from_json(cls, obj: Any) -> RetentionPolicies:
+    def from_json(cls, obj: Any, strict: bool = False) -> RetentionPolicies:
+        """``strict``: refuse unknown keys (an admin request body)."""
         obj = _expect(obj, dict, "retention policies")
+        if strict:
+            refuse_unknown_keys(obj, _RETENTION_KEYS, "retention policies")
         return cls(
             retention_time_in_minutes=_expect(
                 obj.get("retentionTimeInMinutes", 0), int, "retentionTimeInMinutes"
@@ -125,6 +148,12 @@ class RetentionPolicies:
                 obj.get("retentionSizeInMB", 0), int, "retentionSizeInMB"
             ),
         )
+
+
+_RETENTION_KEYS = frozenset({"retentionTimeInMinutes", "retentionSizeInMB"})
+_AUTO_CREATION_KEYS = frozenset(
+    {"allowAutoTopicCreation", "topicType", "defaultNumPartitions"}
+)
 
 
 @dataclass(frozen=True)
@@ -160,8 +189,11 @@ class AutoTopicCreationOverride:
         return out
 
     @classmethod
-    def from_json(cls, obj: Any) -> AutoTopicCreationOverride:
+    def from_json(cls, obj: Any, strict: bool = False) -> AutoTopicCreationOverride:
+        """``strict``: refuse unknown keys (an admin request body)."""
         obj = _expect(obj, dict, "autoTopicCreationOverride")
+        if strict:
+            refuse_unknown_keys(obj, _AUTO_CREATION_KEYS, "autoTopicCreationOverride")
         partitions = obj.get("defaultNumPartitions")
         topic_type = obj.get("topicType")
         return cls(
@@ -177,6 +209,79 @@ class AutoTopicCreationOverride:
                 else _expect(partitions, int, "defaultNumPartitions")
             ),
         )
+
+
+# Pulsar's BacklogQuotaType: a quota on the backlog's size or on its oldest message's age.
+BACKLOG_QUOTA_TYPES = ("destination_storage", "message_age")
+# Pulsar's BacklogQuota.RetentionPolicy: what the broker does once a quota is exceeded.
+BACKLOG_QUOTA_POLICIES = (
+    "producer_request_hold",
+    "producer_exception",
+    "consumer_backlog_eviction",
+)
+_JAVA_INT_MAX = (1 << 31) - 1
+# "limit" is the deprecated name of limitSize that older Pulsar admin clients send.
+_BACKLOG_QUOTA_KEYS = frozenset({"limit", "limitSize", "limitTime", "policy"})
+
+
+@dataclass(frozen=True)
+class BacklogQuota:
+    """Pulsar's BacklogQuota: bytes and seconds of backlog allowed; -1 = no limit."""
+
+    limit_size: int = -1
+    limit_time: int = -1
+    policy: str = "producer_request_hold"
+
+    def __post_init__(self) -> None:
+        if self.limit_size < -1 or self.limit_time < -1:
+            raise InvalidResourceError("Backlog quota limits must be -1 or positive")
+        # Pulsar's types: limitSize a Java long, limitTime a Java int.
+        if self.limit_size > INT64_MAX or self.limit_time > _JAVA_INT_MAX:
+            raise InvalidResourceError("Backlog quota limit is too large")
+        if self.policy not in BACKLOG_QUOTA_POLICIES:
+            raise InvalidResourceError(
+                f"Invalid backlog quota policy {self.policy!r}; expected one of "
+                + ", ".join(BACKLOG_QUOTA_POLICIES)
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "limitSize": self.limit_size,
+            "limitTime": self.limit_time,
+            "policy": self.policy,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any, strict: bool = False) -> BacklogQuota:
+        """``strict``: refuse unknown keys and a missing policy (an admin request)."""
+        obj = _expect(obj, dict, "backlog quota")
+        if strict:
+            refuse_unknown_keys(obj, _BACKLOG_QUOTA_KEYS, "backlog quota")
+            if obj.get("policy") is None:
+                raise InvalidValueError("backlog quota: policy is required")
+        size = obj.get("limitSize")
+        if size is None:
+            size = obj.get("limit", -1)
+        time = obj.get("limitTime")
+        policy = obj.get("policy") or "producer_request_hold"
+        return cls(
+            limit_size=_expect(size, int, "limitSize"),
+            limit_time=_expect(-1 if time is None else time, int, "limitTime"),
+            policy=_expect(policy, str, "policy"),
+        )
+
+
+def _backlog_quota_map(obj: Any) -> dict[str, BacklogQuota]:
+    obj = _expect(obj, dict, "backlog_quota_map")
+    out: dict[str, BacklogQuota] = {}
+    for kind, quota in obj.items():
+        if kind not in BACKLOG_QUOTA_TYPES:
+            raise InvalidResourceError(
+                f"Invalid backlog quota type {kind!r}; expected one of "
+                + ", ".join(BACKLOG_QUOTA_TYPES)
+            )
+        out[kind] = BacklogQuota.from_json(quota)
+    return out
 
 
 def auth_actions(obj: Any, what: str = "actions") -> frozenset[str]:
@@ -281,8 +386,13 @@ class Policies:
     schema_compatibility_strategy: str = "UNDEFINED"
     auth_policies: AuthPolicies = field(default_factory=AuthPolicies)
     subscription_auth_mode: str = "None"
+    message_ttl_in_seconds: int | None = None
+    backlog_quota_map: dict[str, BacklogQuota] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        ttl = self.message_ttl_in_seconds
+        if ttl is not None and not 0 <= ttl <= _JAVA_INT_MAX:
+            raise InvalidResourceError("Invalid value for message TTL")
         if self.schema_compatibility_strategy not in SCHEMA_COMPATIBILITY_STRATEGIES:
             raise InvalidResourceError(
                 f"Invalid schema compatibility strategy: {self.schema_compatibility_strategy!r}"
@@ -310,17 +420,31 @@ class Policies:
             "schema_compatibility_strategy": self.schema_compatibility_strategy,
             "auth_policies": self.auth_policies.to_json(),
             "subscription_auth_mode": self.subscription_auth_mode,
+            "message_ttl_in_seconds": self.message_ttl_in_seconds,
+            "backlog_quota_map": {
+                kind: quota.to_json() for kind, quota in sorted(self.backlog_quota_map.items())
+            },
         }
 
     @classmethod
-    def from_json(cls, obj: Any) -> Policies:
+    def from_json(cls, obj: Any, strict: bool = False) -> Policies:
+        """``strict`` (an admin request body): refuse fields quasar does not enforce.
+
+        A Java admin client sends every field of Pulsar's Policies, most at their
+        default; a field quasar does not implement is refused only when it asks for
+        something (a value other than its default), so ``pulsar-admin namespaces
+        create`` works while ``--message-ttl``-like settings quasar lacks fail loudly.
+        """
         obj = _expect(obj, dict, "Policies")
+        if strict:
+            _refuse_unsupported_policies(obj)
         retention = obj.get("retention_policies")
         dedup = obj.get("deduplicationEnabled")
         auto = obj.get("autoTopicCreationOverride")
         strategy = obj.get("schema_compatibility_strategy") or "UNDEFINED"
         auth = obj.get("auth_policies")
         auth_mode = obj.get("subscription_auth_mode") or "None"
+        ttl = obj.get("message_ttl_in_seconds")
         return cls(
             replication_clusters=_str_list(
                 obj.get("replication_clusters"), "replication_clusters"
@@ -339,7 +463,54 @@ class Policies:
             ),
             auth_policies=AuthPolicies() if auth is None else AuthPolicies.from_json(auth),
             subscription_auth_mode=_expect(auth_mode, str, "subscription_auth_mode"),
+            message_ttl_in_seconds=None if ttl is None else _expect(
+                ttl, int, "message_ttl_in_seconds"
+            ),
+            backlog_quota_map=_backlog_quota_map(obj.get("backlog_quota_map") or {}),
         )
+
+
+_POLICIES_KEYS = frozenset({
+    "replication_clusters", "retention_policies", "deduplicationEnabled",
+    "autoTopicCreationOverride", "schema_compatibility_strategy", "auth_policies",
+    "subscription_auth_mode", "message_ttl_in_seconds", "backlog_quota_map",
+    # Bundles split a namespace among brokers; one broker owns every bundle, so any
+    # layout is accepted and has no effect (docs/admin.md).
+    "bundles",
+})
+# Fields of Pulsar's Policies quasar does not implement, at the default value a Java
+# client serialises for them: accepted, since they ask for nothing.
+_DEFAULT_POLICY_VALUES: dict[str, Any] = {
+    "schema_auto_update_compatibility_strategy": "Full",
+    "is_allow_auto_update_schema": True,
+    "offload_threshold": -1,
+    "offload_threshold_in_seconds": -1,
+}
+
+
+def _is_default(key: str, value: Any) -> bool:
+    if key in _DEFAULT_POLICY_VALUES and value == _DEFAULT_POLICY_VALUES[key]:
+        return True
+    return value is None or value is False or value == {} or value == []
+
+
+def _refuse_unsupported_policies(obj: dict[str, Any]) -> None:
+    unsupported = sorted(
+        k for k, v in obj.items() if k not in _POLICIES_KEYS and not _is_default(k, v)
+    )
+    if unsupported:
+        raise InvalidValueError(
+            "Policies field(s) not supported by quasar: " + ", ".join(unsupported)
+        )
+    quotas = obj.get("backlog_quota_map") or {}
+    for quota in _expect(quotas, dict, "backlog_quota_map").values():
+        BacklogQuota.from_json(quota, strict=True)
+    retention = obj.get("retention_policies")
+    if retention is not None:
+        RetentionPolicies.from_json(retention, strict=True)
+    auto = obj.get("autoTopicCreationOverride")
+    if auto is not None:
+        AutoTopicCreationOverride.from_json(auto, strict=True)
 
 
 @dataclass(frozen=True)

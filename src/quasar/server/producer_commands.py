@@ -96,6 +96,9 @@ class ProducerCommands:
                     name.full,
                 )
             topic = await service.get_topic(name, create=True)
+            # Pulsar refuses a producer while a producer-blocking backlog quota is
+            # exceeded (backlog_quota.py).
+            await service.backlog_quotas.check_new_producer(topic)
             schema_version = b""
             if c.HasField("schema"):
                 version = service.schemas.put_if_absent(

@@ -108,6 +108,7 @@ class Standalone:
         )
         self.broker_metrics.start()
         self.operations = self._broker_operations()
+        self.service.start_namespace_policy_checks()
         loop = asyncio.get_running_loop()
         broker = self.config.broker
         bind = broker.bind_address
