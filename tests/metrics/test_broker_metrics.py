@@ -280,6 +280,8 @@ def test_namespace_aggregation(tmp_path: Path) -> None:
         assert value(s, "pulsar_msg_backlog", **labels) == 2 * ((N - M) + N)
         in_bytes = value(s, "pulsar_in_bytes_total", **labels)
         assert value(s, "pulsar_storage_backlog_size", **labels) == in_bytes
+        # The backlog-quota series are per namespace too (no quota set: -1).
+        assert value(s, "pulsar_storage_backlog_quota_limit", **labels) == -1
         # No topic or subscription series at all.
         for name, series in s.items():
             if name.startswith("pulsar_"):

@@ -206,7 +206,10 @@ class BrokerService:
         )
         if metrics is not None:
             metrics.register(
-                BacklogQuotaMetrics(self.cluster_name, loaded, self.backlog_quotas)
+                BacklogQuotaMetrics(
+                    self.cluster_name, loaded, self.backlog_quotas,
+                    topic_level=self.config.metrics.expose_topic_level_metrics_in_prometheus,
+                )
             )
 
     def start_namespace_policy_checks(self) -> None:
