@@ -26,7 +26,6 @@ System topics have no quota, as in Pulsar.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from quasar.resources.models import BacklogQuota
 from quasar.storage.api import ManagedLedger, Position
 
 from .message_expiry import expire_by_age, oldest_unacked_publish_time
+from .periodic import Periodic
 from .subscription import Subscription
 from .topic import PersistentTopic
 
@@ -125,10 +125,9 @@ class BacklogQuotaManager:
     ) -> None:
         self._topics = topics
         self._quotas_of = quotas_of
-        self._interval_s = interval_s
         self._check_enabled = check_enabled
         self._now_ms = now_ms
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("backlog quota check", interval_s, self.check_all)
         # By topic name; entries of unloaded topics are dropped at the next check.
         self.states: dict[str, TopicQuotaState] = {}
 
@@ -231,19 +230,8 @@ class BacklogQuotaManager:
 
     # -- the periodic task --------------------------------------------------------------
     def start(self) -> None:
-        if self._check_enabled and self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        if self._check_enabled:
+            self._periodic.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval_s)
-            await self.check_all()
+        await self._periodic.stop()

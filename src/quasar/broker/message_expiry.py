@@ -15,7 +15,6 @@ Three callers: the periodic check (namespace ``message_ttl_in_seconds`` or the b
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
@@ -23,6 +22,7 @@ from quasar.errors import RemoteProtocolError
 from quasar.storage.api import Position
 
 from .entry_info import entry_info
+from .periodic import Periodic
 from .subscription import Subscription
 from .topic import PersistentTopic
 
@@ -130,30 +130,14 @@ class MessageExpiryMonitor:
     ) -> None:
         self._topics = topics
         self._ttl_of = ttl_of
-        self._interval_s = interval_s
         self._now_ms = now_ms
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("message expiry check", interval_s, self.check_all)
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        self._periodic.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval_s)
-            try:
-                await self.check_all()
-            except Exception:
-                log.exception("message expiry check failed")
+        await self._periodic.stop()
 
     async def check_all(self) -> int:
         """One check of every loaded topic; returns the entries expired."""

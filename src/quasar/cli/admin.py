@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from quasar.cli.admin_brokers import add_brokers_group
+from quasar.cli.admin_commands import Command, add_command, add_group
 from quasar.cli.admin_connection import add_connection_arguments, admin_connection
 from quasar.cli.admin_namespace_policies import (
     add_namespace_policy_commands,
@@ -29,12 +29,10 @@ from quasar.cli.admin_namespace_policies import (
 )
 from quasar.cli.admin_topic_ops import add_topic_ops_commands
 from quasar.cli.admin_transactions import add_transactions_group
-from quasar.cli.output import OUTPUT_FORMATS, Shape, render
-from quasar.client.admin import AdminClient, call_admin
+from quasar.cli.output import OUTPUT_FORMATS, render
+from quasar.client.admin import call_admin
 from quasar.client.exceptions import InvalidConfiguration
 from quasar.errors import AdminError, QuasarError
-
-Command = Callable[[AdminClient, argparse.Namespace], Awaitable[Any]]
 
 
 def _csv(value: str) -> list[str]:
@@ -59,20 +57,10 @@ def add_admin_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) ->
     add_brokers_group(groups)
 
 
-def _command(
-    parent: Any, name: str, run: Command, help: str, shape: Shape | None = None
-) -> argparse.ArgumentParser:
-    """A command running ``run``; ``shape`` gives its own table (else the generic one)."""
-    parser: argparse.ArgumentParser = parent.add_parser(name, help=help)
-    parser.set_defaults(admin_command=run, admin_shape=shape)
-    return parser
-
-
 def _add_tenants(groups: Any) -> None:
-    parser = groups.add_parser("tenants", help="tenants")
-    cmds = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _command(cmds, "list", lambda c, a: c.tenants(), "list tenants")
-    create = _command(
+    cmds = add_group(groups, "tenants", "tenants")
+    add_command(cmds, "list", lambda c, a: c.tenants(), "list tenants")
+    create = add_command(
         cmds,
         "create",
         lambda c, a: c.create_tenant(a.tenant, a.admin_roles, a.allowed_clusters),
@@ -83,27 +71,26 @@ def _add_tenants(groups: Any) -> None:
     create.add_argument(
         "--allowed-clusters", type=_csv, default=[], help="comma-separated"
     )
-    delete = _command(
+    delete = add_command(
         cmds, "delete", lambda c, a: c.delete_tenant(a.tenant), "delete a tenant"
     )
     delete.add_argument("tenant")
 
 
 def _add_namespaces(groups: Any) -> None:
-    parser = groups.add_parser("namespaces", help="namespaces")
-    cmds = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    lister = _command(
+    cmds = add_group(groups, "namespaces", "namespaces")
+    lister = add_command(
         cmds, "list", lambda c, a: c.namespaces(a.tenant), "list namespaces"
     )
     lister.add_argument("tenant")
-    create = _command(
+    create = add_command(
         cmds,
         "create",
         lambda c, a: c.create_namespace(a.namespace),
         "create a namespace",
     )
     create.add_argument("namespace", help="tenant/namespace")
-    delete = _command(
+    delete = add_command(
         cmds,
         "delete",
         lambda c, a: c.delete_namespace(a.namespace, a.force),
@@ -115,9 +102,8 @@ def _add_namespaces(groups: Any) -> None:
 
 
 def _add_topics(groups: Any) -> None:
-    parser = groups.add_parser("topics", help="topics")
-    cmds = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    lister = _command(cmds, "list", lambda c, a: c.topics(a.namespace), "list topics")
+    cmds = add_group(groups, "topics", "topics")
+    lister = add_command(cmds, "list", lambda c, a: c.topics(a.namespace), "list topics")
     lister.add_argument("namespace", help="tenant/namespace")
     simple: list[tuple[str, Command, str]] = [
         (
@@ -130,8 +116,8 @@ def _add_topics(groups: Any) -> None:
         ("subscriptions", lambda c, a: c.subscriptions(a.topic), "list subscriptions"),
     ]
     for name, run, help in simple:
-        _command(cmds, name, run, help).add_argument("topic")
-    partitioned = _command(
+        add_command(cmds, name, run, help).add_argument("topic")
+    partitioned = add_command(
         cmds,
         "create-partitioned-topic",
         lambda c, a: c.create_partitioned_topic(a.topic, a.partitions),
@@ -147,7 +133,7 @@ def _add_topics(groups: Any) -> None:
             "delete a partitioned topic",
         ),
     ):
-        delete = _command(cmds, name, run, help)
+        delete = add_command(cmds, name, run, help)
         delete.add_argument("topic")
         delete.add_argument(
             "--force", action="store_true", help="disconnect clients first"

@@ -17,10 +17,11 @@
 
 from __future__ import annotations
 
-import argparse
+import functools
 from typing import Any
 from urllib.parse import quote
 
+from quasar.cli.admin_commands import add_command, add_group
 from quasar.client.admin import AdminClient
 
 __all__ = ["add_brokers_group"]
@@ -51,13 +52,8 @@ async def delete_dynamic_config(client: AdminClient, name: str) -> Any:
 
 def add_brokers_group(groups: Any) -> None:
     """Register the ``brokers`` group on ``quasar admin``'s subparsers."""
-    parser = groups.add_parser("brokers", help="broker health and run-time configuration")
-    cmds = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, run: Any, help: str) -> argparse.ArgumentParser:
-        p: argparse.ArgumentParser = cmds.add_parser(name, help=help)
-        p.set_defaults(admin_command=run)
-        return p
+    cmds = add_group(groups, "brokers", "broker health and run-time configuration")
+    command = functools.partial(add_command, cmds)
 
     p = command(
         "healthcheck",

@@ -26,6 +26,7 @@ import sys
 from typing import Any
 from urllib.parse import quote
 
+from quasar.cli.admin_commands import add_command
 from quasar.client.admin import AdminClient
 
 __all__ = ["add_namespace_policy_commands", "add_topic_expiry_commands"]
@@ -147,14 +148,8 @@ async def expire_messages(
 # -- commands -----------------------------------------------------------------------------
 
 
-def _command(cmds: Any, name: str, run: Any, help: str) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = cmds.add_parser(name, help=help)
-    parser.set_defaults(admin_command=run, admin_shape=None)
-    return parser
-
-
 def _namespace_command(cmds: Any, name: str, run: Any, help: str) -> argparse.ArgumentParser:
-    parser = _command(cmds, name, run, help)
+    parser = add_command(cmds, name, run, help)
     parser.add_argument("namespace", help="tenant/namespace")
     return parser
 
@@ -258,7 +253,7 @@ def add_namespace_policy_commands(cmds: Any) -> None:
 def add_topic_expiry_commands(cmds: Any) -> None:
     """Register ``expire-messages`` and ``expire-messages-all-subscriptions`` on the
     ``topics`` group."""
-    p = _command(
+    p = add_command(
         cmds, "expire-messages",
         lambda c, a: expire_messages(
             c, a.topic, a.subscription, a.expire_time, a.position, a.exclude
@@ -273,7 +268,7 @@ def add_topic_expiry_commands(cmds: Any) -> None:
                    help="expire up to this message id, LEDGER:ENTRY")
     p.add_argument("-e", "--exclude-reset-position", dest="exclude", action="store_true",
                    help="keep the message at --position")
-    p = _command(
+    p = add_command(
         cmds, "expire-messages-all-subscriptions",
         lambda c, a: c.request(
             "POST",

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+from quasar.cli.admin_commands import add_command
 from quasar.client.admin import AdminClient
 from quasar.errors import RemoteProtocolError
 from quasar.protocol.batch import parse_batch
@@ -297,8 +298,7 @@ def add_topic_ops_commands(cmds: Any) -> None:
     """Register the per-topic operations on ``quasar admin topics``'s subparsers."""
 
     def command(name: str, run: Any, help: str) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = cmds.add_parser(name, help=help)
-        parser.set_defaults(admin_command=run, admin_shape=None)
+        parser = add_command(cmds, name, run, help)
         parser.add_argument("topic", metavar="TOPIC")
         return parser
 

@@ -32,9 +32,11 @@ age, owner, partitions) by default; ``--output json`` prints the API's answer.
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import Any
 from urllib.parse import quote
 
+from quasar.cli.admin_commands import add_command, add_group
 from quasar.cli.admin_txn_shapes import parse_duration_ms, slow_transactions_table
 from quasar.client.admin import AdminClient
 from quasar.protocol.topic_name import TopicName
@@ -190,10 +192,7 @@ async def position_stats_in_pending_ack(
 def _add_pulsar_commands(cmds: Any) -> None:
     """The commands of ``pulsar-admin transactions``, with its names and flags."""
 
-    def command(name: str, run: Any, help: str, **kwargs: Any) -> argparse.ArgumentParser:
-        p: argparse.ArgumentParser = cmds.add_parser(name, help=help, **kwargs)
-        p.set_defaults(admin_command=run, admin_shape=None)
-        return p
+    command = functools.partial(add_command, cmds)
 
     def txn_id(p: argparse.ArgumentParser) -> None:
         p.add_argument("-m", "--most-sig-bits", type=int, required=True, metavar="MOST")
@@ -291,13 +290,8 @@ def _add_pulsar_commands(cmds: Any) -> None:
 
 def add_transactions_group(groups: Any) -> None:
     """Register the ``transactions`` group on ``quasar admin``'s subparsers."""
-    parser = groups.add_parser("transactions", help="transactions (PIP-160, PIP-255)")
-    cmds = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, run: Any, help: str) -> argparse.ArgumentParser:
-        p: argparse.ArgumentParser = cmds.add_parser(name, help=help)
-        p.set_defaults(admin_command=run)
-        return p
+    cmds = add_group(groups, "transactions", "transactions (PIP-160, PIP-255)")
+    command = functools.partial(add_command, cmds)
 
     p = command(
         "set-txn-tc-batch-log",
