@@ -9,7 +9,12 @@ from aiohttp import web
 
 from quasar.admin.api import AdminBroker
 from quasar.auth import AuthorizationService
-from quasar.errors import BadRequestError, ResourceNotFoundError
+from quasar.errors import (
+    REFUSED_ADMIN_JSON_DEPTH,
+    BadRequestError,
+    ResourceNotFoundError,
+    tag_refusal,
+)
 from quasar.protocol.namespace_name import (
     PERSISTENT,
     parse_namespace,
@@ -47,7 +52,10 @@ async def read_json(request: web.Request, *, required: bool) -> Any:
     except RecursionError:
         # No admin body nests more than a few levels; the parser's own bound is hit
         # only by a body built to exhaust it.
-        raise BadRequestError("Malformed JSON request body: nested too deeply") from None
+        raise tag_refusal(
+            BadRequestError("Malformed JSON request body: nested too deeply"),
+            REFUSED_ADMIN_JSON_DEPTH,
+        ) from None
 
 
 def query_bool(request: web.Request, name: str, default: bool = False) -> bool:
