@@ -116,9 +116,10 @@ def tag_refusal(error: _E, reason: str) -> _E:
 def take_refusal(error: BaseException) -> str | None:
     """The refusal reason ``error`` carries, if any, removed from it: an error that is
     answered twice (re-raised through two handlers) is still counted once."""
-    reason = getattr(error, "refusal", None)
-    if reason is not None:
-        error.refusal = None  # type: ignore[attr-defined]
+    if not isinstance(error, QuasarError) or error.refusal is None:
+        return None
+    reason = error.refusal
+    error.refusal = None
     return reason
 
 

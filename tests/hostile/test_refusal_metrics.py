@@ -346,6 +346,20 @@ def test_deleting_the_system_tenant_or_namespace(broker: BrokerProcess, path: st
     counted_once(broker, "system_namespace", refuse)
 
 
+@pytest.mark.parametrize(("path", "reason"), [
+    ("/admin/v2/persistent/public/default/a%2Fb/stats", "topic_name"),
+    ("/admin/v2/namespaces/public/no%20such%20ns/topics", "namespace_name"),
+    ("/admin/v2/tenants/no%20such%20tenant", "namespace_name"),
+])
+def test_a_malformed_name_in_an_admin_path(broker: BrokerProcess, path: str,
+                                           reason: str) -> None:
+    def refuse() -> None:
+        got, answer = admin(broker, "GET", path)
+        assert got == 412, answer
+
+    counted_once(broker, reason, refuse)
+
+
 def test_an_over_long_client_name_in_the_transactions_api(broker: BrokerProcess) -> None:
     def refuse() -> None:
         got, answer = admin(

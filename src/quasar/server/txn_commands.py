@@ -131,7 +131,8 @@ def _counted(transactions: TransactionService) -> Iterator[None]:
     try:
         yield
     except (InvalidTopicName, TopicNotFound, NotAllowedError) as e:
-        # Counted in this family alone: the tag a name check put on it goes.
+        # A participant's refusal counts in quasar_txn_refused_total alone, so the
+        # hostile-input tag its name check put on it is dropped.
         take_refusal(e)
         transactions.limit_metrics.refused(reason_of(e))
         raise
