@@ -19,7 +19,7 @@ the server side and the client side catch the same classes.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 
 class ServerError(IntEnum):
@@ -62,6 +62,65 @@ class QuasarError(Exception):
     # carries the status it was answered with on the instance.
     http_status: int = 500
     retryable: bool = False
+    # Set on an error raised because a peer's input is malformed or beyond a bound:
+    # the reason it is counted under (see "Refusals of hostile input" below).
+    refusal: str | None = None
+
+
+# --------------------------------------------------------------------------------------
+# Refusals of hostile input. The check that refuses a peer's request tags its error
+# with a reason; whoever answers the request (the connection's command handlers, the
+# admin app's error middleware) counts the reason in
+# quasar_hostile_input_refused_total{reason} on the broker's registry, once. So each
+# check decides what it refuses, and counting happens where the answer leaves.
+
+REFUSED_TOPIC_NAME = "topic_name"  # a malformed or over-long topic name
+REFUSED_NAMESPACE_NAME = "namespace_name"  # a malformed namespace name
+REFUSED_SUBSCRIPTION_NAME = "subscription_name"  # empty or over-long
+REFUSED_CLIENT_NAME = "client_name"  # an over-long producer, consumer or client name
+REFUSED_SYSTEM_TOPIC = "system_topic"  # producing to or subscribing to one
+REFUSED_FRAME_SIZE = "frame_size"  # a frame over maxMessageSize: connection closed
+REFUSED_PROTOCOL_VIOLATION = "protocol_violation"  # an undecodable or unexpected frame
+REFUSED_PARTITIONS = "partitions"  # a partition count out of bounds
+REFUSED_ADMIN_BODY_SIZE = "admin_body_size"  # an admin request body over 1 MiB
+REFUSED_ADMIN_JSON_DEPTH = "admin_json_depth"  # admin JSON nested beyond the parser
+REFUSED_SYSTEM_NAMESPACE = "system_namespace"  # deleting the system tenant or namespace
+
+# The reasons errors are tagged with; those the batch and ack-set bounds count
+# directly are in ``quasar.protocol.batch_limits``.
+REFUSAL_REASONS = (
+    REFUSED_TOPIC_NAME,
+    REFUSED_NAMESPACE_NAME,
+    REFUSED_SUBSCRIPTION_NAME,
+    REFUSED_CLIENT_NAME,
+    REFUSED_SYSTEM_TOPIC,
+    REFUSED_FRAME_SIZE,
+    REFUSED_PROTOCOL_VIOLATION,
+    REFUSED_PARTITIONS,
+    REFUSED_ADMIN_BODY_SIZE,
+    REFUSED_ADMIN_JSON_DEPTH,
+    REFUSED_SYSTEM_NAMESPACE,
+)
+
+_E = TypeVar("_E", bound="QuasarError")
+
+
+def tag_refusal(error: _E, reason: str) -> _E:
+    """Mark ``error`` as the refusal of hostile input counted under ``reason`` (one of
+    ``REFUSAL_REASONS``); returns it, to be raised."""
+    assert reason in REFUSAL_REASONS, reason
+    error.refusal = reason
+    return error
+
+
+def take_refusal(error: BaseException) -> str | None:
+    """The refusal reason ``error`` carries, if any, removed from it: an error that is
+    answered twice (re-raised through two handlers) is still counted once."""
+    if not isinstance(error, QuasarError) or error.refusal is None:
+        return None
+    reason = error.refusal
+    error.refusal = None
+    return reason
 
 
 # --------------------------------------------------------------------------------------
@@ -85,6 +144,8 @@ class RemoteProtocolError(ProtocolError):
 
 class FrameTooLarge(RemoteProtocolError):
     """A frame's declared size exceeds the configured maximum."""
+
+    refusal = REFUSED_FRAME_SIZE
 
 
 class ChecksumMismatch(RemoteProtocolError):

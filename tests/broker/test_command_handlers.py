@@ -11,6 +11,7 @@ from typing import Any
 
 from quasar.auth import AuthorizationService
 from quasar.broker.consumer import WriteState
+from quasar.broker.hostile_input import HostileInputRefusals
 from quasar.config import BrokerConfig
 from quasar.errors import ProducerBusy, ServerError, TopicNotFound
 from quasar.protocol import Frame, FrameDecoder, pb
@@ -50,6 +51,7 @@ class _Context:
         self.pending_publish = 0
         self.limits = ConnectionLimits(BrokerConfig())
         self.write_state = WriteState()
+        self.refusals = HostileInputRefusals()
 
     def write(self, frame: bytes) -> None:
         self.frames.append(frame)

@@ -10,6 +10,7 @@ from collections.abc import Coroutine
 from types import SimpleNamespace
 from typing import Any
 
+from quasar.broker.hostile_input import HostileInputRefusals
 from quasar.errors import ServerError
 from quasar.protocol import Frame, pb
 from quasar.protocol.txn_id import TxnID
@@ -67,6 +68,7 @@ class _Context:
         self.consumers: dict[int, Any] = {}
         self.commands: list[pb.BaseCommand] = []
         self.spawned: list[Coroutine[Any, Any, None]] = []
+        self.refusals = HostileInputRefusals()
 
     def send_command(self, cmd: pb.BaseCommand) -> None:
         self.commands.append(cmd)

@@ -3,7 +3,9 @@
 Every error becomes a JSON ``{"reason": ...}`` answer with the error's HTTP status,
 as Pulsar's admin API answers; an unexpected exception is logged and answered with
 500 rather than dropping the connection. Assertion failures are bugs and are not
-caught (see the house rules).
+caught (see the house rules). The same middleware counts each refusal of hostile
+input (a body over ``REQUEST_BYTES_MAX``, an error a check tagged) in
+``quasar_hostile_input_refused_total`` (``quasar.broker.hostile_input``).
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from quasar.admin.topics import routes as topic_routes
 from quasar.admin.transactions import routes as transaction_routes
 from quasar.admin.txn_batch_log import routes as txn_batch_log_routes
 from quasar.auth import AuthenticationService, AuthorizationService
+from quasar.broker.hostile_input import HostileInputRefusals
 from quasar.broker.operations import BrokerOperations
-from quasar.errors import QuasarError
+from quasar.errors import REFUSED_ADMIN_BODY_SIZE, QuasarError
 from quasar.metrics import broker_registry
 from quasar.metrics import http as metrics_http
 
@@ -44,6 +47,9 @@ log = logging.getLogger(__name__)
 # here so the bound is visible) is far above any legitimate one.
 REQUEST_BYTES_MAX = 1024 * 1024
 
+# The broker's count of refused hostile input, which the error middleware adds to.
+REFUSALS_KEY = web.AppKey("quasar.admin.refusals", HostileInputRefusals)
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -54,6 +60,8 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
+        if isinstance(exc, web.HTTPRequestEntityTooLarge):  # over REQUEST_BYTES_MAX
+            request.app[REFUSALS_KEY].count(REFUSED_ADMIN_BODY_SIZE)
         # Router answers (404 unknown path, 405 wrong method, 413 body too large)
         # get Pulsar's JSON shape too; keep headers such as Allow.
         headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
@@ -63,6 +71,7 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
     except AssertionError:
         raise
     except QuasarError as exc:
+        request.app[REFUSALS_KEY].counted(exc)  # a refusal of hostile input, if tagged
         # 501 is a deliberate answer (a feature switched off, as Pulsar answers the
         # permission routes without authorization), not a failure: no traceback, so
         # a client cannot fill the log with them.
@@ -96,6 +105,7 @@ def create_admin_app(
     authorization: AuthorizationService | None = None,
     authenticate_metrics: bool = False,
     operations: BrokerOperations | None = None,
+    refusals: HostileInputRefusals | None = None,
 ) -> web.Application:
     """Build the aiohttp application serving Pulsar's ``/admin/v2`` subset.
 
@@ -106,7 +116,9 @@ def create_admin_app(
     ``authenticate_metrics``) needs credentials (``quasar.admin.authentication``);
     with an enabled ``authorization`` every route's access rule is checked
     (``quasar.admin.access``). ``operations`` answers ``/admin/v2/brokers``
-    (``quasar.admin.brokers``); without it those routes answer 503.
+    (``quasar.admin.brokers``); without it those routes answer 503. ``refusals``
+    counts refused hostile input (the broker's, on ``metrics``; None: a private
+    count nobody scrapes).
     """
     if authorization is None:
         authorization = AuthorizationService.allow_all()
@@ -119,6 +131,7 @@ def create_admin_app(
     app = web.Application(middlewares=middlewares, client_max_size=REQUEST_BYTES_MAX)
     app[BROKER_KEY] = broker
     app[AUTHORIZATION_KEY] = authorization
+    app[REFUSALS_KEY] = refusals if refusals is not None else HostileInputRefusals()
     app[metrics_http.METRICS_REGISTRY_KEY] = (
         broker_registry() if metrics is None else metrics
     )

@@ -9,7 +9,16 @@ from aiohttp import web
 
 from quasar.admin.api import AdminBroker
 from quasar.auth import AuthorizationService
-from quasar.errors import BadRequestError, ResourceNotFoundError
+from quasar.errors import (
+    REFUSED_ADMIN_JSON_DEPTH,
+    REFUSED_NAMESPACE_NAME,
+    REFUSED_TOPIC_NAME,
+    BadRequestError,
+    InvalidResourceError,
+    InvalidTopicName,
+    ResourceNotFoundError,
+    tag_refusal,
+)
 from quasar.protocol.namespace_name import (
     PERSISTENT,
     parse_namespace,
@@ -47,7 +56,10 @@ async def read_json(request: web.Request, *, required: bool) -> Any:
     except RecursionError:
         # No admin body nests more than a few levels; the parser's own bound is hit
         # only by a body built to exhaust it.
-        raise BadRequestError("Malformed JSON request body: nested too deeply") from None
+        raise tag_refusal(
+            BadRequestError("Malformed JSON request body: nested too deeply"),
+            REFUSED_ADMIN_JSON_DEPTH,
+        ) from None
 
 
 def query_bool(request: web.Request, name: str, default: bool = False) -> bool:
@@ -68,14 +80,24 @@ def no_content() -> web.Response:
 
 
 def tenant_param(request: web.Request) -> str:
-    """The ``{tenant}`` path segment, validated (412 if invalid)."""
-    return validate_tenant(request.match_info["tenant"])
+    """The ``{tenant}`` path segment, validated (412 if invalid, tagged as a refusal
+    of hostile input)."""
+    try:
+        return validate_tenant(request.match_info["tenant"])
+    except InvalidResourceError as e:
+        tag_refusal(e, REFUSED_NAMESPACE_NAME)
+        raise
 
 
 def namespace_param(request: web.Request) -> str:
-    """``tenant/namespace`` from the path, validated (412 if invalid)."""
+    """``tenant/namespace`` from the path, validated (412 if invalid, tagged as a
+    refusal of hostile input)."""
     namespace = f"{request.match_info['tenant']}/{request.match_info['namespace']}"
-    parse_namespace(namespace)
+    try:
+        parse_namespace(namespace)
+    except InvalidResourceError as e:
+        tag_refusal(e, REFUSED_NAMESPACE_NAME)
+        raise
     return namespace
 
 
@@ -93,12 +115,17 @@ def topic_param(request: web.Request) -> str:
     aiohttp has already percent-decoded the ``{topic}`` segment (``%2F`` included).
 
     Raises:
-        InvalidResourceError: invalid name (412).
+        InvalidTopicName, InvalidResourceError: invalid name (412, tagged as a
+            refusal of hostile input).
         ResourceNotFoundError: the namespace does not exist (404).
     """
     namespace = namespace_param(request)
-    topic = str(
-        parse_topic(f"{PERSISTENT}://{namespace}/{request.match_info['topic']}")
-    )
+    try:
+        topic = str(
+            parse_topic(f"{PERSISTENT}://{namespace}/{request.match_info['topic']}")
+        )
+    except InvalidTopicName as e:
+        tag_refusal(e, REFUSED_TOPIC_NAME)
+        raise
     existing_namespace(request)
     return topic

@@ -32,6 +32,7 @@ from quasar.admin.http import (
 from quasar.admin.listing import json_list_response, namespace_topics
 from quasar.auth.authorization import CONSUME
 from quasar.errors import (
+    REFUSED_PARTITIONS,
     AlreadyExistsError,
     BadRequestError,
     ConflictError,
@@ -39,6 +40,7 @@ from quasar.errors import (
     ResourceNotFoundError,
     SubscriptionNotFound,
     TopicNotFound,
+    tag_refusal,
 )
 from quasar.protocol.int64 import INT64_MAX
 from quasar.protocol.namespace_name import parse_topic
@@ -91,7 +93,10 @@ def _partition_count(broker: AdminBroker, body: Any) -> int:
         raise BadRequestError("The body must be the number of partitions")
     if not -JAVA_INT_MAX - 1 <= body <= JAVA_INT_MAX:
         # Not echoed: the body may be thousands of digits long.
-        raise BadRequestError("The number of partitions must be a 32-bit integer")
+        raise tag_refusal(
+            BadRequestError("The number of partitions must be a 32-bit integer"),
+            REFUSED_PARTITIONS,
+        )
     broker.resources.partitioned_topics.check_partitions(body)
     return body
 

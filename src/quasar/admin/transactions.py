@@ -63,7 +63,7 @@ from quasar.admin.txn_params import (
     optional_int_query,
     txn_id_param,
 )
-from quasar.errors import BadRequestError
+from quasar.errors import REFUSED_CLIENT_NAME, BadRequestError, tag_refusal
 from quasar.storage.api import Position
 
 routes = web.RouteTableDef()
@@ -83,7 +83,10 @@ async def client_transactions(request: web.Request) -> web.Response:
     if not name.strip():
         raise BadRequestError("clientName must not be blank")
     if len(name) > _CLIENT_NAME_LENGTH_MAX:
-        raise BadRequestError(f"clientName longer than {_CLIENT_NAME_LENGTH_MAX} characters")
+        raise tag_refusal(
+            BadRequestError(f"clientName longer than {_CLIENT_NAME_LENGTH_MAX} characters"),
+            REFUSED_CLIENT_NAME,
+        )
     # Only the transactions the caller's role may act on (all of them for a
     # super-user, and for everyone while authorization is off).
     role = request_role(request)

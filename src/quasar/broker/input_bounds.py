@@ -13,24 +13,20 @@ Everything here is checked before the broker allocates for it (see
 * compaction decompresses at most ``maxMessageSize`` bytes per entry, and splits
   batches of at most ``compactor.BATCH_MESSAGES_TO_SPLIT_MAX`` messages.
 
-Each refusal is counted in ``quasar_hostile_input_refused_total{reason}``, on the
-broker's registry, with the ``REFUSED_*`` reasons of ``batch_limits``.
+Each refusal is counted in ``quasar_hostile_input_refused_total{reason}``
+(``hostile_input.py``), on the broker's registry, with the ``REFUSED_*`` reasons of
+``batch_limits``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from prometheus_client import Counter
 from prometheus_client.registry import CollectorRegistry
 
 from quasar.errors import BrokerError, NotAllowedError
 from quasar.protocol.batch_limits import (
     REFUSED_ACK_SET,
-    REFUSED_BATCH_SIZE,
-    REFUSED_COMPACTION_BATCH_SIZE,
-    REFUSED_DECOMPRESSED_SIZE,
-    REFUSED_UNCOMPRESSED_SIZE,
     Refusal,
     ack_set_words_max,
     batch_records_max,
@@ -40,17 +36,9 @@ from quasar.protocol.entry import parse_entry
 from quasar.storage.api import Position
 
 from .entry_info import EntryInfo, info_of
+from .hostile_input import REFUSED_METRIC, HostileInputRefusals
 
 __all__ = ["InputBounds", "REFUSED_METRIC"]
-
-REFUSED_METRIC = "quasar_hostile_input_refused"
-_REASONS = (
-    REFUSED_UNCOMPRESSED_SIZE,
-    REFUSED_BATCH_SIZE,
-    REFUSED_ACK_SET,
-    REFUSED_DECOMPRESSED_SIZE,
-    REFUSED_COMPACTION_BATCH_SIZE,
-)
 
 AckItem = tuple[Position, Sequence[int] | None]
 
@@ -59,35 +47,33 @@ class InputBounds:
     """The batch and ack-set bounds of one broker, derived from ``maxMessageSize``.
 
     ``registry``: the broker's metrics registry (None: a private one nobody scrapes,
-    for tests and embedded use).
+    for tests and embedded use); ``refusals``: the broker's count of refused input,
+    when it exists already (it is then on its own registry, and ``registry`` is not
+    used).
     """
 
     def __init__(
-        self, max_message_size: int, registry: CollectorRegistry | None = None
+        self,
+        max_message_size: int,
+        registry: CollectorRegistry | None = None,
+        *,
+        refusals: HostileInputRefusals | None = None,
     ) -> None:
         self.max_uncompressed_size = max_message_size
         # The most messages any batch the broker accepts can hold, and the ack-set
         # words they need: the bound for acks of entries whose size is not known.
         self.max_batch_records = batch_records_max(max_message_size)
         self.max_ack_set_words = ack_set_words_max(self.max_batch_records)
-        self._refused = Counter(
-            REFUSED_METRIC,
-            "Messages and acknowledgements refused because a size or count the peer "
-            "claimed is beyond the broker's bounds, by reason",
-            ["reason"],
-            registry=registry if registry is not None else CollectorRegistry(),
-        )
-        for reason in _REASONS:  # every series exists from the start, at 0
-            self._refused.labels(reason)
+        self.refusals = refusals if refusals is not None else HostileInputRefusals(registry)
 
     def refused(self, refusal: Refusal) -> BrokerError:
         """Count ``refusal`` and return the error the peer gets for it."""
-        self._refused.labels(refusal.reason).inc()
+        self.refusals.count(refusal.reason)
         return NotAllowedError(refusal.message)
 
     def count(self, reason: str) -> None:
         """Count a refusal whose error is reported elsewhere (compaction's)."""
-        self._refused.labels(reason).inc()
+        self.refusals.count(reason)
 
     # -- SEND ----------------------------------------------------------------------------
     def published_info(self, data: bytes, num_messages: int) -> EntryInfo:

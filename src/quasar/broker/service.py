@@ -47,6 +47,7 @@ from quasar.storage.api import (
 from .backlog_quota import DESTINATION_STORAGE, MESSAGE_AGE, BacklogQuotaManager
 from .backlog_quota_metrics import BacklogQuotaMetrics
 from .entry_info import EntryInfoCache, info_capacity
+from .hostile_input import HostileInputRefusals
 from .input_bounds import InputBounds
 from .message_expiry import MessageExpiryMonitor
 from .read_limits import ReadLimits
@@ -85,8 +86,13 @@ class BrokerService:
     ) -> None:
         """``metrics``: the broker's registry, for the counters of refused input."""
         self.config = config
-        # Bounds on batch and ack-set claims, from maxMessageSize (input_bounds.py).
-        self.input_bounds = InputBounds(config.broker.max_message_size, metrics)
+        # Every refusal of hostile input, counted on the broker's registry
+        # (hostile_input.py); the bounds on batch and ack-set claims, from
+        # maxMessageSize (input_bounds.py), count theirs there too.
+        self.refusals = HostileInputRefusals(metrics)
+        self.input_bounds = InputBounds(
+            config.broker.max_message_size, refusals=self.refusals
+        )
         # The dispatchers' read bounds; a run-time change updates them in place.
         self.read_limits = ReadLimits.of(config.dispatch)
         # Every topic's ledger gets this unless its namespace sets a retention policy.

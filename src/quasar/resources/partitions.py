@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Iterator
 
-from quasar.errors import NotAcceptableError
+from quasar.errors import REFUSED_PARTITIONS, NotAcceptableError, tag_refusal
 from quasar.protocol.topic_name import PARTITION_SUFFIX
 
 __all__ = [
@@ -40,13 +40,18 @@ def check_partition_count(partitions: int, max_partitions: int) -> None:
 
     Raises:
         NotAcceptableError: fewer than one partition, or more than the bound (406,
-            Pulsar's status for both).
+            Pulsar's status for both), tagged as a refusal of hostile input.
     """
     if isinstance(partitions, bool) or partitions < 1:
-        raise NotAcceptableError("Number of partitions must be more than 0")
+        raise tag_refusal(
+            NotAcceptableError("Number of partitions must be more than 0"), REFUSED_PARTITIONS
+        )
     if partitions > JAVA_INT_MAX or 0 < max_partitions < partitions:
-        raise NotAcceptableError(
-            too_many_partitions(max_partitions if max_partitions > 0 else JAVA_INT_MAX)
+        raise tag_refusal(
+            NotAcceptableError(
+                too_many_partitions(max_partitions if max_partitions > 0 else JAVA_INT_MAX)
+            ),
+            REFUSED_PARTITIONS,
         )
 
 

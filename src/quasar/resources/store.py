@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from quasar.errors import (
+    REFUSED_SYSTEM_NAMESPACE,
     AlreadyExistsError,
     BadVersion,
     ConflictError,
@@ -31,6 +32,7 @@ from quasar.errors import (
     NotFound,
     PreconditionFailedError,
     ResourceNotFoundError,
+    tag_refusal,
 )
 from quasar.protocol.namespace_name import (
     PERSISTENT,
@@ -104,11 +106,15 @@ def refuse_system_deletion(name: str) -> None:
     logs and tables live there while the broker runs.
 
     Raises:
-        PreconditionFailedError: ``name`` is ``pulsar`` or ``pulsar/system``.
+        PreconditionFailedError: ``name`` is ``pulsar`` or ``pulsar/system`` (tagged as
+            a refusal of hostile input).
     """
     if name in (SYSTEM_TENANT, SYSTEM_NAMESPACE):
-        raise PreconditionFailedError(
-            f"{name} holds the broker's own topics and cannot be deleted"
+        raise tag_refusal(
+            PreconditionFailedError(
+                f"{name} holds the broker's own topics and cannot be deleted"
+            ),
+            REFUSED_SYSTEM_NAMESPACE,
         )
 
 

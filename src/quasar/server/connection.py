@@ -18,6 +18,9 @@ with AUTH_CHALLENGE / AUTH_RESPONSE while READY.
 
 Any command before CONNECT, an undecodable frame or an oversize frame closes this
 connection only; the broker keeps serving everyone else and nothing stored is touched.
+Each such close counts in ``quasar_hostile_input_refused_total`` (``frame_size`` or
+``protocol_violation``), as every refusal a handler answers does when a check tagged
+it (``quasar.broker.hostile_input``).
 
 Writes are coalesced by the ``FrameWriter`` the client shares (``quasar.transport``):
 frames produced while handling one read (many receipts, many MESSAGE frames) go out in
@@ -75,10 +78,16 @@ from typing import Any
 
 from quasar.auth import AuthenticationService, AuthorizationService
 from quasar.broker.consumer import Consumer, WriteState
+from quasar.broker.hostile_input import HostileInputRefusals
 from quasar.broker.producer import Producer
 from quasar.broker.service import BrokerService
 from quasar.broker.topic import PersistentTopic
-from quasar.errors import NotAllowedError, ProtocolError
+from quasar.errors import (
+    REFUSED_PROTOCOL_VIOLATION,
+    NotAllowedError,
+    ProtocolError,
+    take_refusal,
+)
 from quasar.protocol import (
     FRAME_PADDING,
     PROTOCOL_VERSION_MAX,
@@ -130,14 +139,17 @@ class ServerConnection(asyncio.Protocol):
         authentication: AuthenticationService | None = None,
         authorization: AuthorizationService | None = None,
         limits: ConnectionLimits | None = None,
+        refusals: HostileInputRefusals | None = None,
     ) -> None:
-        """``limits``: the broker's connection limits, shared by its connections
-        (None: this connection's own, as for a connection built alone in a test)."""
+        """``limits``: the broker's connection limits, shared by its connections;
+        ``refusals``: the broker's count of refused hostile input (``service.refusals``).
+        None: this connection's own, as for a connection built alone in a test."""
         loop = asyncio.get_running_loop()
         self._loop = loop
         self.service = service
         self.settings = service.config.broker
         self.limits = limits if limits is not None else ConnectionLimits(self.settings)
+        self.refusals = refusals if refusals is not None else HostileInputRefusals()
         self._decoder = FrameDecoder(self.settings.max_message_size + FRAME_PADDING)
         self._transport: asyncio.Transport | None = None
         self._writer = FrameWriter(loop)
@@ -285,8 +297,7 @@ class ServerConnection(asyncio.Protocol):
         try:
             frames = decoder.feed(data)
         except ProtocolError as e:
-            log.warning("closing connection from %s: %s", self._remote, e)
-            self.abort()
+            self._close_for(e)
             return
         held = decoder.buffered_bytes
         incomplete = self._incomplete
@@ -303,9 +314,17 @@ class ServerConnection(asyncio.Protocol):
             try:
                 self._handle(frame)
             except ProtocolError as e:
-                log.warning("closing connection from %s: %s", self._remote, e)
-                self.abort()
+                self._close_for(e)
                 return
+
+    def _close_for(self, violation: ProtocolError) -> None:
+        """Close the connection for a frame the client should not have sent: one
+        over the frame-size limit (it cannot be skipped), undecodable, or not
+        allowed now. Each is a refusal of hostile input, counted by its tag (a frame
+        over the limit) or as a protocol violation."""
+        log.warning("closing connection from %s: %s", self._remote, violation)
+        self.refusals.count(take_refusal(violation) or REFUSED_PROTOCOL_VIOLATION)
+        self.abort()
 
     def _handle_frames(self, frames: list[Frame], start: int) -> None:
         """Handle ``FRAMES_PER_TURN`` of a read's frames from ``start``, and the rest
@@ -321,8 +340,7 @@ class ServerConnection(asyncio.Protocol):
             try:
                 self._handle(frames[i])
             except ProtocolError as e:
-                log.warning("closing connection from %s: %s", self._remote, e)
-                self.abort()
+                self._close_for(e)
                 return
         if end < len(frames):
             self._loop.call_soon(self._handle_frames, frames, end)

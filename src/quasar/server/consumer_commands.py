@@ -10,6 +10,7 @@ import logging
 from quasar.broker.consumer import Consumer
 from quasar.broker.topic import PersistentTopic
 from quasar.errors import (
+    REFUSED_SUBSCRIPTION_NAME,
     BrokerError,
     ConsumerBusy,
     ConsumerNotFound,
@@ -18,6 +19,7 @@ from quasar.errors import (
     StorageError,
     SubscriptionNotFound,
     TopicNotFound,
+    tag_refusal,
 )
 from quasar.protocol import encode_command, pb
 from quasar.protocol.int64 import to_uint64
@@ -91,8 +93,10 @@ class ConsumerCommands:
         try:
             ctx.limits.admit_consumer_on_connection(len(ctx.consumer_futures))
             name = topic_of(c.topic)
-            if not c.subscription:
-                raise ConsumerBusy("Empty subscription name")
+            if not c.subscription:  # Pulsar's code for it; counted as a bad name
+                raise tag_refusal(
+                    ConsumerBusy("Empty subscription name"), REFUSED_SUBSCRIPTION_NAME
+                )
             subscription_name(c.subscription)
             client_given_name(c.consumer_name, "Consumer")
             refuse_system_topic(ctx, name, "subscribe to")
@@ -135,7 +139,7 @@ class ConsumerCommands:
             fut.cancel()
             if isinstance(e, StorageError):
                 log.error("cannot serve subscription on %s: %s", c.topic, e)
-            ctx.send_command(replies.error(request_id, e))
+            ctx.send_command(replies.error(request_id, ctx.refusals.counted(e)))
         except Exception as e:
             ctx.consumer_futures.pop(cid, None)
             fut.cancel()

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from quasar.auth.authorization import AuthorizationService
 from quasar.broker.consumer import Consumer, WriteState
+from quasar.broker.hostile_input import HostileInputRefusals
 from quasar.broker.producer import Producer
 from quasar.broker.service import BrokerService
 from quasar.broker.topic import PersistentTopic
@@ -59,6 +60,9 @@ class ConnectionContext(Protocol):
     # dispatch to them stops while its write buffer is full.
     limits: ConnectionLimits
     write_state: WriteState
+    # The broker's count of refused hostile input: a handler passes every failure it
+    # answers through ``refusals.counted``, which counts those a check tagged.
+    refusals: HostileInputRefusals
 
     @property
     def closed(self) -> bool:

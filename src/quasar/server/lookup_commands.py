@@ -53,7 +53,7 @@ class LookupCommands:
             r.partitions = ctx.service.partitioned_metadata(name)
             r.response = pb.CommandPartitionedTopicMetadataResponse.Success
         except QuasarError as e:
-            code, message = error_code_and_message(e)
+            code, message = error_code_and_message(self._ctx.refusals.counted(e))
             r.response = pb.CommandPartitionedTopicMetadataResponse.Failed
             r.error = code
             r.message = message
@@ -80,7 +80,7 @@ class LookupCommands:
                 r.brokerServiceUrlTls = settings.broker_service_url_tls
             r.authoritative = True
         except QuasarError as e:
-            code, message = error_code_and_message(e)
+            code, message = error_code_and_message(self._ctx.refusals.counted(e))
             r.response = pb.CommandLookupTopicResponse.Failed
             r.error = code
             r.message = message
@@ -102,7 +102,7 @@ class LookupCommands:
                 else ctx.service.list_topics(namespace)
             )
         except QuasarError as e:
-            ctx.send_command(replies.error(c.request_id, e))
+            ctx.send_command(replies.error(c.request_id, ctx.refusals.counted(e)))
             return
         cmd = T(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE)
         r = cmd.getTopicsOfNamespaceResponse
@@ -120,7 +120,7 @@ class LookupCommands:
             ctx = self._ctx
             require(ctx, ctx.authorization.can_lookup(name, ctx.principal), "Get Schema", name.full)
         except QuasarError as e:
-            code, message = error_code_and_message(e)
+            code, message = error_code_and_message(self._ctx.refusals.counted(e))
             r.error_code = code
             r.error_message = message
             self._ctx.send_command(cmd)
@@ -157,7 +157,7 @@ class LookupCommands:
             v = service.schemas.put_if_absent(service.schema_key(name), schema_info(c.schema))
             r.schema_version = encode_version(v)
         except QuasarError as e:
-            code, message = error_code_and_message(e)
+            code, message = error_code_and_message(self._ctx.refusals.counted(e))
             r.error_code = code
             r.error_message = message
         self._ctx.send_command(cmd)

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import logging
 
-from quasar.errors import AuthorizationError, NotAllowedError
+from quasar.errors import (
+    REFUSED_SYSTEM_TOPIC,
+    AuthorizationError,
+    NotAllowedError,
+    tag_refusal,
+)
 from quasar.protocol import TopicName
 from quasar.protocol.topic_name import is_closed_to_clients
 
@@ -49,10 +54,14 @@ def refuse_system_topic(ctx: ConnectionContext, name: TopicName, operation: str)
 
     Raises:
         NotAllowedError: ``name`` is a system topic (Pulsar's code for an operation
-            the broker does not allow, whoever asks).
+            the broker does not allow, whoever asks), tagged as a refusal of hostile
+            input.
     """
     if not is_closed_to_clients(name):
         return
     log.warning("%s: role %r tried to %s on system topic %s",
                 ctx.remote_address, ctx.principal, operation, name.full)
-    raise NotAllowedError(f"{name.full} is a system topic: clients may not {operation} it")
+    raise tag_refusal(
+        NotAllowedError(f"{name.full} is a system topic: clients may not {operation} it"),
+        REFUSED_SYSTEM_TOPIC,
+    )

@@ -139,7 +139,7 @@ class ProducerCommands:
             fut.cancel()
             if isinstance(e, StorageError):
                 log.error("cannot serve producer on %s: %s", c.topic, e)
-            ctx.send_command(replies.error(request_id, e))
+            ctx.send_command(replies.error(request_id, ctx.refusals.counted(e)))
         except Exception as e:
             ctx.producer_futures.pop(pid, None)
             fut.cancel()
@@ -220,7 +220,7 @@ class ProducerCommands:
         topic.publish(producer, seq, highest, num, payload, done, txn)
 
     def _send_error(self, pid: int, seq: int, err: BaseException) -> None:
-        cmd = replies.send_error(pid, seq, err)
+        cmd = replies.send_error(pid, seq, self._ctx.refusals.counted(err))
         if int(cmd.send_error.error) == ServerError.UnknownError:
             log.error("publish failed: %s", cmd.send_error.message)
         self._ctx.send_command(cmd)

@@ -122,7 +122,8 @@ class Standalone:
 
         def connection() -> ServerConnection:
             return ServerConnection(
-                service, max_pending, keep_alive_s, authentication, authorization, limits
+                service, max_pending, keep_alive_s, authentication, authorization, limits,
+                refusals=service.refusals,
             )
 
         # Admin first, then the TLS port, then the plain one: once the last binary
@@ -220,6 +221,7 @@ class Standalone:
             authorization=self.authorization,
             authenticate_metrics=self.config.authentication.authenticate_metrics_endpoint,
             operations=self.operations,
+            refusals=self.service.refusals,
         )
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()

@@ -43,6 +43,7 @@ from quasar.errors import (
     QuasarError,
     TopicNotFound,
     TransactionCoordinatorNotFound,
+    take_refusal,
 )
 from quasar.protocol import pb
 from quasar.protocol.topic_name import SYSTEM_TENANT
@@ -130,6 +131,9 @@ def _counted(transactions: TransactionService) -> Iterator[None]:
     try:
         yield
     except (InvalidTopicName, TopicNotFound, NotAllowedError) as e:
+        # A participant's refusal counts in quasar_txn_refused_total alone, so the
+        # hostile-input tag its name check put on it is dropped.
+        take_refusal(e)
         transactions.limit_metrics.refused(reason_of(e))
         raise
 
@@ -248,7 +252,7 @@ class TransactionCommands:
                 log.warning("%s: %s", self._ctx.remote_address, error)
             elif cmd.type == T.NEW_TXN:
                 resp.txnid_most_bits = req.tc_id  # as Pulsar: the coordinator that failed
-            code, message = error_code_and_message(error)
+            code, message = error_code_and_message(self._ctx.refusals.counted(error))
             resp.error = code
             resp.message = message
         self._ctx.send_command(out)

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from quasar.broker.schema import SchemaInfo
-from quasar.errors import InvalidResourceError, InvalidTopicName, NotAllowedError
+from quasar.errors import (
+    REFUSED_CLIENT_NAME,
+    REFUSED_NAMESPACE_NAME,
+    REFUSED_SUBSCRIPTION_NAME,
+    REFUSED_TOPIC_NAME,
+    InvalidResourceError,
+    InvalidTopicName,
+    NotAllowedError,
+    tag_refusal,
+)
 from quasar.protocol import TopicName, pb
 from quasar.protocol.int64 import INT64_MAX, to_int64
 from quasar.protocol.namespace_name import parse_namespace, parse_topic
@@ -31,6 +40,9 @@ SUBSCRIPTION_NAME_BYTES_MAX = 1024
 # Producer and consumer names are kept per producer or consumer and shown in stats.
 CLIENT_GIVEN_NAME_BYTES_MAX = 1024
 
+# Every refusal below is tagged with its reason (quasar.errors.tag_refusal), for
+# quasar_hostile_input_refused_total, counted where the request is answered.
+
 
 def topic_of(raw: str) -> TopicName:
     """The topic a command names. quasar keeps V2 names only (``tenant/ns/topic``);
@@ -42,10 +54,15 @@ def topic_of(raw: str) -> TopicName:
     """
     size = _longer_than(raw, TOPIC_NAME_BYTES_MAX)
     if size is not None:
-        raise InvalidTopicName(
-            f"Topic name of {size} bytes is longer than {TOPIC_NAME_BYTES_MAX}"
+        raise tag_refusal(
+            InvalidTopicName(f"Topic name of {size} bytes is longer than {TOPIC_NAME_BYTES_MAX}"),
+            REFUSED_TOPIC_NAME,
         )
-    return parse_topic(raw)
+    try:
+        return parse_topic(raw)
+    except InvalidTopicName as e:
+        tag_refusal(e, REFUSED_TOPIC_NAME)
+        raise
 
 
 def utf8_length(text: str) -> int:
@@ -70,11 +87,14 @@ def subscription_name(raw: str) -> str:
         InvalidTopicName: empty, or longer than ``SUBSCRIPTION_NAME_BYTES_MAX`` bytes.
     """
     if not raw:
-        raise InvalidTopicName("Empty subscription name")
+        raise tag_refusal(InvalidTopicName("Empty subscription name"), REFUSED_SUBSCRIPTION_NAME)
     size = _longer_than(raw, SUBSCRIPTION_NAME_BYTES_MAX)
     if size is not None:
-        raise InvalidTopicName(
-            f"Subscription name of {size} bytes is longer than {SUBSCRIPTION_NAME_BYTES_MAX}"
+        raise tag_refusal(
+            InvalidTopicName(
+                f"Subscription name of {size} bytes is longer than {SUBSCRIPTION_NAME_BYTES_MAX}"
+            ),
+            REFUSED_SUBSCRIPTION_NAME,
         )
     return raw
 
@@ -87,8 +107,11 @@ def client_given_name(raw: str, what: str) -> str:
     """
     size = _longer_than(raw, CLIENT_GIVEN_NAME_BYTES_MAX)
     if size is not None:
-        raise NotAllowedError(
-            f"{what} name of {size} bytes is longer than {CLIENT_GIVEN_NAME_BYTES_MAX}"
+        raise tag_refusal(
+            NotAllowedError(
+                f"{what} name of {size} bytes is longer than {CLIENT_GIVEN_NAME_BYTES_MAX}"
+            ),
+            REFUSED_CLIENT_NAME,
         )
     return raw
 
@@ -102,7 +125,7 @@ def namespace_of(raw: str) -> str:
     try:
         parse_namespace(raw)
     except InvalidResourceError as e:
-        raise InvalidTopicName(str(e)) from None
+        raise tag_refusal(InvalidTopicName(str(e)), REFUSED_NAMESPACE_NAME) from None
     return raw
 
 

@@ -59,6 +59,7 @@ from enum import Enum
 
 from quasar.clock import Clock
 from quasar.errors import (
+    REFUSED_CLIENT_NAME,
     BrokerError,
     CorruptRecordError,
     InvalidTxnStatus,
@@ -66,6 +67,7 @@ from quasar.errors import (
     TransactionCoordinatorNotFound,
     TransactionNotFound,
     TransactionPreserverClosed,
+    tag_refusal,
 )
 from quasar.protocol import pb, txnlog_pb
 from quasar.protocol.txn_id import TxnID
@@ -813,12 +815,16 @@ def _client_name(name: str | None) -> str | None:
     """A request's client name: ``None`` if absent or blank.
 
     Raises:
-        NotAllowedError: longer than ``CLIENT_NAME_LENGTH_MAX``.
+        NotAllowedError: longer than ``CLIENT_NAME_LENGTH_MAX`` (tagged as a refusal
+            of hostile input, counted where the request is answered).
     """
     if name is None or not name.strip():
         return None
     if len(name) > CLIENT_NAME_LENGTH_MAX:
-        raise NotAllowedError(
-            f"client name of {len(name)} characters (at most {CLIENT_NAME_LENGTH_MAX})"
+        raise tag_refusal(
+            NotAllowedError(
+                f"client name of {len(name)} characters (at most {CLIENT_NAME_LENGTH_MAX})"
+            ),
+            REFUSED_CLIENT_NAME,
         )
     return name
