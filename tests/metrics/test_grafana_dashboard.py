@@ -58,6 +58,10 @@ _LABEL_LIST = re.compile(
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
 _NUMBER = re.compile(r"(?<![\w:])(?:0x[0-9a-f]+|\d+(?:\.\d*)?(?:e[+-]?\d+)?)", re.I)
 _IDENT = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+_SELECTOR = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)\s*\{([^}]*)\}")
+_MATCHER_LABEL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)")
+# Labels Prometheus adds to every scraped series.
+TARGET_LABELS = frozenset({"instance", "job"})
 _RATE_ARG = re.compile(r"\b(?:rate|irate|increase)\s*\(\s*([A-Za-z_:][A-Za-z0-9_:]*)")
 
 # Series Pulsar prints as gauges although they only grow while the topic, connection
@@ -96,6 +100,14 @@ def metric_names(expr: str) -> set[str]:
         else:
             names.add(word)
     return names
+
+
+def matched_labels(expr: str) -> dict[str, set[str]]:
+    """``{metric: label names its selectors match on}``."""
+    out: dict[str, set[str]] = {}
+    for name, matchers in _SELECTOR.findall(_STRING.sub('""', expr)):
+        out.setdefault(name, set()).update(_MATCHER_LABEL.findall(matchers))
+    return out
 
 
 def variable_expr(query: str) -> str:
@@ -165,6 +177,11 @@ def test_the_tokenizer_keeps_metric_names_only(expr: str, names: set[str]) -> No
 def test_the_tokenizer_reports_unknown_functions() -> None:
     with pytest.raises(AssertionError, match="unknown PromQL function 'rat'"):
         metric_names("rat(x[5m])")
+
+
+def test_selectors_are_read_for_their_label_names() -> None:
+    expr = 'sum(a{cluster=~"$cluster", topic!="x{y}"}) / b{quantile="0.99"} + c'
+    assert matched_labels(expr) == {"a": {"cluster", "topic"}, "b": {"quantile"}}
 
 
 def test_variable_queries_are_read_as_their_selector() -> None:
@@ -243,15 +260,16 @@ def admin_post(broker: BrokerProcess, path: str, body: Any) -> None:
         assert resp.status in (200, 204)
 
 
-def scrape(broker: BrokerProcess) -> tuple[set[str], dict[str, str]]:
-    """The sample names of ``/metrics`` and the type of each family by name."""
+def scrape(broker: BrokerProcess) -> tuple[dict[str, set[str]], dict[str, str]]:
+    """The sample names of ``/metrics`` with the label names each carries, and the
+    type of each family by sample name."""
     with urllib.request.urlopen(broker.admin_url + "/metrics", timeout=30) as resp:
         text = resp.read().decode()
-    samples: set[str] = set()
+    samples: dict[str, set[str]] = {}
     types: dict[str, str] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            samples.add(sample.name)
+            samples.setdefault(sample.name, set()).update(sample.labels)
             types[sample.name] = family.type
     return samples, types
 
@@ -279,7 +297,9 @@ def workload(broker: BrokerProcess) -> Iterator[None]:
     client.close()
 
 
-def missing_names(wanted: dict[str, str], samples: set[str], types: dict[str, str]) -> list[str]:
+def missing_names(
+    wanted: dict[str, str], samples: dict[str, set[str]], types: dict[str, str]
+) -> list[str]:
     missing = []
     for where, expr in wanted.items():
         for name in sorted(metric_names(expr)):
@@ -290,6 +310,10 @@ def missing_names(wanted: dict[str, str], samples: set[str], types: dict[str, st
             )
             if name not in samples and not as_family:
                 missing.append(f"{where}: {name}")
+        for name, labels in matched_labels(expr).items():
+            unknown = labels - samples.get(name, set()) - TARGET_LABELS
+            if name in samples and unknown:
+                missing.append(f"{where}: {name} has no label {sorted(unknown)}")
     return missing
 
 
@@ -309,7 +333,7 @@ def test_every_metric_the_dashboard_and_alerts_name_is_exported(
         if not missing or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert not missing, "names no broker exports:\n" + "\n".join(missing)
+    assert not missing, "names and labels no broker exports:\n" + "\n".join(missing)
 
 
 def test_rates_are_taken_of_counters_only(broker: BrokerProcess, workload: None) -> None:
