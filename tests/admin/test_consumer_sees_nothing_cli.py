@@ -248,3 +248,59 @@ def test_a_poisoned_message_is_found_kept_and_skipped(
             assert '"payload": "poison"' in out
 
     assert application() == ["good-0", "good-1", "good-2"]
+
+
+def test_a_subscription_started_at_the_latest_message_is_moved_back(
+    broker: BrokerProcess, client: pulsar.Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    producer = client.create_producer(TOPIC, batching_enabled=False)
+    for i in range(3):
+        producer.send(f"early-{i}".encode())
+    consumer = client.subscribe(TOPIC, SUBSCRIPTION)  # the clients' default: Latest
+    assert_receives_nothing(consumer)
+
+    session = Session(broker, capsys)
+    commands = walkthrough_sessions()["The subscription started at the latest message"]
+    assert [c.split()[2:4] for c in commands] == [["topics", "reset-cursor"]]
+    for line in commands:
+        session.run(line)
+
+    assert receive_texts(consumer, 3) == ["early-0", "early-1", "early-2"]
+
+
+def test_consumers_blocked_on_unacknowledged_messages_are_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    limit = 5
+    with BrokerProcess(
+        tmp_path / "data", settings={"maxUnackedMessagesPerConsumer": str(limit)}
+    ) as broker:
+        client = pulsar.Client(broker.url, operation_timeout_seconds=10)
+        try:
+            consumer = client.subscribe(
+                TOPIC, SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared,
+                initial_position=pulsar.InitialPosition.Earliest,
+            )
+            producer = client.create_producer(TOPIC, batching_enabled=False)
+            for i in range(2 * limit):
+                producer.send(f"m-{i}".encode())
+            held = [consumer.receive(timeout_millis=10_000) for _ in range(limit)]
+            assert_receives_nothing(consumer)
+
+            session = Session(broker, capsys)
+            commands = walkthrough_sessions()[
+                "Every consumer is blocked on unacknowledged messages"
+            ]
+            for line in commands:
+                out = session.run(line)
+                prefix = f"subscriptions.{SUBSCRIPTION}."
+                assert stat(out, prefix + "blockedSubscriptionOnUnackedMsgs") == "true"
+                assert stat(out, prefix + "consumers.0.unackedMessages") == str(limit)
+                assert stat(out, prefix + "consumers.0.blockedConsumerOnUnackedMsgs") == "true"
+
+            # The fix is the application's: once it acknowledges, dispatch resumes.
+            for message in held:
+                consumer.acknowledge(message)
+            assert len(receive_texts(consumer, limit)) == limit
+        finally:
+            client.close()
