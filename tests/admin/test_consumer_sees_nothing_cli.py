@@ -2,7 +2,11 @@
 as written against a real broker process.
 
 The commands come from the fenced blocks of the walkthrough's subsections (so the
-doc and the test cannot drift): each scenario sets up its cause with quasar's client,
+doc and the test cannot drift). Five of the six causes run here (a hanging
+transaction, a poisoned message, a subscription started at the latest message,
+consumers blocked on unacknowledged messages, messages expired by TTL); every
+command of the sixth is checked by the parser. Each scenario sets up its cause with
+quasar's client,
 checks that the consumer indeed receives nothing, runs the subsection's commands in
 order through ``quasar.cli.main.main`` (filling the ``<placeholders>`` from the output
 of the command before, as a reader would), and checks that the consumer then receives.
@@ -302,5 +306,46 @@ def test_consumers_blocked_on_unacknowledged_messages_are_shown(
             for message in held:
                 consumer.acknowledge(message)
             assert len(receive_texts(consumer, limit)) == limit
+        finally:
+            client.close()
+
+
+def test_messages_expired_by_ttl_are_found_and_brought_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = {"messageExpiryCheckIntervalInSeconds": "1"}
+    with BrokerProcess(tmp_path / "data", settings=settings) as broker:
+        session = Session(broker, capsys)
+        # The cause: a TTL shorter than the time the messages wait, with retention.
+        session.run("quasar admin namespaces set-retention public/default -s 100M -t 1h")
+        session.run("quasar admin namespaces set-message-ttl public/default -ttl 1")
+        client = pulsar.Client(broker.url, operation_timeout_seconds=10)
+        try:
+            client.subscribe(
+                TOPIC, SUBSCRIPTION, initial_position=pulsar.InitialPosition.Earliest
+            ).close()
+            producer = client.create_producer(TOPIC, batching_enabled=False)
+            for i in range(3):
+                producer.send(f"m-{i}".encode())
+            key = f"subscriptions.{SUBSCRIPTION}.totalMsgExpired"
+            session.run_until(
+                f"quasar admin topics stats {TOPIC}",
+                lambda out: stat(out, key) == "3",
+                "the messages expired",
+            )
+
+            commands = walkthrough_sessions()["Message TTL expired the messages"]
+            for line in commands:
+                out = session.run(line)
+                if "topics stats" in line:
+                    assert stat(out, key) == "3"
+                    assert stat(out, f"subscriptions.{SUBSCRIPTION}.msgBacklog") == "0"
+                elif "get-message-ttl" in line:
+                    assert out.strip() == "1"
+                elif "get-retention" in line:
+                    assert stat(out, "retentionTimeInMinutes") == "60"
+
+            consumer = client.subscribe(TOPIC, SUBSCRIPTION)
+            assert receive_texts(consumer, 3) == ["m-0", "m-1", "m-2"]
         finally:
             client.close()
