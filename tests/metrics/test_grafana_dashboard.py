@@ -5,7 +5,8 @@ Every PromQL expression of every panel, template variable and alerting rule is
 tokenized down to the metric names it selects; a real broker process then runs a
 workload that makes every family exist (a transaction kept open, one that
 acknowledges on a subscription and commits, a subscription with a backlog, a backlog
-quota), and each name must appear in its ``/metrics``. A renamed metric therefore
+quota, a connection refused by token authentication), and each name, with the labels
+its selectors match on, must appear in its ``/metrics``. A renamed metric therefore
 breaks this test instead of leaving an empty panel. ``rate()`` and ``increase()``
 may only read counters: real ones, or the Pulsar series that count since the topic or
 coordinator loaded but are printed as gauges (``PULSAR_GAUGE_COUNTERS``); never a
@@ -27,13 +28,19 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 import quasar.client as pulsar
+from quasar.auth.tokens import create_token
+from quasar.errors import AuthenticationError
 from quasar.testing.process import BrokerProcess
+from quasar.testing.secured import token_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "docs" / "grafana" / "quasar.json"
 ALERTS = ROOT / "docs" / "grafana" / "alerts.yml"
 WAIT_S = 30.0
 HANGING_TIMEOUT_MS = 3_600_000
+# Authentication is on so that the authentication series exist too.
+SECRET = b"grafana-dashboard-test-secret-key"
+TOKEN = create_token("ops", SECRET)
 
 # PromQL's functions and aggregation operators: an identifier followed by "(" must be
 # one of these (so a typo is reported, not taken for a metric).
@@ -245,7 +252,7 @@ def test_alerting_rules_have_prometheus_structure() -> None:
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     proc = BrokerProcess(
         tmp_path_factory.mktemp("grafana") / "data",
-        settings={"statsUpdateFrequencyInSecs": "1"},
+        settings={"statsUpdateFrequencyInSecs": "1", **token_settings(SECRET)},
     ).start()
     yield proc
     assert proc.stop() == 0, proc.read_log()
@@ -254,7 +261,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 def admin_post(broker: BrokerProcess, path: str, body: Any) -> None:
     req = urllib.request.Request(
         broker.admin_url + path, data=json.dumps(body).encode(), method="POST",
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"},
     )
     with urllib.request.urlopen(req, timeout=30) as resp:
         assert resp.status in (200, 204)
@@ -277,10 +284,21 @@ def scrape(broker: BrokerProcess) -> tuple[dict[str, set[str]], dict[str, str]]:
 @pytest.fixture(scope="module")
 def workload(broker: BrokerProcess) -> Iterator[None]:
     """A subscription with a backlog, a transaction left open on a topic, one that
-    acknowledges on a subscription and commits, and a backlog quota."""
+    acknowledges on a subscription and commits, a backlog quota, and a connection
+    refused for a bad token."""
     admin_post(broker, "/admin/v2/namespaces/public/default/backlogQuota",
                {"limitSize": 100_000_000, "limitTime": -1, "policy": "producer_request_hold"})
-    client = pulsar.Client(broker.url, operation_timeout_seconds=10, enable_transaction=True)
+    intruder = pulsar.Client(
+        broker.url, operation_timeout_seconds=10,
+        authentication=pulsar.AuthenticationToken(create_token("ops", b"not-the-key" * 3)),
+    )
+    with pytest.raises(AuthenticationError):
+        intruder.create_producer("persistent://public/default/grafana-workload")
+    intruder.close()
+    client = pulsar.Client(
+        broker.url, operation_timeout_seconds=10, enable_transaction=True,
+        authentication=pulsar.AuthenticationToken(TOKEN),
+    )
     topic = "persistent://public/default/grafana-workload"
     client.subscribe(topic, "lagging", initial_position=pulsar.InitialPosition.Earliest).close()
     consumer = client.subscribe(topic, "done", initial_position=pulsar.InitialPosition.Earliest)
