@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: standalone test lint bench fuzz proto clean install
+.PHONY: standalone test lint bench fuzz proto clean install browser
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -21,7 +21,21 @@ install: $(STAMP)
 standalone: $(STAMP)
 	$(BIN)/quasar standalone
 
-test: $(STAMP)
+# The dashboard's browser tests (tests/dashboard) drive Debian's Chromium and its
+# chromedriver, which a fresh machine lacks: install them when either is missing
+# (as root, or through sudo when there is one).
+CHROMIUM := /usr/bin/chromium
+CHROMEDRIVER := /usr/bin/chromedriver
+browser:
+	@if [ ! -x $(CHROMIUM) ] || [ ! -x $(CHROMEDRIVER) ]; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; \
+		elif command -v sudo >/dev/null; then SUDO=sudo; \
+		else echo "need root or sudo to install chromium chromium-driver" >&2; exit 1; fi; \
+		$$SUDO apt-get update && \
+		$$SUDO apt-get install -y --no-install-recommends chromium chromium-driver; \
+	fi
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -3,7 +3,7 @@
 ::
 
     GET /                              -> the page (index.html)
-    GET /dashboard/{app.js,chart.js,app.css}
+    GET /dashboard/{app.js,chart.js,app.css,favicon.svg}
     GET /admin/v2/quasar/dashboard     -> the snapshot (quasar.broker.dashboard)
 
 The page and its scripts ship in the package (``dashboard_static/``) and load
@@ -45,6 +45,7 @@ _ASSETS = {
     "/dashboard/app.js": ("app.js", "text/javascript"),
     "/dashboard/chart.js": ("chart.js", "text/javascript"),
     "/dashboard/app.css": ("app.css", "text/css"),
+    "/dashboard/favicon.svg": ("favicon.svg", "image/svg+xml"),
 }
 #: Paths served without credentials (the authentication middleware lets them
 #: through): the page and its scripts, which carry no broker data.

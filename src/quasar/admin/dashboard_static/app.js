@@ -94,8 +94,11 @@ function showError(message) {
   banner.hidden = !message;
 }
 
+// A refused token is forgotten, so that a reload asks again instead of repeating it.
 function showSignIn(reason) {
   clearTimeout(state.timer);
+  state.token = null;
+  sessionStorage.removeItem(TOKEN_KEY);
   $("main").hidden = true;
   $("signin").hidden = false;
   $("sign-out").hidden = true;
@@ -272,7 +275,8 @@ function renderTransactions(data) {
       el("p", { class: "hint" }, "Transactions are disabled on this broker (transactionCoordinatorEnabled=false)."));
   } else {
     $("coordinators").replaceChildren(...txns.coordinators.map((tc) =>
-      fact(`Coordinator ${tc.id}: open`, formatNumber(tc.activeCount), `tc-${tc.id}`)));
+      fact(`Coordinator ${tc.id}: open`, tc.loaded ? formatNumber(tc.activeCount) : "not loaded",
+        `tc-${tc.id}`)));
   }
   const now = data.broker.timestamp;
   const rows = txns.open.map((txn) =>
@@ -328,11 +332,7 @@ $("signin-form").addEventListener("submit", (event) => {
   refresh();
 });
 
-$("sign-out").addEventListener("click", () => {
-  state.token = null;
-  sessionStorage.removeItem(TOKEN_KEY);
-  showSignIn("");
-});
+$("sign-out").addEventListener("click", () => showSignIn(""));
 
 $("show-system").addEventListener("change", render);
 window.addEventListener("hashchange", render);
