@@ -63,6 +63,9 @@ def test_every_view_loads_without_script_errors(
 ) -> None:
     open_page(browser, broker, wait)
     assert browser.find_element(By.ID, "fact-version").text.startswith("Version")
+    # The broker's health check, run by the page, passed.
+    wait(lambda d: d.find_element(By.ID, "fact-health").text == "Health check\nok",
+         "the health check")
     assert "statsUpdateFrequencyInSecs" in browser.find_element(By.ID, "rate-window").text
     for view in ("topics", "subscriptions", "transactions", "overview"):
         browser.find_element(By.CSS_SELECTOR, f'#nav a[data-view="{view}"]').click()

@@ -37,7 +37,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from quasar.protocol.topic_name import is_hidden_from_listings, is_system_topic
+from quasar.protocol.topic_name import (
+    SYSTEM_TENANT,
+    TopicName,
+    is_hidden_from_listings,
+    is_system_topic,
+)
 from quasar.transaction.coordinator import TransactionCoordinator, TxnMeta
 from quasar.transaction.metrics import held_back_entries
 
@@ -160,11 +165,20 @@ class DashboardSnapshot:
         }
 
 
+def _is_system(name: TopicName) -> bool:
+    """The broker's own topics, and every topic of Pulsar's system tenant (the
+    health check's topics are there), which the page hides unless asked."""
+    return (
+        name.tenant == SYSTEM_TENANT
+        or is_system_topic(name)
+        or is_hidden_from_listings(name)
+    )
+
+
 def _topic_row(topic: PersistentTopic) -> dict[str, Any]:
-    name = topic.topic_name
     return {
         "topic": topic.name,
-        "system": is_system_topic(name) or is_hidden_from_listings(name),
+        "system": _is_system(topic.topic_name),
         "msgRateIn": topic.rate_in.msg_rate,
         "msgRateOut": topic.rate_out.msg_rate,
         "msgThroughputIn": topic.rate_in.byte_rate,

@@ -6,6 +6,10 @@ import { LineChart, formatNumber } from "/dashboard/chart.js";
 
 const DATA_PATH = "/admin/v2/quasar/dashboard";
 const ABORT_PATH = "/admin/v3/transactions/abortTransaction";
+const HEALTH_PATH = "/admin/v2/brokers/health";
+// The health check writes and reads a message through storage: often enough to
+// notice a broker that stopped writing, rarely enough to cost nothing.
+const HEALTH_EVERY_MS = 30000;
 const REFRESH_MS = 2000;
 const TOKEN_KEY = "quasar.dashboard.token";
 // How far back a subscription's backlog is compared to call it growing.
@@ -56,6 +60,9 @@ const state = {
   selectedTopic: null,
   backlogs: new Map(), // "topic\u0000subscription" -> [{t, backlog}]
   timer: null,
+  health: "checking…",
+  healthAt: 0,
+  healthPending: false,
 };
 
 const charts = {
@@ -76,7 +83,9 @@ async function api(path, options = {}) {
   if (!response.ok) {
     throw new Error(`${response.status}: ${await reasonOf(response)}`);
   }
-  return response.status === 204 ? null : response.json();
+  if (response.status === 204) return null;
+  const type = response.headers.get("Content-Type") || "";
+  return type.includes("json") ? response.json() : response.text();
 }
 
 async function reasonOf(response) {
@@ -118,6 +127,7 @@ async function refresh() {
     state.data = data;
     record(data);
     render();
+    checkHealth();
   } catch (error) {
     if (error instanceof AuthRequired) {
       showSignIn(error.message);
@@ -126,6 +136,21 @@ async function refresh() {
     showError(`Cannot read the broker: ${error.message}`);
   }
   state.timer = setTimeout(refresh, REFRESH_MS);
+}
+
+// Runs beside the refresh loop (a check may take seconds) and never overlaps itself.
+async function checkHealth() {
+  if (state.healthPending || Date.now() - state.healthAt < HEALTH_EVERY_MS) return;
+  state.healthPending = true;
+  try {
+    state.health = (await api(HEALTH_PATH)) === "ok" ? "ok" : "unexpected answer";
+  } catch (error) {
+    state.health = error instanceof AuthRequired ? "not allowed" : `failing (${error.message})`;
+  } finally {
+    state.healthAt = Date.now();
+    state.healthPending = false;
+  }
+  render();
 }
 
 // Charts and backlog trends advance with every snapshot.
@@ -197,6 +222,7 @@ function renderOverview(data) {
   $("broker-facts").replaceChildren(
     fact("Version", b.version, "version"),
     fact("State", b.state, "state"),
+    fact("Health check", state.health, "health"),
     fact("Topics", formatNumber(t.topics), "topics"),
     fact("Producers", formatNumber(t.producers), "producers"),
     fact("Consumers", formatNumber(t.consumers), "consumers"),
