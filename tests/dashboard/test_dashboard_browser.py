@@ -211,3 +211,15 @@ def test_browser_missing_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("CI", "false")
     with pytest.raises(pytest.skip.Exception, match="chromium"):
         browser_setup.require_browser()
+
+
+def test_a_broker_without_transactions_says_so(
+    tmp_path: Path, browser: Any, wait: Wait
+) -> None:
+    settings = {"transactionCoordinatorEnabled": "false", "statsUpdateFrequencyInSecs": "1"}
+    with BrokerProcess(tmp_path / "data", settings=settings) as plain:
+        open_page(browser, plain, wait, "transactions")
+        hint = browser.find_element(By.ID, "coordinators").text
+        assert "transactionCoordinatorEnabled=false" in hint
+        assert "No open transactions" in browser.find_element(By.ID, "transactions-table").text
+        assert js_errors(browser) == []
