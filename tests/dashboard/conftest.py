@@ -18,6 +18,7 @@ from quasar.testing.process import BrokerProcess
 
 try:
     from selenium import webdriver
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.support.ui import WebDriverWait
 except ImportError:  # a dev dependency; its absence is reported by require_browser
@@ -86,9 +87,14 @@ def browser(tmp_path: Path) -> Iterator[Any]:
 
 @pytest.fixture
 def wait(browser: Any) -> Callable[[Callable[[Any], Any], str], Any]:
-    """Wait until ``condition(driver)`` is truthy; return its value."""
+    """Wait until ``condition(driver)`` is truthy; return its value.
+
+    The page rebuilds its tables and figures at every refresh, so an element found a
+    moment ago may be gone: a condition that meets a stale element is tried again."""
 
     def until(condition: Callable[[Any], Any], what: str) -> Any:
-        return WebDriverWait(browser, WAIT_S).until(condition, f"timed out waiting for {what}")
+        return WebDriverWait(
+            browser, WAIT_S, ignored_exceptions=(StaleElementReferenceException,)
+        ).until(condition, f"timed out waiting for {what}")
 
     return until

@@ -49,6 +49,24 @@ def open_page(browser: Any, broker: BrokerProcess, wait: Wait, view: str = "over
     wait(lambda d: "ready" in d.find_element(By.ID, "status").text, "the first snapshot")
 
 
+def read(wait: Wait, find: Callable[[Any], Any], what: str) -> Any:
+    """``find(driver)``, found again if the page rebuilt the element meanwhile."""
+    return wait(lambda d: [find(d)], what)[0]
+
+
+def click(wait: Wait, find: Callable[[Any], Any], what: str) -> None:
+    """Click what ``find(driver)`` finds, once it exists (again if it was rebuilt)."""
+
+    def attempt(driver: Any) -> bool:
+        element = find(driver)
+        if element is None:
+            return False
+        element.click()
+        return True
+
+    wait(attempt, what)
+
+
 def js_errors(browser: Any) -> list[dict[str, Any]]:
     return [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
 
@@ -62,7 +80,8 @@ def test_every_view_loads_without_script_errors(
     broker: BrokerProcess, browser: Any, wait: Wait
 ) -> None:
     open_page(browser, broker, wait)
-    assert browser.find_element(By.ID, "fact-version").text.startswith("Version")
+    assert read(wait, lambda d: d.find_element(By.ID, "fact-version").text,
+                "the version").startswith("Version")
     # The broker's health check, run by the page, passed.
     wait(lambda d: d.find_element(By.ID, "fact-health").text == "Health check\nok",
          "the health check")
@@ -94,16 +113,16 @@ def test_charts_move_while_perf_produces_and_a_stuck_subscription_is_red(
         wait(lambda d: chart_last(d, "chart-rates")[0] > 0, "the rate-in chart to rise")
         wait(lambda d: chart_last(d, "chart-backlog")[0] > 0, "the backlog chart to rise")
         # The chart drew a line through its samples, and the overview says so too.
-        points = browser.find_element(
-            By.CSS_SELECTOR, '#chart-rates polyline[data-series="in"]'
-        ).get_attribute("points")
+        line = '#chart-rates polyline[data-series="in"]'
+        points = read(wait, lambda d: d.find_element(By.CSS_SELECTOR, line)
+                      .get_attribute("points"), "the rate-in line")
         assert len(points.split()) >= 2
-        assert browser.find_element(By.ID, "fact-rate-in").text != "Msg/s in\n0"
+        assert read(wait, lambda d: d.find_element(By.ID, "fact-rate-in").text,
+                    "the rate in") != "Msg/s in\n0"
 
         # The topic's row, and its subscriptions one click away.
         browser.find_element(By.CSS_SELECTOR, '#nav a[data-view="topics"]').click()
-        row = wait(lambda d: _row(d, "topics-table", topic), "the topic's row")
-        row.click()
+        click(wait, lambda d: _row(d, "topics-table", topic), "the topic's row")
         wait(lambda d: d.find_element(By.ID, "topic-detail-name").text == topic,
              "the topic's subscriptions")
 
@@ -145,28 +164,29 @@ def test_aborting_a_hanging_transaction_from_the_page_releases_the_reader(
     txn_id = f"({most},{least})"
 
     open_page(browser, broker, wait, "transactions")
-    held = wait(lambda d: _row(d, "held-back-table", topic), "the held-back topic")
-    wait(lambda d: held.find_elements(By.TAG_NAME, "td")[1].text == "3",
+    wait(lambda d: (row := _row(d, "held-back-table", topic)) is not None
+         and row.find_elements(By.TAG_NAME, "td")[1].text == "3",
          "three held-back entries")
-    row = wait(lambda d: d.find_element(By.CSS_SELECTOR, f'tr[data-txn="{txn_id}"]'),
-               "the open transaction's row")
-    assert topic in row.text
+    txn_row = f'tr[data-txn="{txn_id}"]'
+    assert topic in read(wait, lambda d: d.find_element(By.CSS_SELECTOR, txn_row).text,
+                         "the open transaction's row")
     screenshot = os.environ.get("QUASAR_DASHBOARD_SCREENSHOT")
     if screenshot:
         browser.save_screenshot(screenshot)
 
     # Cancelling the confirmation changes nothing.
-    row.find_element(By.CSS_SELECTOR, "button.abort").click()
+    abort_button = f"{txn_row} button.abort"
+    click(wait, lambda d: d.find_element(By.CSS_SELECTOR, abort_button), "Abort")
     wait(ec.alert_is_present(), "the confirmation dialog").dismiss()
     assert _txn_status(broker, most, least) == "OPEN"
 
-    browser.find_element(By.CSS_SELECTOR, f'tr[data-txn="{txn_id}"] button.abort').click()
+    click(wait, lambda d: d.find_element(By.CSS_SELECTOR, abort_button), "Abort")
     dialog = wait(ec.alert_is_present(), "the confirmation dialog")
     assert txn_id in dialog.text
     dialog.accept()
     received = [consumer.receive(30_000).data() for _ in range(2)]
     assert received == [b"after-1", b"after-2"]
-    wait(lambda d: not d.find_elements(By.CSS_SELECTOR, f'tr[data-txn="{txn_id}"]'),
+    wait(lambda d: not d.find_elements(By.CSS_SELECTOR, txn_row),
          "the aborted transaction to leave the table")
     wait(lambda d: _row(d, "held-back-table", topic) is None, "the topic released")
     assert js_errors(browser) == []
@@ -189,12 +209,13 @@ def test_a_topic_named_like_markup_is_shown_as_text(
     producer.send(b"x")
     client.subscribe(topic, f"<b>sub-{marker}</b>").close()
     open_page(browser, broker, wait, "topics")
-    row = wait(lambda d: _row(d, "topics-table", topic), "the topic's row")
-    assert row.find_element(By.TAG_NAME, "td").text == topic
-    row.click()
+    wait(lambda d: (row := _row(d, "topics-table", topic)) is not None
+         and row.find_element(By.TAG_NAME, "td").text == topic, "the topic's name as text")
+    click(wait, lambda d: _row(d, "topics-table", topic), "the topic's row")
     wait(lambda d: d.find_element(By.ID, "topic-detail-name").text == topic, "its detail")
-    sub_cell = browser.find_element(By.CSS_SELECTOR, "#topic-subscriptions-table tbody td")
-    assert sub_cell.text == f"<b>sub-{marker}</b>"
+    first_cell = "#topic-subscriptions-table tbody td"
+    wait(lambda d: d.find_element(By.CSS_SELECTOR, first_cell).text == f"<b>sub-{marker}</b>",
+         "the subscription's name as text")
     # Nothing was parsed as markup: no image, no bold element, no handler ran.
     assert browser.find_elements(By.CSS_SELECTOR, "main img") == []
     assert browser.find_elements(By.CSS_SELECTOR, "main b") == []
@@ -219,7 +240,8 @@ def test_a_broker_without_transactions_says_so(
     settings = {"transactionCoordinatorEnabled": "false", "statsUpdateFrequencyInSecs": "1"}
     with BrokerProcess(tmp_path / "data", settings=settings) as plain:
         open_page(browser, plain, wait, "transactions")
-        hint = browser.find_element(By.ID, "coordinators").text
-        assert "transactionCoordinatorEnabled=false" in hint
-        assert "No open transactions" in browser.find_element(By.ID, "transactions-table").text
+        wait(lambda d: "transactionCoordinatorEnabled=false"
+             in d.find_element(By.ID, "coordinators").text, "the transactions hint")
+        wait(lambda d: "No open transactions"
+             in d.find_element(By.ID, "transactions-table").text, "an empty table")
         assert js_errors(browser) == []
