@@ -81,11 +81,11 @@ class DashboardSnapshot:
     def snapshot(self) -> dict[str, Any]:
         service = self._service
         now_ms = service.clock.wall_ms()
-        topics = sorted(
-            (t for t in list(service.topics.values()) if not t.closed),
-            key=lambda t: (-t.msg_backlog(), t.name),
+        topics = [t for t in list(service.topics.values()) if not t.closed]
+        rows = sorted(
+            (_topic_row(t) for t in topics),
+            key=lambda row: (-int(row["msgBacklog"]), str(row["topic"])),
         )
-        rows = [_topic_row(t) for t in topics]
         return {
             "broker": self._broker(now_ms),
             "totals": self._totals(rows),
