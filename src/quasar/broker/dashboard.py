@@ -28,8 +28,9 @@ and answers one compact JSON document instead::
 Rates are the stats updater's (``statsUpdateFrequencyInSecs``), the same numbers as
 the topic stats and ``/metrics``. Only loaded topics and loaded coordinators are
 read: taking a snapshot never loads anything, so it costs one pass over memory.
-Topics are listed by backlog, largest first, and open transactions oldest first;
-both lists are bounded so that one answer stays small on a broker with many.
+Topics are listed by backlog, largest first, held-back topics by their held-back
+entries, and open transactions oldest first; every list is bounded so that one
+answer stays small on a broker with many.
 """
 
 from __future__ import annotations
@@ -254,4 +255,4 @@ def _held_back(
             "maxReadPosition": str(buffer.max_read_position),
         })
     out.sort(key=lambda row: (-int(row["heldBackEntries"]), str(row["topic"])))
-    return out
+    return out[:TOPICS_MAX]
