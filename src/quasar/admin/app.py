@@ -22,6 +22,8 @@ from quasar.admin.authentication import METRICS_PATHS, authentication_middleware
 from quasar.admin.brokers import OPERATIONS_KEY
 from quasar.admin.brokers import routes as broker_routes
 from quasar.admin.corrupt_records import routes as corrupt_record_routes
+from quasar.admin.dashboard import DASHBOARD_ASSET_PATHS, DASHBOARD_KEY
+from quasar.admin.dashboard import routes as dashboard_routes
 from quasar.admin.http import AUTHORIZATION_KEY, BROKER_KEY
 from quasar.admin.namespaces import routes as namespace_routes
 from quasar.admin.permissions import routes as permission_routes
@@ -33,6 +35,7 @@ from quasar.admin.topics import routes as topic_routes
 from quasar.admin.transactions import routes as transaction_routes
 from quasar.admin.txn_batch_log import routes as txn_batch_log_routes
 from quasar.auth import AuthenticationService, AuthorizationService
+from quasar.broker.dashboard import DashboardSnapshot
 from quasar.broker.hostile_input import HostileInputRefusals
 from quasar.broker.operations import BrokerOperations
 from quasar.errors import REFUSED_ADMIN_BODY_SIZE, QuasarError
@@ -106,6 +109,7 @@ def create_admin_app(
     authenticate_metrics: bool = False,
     operations: BrokerOperations | None = None,
     refusals: HostileInputRefusals | None = None,
+    dashboard: DashboardSnapshot | None = None,
 ) -> web.Application:
     """Build the aiohttp application serving Pulsar's ``/admin/v2`` subset.
 
@@ -119,10 +123,14 @@ def create_admin_app(
     (``quasar.admin.brokers``); without it those routes answer 503. ``refusals``
     counts refused hostile input (the broker's, on ``metrics``; None: a private
     count nobody scrapes).
+    (``quasar.admin.brokers``); without it those routes answer 503. ``dashboard``
+    answers the web dashboard's data (``quasar.admin.dashboard``); its page and
+    scripts are served without credentials, as they hold no data.
     """
     if authorization is None:
         authorization = AuthorizationService.allow_all()
     open_paths = frozenset() if authenticate_metrics else METRICS_PATHS
+    open_paths |= DASHBOARD_ASSET_PATHS
     middlewares: list[Callable[..., Awaitable[web.StreamResponse]]] = [_errors_as_json]
     if authentication is not None:
         middlewares.append(authentication_middleware(authentication, open_paths))
@@ -137,6 +145,8 @@ def create_admin_app(
     )
     if operations is not None:
         app[OPERATIONS_KEY] = operations
+    if dashboard is not None:
+        app[DASHBOARD_KEY] = dashboard
     app.add_routes(broker_routes)
     app.add_routes(tenant_routes)
     app.add_routes(namespace_routes)
@@ -149,4 +159,5 @@ def create_admin_app(
     app.add_routes(corrupt_record_routes)
     app.router.add_get("/metrics", _metrics)
     app.add_routes(permission_routes)
+    app.add_routes(dashboard_routes)
     return app

@@ -27,6 +27,7 @@ from quasar.auth import (
     AuthenticationService,
     AuthorizationService,
 )
+from quasar.broker.dashboard import DashboardSnapshot
 from quasar.broker.dynamic_config import DynamicConfiguration
 from quasar.broker.health_check import HealthChecker
 from quasar.broker.metrics_broker import BrokerMetrics
@@ -204,6 +205,18 @@ class Standalone:
         dynamic.load()
         return BrokerOperations(health, dynamic)
 
+    def _dashboard(self) -> DashboardSnapshot:
+        """What the web dashboard at ``/`` shows (``quasar.broker.dashboard``)."""
+        assert self.service is not None and self.operations is not None
+        metrics = self.broker_metrics
+        assert metrics is not None
+        counts = self.limits.counts
+        return DashboardSnapshot(
+            self.service, self.operations,
+            connections=lambda: counts.active,
+            stats_updates=lambda: metrics.updater.updates,
+        )
+
     async def _start_admin(self, bind: str) -> None:
         try:
             from aiohttp import web
@@ -222,6 +235,7 @@ class Standalone:
             authenticate_metrics=self.config.authentication.authenticate_metrics_endpoint,
             operations=self.operations,
             refusals=self.service.refusals,
+            dashboard=self._dashboard(),
         )
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
