@@ -49,6 +49,9 @@ class AdminBroker(Protocol):
     @property
     def transaction_admin(self) -> TransactionAdminApi:
         """The ``/admin/v3/transactions`` queries and the operator's abort."""
+        ...
+
+    @property
     def policy_operations(self) -> PolicyOperations:
         """Namespace operations and message expiry (``quasar.admin.policy_api``)."""
         ...
