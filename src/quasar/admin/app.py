@@ -22,6 +22,7 @@ from quasar.admin.brokers import routes as broker_routes
 from quasar.admin.corrupt_records import routes as corrupt_record_routes
 from quasar.admin.http import AUTHORIZATION_KEY, BROKER_KEY
 from quasar.admin.namespaces import routes as namespace_routes
+from quasar.admin.openapi import routes as openapi_routes
 from quasar.admin.permissions import routes as permission_routes
 from quasar.admin.tenants import routes as tenant_routes
 from quasar.admin.topic_expiry import routes as topic_expiry_routes
@@ -136,4 +137,5 @@ def create_admin_app(
     app.add_routes(corrupt_record_routes)
     app.router.add_get("/metrics", _metrics)
     app.add_routes(permission_routes)
+    app.add_routes(openapi_routes)
     return app
