@@ -11,6 +11,7 @@ answers errors as ``{"reason": ...}`` (the document's ``default`` response).
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from quasar.admin.openapi_schemas import INT32, INT64, STRINGS, Schema, ref
 
 __all__ = ["OPERATIONS", "Answer", "Operation", "QueryParameter"]
