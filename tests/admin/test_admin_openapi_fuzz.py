@@ -51,9 +51,11 @@ pytestmark = pytest.mark.timeout(900)
 
 SECRET = create_secret_key()
 ROOT = {"Authorization": f"Bearer {create_token('root', SECRET)}"}
+# An authenticated role with no grant anywhere.
+NOBODY = {"Authorization": f"Bearer {create_token('nobody', SECRET)}"}
 
 RANDOM = os.environ.get("QUASAR_FUZZ_RANDOM") == "1"
-EXAMPLES = int(os.environ.get("QUASAR_ADMIN_FUZZ_EXAMPLES", "12"))
+EXAMPLES = int(os.environ.get("QUASAR_ADMIN_FUZZ_EXAMPLES", "30"))
 # Wall-clock budget for the whole run; operations reached after it are not fuzzed
 # (the count is printed). Sized for about two minutes on a loaded 2-core machine.
 BUDGET_S = float(os.environ.get("QUASAR_ADMIN_FUZZ_BUDGET_S", "150"))
@@ -146,6 +148,7 @@ schema.config.generation.update(max_examples=EXAMPLES, deterministic=not RANDOM)
 
 _started: list[float] = []
 _skipped: set[str] = set()
+_sent: dict[str, int] = {"super-user": 0, "no rights": 0}
 
 
 def _over_budget(label: str) -> bool:
@@ -169,6 +172,7 @@ def test_admin_api_answers_every_request_as_documented(
     operation = case.operation
     if _over_budget(operation.label):
         return
+    _sent["super-user"] += 1
     response = case.call(base_url=fuzzed_broker.admin_url, headers=ROOT, timeout=70)
     try:
         case.validate_response(
@@ -183,12 +187,36 @@ def test_admin_api_answers_every_request_as_documented(
             restore_fixtures(fuzzed_broker)
 
 
+@schema.parametrize()
+@settings(
+    max_examples=max(1, EXAMPLES // 4),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    print_blob=True,
+)
+def test_a_role_without_rights_is_refused_as_documented(
+    case: Any, fuzzed_broker: BrokerProcess
+) -> None:
+    # The access rules read names from the path before any handler validates them:
+    # a hostile name must be a refusal or a 4xx, never a 5xx, for a role with no grant.
+    if _over_budget(case.operation.label):
+        return
+    _sent["no rights"] += 1
+    response = case.call(base_url=fuzzed_broker.admin_url, headers=NOBODY, timeout=70)
+    case.validate_response(
+        response,
+        checks=[not_a_server_error, response_schema_conformance, content_type_conformance],
+    )
+    assert response.status_code != 204, "a role without grants changed something"
+
+
 def test_the_broker_serves_the_fuzzed_document(fuzzed_broker: BrokerProcess) -> None:
     status, body = http(fuzzed_broker, "GET", "/admin/v2/openapi.json")
     assert status == 200 and json.loads(body) == DOCUMENT
 
 
 def test_the_broker_still_works_after_the_fuzzing(fuzzed_broker: BrokerProcess) -> None:
+    print(f"admin fuzz: requests sent {_sent}")
     if _skipped:
         print(f"admin fuzz: time budget reached, {len(_skipped)} operations not fuzzed")
     assert fuzzed_broker.proc is not None and fuzzed_broker.proc.poll() is None
