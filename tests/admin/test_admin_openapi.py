@@ -8,6 +8,7 @@ its route. ``test_admin_openapi_fuzz.py`` drives a real broker from the document
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -75,6 +76,14 @@ def test_a_route_without_an_entry_is_reported(admin_resources: PulsarResources) 
     ]
     with pytest.raises(KeyError):
         openapi_document(app)
+
+
+def test_a_static_resource_is_one_operation_per_prefix(
+    admin_resources: PulsarResources, tmp_path: Path
+) -> None:
+    app = _app(admin_resources)
+    app.router.add_static("/assets/", tmp_path)
+    assert undocumented_routes(app) == ["GET /assets/{filename}"]
 
 
 def test_every_path_parameter_is_typed_and_required(

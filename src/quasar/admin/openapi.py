@@ -49,6 +49,9 @@ def served_operations(app: web.Application) -> list[str]:
             continue
         info = route.resource.get_info() if route.resource is not None else {}
         path = info.get("path") or info.get("formatter")
+        if path is None and "prefix" in info:
+            # A static resource serves every file under its prefix.
+            path = info["prefix"].rstrip("/") + "/{filename}"
         assert path is not None, f"route {route!r} has no path"
         served.append(f"{route.method} {path}")
     return served

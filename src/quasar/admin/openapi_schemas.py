@@ -156,4 +156,6 @@ PATH_PARAMETERS: dict[str, Schema] = {
     "leastSigBits": INT64,
     "timeoutMs": INT64,
     "coordinatorId": {**INT32, "minimum": 0},
+    # A file under a static resource's prefix.
+    "filename": {"type": "string"},
 }
