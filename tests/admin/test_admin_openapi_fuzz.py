@@ -2,9 +2,10 @@
 
 schemathesis generates requests for every operation of the document the broker
 serves at ``/admin/v2/openapi.json`` (valid and invalid names, parameters and
-bodies), sends them with a super-user token so every route is reachable, and checks
-that no answer is a 5xx and that every answer matches the document: a success has
-the documented status, media type and schema, and every error is Pulsar's
+bodies), sends them with a super-user token so every route is reachable (and, fewer,
+with the token of a role without grants, which must change nothing), and checks that
+no answer is a 5xx and that every answer matches the document: a success has the
+documented status, media type and schema, and every error is Pulsar's
 ``{"reason": ...}``. Afterwards the broker must still be alive and working: a
 produce/consume round trip and the health check succeed.
 
