@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: standalone test lint bench fuzz proto clean install browser
+.PHONY: standalone test lint bench fuzz fuzz-admin proto clean install browser
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -58,6 +58,16 @@ FUZZ_STEPS ?= 60
 fuzz: $(STAMP)
 	QUASAR_FUZZ_RANDOM=1 QUASAR_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) QUASAR_FUZZ_STEPS=$(FUZZ_STEPS) \
 		$(BIN)/python -m pytest -q -p no:cacheprovider -s tests/hostile/test_stateful_fuzz.py
+
+# A long run of the admin REST fuzzer (schemathesis, from the OpenAPI document) against
+# a real broker, on new random inputs each time; the test suite runs a short
+# derandomized one (tests/admin/test_admin_openapi_fuzz.py).
+ADMIN_FUZZ_EXAMPLES ?= 100
+ADMIN_FUZZ_BUDGET_S ?= 1800
+fuzz-admin: $(STAMP)
+	QUASAR_FUZZ_RANDOM=1 QUASAR_ADMIN_FUZZ_EXAMPLES=$(ADMIN_FUZZ_EXAMPLES) \
+		QUASAR_ADMIN_FUZZ_BUDGET_S=$(ADMIN_FUZZ_BUDGET_S) \
+		$(BIN)/python -m pytest -q -p no:cacheprovider -s tests/admin/test_admin_openapi_fuzz.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -15,6 +15,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from quasar.admin import create_admin_app
+from quasar.admin.topic_ops_api import Message
 from quasar.broker.dynamic_config import DynamicConfiguration
 from quasar.broker.health_check import HealthChecker
 from quasar.broker.operations import BrokerOperations
@@ -26,6 +27,7 @@ from quasar.errors import (
     NotFound,
     PreconditionFailedError,
     ResourceNotFoundError,
+    ServiceNotReady,
     SubscriptionNotFound,
     TopicNotFound,
 )
@@ -126,11 +128,22 @@ class FakePolicyOperations:
         self.calls.append(("unsubscribe", namespace, subscription))
 
 
+class DisabledTransactionAdmin:
+    """``/admin/v3/transactions`` of a broker with transactions disabled: 503, as the
+    broker answers with ``transactionCoordinatorEnabled=false``."""
+
+    def check_enabled(self) -> None:
+        raise ServiceNotReady("Transactions are not enabled on this broker")
+
+
 class FakeAdminBroker:
-    """An ``AdminBroker`` over dicts: topics, their subscriptions, connected topics.
+    """An ``AdminBroker`` and ``TopicOpsBroker`` over dicts: topics, their
+    subscriptions and messages, connected topics; transactions disabled.
 
     Partitions of partitioned topics are created lazily (on first subscription), as
     the real broker may do, so the admin layer's handling of that is exercised.
+    A topic's messages (``publish``) sit in ledger 0 at entry ids 0, 1, ...; a
+    subscription's position is the entry id of its next unacknowledged message.
     """
 
     def __init__(self, resources: PulsarResources, cluster_name: str = "standalone"):
@@ -143,6 +156,10 @@ class FakeAdminBroker:
         self.compaction: dict[str, str] = {}
         self.compacting: set[str] = set()
         self.policy_operations = FakePolicyOperations()
+        self.messages: dict[str, list[Message]] = {}  # topic -> messages, by entry id
+        self.terminated: set[str] = set()
+        self.unloaded: list[str] = []
+        self.transaction_admin = DisabledTransactionAdmin()
 
     def _topic(self, topic: str) -> dict[str, str]:
         if topic not in self.topics:
@@ -247,6 +264,131 @@ class FakeAdminBroker:
     async def compaction_status(self, topic: str) -> dict[str, str]:
         self._topic(topic)
         return {"status": self.compaction.get(topic, "NOT_RUN"), "lastError": ""}
+
+    # -- TopicOpsBroker ---------------------------------------------------------------
+
+    def publish(self, topic: str, payload: bytes, publish_time_ms: int = 0) -> None:
+        """Store a message on ``topic`` (created if needed), as a producer would."""
+        self.topics.setdefault(topic, {})
+        entries = self.messages.setdefault(topic, [])
+        headers = {
+            "X-Pulsar-Message-ID": f"0:{len(entries)}",
+            "X-Pulsar-publish-time": str(publish_time_ms),
+        }
+        entries.append(Message(headers, payload))
+
+    def _entries(self, topic: str) -> list[Message]:
+        self._topic(topic)
+        return self.messages.get(topic, [])
+
+    def _next_unacked(self, topic: str, subscription: str) -> int:
+        subs = self._topic(topic)
+        if subscription not in subs:
+            raise SubscriptionNotFound("Subscription not found")
+        position = subs[subscription]
+        count = len(self.messages.get(topic, []))
+        if position == "earliest":
+            return 0
+        if position == "latest":
+            return count
+        return min(int(position.split(":")[1]), count)
+
+    def _move(self, topic: str, subscription: str, entry_id: int) -> None:
+        self._topic(topic)[subscription] = f"0:{entry_id}"
+
+    async def skip_messages(self, topic: str, subscription: str, count: int) -> int:
+        start = self._next_unacked(topic, subscription)
+        end = min(start + count, len(self.messages.get(topic, [])))
+        self._move(topic, subscription, end)
+        return end - start
+
+    async def clear_backlog(self, topic: str, subscription: str) -> None:
+        self._next_unacked(topic, subscription)
+        self._move(topic, subscription, len(self.messages.get(topic, [])))
+
+    async def reset_cursor_to_time(
+        self, topic: str, subscription: str, timestamp_ms: int
+    ) -> None:
+        self._next_unacked(topic, subscription)
+        entries = self.messages.get(topic, [])
+        times = [int(m.headers["X-Pulsar-publish-time"]) for m in entries]
+        first = next((i for i, t in enumerate(times) if t >= timestamp_ms), len(times))
+        self._move(topic, subscription, first)
+
+    async def reset_cursor_to_position(
+        self, topic: str, subscription: str, message_id: str, excluded: bool
+    ) -> None:
+        self._next_unacked(topic, subscription)
+        count = len(self.messages.get(topic, []))
+        if message_id in ("earliest", "latest"):
+            self._move(topic, subscription, 0 if message_id == "earliest" else count)
+            return
+        ledger_id, entry_id = (int(part) for part in message_id.split(":"))
+        if ledger_id != 0 or entry_id >= count:
+            raise PreconditionFailedError(
+                f"Unable to find position for position specified: {message_id}"
+            )
+        self._move(topic, subscription, entry_id + 1 if excluded else entry_id)
+
+    async def peek_message(self, topic: str, subscription: str, n: int) -> Message:
+        index = self._next_unacked(topic, subscription) + n - 1
+        entries = self.messages.get(topic, [])
+        if index >= len(entries):
+            raise ResourceNotFoundError("Message not found")
+        return entries[index]
+
+    async def examine_message(self, topic: str, initial: str, n: int) -> Message:
+        entries = self._entries(topic)
+        if not entries:
+            raise PreconditionFailedError(
+                "Could not examine messages due to the total message is zero"
+            )
+        # Past either end, the broker answers the entry at that end.
+        index = n - 1 if initial == "earliest" else len(entries) - n
+        return entries[min(max(index, 0), len(entries) - 1)]
+
+    async def get_message_by_id(self, topic: str, ledger_id: int, entry_id: int) -> Message:
+        entries = self._entries(topic)
+        if ledger_id != 0 or not 0 <= entry_id < len(entries):
+            raise ResourceNotFoundError("Message not found")
+        return entries[entry_id]
+
+    async def last_message_id(self, topic: str) -> dict[str, Any]:
+        entries = self._entries(topic)
+        return {"ledgerId": 0, "entryId": len(entries) - 1, "partitionIndex": -1}
+
+    async def message_id_by_time(self, topic: str, timestamp_ms: int) -> dict[str, Any]:
+        for entry_id, message in enumerate(self._entries(topic)):
+            if int(message.headers["X-Pulsar-publish-time"]) >= timestamp_ms:
+                return {"ledgerId": 0, "entryId": entry_id, "partitionIndex": -1}
+        raise ResourceNotFoundError("Message ID not found")
+
+    async def unload_topic(self, topic: str) -> None:
+        self._topic(topic)
+        self.unloaded.append(topic)
+
+    async def terminate_topic(self, topic: str) -> dict[str, Any]:
+        answer = await self.last_message_id(topic)
+        self.terminated.add(topic)
+        return answer
+
+    # -- transactions: disabled on this broker -----------------------------------------
+
+    async def client_transactions(
+        self, client_name: str, *, role: str | None, superuser: bool
+    ) -> dict[str, Any]:
+        raise ServiceNotReady("Transactions are not enabled on this broker")
+
+    async def coordinator_stats(self, tc_id: int | None) -> dict[str, Any]:
+        raise ServiceNotReady("Transactions are not enabled on this broker")
+
+    async def skip_coordinator_record(self, tc_id: int, position: str) -> dict[str, Any]:
+        raise ServiceNotReady("Transactions are not enabled on this broker")
+
+    async def skip_pending_ack_record(
+        self, topic: str, subscription: str, position: str
+    ) -> dict[str, Any]:
+        raise ServiceNotReady("Transactions are not enabled on this broker")
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from quasar.admin.dashboard import DASHBOARD_ASSET_PATHS, DASHBOARD_KEY
 from quasar.admin.dashboard import routes as dashboard_routes
 from quasar.admin.http import AUTHORIZATION_KEY, BROKER_KEY
 from quasar.admin.namespaces import routes as namespace_routes
+from quasar.admin.openapi import routes as openapi_routes
 from quasar.admin.permissions import routes as permission_routes
 from quasar.admin.tenants import routes as tenant_routes
 from quasar.admin.topic_expiry import routes as topic_expiry_routes
@@ -160,4 +161,5 @@ def create_admin_app(
     app.router.add_get("/metrics", _metrics)
     app.add_routes(permission_routes)
     app.add_routes(dashboard_routes)
+    app.add_routes(openapi_routes)
     return app

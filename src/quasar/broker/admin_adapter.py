@@ -255,6 +255,10 @@ class AdminAdapter:
     async def skip_coordinator_record(self, tc_id: int, position: str) -> dict[str, Any]:
         transactions = self._transactions()
         pos = _position(position)
+        if not 0 <= tc_id < transactions.coordinator_count:
+            # The registry's own error is the binary protocol's retryable one (503);
+            # an id that cannot exist is a missing resource, 404 as Pulsar answers.
+            raise ResourceNotFoundError(f"Transaction coordinator with id {tc_id} not found")
         log_name = transaction_log_ledger_name(tc_id)
         data = await transactions.registry.set_aside(tc_id, pos)
         state = await transactions.coordinator_stats(tc_id)
