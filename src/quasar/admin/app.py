@@ -76,10 +76,13 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
         raise
     except QuasarError as exc:
         request.app[REFUSALS_KEY].counted(exc)  # a refusal of hostile input, if tagged
-        # 501 is a deliberate answer (a feature switched off, as Pulsar answers the
-        # permission routes without authorization), not a failure: no traceback, so
-        # a client cannot fill the log with them.
-        if exc.http_status >= 500 and exc.http_status != 501:
+        # 501 and 503 are deliberate answers (a feature switched off, as Pulsar
+        # answers the permission routes without authorization; transactions
+        # disabled; the broker not ready yet), not failures: one line at debug, no
+        # traceback, so a client polling them cannot fill the log.
+        if exc.http_status in (501, 503):
+            log.debug("admin %s %s: %s", request.method, request.path, exc)
+        elif exc.http_status >= 500:
             log.exception("admin %s %s failed", request.method, request.path)
         return web.json_response(error_body(exc), status=exc.http_status)
     except Exception as exc:

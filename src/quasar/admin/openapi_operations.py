@@ -382,5 +382,19 @@ _table("metrics", [
     ("GET", V2 + "/openapi.json", Operation("This OpenAPI document", JSON_OBJECT)),
 ])
 
+_table("dashboard", [
+    ("GET", "/", Operation("The web dashboard's page", Answer(200, "text/html", {"type": "string"}))),
+    *(
+        ("GET", f"/dashboard/{name}", Operation(f"The web dashboard's {name}",
+                                                  Answer(200, media, {"type": "string"})))
+        for name, media in (
+            ("app.js", "text/javascript"), ("chart.js", "text/javascript"),
+            ("app.css", "text/css"), ("favicon.svg", "image/svg+xml"),
+        )
+    ),
+    ("GET", V2 + "/quasar/dashboard",
+     Operation("What the web dashboard shows (quasar's own)", JSON_OBJECT)),
+])
+
 OPERATIONS: dict[str, tuple[str, Operation]] = dict(_ENTRIES)
 """``"METHOD /path"`` -> (tag, operation), for every route the admin app serves."""
