@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -27,3 +28,15 @@ def close_raw() -> Iterator[None]:
     ``pytestmark = pytest.mark.usefixtures("close_raw")``."""
     yield
     close_all()
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """Give the root logger back its handlers and level after the test: ``quasar``
+    commands run in-process (``quasar.cli.main.main``) configure it. Use with
+    ``pytestmark = pytest.mark.usefixtures("restore_logging")``."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

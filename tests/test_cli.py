@@ -10,7 +10,6 @@ import io
 import logging
 import sys
 import types
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,15 +18,8 @@ from quasar.cli import logs
 from quasar.cli.main import build_parser, main, standalone_config
 from quasar.config import ServiceConfiguration
 
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    """``main`` configures the root logger; undo it so tests stay independent."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
+# ``quasar`` commands configure the root logger; each test gets it back as it was.
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 @pytest.fixture

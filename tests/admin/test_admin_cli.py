@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,16 +14,10 @@ from quasar.cli.main import main
 from quasar.client.admin import AdminClient
 from quasar.errors import ResourceNotFoundError
 
+# ``quasar`` commands configure the root logger; each test gets it back as it was.
+pytestmark = pytest.mark.usefixtures("restore_logging")
+
 Client = TestClient[Any, Any]
-
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ of the command before, as a reader would), and checks that the consumer then rec
 
 from __future__ import annotations
 
-import logging
 import re
 import shlex
 import time
@@ -27,6 +26,9 @@ import pytest
 import quasar.client as pulsar
 from quasar.cli.main import build_parser, main
 from quasar.testing.process import BrokerProcess
+
+# ``quasar`` commands configure the root logger; each test gets it back as it was.
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATIONS = ROOT / "docs" / "operations.md"
@@ -66,16 +68,6 @@ def client(broker: BrokerProcess) -> Iterator[pulsar.Client]:
     c = pulsar.Client(broker.url, operation_timeout_seconds=10, enable_transaction=True)
     yield c
     c.close()
-
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    # The command line configures the root logger; keep the suite's own.
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 class Session:

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,16 +12,10 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from quasar.cli.main import main
 
+# ``quasar`` commands configure the root logger; each test gets it back as it was.
+pytestmark = pytest.mark.usefixtures("restore_logging")
+
 BASE = "/admin/v3/transactions"
-
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 async def _cli(client: TestClient[Any, Any], *argv: str) -> int:

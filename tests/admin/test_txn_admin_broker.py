@@ -10,7 +10,6 @@ later messages at once.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import time
 import urllib.error
@@ -25,6 +24,9 @@ import pytest
 import quasar.client as pulsar
 from quasar.cli.main import main
 from quasar.testing.process import BrokerProcess
+
+# ``quasar`` commands configure the root logger; each test gets it back as it was.
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 BASE = "/admin/v3/transactions"
 # Long enough that no test ever sees the coordinator time a "hanging" one out.
@@ -44,15 +46,6 @@ def client(broker: BrokerProcess) -> Iterator[pulsar.Client]:
     c = pulsar.Client(broker.url, operation_timeout_seconds=10, enable_transaction=True)
     yield c
     c.close()
-
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def admin(broker: BrokerProcess, method: str, path: str) -> tuple[int, Any]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,6 +20,9 @@ from quasar.metrics import broker_registry
 from quasar.resources.store import PulsarResources
 from quasar.storage import MemoryManagedLedgerFactory, MemoryMetadataStore
 from quasar.transaction.batched_log import BatchedLogs, BatchedWriteConfig
+
+# ``quasar`` commands configure the root logger; each test gets it back as it was.
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 Client = TestClient[Any, Any]
 BASE = "/admin/v3/transactions"
@@ -140,15 +142,6 @@ async def test_metrics_route(client: Client) -> None:
 
 
 # --- CLI ---------------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 async def _cli(client: Client, *argv: str) -> int:

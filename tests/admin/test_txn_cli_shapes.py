@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,6 +13,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from quasar.cli.admin_txn_shapes import parse_duration_ms, slow_transactions_table
 from quasar.cli.main import main
+
+# ``quasar`` commands configure the root logger; each test gets it back as it was.
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 BASE = "/admin/v3/transactions"
 
@@ -52,15 +53,6 @@ def test_slow_transactions_table_oldest_first() -> None:
     assert table.rows[0][1:] == ["ABORTING", "2023-11-14 22:13:20", "0s", "10m00s", "etl",
                                  "persistent://a/b/u/sub"]
     assert table.rows[1][3:] == ["1h00m", "45s", "", "persistent://a/b/t"]
-
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 COMMANDS = [

@@ -5,7 +5,6 @@ tokens and TLS client certificates."""
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,20 +17,13 @@ from quasar.testing.certs import TestCerts, make_test_certs
 from quasar.testing.process import BrokerProcess, free_port
 from quasar.testing.secured import TOKEN_PROVIDER, token_settings
 
+# ``quasar`` commands configure the root logger; each test gets it back as it was.
+pytestmark = pytest.mark.usefixtures("restore_logging")
+
 TLS_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderTls"
 TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
 TLS_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationTls"
 SECRET = create_secret_key()
-
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    """``main`` configures the root logger; give the next test its own back."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture(scope="module")

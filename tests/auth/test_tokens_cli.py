@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import jwt
@@ -18,17 +16,10 @@ from cryptography.hazmat.primitives import hashes, hmac, serialization
 from quasar.cli.main import main
 from quasar.cli.tokens import parse_relative_time_s
 
+# ``quasar`` commands configure the root logger; each test gets it back as it was.
+pytestmark = pytest.mark.usefixtures("restore_logging")
+
 SECRET = bytes(range(32))
-
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    """``main`` configures the root logger; undo it so tests stay independent."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

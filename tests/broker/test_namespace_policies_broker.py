@@ -29,6 +29,9 @@ from quasar.errors import ServerError
 from quasar.testing.process import BrokerProcess
 from quasar.testing.raw import Raw, close_all
 
+# ``quasar`` commands configure the root logger; each test gets it back as it was.
+pytestmark = pytest.mark.usefixtures("restore_logging")
+
 NS_ROOT = "/admin/v2/namespaces"
 WAIT_S = 30.0
 
@@ -48,16 +51,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     yield proc
     close_all()
     assert proc.stop() == 0, proc.read_log()
-
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    """``quasar admin`` configures logging in this process; undo it after a test."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ terminate, over REST and through ``quasar admin topics``."""
 from __future__ import annotations
 
 import json
-import logging
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,19 +20,9 @@ from quasar.testing.process import BrokerProcess
 
 from .conftest import Admin, assert_no_message, make_client, receive_all, topic_path
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("restore_logging")]
 
 T = pb.BaseCommand
-
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    # The command line configures the root logger; keep the suite's own.
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture

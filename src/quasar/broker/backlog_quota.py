@@ -40,6 +40,7 @@ from quasar.storage.api import ManagedLedger, Position
 
 from .message_expiry import expire_by_age, oldest_unacked_publish_time
 from .periodic import Periodic
+from .stats_rates import estimated_backlog_size
 from .subscription import Subscription
 from .topic import PersistentTopic
 
@@ -80,17 +81,9 @@ def slowest_subscription(topic: PersistentTopic) -> Subscription | None:
 
 
 def estimated_backlog_bytes(ledger: ManagedLedger, mark_delete: Position) -> int:
-    """Bytes of the entries after ``mark_delete``: whole ledgers after its ledger, and
-    of its own ledger the entries after it at that ledger's average entry size."""
-    total = 0
-    for info in ledger.ledgers():
-        if info.ledger_id > mark_delete.ledger_id:
-            total += info.size
-        elif info.ledger_id == mark_delete.ledger_id and info.entries > 0:
-            after = info.entries - (mark_delete.entry_id + 1)
-            if after > 0:
-                total += info.size * after // info.entries
-    return total
+    """Bytes of the entries after ``mark_delete`` (the stats' estimate, which the
+    quota and ``backlogSize`` share)."""
+    return estimated_backlog_size(ledger.ledgers(), mark_delete)
 
 
 def _position_keeping(ledger: ManagedLedger, target_bytes: int) -> Position | None:
