@@ -450,6 +450,21 @@ class PersistentTopic:
             raise
         return sub
 
+    def ensure_initial_subscription(self, name: str) -> None:
+        """Create the durable subscription ``name`` at the earliest position unless it
+        exists: a producer's ``initial_subscription_name`` (the dead-letter
+        producer's), so what it publishes is retained from its first message.
+
+        Raises:
+            NotAllowedError: the name is reserved for the broker's own cursors.
+        """
+        if name in self.subscriptions:
+            return
+        if name == DEDUP_CURSOR or name == COMPACTION_CURSOR:
+            raise NotAllowedError(f"Subscription name {name} is reserved")
+        cursor = self.ledger.open_cursor(name, InitialPosition.EARLIEST)
+        self.add_durable_subscription(name, cursor)
+
     def add_durable_subscription(self, name: str, cursor: ManagedCursor) -> Subscription:
         """Register a durable subscription over ``cursor``, a cursor of this topic's
         ledger already positioned (admin's create-subscription)."""

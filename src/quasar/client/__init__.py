@@ -20,9 +20,10 @@ Transactions, which `pulsar` (Python) lacks, follow Pulsar's Java client::
     consumer.acknowledge(msg, txn=txn)
     txn.commit()                       # or txn.abort()
 
-The asyncio API is :mod:`quasar.client.aio`. Differences from `pulsar`: no
-end-to-end encryption, chunking or dead-letter policy; of the authentication plugins,
-token, basic and TLS (``quasar.client.authentication``).
+Dead-letter topics (``dead_letter_policy``), ``batch_receive()`` and, as in Pulsar's
+Java client, retry topics (``retry_enable=True`` and ``consumer.reconsume_later``)
+work as in Pulsar. The asyncio API is :mod:`quasar.client.aio`. Of the
+authentication plugins, token, basic and TLS (``quasar.client.authentication``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ from quasar.client.authentication import (
     AuthenticationBasic,
     AuthenticationTLS,
     AuthenticationToken,
+)
+from quasar.client.consumer_policies import (
+    ConsumerBatchReceivePolicy,
+    ConsumerDeadLetterPolicy,
 )
 from quasar.client.enums import (
     BatchingType,
@@ -66,6 +71,8 @@ __all__ = [
     "Client",
     "CompressionType",
     "Consumer",
+    "ConsumerBatchReceivePolicy",
+    "ConsumerDeadLetterPolicy",
     "ConsumerKeySharedPolicy",
     "ConsumerType",
     "InitialPosition",

@@ -48,6 +48,7 @@ from quasar.client.config import (
 from quasar.client.connection import ConnectionPool
 from quasar.client.consumer import ConsumerImpl
 from quasar.client.consumer import State as ConsumerState
+from quasar.client.dead_letter import ConsumerLetters, LetterTopics
 from quasar.client.enums import (
     BatchingType,
     CompressionType,
@@ -123,6 +124,13 @@ def _txn_id(value: Any) -> TxnID:
 def _full_name(topic: str) -> str:
     """Normalised topic name; raises InvalidTopicName before any I/O."""
     return TopicName.parse(topic).full
+
+
+def _letters_of(letters: ConsumerLetters | None, topic: str) -> LetterTopics | None:
+    """The letter topics of the consumer on ``topic`` (a partition uses its topic's)."""
+    if letters is None:
+        return None
+    return letters.for_topic(TopicName.parse(topic).base.full)
 
 
 # Options of pulsar.Client with nothing to do in this client: its I/O runs on one event
@@ -400,9 +408,17 @@ class Client:
         return await self.create_producer_with(topic, options)
 
     async def create_producer_with(
-        self, topic: str, options: ProducerOptions
+        self,
+        topic: str,
+        options: ProducerOptions,
+        *,
+        initial_subscription_name: str | None = None,
     ) -> Producer:
         """Create a producer from options already built (what both facades call).
+
+        ``initial_subscription_name``: a subscription the broker creates with the
+        producer (Pulsar's ``CommandProducer.initial_subscription_name``, which the
+        dead-letter producer uses), so messages are retained from the first one.
 
         Raises:
             As :meth:`create_producer`.
@@ -423,12 +439,19 @@ class Client:
                     self.lookup,
                     max_pending=max_pending,
                     txn_enabled=txn_enabled,
+                    initial_subscription_name=initial_subscription_name,
                 )
 
             impl = PartitionedProducerImpl(full, n, options, make)
         else:
             impl = ProducerImpl(
-                full, -1, options, self.pool, self.lookup, txn_enabled=txn_enabled
+                full,
+                -1,
+                options,
+                self.pool,
+                self.lookup,
+                txn_enabled=txn_enabled,
+                initial_subscription_name=initial_subscription_name,
             )
         await impl.start()
         self._track(impl)
@@ -462,6 +485,7 @@ class Client:
         regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
         dead_letter_policy: Any = None,
         crypto_failure_action: int = 0,
+        retry_enable: bool = False,
     ) -> Consumer:
         """Subscribe to a topic, a list of topics or a regex (see
         ``pulsar.Client.subscribe`` and :class:`~quasar.client.options.ConsumerOptions`).
@@ -486,21 +510,45 @@ class Client:
             As :meth:`subscribe`.
         """
         self._check_open()
+        letters = self._letters(options)
         impl: ConsumerImpl | MultiTopicsConsumer
         if isinstance(topic, re.Pattern):
-            impl, name = await self._subscribe_pattern(topic, options)
-        elif isinstance(topic, (list, tuple)):
-            names = [_full_name(t) for t in topic]
-            impl = await self._multi(options, names, ",".join(names))
+            impl, name = await self._subscribe_pattern(topic, options, letters)
+        elif isinstance(topic, (list, tuple)) or options.retry_enable:
+            names = (
+                [_full_name(t) for t in topic]
+                if isinstance(topic, (list, tuple))
+                else [_full_name(topic)]
+            )
             name = ",".join(names)
+            if letters is not None and options.retry_enable:
+                # Pulsar's retry: the consumer also reads what reconsume_later parked.
+                names += [letters.retry_topic(n) for n in names]
+            impl = await self._multi(options, names, name, letters=letters)
         else:
             name = _full_name(topic)
-            impl = await self._single_or_partitioned(options, name)
+            impl = await self._single_or_partitioned(options, name, letters=letters)
         self._track(impl)
-        return Consumer(impl, name, options)
+        return Consumer(impl, name, options, letters)
+
+    def _letters(self, options: ConsumerOptions) -> ConsumerLetters | None:
+        """The dead-letter (and retry) topics of a consumer with a dead letter policy."""
+        policy = options.dead_letter_policy
+        if policy is None:
+            return None
+
+        async def make_producer(topic: str, subscription: str | None) -> Producer:
+            return await self.create_producer_with(
+                topic, ProducerOptions(), initial_subscription_name=subscription
+            )
+
+        return ConsumerLetters(policy, options.subscription_name, make_producer)
 
     def _child_factory(
-        self, options: ConsumerOptions, start_message_id: MessageId | None
+        self,
+        options: ConsumerOptions,
+        start_message_id: MessageId | None,
+        letters: ConsumerLetters | None = None,
     ) -> tuple[ConsumerOptions, ChildFactory]:
         # Children share one consumer name, as the C++ client's multi-topic consumer does.
         if options.consumer_name is None:
@@ -516,6 +564,7 @@ class Client:
                 queue=queue,
                 receiver_queue_size=size,
                 start_message_id=start_message_id,
+                letters=_letters_of(letters, name),
             )
 
         return options, make
@@ -526,8 +575,9 @@ class Client:
         topics: list[str],
         name: str,
         start_message_id: MessageId | None = None,
+        letters: ConsumerLetters | None = None,
     ) -> MultiTopicsConsumer:
-        options, make = self._child_factory(options, start_message_id)
+        options, make = self._child_factory(options, start_message_id, letters)
         multi = MultiTopicsConsumer(options, self.lookup, make, name)
         await multi.add_topics(topics)
         return multi
@@ -537,9 +587,10 @@ class Client:
         options: ConsumerOptions,
         full: str,
         start_message_id: MessageId | None = None,
+        letters: ConsumerLetters | None = None,
     ) -> ConsumerImpl | MultiTopicsConsumer:
         if await self._partitions(full) > 0:
-            return await self._multi(options, [full], full, start_message_id)
+            return await self._multi(options, [full], full, start_message_id, letters)
         impl = ConsumerImpl(
             full,
             -1,
@@ -547,12 +598,16 @@ class Client:
             self.pool,
             self.lookup,
             start_message_id=start_message_id,
+            letters=_letters_of(letters, full),
         )
         await impl.start()
         return impl
 
     async def _subscribe_pattern(
-        self, pattern: re.Pattern[str], options: ConsumerOptions
+        self,
+        pattern: re.Pattern[str],
+        options: ConsumerOptions,
+        letters: ConsumerLetters | None = None,
     ) -> tuple[MultiTopicsConsumer, str]:
         mode = options.regex_subscription_mode
         text = pattern.pattern
@@ -575,7 +630,7 @@ class Client:
             f"topics of {namespace}",
         )
         matched = [t for t in topics if pattern.fullmatch(t)]
-        multi = await self._multi(options, matched, pattern.pattern)
+        multi = await self._multi(options, matched, pattern.pattern, letters=letters)
         multi.start_pattern_discovery(
             pattern, namespace, mode, options.pattern_auto_discovery_period
         )

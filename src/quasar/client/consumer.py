@@ -31,6 +31,7 @@ from quasar.client.acks import (
 )
 from quasar.client.backoff import Backoff
 from quasar.client.connection import ClientConnection, ConnectionPool, make_command
+from quasar.client.dead_letter import LetterTopics
 from quasar.client.enums import ConsumerType
 from quasar.client.exceptions import (
     CumulativeAcknowledgementNotAllowedError,
@@ -106,6 +107,7 @@ class ConsumerImpl:
         clock: Clock | None = None,
         receiver_queue_size: int | None = None,
         start_message_id: MessageId | None = None,
+        letters: LetterTopics | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -145,6 +147,12 @@ class ConsumerImpl:
         self.is_active: bool | None = None
         # Set while subscribed on a connection (transactional acks wait for it).
         self._ready = asyncio.Event()
+        # The dead-letter topic of a Shared / Key_Shared subscription with a dead
+        # letter policy, and the messages that go there instead of being redelivered
+        # (received with a redelivery count at the policy's maximum), by entry.
+        shared = options.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared)
+        self.letters = letters if shared else None
+        self._dead_letter_candidates: dict[EntryKey, list[Message]] = {}
 
     # --- subscribe / reconnect -------------------------------------------------------
 
@@ -324,6 +332,10 @@ class ConsumerImpl:
             return
         if decoded.unacked_bits is not None:
             self.batch_acks.register(key, decoded.batch_size, decoded.unacked_bits)
+        letters = self.letters
+        if letters is not None and letters.is_candidate(cmd.redelivery_count):
+            if decoded.messages:
+                self._dead_letter_candidates[key] = list(decoded.messages)
         for msg in decoded.messages:
             self.queue.put(msg)
         self._return_permits(decoded.skipped)
@@ -363,6 +375,8 @@ class ConsumerImpl:
         key = mid.entry_key
         self.nacks.remove(mid)
         self.unacked.remove(mid)
+        if self._dead_letter_candidates:
+            self._forget_candidate(mid)
         if mid.is_batch_member():
             if self.batch_acks.ack(key, mid.batch_index(), mid.batch_size()):
                 self._queue_individual(key, None)
@@ -568,9 +582,63 @@ class ConsumerImpl:
             for m in self.nacks.pop_due(now) + self.unacked.pop_due(now)
             if isinstance(m, MessageId)
         ]
+        if ids and self._dead_letter_candidates:
+            ids = self._dead_letter(ids)
         if ids:
             self.redeliver(ids)
         self._arm_redeliver_timer()
+
+    # --- dead letters ----------------------------------------------------------------
+
+    def _forget_candidate(self, mid: MessageId) -> None:
+        key = mid.entry_key
+        messages = self._dead_letter_candidates.get(key)
+        if messages is None:
+            return
+        left = [m for m in messages if m.message_id().batch_index() != mid.batch_index()]
+        if left and mid.is_batch_member():
+            self._dead_letter_candidates[key] = left
+        else:
+            del self._dead_letter_candidates[key]
+
+    def _dead_letter(self, ids: list[MessageId]) -> list[MessageId]:
+        """Start dead-lettering the candidates among ``ids``; returns the others,
+        which are redelivered as usual."""
+        letters = self.letters
+        assert letters is not None
+        wanted = {(m.entry_key, m.batch_index()) for m in ids}
+        parked: list[Message] = []
+        for key in {m.entry_key for m in ids}:
+            messages = self._dead_letter_candidates.get(key)
+            if messages is None:
+                continue
+            chosen = [
+                m for m in messages if (key, m.message_id().batch_index()) in wanted
+            ]
+            parked += chosen
+            for m in chosen:
+                self._forget_candidate(m.message_id())
+        if parked:
+            self._loop.create_task(self._send_to_dead_letter(letters, parked))
+        done = {m.message_id() for m in parked}
+        return [m for m in ids if m not in done]
+
+    async def _send_to_dead_letter(
+        self, letters: LetterTopics, messages: list[Message]
+    ) -> None:
+        try:
+            await letters.dead_letter(messages)
+        except Exception as exc:  # noqa: BLE001 - any failure: redeliver instead
+            log.warning(
+                "dead-lettering %d message(s) of %s to %s failed, redelivering: %s",
+                len(messages), self.topic, letters.dead_letter_topic, exc,
+            )
+            if self.state is not _CLOSED:
+                self.redeliver([m.message_id() for m in messages])
+            return
+        if self.state is not _CLOSED:
+            for m in messages:
+                self.acknowledge(m.message_id())
 
     def redeliver(self, ids: list[MessageId] | None) -> None:
         """REDELIVER_UNACKNOWLEDGED_MESSAGES: given entries (Shared / Key_Shared) or all.
@@ -598,6 +666,7 @@ class ConsumerImpl:
             return
         cleared = self.queue.remove_where(lambda m: m._consumer is self)
         self.unacked.clear()
+        self._dead_letter_candidates.clear()
         self._conn.send_command(cmd)
         self._return_permits(cleared)
 

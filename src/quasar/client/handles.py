@@ -14,7 +14,9 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from quasar.client.batch_receive import batch_receive
 from quasar.client.consumer import ConsumerImpl
+from quasar.client.dead_letter import ConsumerLetters
 from quasar.client.exceptions import InvalidConfiguration
 from quasar.client.message import Message
 from quasar.client.message_id import MessageId
@@ -28,6 +30,7 @@ from quasar.client.receipts import SendCallback, checked_send_callback
 from quasar.client.schema import Schema
 from quasar.client.transaction import TransactionHandle, transaction_impl
 from quasar.errors import AlreadyClosed
+from quasar.protocol import TopicName
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +156,11 @@ class Producer:
         """
         return build_outgoing(self._schema, content, **kwargs)
 
+    async def send_message(self, message: OutgoingMessage) -> MessageId:
+        """Publish a message made by :meth:`new_message` (or copied from a received
+        one) and wait for its receipt; as :meth:`send`."""
+        return await self._impl.send(message)
+
     async def send_message_async(
         self, message: OutgoingMessage, callback: SendCallback
     ) -> None:
@@ -204,10 +212,12 @@ class Consumer:
         impl: ConsumerImpl | MultiTopicsConsumer,
         topic: str,
         options: ConsumerOptions,
+        letters: ConsumerLetters | None = None,
     ) -> None:
         self._impl = impl
         self._topic = topic
         self._options = options
+        self._letters = letters
         self._listener_task: asyncio.Task[None] | None = None
         listener = options.message_listener
         if listener is not None:
@@ -258,6 +268,51 @@ class Consumer:
         return await self._receive(
             None if timeout_millis is None else timeout_millis / 1000.0
         )
+
+    async def batch_receive(self) -> list[Message]:
+        """The next batch of messages under the consumer's ``batch_receive_policy``
+        (see :mod:`quasar.client.batch_receive`); empty when its timeout passed
+        with nothing received.
+
+        Raises:
+            AlreadyClosed: the consumer is closed.
+            InvalidConfiguration: a message listener is set.
+        """
+        if self._listener_task is not None:
+            raise InvalidConfiguration(
+                "batch_receive() cannot be used with a message_listener"
+            )
+        self._impl.check_open()
+        policy = self._options.batch_receive_policy
+        assert policy is not None  # ConsumerOptions fills in the default
+        return await batch_receive(self._impl.queue, policy)
+
+    async def reconsume_later(
+        self, message: Message, delay: timedelta | int
+    ) -> None:
+        """Have ``message`` delivered again after ``delay`` (a timedelta, or ms)
+        through the retry topic, and acknowledge it here (Pulsar's Java client
+        ``reconsumeLater``); after ``max_redeliver_count`` retries it goes to the
+        dead-letter topic instead.
+
+        Raises:
+            InvalidConfiguration: the consumer was not subscribed with
+                ``retry_enable=True``.
+            ValueError: a negative delay.
+            Whatever publishing raised (the message is then not acknowledged).
+        """
+        if self._letters is None or not self._options.retry_enable:
+            raise InvalidConfiguration(
+                "reconsume_later needs a consumer subscribed with retry_enable=True"
+            )
+        delay_ms = (
+            int(delay.total_seconds() * 1000) if isinstance(delay, timedelta) else int(delay)
+        )
+        if delay_ms < 0:
+            raise ValueError("delay must not be negative")
+        letters = self._letters.for_topic(TopicName.parse(message.topic_name()).base.full)
+        await letters.retry_later(message, delay_ms)
+        self._impl.acknowledge(message.message_id())
 
     async def acknowledge(
         self, message: Message | MessageId, txn: TransactionHandle | None = None
@@ -320,11 +375,18 @@ class Consumer:
         """Delete the subscription and close the consumer."""
         await self._impl.unsubscribe()
         await self._stop_listener()
+        await self._close_letters()
 
     async def close(self) -> None:
         """Close; unacked messages will be redelivered to other consumers. Idempotent."""
         await self._impl.close()
         await self._stop_listener()
+        await self._close_letters()
+
+    async def _close_letters(self) -> None:
+        letters, self._letters = self._letters, None
+        if letters is not None:
+            await letters.close()
 
     async def _stop_listener(self) -> None:
         task, self._listener_task = self._listener_task, None

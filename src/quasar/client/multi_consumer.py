@@ -140,6 +140,10 @@ class MultiTopicsConsumer:
             return next(iter(self.children.values()))
         raise InvalidConfiguration(f"message id {mid} does not belong to {self.topic}")
 
+    def check_open(self) -> None:
+        """Raises AlreadyClosed once the consumer is closed."""
+        self._check_open()
+
     def _check_open(self) -> None:
         if self._closed:
             raise AlreadyClosed(f"consumer on {self.topic} is closed")

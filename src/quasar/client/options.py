@@ -19,6 +19,12 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from quasar.client.consumer_policies import (
+    ConsumerBatchReceivePolicy,
+    ConsumerDeadLetterPolicy,
+    batch_receive_policy_of,
+    dead_letter_policy_of,
+)
 from quasar.client.enums import (
     BatchingType,
     CompressionType,
@@ -36,6 +42,10 @@ from quasar.client.schema import BytesSchema, Schema
 # ``pulsar``'s default schema. A schema object holds no state, so one instance serves
 # every producer, consumer and reader, and both facades show the same default.
 DEFAULT_SCHEMA: Schema = BytesSchema()
+
+# How often ``reconsume_later`` retries a message before dead-lettering it when
+# ``retry_enable`` is set without a dead letter policy (Pulsar's Java client default).
+RETRY_MAX_RECONSUME_TIMES = 16
 
 OptionsT = TypeVar("OptionsT", bound="_Options")
 
@@ -68,11 +78,11 @@ class ProducerOptions(_Options):
     """How a producer publishes (``pulsar.Client.create_producer``'s parameters).
 
     ``schema=None`` means :data:`DEFAULT_SCHEMA`. Accepted but not implemented:
-    ``chunking_enabled`` (must stay False with batching), ``lazy_start_partitioned_producers``
-    (every partition's producer starts at once).
+    ``chunking_enabled`` (must stay False with batching).
 
     Raises:
-        InvalidConfiguration: chunking together with batching, or end-to-end
+        InvalidConfiguration: ``lazy_start_partitioned_producers`` (every partition's
+            producer starts at once), chunking together with batching, or end-to-end
             encryption (``encryption_key`` / ``crypto_key_reader``), which this
             client does not support.
     """
@@ -102,6 +112,11 @@ class ProducerOptions(_Options):
     message_router: Callable[[Any, int], int] | None = None
 
     def __post_init__(self) -> None:
+        if self.lazy_start_partitioned_producers:
+            raise InvalidConfiguration(
+                "lazy_start_partitioned_producers is not supported: every partition's "
+                "producer starts with the producer"
+            )
         if self.chunking_enabled and self.batching_enabled:
             raise InvalidConfiguration("chunking and batching cannot both be enabled")
         if self.encryption_key or self.crypto_key_reader:
@@ -122,14 +137,18 @@ class ConsumerOptions(_Options):
     """How a consumer subscribes and receives (``pulsar.Client.subscribe``'s
     parameters after ``topic``).
 
-    ``schema=None`` means :data:`DEFAULT_SCHEMA`. Accepted but not implemented:
-    ``broker_consumer_stats_cache_time_ms``, ``crypto_key_reader``,
+    ``schema=None`` means :data:`DEFAULT_SCHEMA`. ``dead_letter_policy`` and
+    ``batch_receive_policy`` take this client's policy objects or ``pulsar``'s
+    (kept as ours). ``retry_enable`` (Pulsar's Java client) also subscribes to the
+    retry topic and allows ``reconsume_later``. ``broker_consumer_stats_cache_time_ms``
+    has no effect: like ``pulsar``'s Python consumer, this one has no broker stats
+    call to cache. Accepted but not implemented: ``crypto_key_reader``,
     ``max_pending_chunked_message``, ``auto_ack_oldest_chunked_message_on_queue_full``,
-    ``batch_receive_policy``, ``dead_letter_policy``, ``crypto_failure_action``.
+    ``crypto_failure_action``.
 
     Raises:
-        InvalidConfiguration: an empty ``subscription_name``, or a
-            ``receiver_queue_size`` below 1.
+        InvalidConfiguration: an empty ``subscription_name``, a
+            ``receiver_queue_size`` below 1, or a policy of the wrong type.
     """
 
     subscription_name: str
@@ -151,14 +170,15 @@ class ConsumerOptions(_Options):
     max_pending_chunked_message: int = 10
     auto_ack_oldest_chunked_message_on_queue_full: bool = False
     start_message_id_inclusive: bool = False
-    batch_receive_policy: Any = None
+    batch_receive_policy: ConsumerBatchReceivePolicy | None = None
     key_shared_policy: ConsumerKeySharedPolicy | None = None
     batch_index_ack_enabled: bool = False
     regex_subscription_mode: RegexSubscriptionMode = (
         RegexSubscriptionMode.PersistentOnly
     )
-    dead_letter_policy: Any = None
+    dead_letter_policy: ConsumerDeadLetterPolicy | None = None
     crypto_failure_action: int = 0
+    retry_enable: bool = False
 
     def __post_init__(self) -> None:
         if not self.subscription_name:
@@ -174,6 +194,12 @@ class ConsumerOptions(_Options):
             RegexSubscriptionMode(self.regex_subscription_mode),
         )
         self._set("properties", _properties(self.properties))
+        self._set("batch_receive_policy", batch_receive_policy_of(self.batch_receive_policy))
+        policy = dead_letter_policy_of(self.dead_letter_policy)
+        if policy is None and self.retry_enable:
+            # The Java client's default when retries are enabled without a policy.
+            policy = ConsumerDeadLetterPolicy(RETRY_MAX_RECONSUME_TIMES)
+        self._set("dead_letter_policy", policy)
 
 
 @dataclasses.dataclass(frozen=True)

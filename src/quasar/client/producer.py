@@ -116,8 +116,10 @@ class ProducerImpl:
         clock: Clock | None = None,
         max_pending: int | None = None,
         txn_enabled: bool = False,
+        initial_subscription_name: str | None = None,
     ) -> None:
         self.topic = topic
+        self.initial_subscription_name = initial_subscription_name
         self.partition = partition
         self.options = options
         # The client has transactions enabled (CommandProducer.txn_enabled).
@@ -196,6 +198,7 @@ class ProducerImpl:
             topic_epoch=self._topic_epoch,
             # Tells the broker to prepare the topic's transaction buffer.
             txn_enabled=True if self.txn_enabled else None,
+            initial_subscription_name=self.initial_subscription_name,
         )
         for k, v in (self.options.properties or {}).items():
             cmd.producer.metadata.add(key=k, value=v)

@@ -83,6 +83,36 @@ class ReceiveQueue:
             owner.on_dequeued(msg)
         return msg
 
+    def peek(self) -> Message | None:
+        """The oldest message, left in the queue; None when it is empty."""
+        return self._items[0] if self._items else None
+
+    async def wait_for_message(self, timeout_s: float | None) -> bool:
+        """Wait until a message is queued, without taking it; False after
+        ``timeout_s`` (None: no limit) with the queue still empty.
+
+        Raises:
+            AlreadyClosed: the consumer closed while waiting.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_s is None else loop.time() + timeout_s
+        while not self._items:
+            if self._closed:
+                raise AlreadyClosed("consumer is closed")
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                return False
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, remaining)
+            except TimeoutError:
+                return False
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        return True
+
     def holds_message_of(self, consumer: object) -> bool:
         """Whether a message received by ``consumer`` (one child) is waiting here."""
         return any(m._consumer is consumer for m in self._items)

@@ -27,6 +27,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Coroutine
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import quasar.client.aio as aio
@@ -284,6 +285,24 @@ class Consumer:
             AlreadyClosed: the consumer is closed.
         """
         return self._client._run(self._impl.receive(timeout_millis))
+
+    def batch_receive(self) -> list[Message]:
+        """Block for the next batch under the consumer's ``batch_receive_policy``;
+        empty when its timeout passed with nothing received.
+
+        Raises:
+            AlreadyClosed: the consumer is closed.
+        """
+        return self._client._run(self._impl.batch_receive())
+
+    def reconsume_later(self, message: Message, delay: timedelta | int) -> None:
+        """Redeliver ``message`` after ``delay`` (timedelta or ms) through the retry
+        topic (Pulsar's Java ``reconsumeLater``); needs ``retry_enable=True``.
+
+        Raises:
+            InvalidConfiguration: retries are not enabled on this consumer.
+        """
+        self._client._run(self._impl.reconsume_later(message, delay))
 
     def acknowledge(
         self, message: Message | MessageId, txn: Transaction | None = None
@@ -601,6 +620,7 @@ class Client:
         regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
         dead_letter_policy: Any = None,
         crypto_failure_action: int = 0,
+        retry_enable: bool = False,
     ) -> Consumer:
         """Subscribe (parameters as ``pulsar.Client.subscribe``).
 

@@ -30,7 +30,7 @@ from . import replies
 from .context import CommandHandler, ConnectionContext
 from .permissions import refuse_system_topic, require
 from .txn_ownership import TxnOwnership
-from .wire import client_given_name, schema_info, topic_of
+from .wire import client_given_name, schema_info, subscription_name, topic_of
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,9 @@ class ProducerCommands:
                     name.full,
                 )
             topic = await service.get_topic(name, create=True)
+            if c.initial_subscription_name:
+                subscription_name(c.initial_subscription_name)
+                topic.ensure_initial_subscription(c.initial_subscription_name)
             # Pulsar refuses a producer while a producer-blocking backlog quota is
             # exceeded (backlog_quota.py).
             await service.backlog_quotas.check_new_producer(topic)
