@@ -42,6 +42,7 @@ from quasar.client.consumer_policies import (
 from quasar.client.enums import (
     BatchingType,
     CompressionType,
+    ConsumerCryptoFailureAction,
     ConsumerKeySharedPolicy,
     ConsumerType,
     InitialPosition,
@@ -55,6 +56,7 @@ from quasar.client.enums import (
 from quasar.client.exceptions import *  # noqa: F403 - the pulsar exception names
 from quasar.client.exceptions import __all__ as _exception_names
 from quasar.client.message import Message
+from quasar.client.message_crypto import CryptoKeyReader, EncryptionKeyInfo
 from quasar.client.message_id import MessageId
 from quasar.client.schema import BytesSchema, JsonSchema, Schema, StringSchema
 from quasar.client.sync import Client, Consumer, Producer, Reader, Transaction
@@ -71,7 +73,10 @@ __all__ = [
     "Client",
     "CompressionType",
     "Consumer",
+    "CryptoKeyReader",
+    "EncryptionKeyInfo",
     "ConsumerBatchReceivePolicy",
+    "ConsumerCryptoFailureAction",
     "ConsumerDeadLetterPolicy",
     "ConsumerKeySharedPolicy",
     "ConsumerType",

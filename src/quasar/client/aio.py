@@ -679,6 +679,8 @@ class Client:
             consumer_name=options.reader_name,
             is_read_compacted=options.is_read_compacted,
             start_message_id_inclusive=options.start_message_id_inclusive,
+            crypto_key_reader=options.crypto_key_reader,
+            crypto_failure_action=options.crypto_failure_action,
         )
         impl = await self._single_or_partitioned(
             subscription, full, options.start_message_id

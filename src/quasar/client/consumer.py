@@ -40,6 +40,7 @@ from quasar.client.exceptions import (
 from quasar.client.incoming import decode_entry
 from quasar.client.lookup import LookupService, retry_until
 from quasar.client.message import Message
+from quasar.client.message_crypto import MessageDecryptor
 from quasar.client.message_id import MessageId
 from quasar.client.options import ConsumerOptions
 from quasar.client.permits import PermitTracker
@@ -153,6 +154,8 @@ class ConsumerImpl:
         shared = options.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared)
         self.letters = letters if shared else None
         self._dead_letter_candidates: dict[EntryKey, list[Message]] = {}
+        reader = options.crypto_key_reader
+        self._decryptor = None if reader is None else MessageDecryptor(reader)
 
     # --- subscribe / reconnect -------------------------------------------------------
 
@@ -325,6 +328,8 @@ class ConsumerImpl:
             schema=self.options.schema,
             consumer=self,
             skip=self._before_start,
+            decryptor=self._decryptor,
+            crypto_failure_action=self.options.crypto_failure_action,
         )
         key = (decoded.ledger_id, decoded.entry_id)
         if decoded.validation_error is not None:
@@ -338,7 +343,9 @@ class ConsumerImpl:
                 self._dead_letter_candidates[key] = list(decoded.messages)
         for msg in decoded.messages:
             self.queue.put(msg)
-        self._return_permits(decoded.skipped)
+        # A message held back undecrypted stays unacknowledged on the broker (which
+        # redelivers it to the next consumer or subscribe); its permits flow on.
+        self._return_permits(decoded.skipped + decoded.held)
 
     def _before_start(self, mid: MessageId) -> bool:
         start = self._start

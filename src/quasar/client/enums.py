@@ -60,6 +60,14 @@ class ProducerAccessMode(IntEnum):
     ExclusiveWithFencing = 3
 
 
+class ConsumerCryptoFailureAction(IntEnum):
+    """What a consumer does with a message it cannot decrypt (``pulsar``'s values)."""
+
+    FAIL = 0  # keep it from the application; it stays unacknowledged
+    DISCARD = 1  # acknowledge it with a DecryptionError, unread
+    CONSUME = 2  # deliver the still-encrypted payload
+
+
 class KeySharedMode(IntEnum):
     """``KeySharedMode`` on the wire."""
 

@@ -116,7 +116,8 @@ class MessageTooBig(ClientError):
 
 
 class CryptoError(ClientError):
-    """End-to-end encryption failed (not supported by quasar's client)."""
+    """End-to-end encryption failed: a key could not be read or used, or a payload
+    did not decrypt."""
 
 
 class CumulativeAcknowledgementNotAllowedError(ClientError):

@@ -8,11 +8,15 @@ to report with an ACK, as the C++ client does.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from quasar.client.enums import ConsumerCryptoFailureAction
+from quasar.client.exceptions import CryptoError
 from quasar.client.message import Message
+from quasar.client.message_crypto import MessageDecryptor
 from quasar.client.message_id import MessageId
 from quasar.client.schema import Schema
 from quasar.errors import RemoteProtocolError
@@ -21,6 +25,8 @@ from quasar.protocol.ack_set import words_to_bits
 from quasar.protocol.batch import split_batch
 from quasar.protocol.compression import decompress
 from quasar.protocol.entry import parse_entry
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -38,6 +44,8 @@ class DecodedEntry:
     # For a batch that came with an ack_set: the still-unacked members as bits.
     batch_size: int = 0
     unacked_bits: int | None = None
+    # Messages kept from the application because they could not be decrypted.
+    held: int = 0
 
 
 def decode_entry(
@@ -50,11 +58,16 @@ def decode_entry(
     schema: Schema | None,
     consumer: Any,
     skip: Callable[[MessageId], bool] = lambda _: False,
+    decryptor: MessageDecryptor | None = None,
+    crypto_failure_action: int = ConsumerCryptoFailureAction.FAIL,
 ) -> DecodedEntry:
     """Decode a ``CommandMessage`` and its entry into messages.
 
     Batch members whose bit in ``cmd.ack_set`` is 0 (already acked), that ``skip``
     rejects, or that compaction marked ``compacted_out`` are counted in ``skipped``.
+    An encrypted entry is decrypted with ``decryptor``; one that cannot be is held
+    back (FAIL: counted in ``held``), acked with DecryptionError (DISCARD) or
+    delivered encrypted as one message (CONSUME), as ``crypto_failure_action`` says.
     """
     mid = MessageId.from_pb(cmd.message_id)
     ledger, entry = mid.ledger_id(), mid.entry_id()
@@ -73,6 +86,14 @@ def decode_entry(
     body = bytes(memoryview(payload)[parsed.payload_offset :])
     is_batch = md.HasField("num_messages_in_batch")
     out.count = md.num_messages_in_batch if is_batch else 1
+    if len(md.encryption_keys):
+        try:
+            if decryptor is None:
+                raise CryptoError("the consumer has no crypto_key_reader")
+            body = decryptor.decrypt(md, body)
+        except CryptoError as exc:
+            return _undecryptable(out, cmd, md, body, exc, crypto_failure_action, mid,
+                                  partition, topic, schema, consumer)
     if md.compression:
         try:
             body = decompress(md.compression, body, md.uncompressed_size)
@@ -180,4 +201,51 @@ def decode_entry(
                 **common,
             )
         )
+    return out
+
+
+def _undecryptable(
+    out: DecodedEntry,
+    cmd: Any,
+    md: Any,
+    body: bytes,
+    exc: CryptoError,
+    action: int,
+    mid: MessageId,
+    partition: int,
+    topic: str,
+    schema: Schema | None,
+    consumer: Any,
+) -> DecodedEntry:
+    """An entry that did not decrypt, handled as the consumer's failure action says."""
+    if action == ConsumerCryptoFailureAction.DISCARD:
+        log.warning("discarding %s of %s: %s", mid, topic, exc)
+        out.validation_error = pb.CommandAck.DecryptionError
+        return out
+    if action == ConsumerCryptoFailureAction.CONSUME:
+        # The encrypted payload as one message, a batch too: the application holds
+        # the keys' metadata and decrypts (and splits) it itself.
+        out.messages.append(
+            Message(
+                body,
+                MessageId(partition, mid.ledger_id(), mid.entry_id(), -1, 0, topic),
+                properties={kv.key: kv.value for kv in md.properties},
+                partition_key=md.partition_key,
+                ordering_key=md.ordering_key,
+                publish_time=md.publish_time,
+                event_time=md.event_time,
+                topic=topic,
+                redelivery_count=cmd.redelivery_count,
+                schema=schema,
+                schema_version=md.schema_version,
+                producer_name=md.producer_name,
+                consumer=consumer,
+            )
+        )
+        return out
+    log.warning(
+        "cannot decrypt %s of %s, keeping it unacknowledged "
+        "(crypto_failure_action=FAIL): %s", mid, topic, exc,
+    )
+    out.held = out.count
     return out

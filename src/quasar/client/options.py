@@ -28,6 +28,7 @@ from quasar.client.consumer_policies import (
 from quasar.client.enums import (
     BatchingType,
     CompressionType,
+    ConsumerCryptoFailureAction,
     ConsumerKeySharedPolicy,
     ConsumerType,
     InitialPosition,
@@ -36,6 +37,7 @@ from quasar.client.enums import (
     RegexSubscriptionMode,
 )
 from quasar.client.exceptions import InvalidConfiguration
+from quasar.client.message_crypto import key_reader_of
 from quasar.client.message_id import MessageId
 from quasar.client.schema import BytesSchema, Schema
 
@@ -82,9 +84,9 @@ class ProducerOptions(_Options):
 
     Raises:
         InvalidConfiguration: ``lazy_start_partitioned_producers`` (every partition's
-            producer starts at once), chunking together with batching, or end-to-end
-            encryption (``encryption_key`` / ``crypto_key_reader``), which this
-            client does not support.
+            producer starts at once), chunking together with batching, or only one
+            of ``encryption_key`` and ``crypto_key_reader`` (encryption needs both),
+            or a key reader of the wrong type.
     """
 
     producer_name: str | None = None
@@ -119,8 +121,11 @@ class ProducerOptions(_Options):
             )
         if self.chunking_enabled and self.batching_enabled:
             raise InvalidConfiguration("chunking and batching cannot both be enabled")
-        if self.encryption_key or self.crypto_key_reader:
-            raise InvalidConfiguration("end-to-end encryption is not supported")
+        if bool(self.encryption_key) != (self.crypto_key_reader is not None):
+            raise InvalidConfiguration(
+                "end-to-end encryption needs both encryption_key and crypto_key_reader"
+            )
+        self._set("crypto_key_reader", key_reader_of(self.crypto_key_reader))
         if self.schema is None:
             self._set("schema", DEFAULT_SCHEMA)
         self._set("compression_type", CompressionType(self.compression_type))
@@ -142,9 +147,10 @@ class ConsumerOptions(_Options):
     (kept as ours). ``retry_enable`` (Pulsar's Java client) also subscribes to the
     retry topic and allows ``reconsume_later``. ``broker_consumer_stats_cache_time_ms``
     has no effect: like ``pulsar``'s Python consumer, this one has no broker stats
-    call to cache. Accepted but not implemented: ``crypto_key_reader``,
-    ``max_pending_chunked_message``, ``auto_ack_oldest_chunked_message_on_queue_full``,
-    ``crypto_failure_action``.
+    call to cache. ``crypto_key_reader`` decrypts end-to-end encrypted messages; what
+    it cannot decrypt is handled by ``crypto_failure_action``. Accepted but not
+    implemented: ``max_pending_chunked_message``,
+    ``auto_ack_oldest_chunked_message_on_queue_full``.
 
     Raises:
         InvalidConfiguration: an empty ``subscription_name``, a
@@ -195,6 +201,10 @@ class ConsumerOptions(_Options):
         )
         self._set("properties", _properties(self.properties))
         self._set("batch_receive_policy", batch_receive_policy_of(self.batch_receive_policy))
+        self._set("crypto_key_reader", key_reader_of(self.crypto_key_reader))
+        self._set(
+            "crypto_failure_action", ConsumerCryptoFailureAction(self.crypto_failure_action)
+        )
         policy = dead_letter_policy_of(self.dead_letter_policy)
         if policy is None and self.retry_enable:
             # The Java client's default when retries are enabled without a policy.
@@ -208,8 +218,7 @@ class ReaderOptions(_Options):
     parameters after ``topic``).
 
     ``schema=None`` means :data:`DEFAULT_SCHEMA`; a ``receiver_queue_size`` below 1
-    means 1. Accepted but not implemented: ``crypto_key_reader``,
-    ``crypto_failure_action``.
+    means 1. ``crypto_key_reader`` and ``crypto_failure_action`` as for a consumer.
 
     Raises:
         InvalidConfiguration: ``start_message_id`` is not a MessageId, or a
@@ -237,6 +246,10 @@ class ReaderOptions(_Options):
         if self.schema is None:
             self._set("schema", DEFAULT_SCHEMA)
         self._set("receiver_queue_size", max(1, self.receiver_queue_size))
+        self._set("crypto_key_reader", key_reader_of(self.crypto_key_reader))
+        self._set(
+            "crypto_failure_action", ConsumerCryptoFailureAction(self.crypto_failure_action)
+        )
 
 
 __all__ = ["DEFAULT_SCHEMA", "ConsumerOptions", "ProducerOptions", "ReaderOptions"]

@@ -33,6 +33,7 @@ from quasar.client.exceptions import (
     ProducerQueueIsFull,
 )
 from quasar.client.lookup import LookupService, retry_until
+from quasar.client.message_crypto import MessageEncryptor
 from quasar.client.message_id import MessageId
 from quasar.client.options import ProducerOptions
 from quasar.client.outgoing import (
@@ -120,6 +121,12 @@ class ProducerImpl:
     ) -> None:
         self.topic = topic
         self.initial_subscription_name = initial_subscription_name
+        # End-to-end encryption: every entry goes through _send_entry, encrypted.
+        self._encryptor = (
+            MessageEncryptor([options.encryption_key], options.crypto_key_reader)
+            if options.encryption_key and options.crypto_key_reader is not None
+            else None
+        )
         self.partition = partition
         self.options = options
         # The client has transactions enabled (CommandProducer.txn_enabled).
@@ -170,6 +177,9 @@ class ProducerImpl:
             Timeout: not created within the operation timeout.
             BrokerError subclass: e.g. ProducerBusy, TopicNotFound, IncompatibleSchema.
         """
+        if self._encryptor is not None:
+            # A key that cannot be read fails the creation, not the first send.
+            self._encryptor.renew_data_key()
         await retry_until(
             lambda: self._connect_once(None),
             self.config.operation_timeout_s,
@@ -191,7 +201,7 @@ class ProducerImpl:
             producer_id=self.producer_id,
             request_id=rid,
             producer_name=self.producer_name,
-            encrypted=False,
+            encrypted=self._encryptor is not None,
             epoch=self._epoch,
             user_provided_producer_name=self._user_named,
             producer_access_mode=int(self.options.access_mode),
@@ -422,6 +432,7 @@ class ProducerImpl:
             and not msg.replicate_to
             and msg.deliver_at_ms is None
             and not self.options.compression_type
+            and self._encryptor is None
         ):
             self._send_plain(msg.payload, seq, None, [callback], size, msg.txn_id)
             return
@@ -464,6 +475,8 @@ class ProducerImpl:
             md.compression = codec
             md.uncompressed_size = len(payload)
             payload = compress(codec, payload)
+        if self._encryptor is not None:
+            payload = self._encryptor.encrypt(md, payload)
         cmd = make_command(
             T.SEND, "send", producer_id=self.producer_id, sequence_id=seq
         )
@@ -604,6 +617,7 @@ class ProducerImpl:
                 and first.ordering_key is None
                 and not first.replicate_to
                 and not self.options.compression_type
+                and self._encryptor is None
             ):
                 self._send_plain(
                     batch_payload(batch),
