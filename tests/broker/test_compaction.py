@@ -709,7 +709,7 @@ def _state(steps: Sequence[str]) -> CompactedReadState:
 @pytest.mark.parametrize(
     ("steps", "read_position", "expected"),
     [
-        # Never started from a position (an existing durable subscription): the topic.
+        # Never started from a position and never rewound: the topic.
         ([], Position(5, 3), None),
         ([], Position(4, 7), (Position(4, 7), H)),  # ...unless trimmed: compacted only
         ([], Position(5, 11), None),
@@ -723,9 +723,14 @@ def _state(steps: Sequence[str]) -> CompactedReadState:
         (["pinned"], Position(5, 7), None),  # past its view: the topic, not H's view
         (["pinned", "read-topic"], Position(5, 7), None),
         (["pinned", "read-topic"], Position(4, 7), (Position(4, 7), H)),  # trimmed
-        # Rewinds start over only when nothing was acknowledged since the start.
+        # A rewind with nothing acknowledged since the start starts over from there;
+        # otherwise it reads the current view from the first unacknowledged entry.
         (["pinned", "read-topic", "rewind-unchanged"], Position(5, 7), (EARLIEST, H)),
-        (["pinned", "read-topic", "rewind-moved"], Position(5, 7), None),
+        (["pinned", "read-topic", "rewind-moved"], Position(5, 7), (Position(5, 7), H)),
+        (["pinned", "read-topic", "rewind-moved"], Position(5, 11), None),
+        (["rewind-moved"], Position(5, 3), (Position(5, 3), H)),  # existing durable
+        (["rewind-moved"], Position(4, 7), (Position(4, 7), H)),  # trimmed
+        (["rewind-moved", "read-compacted"], Position(5, 11), None),
         (["pinned", "read-topic", "seek-5:3"], Position(5, 9), (Position(5, 3), H)),
         (["start-earliest", "read-topic"], Position(5, 3), None),
     ],

@@ -379,8 +379,13 @@ class CompactedReadState:
     * a position the topic no longer holds (trimmed) can only be served from the
       compacted ledger, whatever the pin.
 
-    A subscription that never started from a position (an existing durable one)
-    reads the topic, which holds everything its cursor has not acknowledged.
+    Every other restart of delivery (a consumer attaching to an existing durable
+    subscription, a redelivery request, a change of active consumer) rewinds the
+    cursor to its first unacknowledged entry; from there the subscription reads the
+    current compacted view and pins its horizon, as Pulsar reads the compacted ledger
+    for any cursor before the horizon. As in Pulsar, a key acknowledged before the
+    restart and deleted by a tombstone that compaction has since removed is not
+    deleted for that subscription: the tombstone is no longer stored anywhere.
     """
 
     def __init__(self) -> None:
@@ -388,6 +393,9 @@ class CompactedReadState:
         self._origin_mark_delete: Position | None = None
         self._start: Position | None = None  # set until the first read from _origin
         self._pinned: Position | None = None
+        # Set by a rewind that cannot start over from _origin: the next read starts
+        # at the cursor's read position (its first unacknowledged entry).
+        self._restart = False
 
     def start_at(self, position: Position, mark_delete: Position) -> None:
         """The subscription starts at ``position`` (``EARLIEST`` allowed), which the
@@ -395,6 +403,7 @@ class CompactedReadState:
         self._origin = self._start = position
         self._origin_mark_delete = mark_delete
         self._pinned = None
+        self._restart = False
 
     def on_seek(self, position: Position, mark_delete: Position) -> None:
         """The subscription was reset to ``position`` (SEEK)."""
@@ -402,10 +411,15 @@ class CompactedReadState:
 
     def on_rewind(self, mark_delete: Position) -> None:
         """The cursor went back to its first unacknowledged entry."""
+        self._pinned = None
         if self._origin is not None and mark_delete == self._origin_mark_delete:
-            # Nothing was acknowledged since the start: start over from there.
+            # Nothing was acknowledged since the start: start over from there (the
+            # origin may be a trimmed position the cursor cannot express).
             self._start = self._origin
-            self._pinned = None
+            self._restart = False
+        else:
+            self._start = None
+            self._restart = True
 
     def plan(
         self, read_position: Position, horizon: Position, first_position: Position
@@ -417,6 +431,9 @@ class CompactedReadState:
                 return None
             self._pinned = horizon
             return self._start, horizon
+        if self._restart and first_position <= read_position <= horizon:
+            self._pinned = horizon
+            return read_position, horizon
         if read_position < first_position:
             return (read_position, horizon) if read_position <= horizon else None
         if self._pinned is not None and read_position <= self._pinned:
@@ -426,7 +443,9 @@ class CompactedReadState:
     def read_compacted_ledger(self) -> None:
         """The subscription read (or exhausted) the compacted ledger."""
         self._start = None
+        self._restart = False
 
     def read_topic(self) -> None:
         """The subscription now reads the topic itself."""
         self._start = None
+        self._restart = False
