@@ -244,6 +244,11 @@ class BrokerContext(Protocol):
         ...
 
     @property
+    def compaction_retain_null_key(self) -> bool:
+        """Whether compaction keeps messages without a key (``topicCompactionRetainNullKey``)."""
+        ...
+
+    @property
     def transactions(self) -> TransactionComponents | None:
         """None when transactions are disabled on this broker. Read at each use: the
         composition root sets it after the service is built."""

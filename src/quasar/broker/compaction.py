@@ -132,10 +132,13 @@ class CompactionService:
         on_horizon_moved: Callable[[], None] = lambda: None,
         clock: Clock | None = None,
         input_bounds: InputBounds | None = None,
+        retain_null_key: bool = False,
     ) -> None:
         """``input_bounds``: how much the compactor may decompress per entry, and
-        where it counts what it refuses (None: ``maxMessageSize``'s default)."""
+        where it counts what it refuses (None: ``maxMessageSize``'s default).
+        ``retain_null_key``: keep messages without a key (``topicCompactionRetainNullKey``)."""
         self._ledger = ledger
+        self._retain_null_key = retain_null_key
         self._input_bounds = input_bounds
         self._factory = factory
         self._persistence_name = persistence_name
@@ -242,7 +245,8 @@ class CompactionService:
         await self._delete_if_exists(name)  # a partial one from a failed attempt
         cursor = self._ledger.open_cursor(COMPACTION_CURSOR, InitialPosition.EARLIEST)
         compactor = TwoPhaseCompactor(
-            self._ledger, self._factory, self._is_aborted, self._input_bounds
+            self._ledger, self._factory, self._is_aborted, self._input_bounds,
+            retain_null_key=self._retain_null_key,
         )
         result = await compactor.compact(
             horizon, self.view, previous.horizon if previous else None, name
