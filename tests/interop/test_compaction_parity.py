@@ -132,12 +132,15 @@ def test_only_committed_transactions_enter_the_compacted_view(
     try:
         p = writer.create_producer(topic, batching_enabled=False)
         p.send(b"v0", partition_key="k")
-        aborted = writer.new_transaction(timeout_ms=60_000)
-        p.send(b"aborted", partition_key="k", txn=aborted)
-        aborted.abort()
         committed = writer.new_transaction(timeout_ms=60_000)
         p.send(b"committed", partition_key="k", txn=committed)
         committed.commit()
+        # Later than the committed value, and a key of its own: had compaction
+        # counted them, the view would show them.
+        aborted = writer.new_transaction(timeout_ms=60_000)
+        p.send(b"aborted", partition_key="k", txn=aborted)
+        p.send(b"aborted", partition_key="k3", txn=aborted)
+        aborted.abort()
         still_open = writer.new_transaction(timeout_ms=60_000)
         p.send(b"open", partition_key="k", txn=still_open)
         p.send(b"plain", partition_key="k2")  # behind the open transaction
