@@ -95,12 +95,16 @@ def test_null_value_tombstone_removes_its_key(
     items: list[tuple[str, bytes | None]] = [
         ("k1", b"v1"), ("k2", b"v2"), ("k1", None), ("k3", b"v3"), ("k2", b"v2b"),
     ]
+    ids: list[Any] = []
     for key, value in items:
         if batching:
-            p.send_async(value, lambda res, mid: None, partition_key=key)
+            p.send_async(value, lambda res, mid: ids.append(mid), partition_key=key)
         else:
-            send(p, key, value)
+            ids.append(send(p, key, value))
     p.flush()
+    assert len(ids) == len(items)
+    # With batching, members of one entry carry their own keys and null values.
+    assert any(mid.batch_index() > 0 for mid in ids) == batching
     compact(admin, topic)
     assert read_all_compacted(client, pulsar_mod, topic) == [("k3", b"v3"), ("k2", b"v2b")]
     # After the horizon: a new value of the deleted key, and a tombstone, both seen.
