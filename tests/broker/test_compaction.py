@@ -22,9 +22,9 @@ from quasar.broker.compacted_ledger import (
     decode_record,
     encode_record,
 )
+from quasar.broker.compacted_read import CompactedReadState
 from quasar.broker.compaction import (
     COMPACTION_CURSOR,
-    CompactedReadState,
     CompactionStatus,
     compacted_ledger_name,
 )

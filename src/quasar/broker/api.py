@@ -46,7 +46,7 @@ from quasar.transaction.pending_ack import LowWatermarkAbortListener, PendingAck
 from quasar.transaction.txn_status import TxnAction
 
 from .compacted_ledger import CompactedRecord
-from .compaction import CompactedReadState
+from .compacted_read import CompactedReadState
 from .consumer import Consumer
 from .entry_info import EntryInfo, EntryInfoCache
 from .input_bounds import InputBounds
