@@ -40,6 +40,7 @@ EXPECTED_DEFAULTS = {
     "advertisedAddress": "127.0.0.1",  # quasar
     "dataDir": "./data",  # quasar
     "maxMessageSize": 5242880,
+    "topicCompactionRetainNullKey": False,
     "allowAutoTopicCreation": True,
     "allowAutoTopicCreationType": "non-partitioned",
     "defaultNumPartitions": 1,

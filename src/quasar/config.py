@@ -164,6 +164,9 @@ class BrokerConfig(Section):
     data_dir: str = setting("./data", "dataDir", non_empty)
     # Pulsar default 5 MiB (broker.conf maxMessageSize); also advertised in CONNECTED.
     max_message_size: int = setting(5_242_880, "maxMessageSize", at_least(1))
+    # Pulsar default since 3.2 (broker.conf topicCompactionRetainNullKey, PIP-318):
+    # compaction drops messages without a key; true keeps them in the compacted view.
+    topic_compaction_retain_null_key: bool = setting(False, "topicCompactionRetainNullKey")
     # Pulsar default (broker.conf keepAliveIntervalSeconds).
     keep_alive_interval_seconds: int = setting(
         30, "keepAliveIntervalSeconds", at_least(1)

@@ -22,9 +22,9 @@ from quasar.broker.compacted_ledger import (
     decode_record,
     encode_record,
 )
+from quasar.broker.compacted_read import CompactedReadState
 from quasar.broker.compaction import (
     COMPACTION_CURSOR,
-    CompactedReadState,
     CompactionStatus,
     compacted_ledger_name,
 )
@@ -38,7 +38,7 @@ from quasar.broker.subscription import (
 )
 from quasar.broker.system_table import SystemTopicTable
 from quasar.broker.topic import PersistentTopic
-from quasar.config import ManagedLedgerSettings, ServiceConfiguration
+from quasar.config import BrokerConfig, ManagedLedgerSettings, ServiceConfiguration
 from quasar.errors import ConflictError, CorruptRecordError, NotAllowedError
 from quasar.protocol import (
     FrameDecoder,
@@ -298,7 +298,34 @@ async def test_latest_value_per_key_in_original_order(broker: Broker) -> None:
         Seen(pos[1], -1, "k2", b"b"), Seen(pos[2], -1, "k1", b"c"), Seen(pos[9], -1, "k5", b"z"),
     ]
     assert topic.compaction.horizon == pos[-1]
-    assert topic.compaction.last_removed_messages == 5  # keyed messages not kept
+    # Messages not kept: three superseded or deleted values, two tombstones, and
+    # the keyless message (Pulsar counts dropped keyless messages as removed too).
+    assert topic.compaction.last_removed_messages == 6
+
+
+async def test_keyless_messages_are_retained_when_configured() -> None:
+    broker = Broker(ServiceConfiguration(broker=BrokerConfig(
+        topic_compaction_retain_null_key=True)))
+    try:
+        topic = await broker.topic()
+        pos = await publish(
+            topic, single(None, b"a"), single("k1", b"v"), single(None, b""),
+            batch([(None, b"b"), ("k1", b"w"), ("k2", b"x"), ("k2", None)]),
+        )
+        await compact(topic)
+        assert await compacted(topic) == [
+            Seen(pos[0], -1, None, b"a"), Seen(pos[2], -1, None, b""),
+            Seen(pos[3], 0, None, b"b"), Seen(pos[3], 1, "k1", b"w"),
+        ]
+        assert topic.compaction.last_removed_messages == 3
+        # A second compaction keeps them again (its input is the compacted ledger).
+        await publish(topic, single("k1", b"y"))
+        await compact(topic)
+        assert kv(await compacted(topic)) == [
+            (None, b"a"), (None, b""), (None, b"b"), ("k1", b"y"),
+        ]
+    finally:
+        await broker.close()
 
 
 async def test_a_key_written_after_its_tombstone_is_back(broker: Broker) -> None:
@@ -651,6 +678,38 @@ async def test_durable_compacted_subscription_acks_and_rewinds(broker: Broker) -
     assert len(conn3.seen) == 1
 
 
+async def test_durable_subscription_from_before_compaction_reads_the_table(
+    broker: Broker,
+) -> None:
+    """Pulsar reads the compacted ledger for any cursor before the horizon: a durable
+    subscription created when the topic was empty gets the latest value per key."""
+    topic = await broker.topic()
+    conn = FakeConnection()
+    first = Consumer(
+        consumer_id=next(_consumer_ids), consumer_name="first", subscription_name="table",
+        sub_type=SUB_EXCLUSIVE, connection=conn, read_compacted=True,
+    )
+    sub = topic.subscribe(first, True, InitialPosition.LATEST, None)
+    topic.remove_consumer(first)
+    pos = await publish(topic, single("k", b"hello-0"), single("k", b"hello-1"))
+    await compact(topic)
+    again = Consumer(
+        consumer_id=next(_consumer_ids), consumer_name="again",
+        subscription_name=first.subscription_name, sub_type=SUB_EXCLUSIVE,
+        connection=conn, read_compacted=True,
+    )
+    topic.subscribe(again, True, InitialPosition.LATEST, None)
+    sub.flow(again, 10)
+    after = await publish(topic, single("k", b"hello-2"))
+    assert await conn.wait_for(2) == [
+        Seen(pos[1], -1, "k", b"hello-1"), Seen(after[0], -1, "k", b"hello-2"),
+    ]
+    # A redelivery request reads the current view again from the first unacked entry.
+    sub.ack_cumulative(again, pos[1])
+    sub.redeliver(again, None)
+    assert kv((await conn.wait_for(3))[2:]) == [("k", b"hello-2")]
+
+
 async def test_last_message_id_for_compacted_consumers(broker: Broker) -> None:
     topic = await broker.topic()
     pos = await publish(topic, batch([("k1", b"a"), ("k2", b"b"), ("k2", b"")]))
@@ -709,7 +768,7 @@ def _state(steps: Sequence[str]) -> CompactedReadState:
 @pytest.mark.parametrize(
     ("steps", "read_position", "expected"),
     [
-        # Never started from a position (an existing durable subscription): the topic.
+        # Never started from a position and never rewound: the topic.
         ([], Position(5, 3), None),
         ([], Position(4, 7), (Position(4, 7), H)),  # ...unless trimmed: compacted only
         ([], Position(5, 11), None),
@@ -723,9 +782,14 @@ def _state(steps: Sequence[str]) -> CompactedReadState:
         (["pinned"], Position(5, 7), None),  # past its view: the topic, not H's view
         (["pinned", "read-topic"], Position(5, 7), None),
         (["pinned", "read-topic"], Position(4, 7), (Position(4, 7), H)),  # trimmed
-        # Rewinds start over only when nothing was acknowledged since the start.
+        # A rewind with nothing acknowledged since the start starts over from there;
+        # otherwise it reads the current view from the first unacknowledged entry.
         (["pinned", "read-topic", "rewind-unchanged"], Position(5, 7), (EARLIEST, H)),
-        (["pinned", "read-topic", "rewind-moved"], Position(5, 7), None),
+        (["pinned", "read-topic", "rewind-moved"], Position(5, 7), (Position(5, 7), H)),
+        (["pinned", "read-topic", "rewind-moved"], Position(5, 11), None),
+        (["rewind-moved"], Position(5, 3), (Position(5, 3), H)),  # existing durable
+        (["rewind-moved"], Position(4, 7), (Position(4, 7), H)),  # trimmed
+        (["rewind-moved", "read-compacted"], Position(5, 11), None),
         (["pinned", "read-topic", "seek-5:3"], Position(5, 9), (Position(5, 3), H)),
         (["start-earliest", "read-topic"], Position(5, 3), None),
     ],

@@ -46,7 +46,7 @@ from quasar.transaction.pending_ack import LowWatermarkAbortListener, PendingAck
 from quasar.transaction.txn_status import TxnAction
 
 from .compacted_ledger import CompactedRecord
-from .compaction import CompactedReadState
+from .compacted_read import CompactedReadState
 from .consumer import Consumer
 from .entry_info import EntryInfo, EntryInfoCache
 from .input_bounds import InputBounds
@@ -241,6 +241,11 @@ class BrokerContext(Protocol):
     @property
     def read_limits(self) -> ReadLimits:
         """The dispatchers' read bounds, shared by every topic."""
+        ...
+
+    @property
+    def compaction_retain_null_key(self) -> bool:
+        """Whether compaction keeps messages without a key (``topicCompactionRetainNullKey``)."""
         ...
 
     @property

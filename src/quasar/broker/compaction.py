@@ -132,10 +132,13 @@ class CompactionService:
         on_horizon_moved: Callable[[], None] = lambda: None,
         clock: Clock | None = None,
         input_bounds: InputBounds | None = None,
+        retain_null_key: bool = False,
     ) -> None:
         """``input_bounds``: how much the compactor may decompress per entry, and
-        where it counts what it refuses (None: ``maxMessageSize``'s default)."""
+        where it counts what it refuses (None: ``maxMessageSize``'s default).
+        ``retain_null_key``: keep messages without a key (``topicCompactionRetainNullKey``)."""
         self._ledger = ledger
+        self._retain_null_key = retain_null_key
         self._input_bounds = input_bounds
         self._factory = factory
         self._persistence_name = persistence_name
@@ -242,7 +245,8 @@ class CompactionService:
         await self._delete_if_exists(name)  # a partial one from a failed attempt
         cursor = self._ledger.open_cursor(COMPACTION_CURSOR, InitialPosition.EARLIEST)
         compactor = TwoPhaseCompactor(
-            self._ledger, self._factory, self._is_aborted, self._input_bounds
+            self._ledger, self._factory, self._is_aborted, self._input_bounds,
+            retain_null_key=self._retain_null_key,
         )
         result = await compactor.compact(
             horizon, self.view, previous.horizon if previous else None, name
@@ -357,76 +361,3 @@ class CompactionService:
             "lastCompactionFailedTimestamp": self.last_failed_ms,
             "lastCompactionDurationTimeInMills": int(self.last_duration_ms),
         }
-
-
-class CompactedReadState:
-    """Where a ``read_compacted`` subscription reads next: compacted ledger or topic.
-
-    A subscription reads a *view*: the compacted ledger up to a horizon, then the
-    topic after it. Which horizon matters: a subscription that has consumed part of
-    the view of horizon H must go on with the topic after H, even once a newer
-    compaction (horizon H2 > H) exists. Switching it to the newer view would skip the
-    tombstones written between H and H2 for keys it already received (it saw the old
-    values and would never see their deletion). So each
-    subscription is *pinned* to the horizon current when it started reading:
-
-    * a subscription (re)starting at a position (created, SEEK, or rewound with
-      nothing acknowledged since) reads the current compacted ledger from that
-      position (the earliest: all of it), up to the current horizon, which it pins;
-    * after that it reads the compacted ledger only up to its pinned horizon, then
-      the topic; records of a newer generation at or before the pin are fine (a
-      subset of what the pinned one had there, the rest follows on the topic);
-    * a position the topic no longer holds (trimmed) can only be served from the
-      compacted ledger, whatever the pin.
-
-    A subscription that never started from a position (an existing durable one)
-    reads the topic, which holds everything its cursor has not acknowledged.
-    """
-
-    def __init__(self) -> None:
-        self._origin: Position | None = None  # where the subscription (re)started
-        self._origin_mark_delete: Position | None = None
-        self._start: Position | None = None  # set until the first read from _origin
-        self._pinned: Position | None = None
-
-    def start_at(self, position: Position, mark_delete: Position) -> None:
-        """The subscription starts at ``position`` (``EARLIEST`` allowed), which the
-        cursor may not be able to express (a trimmed position)."""
-        self._origin = self._start = position
-        self._origin_mark_delete = mark_delete
-        self._pinned = None
-
-    def on_seek(self, position: Position, mark_delete: Position) -> None:
-        """The subscription was reset to ``position`` (SEEK)."""
-        self.start_at(position, mark_delete)
-
-    def on_rewind(self, mark_delete: Position) -> None:
-        """The cursor went back to its first unacknowledged entry."""
-        if self._origin is not None and mark_delete == self._origin_mark_delete:
-            # Nothing was acknowledged since the start: start over from there.
-            self._start = self._origin
-            self._pinned = None
-
-    def plan(
-        self, read_position: Position, horizon: Position, first_position: Position
-    ) -> tuple[Position, Position] | None:
-        """``(start, limit)`` to read compacted records with original positions in
-        ``[start, limit]``, or None to read the topic."""
-        if self._start is not None:
-            if self._start > horizon:
-                return None
-            self._pinned = horizon
-            return self._start, horizon
-        if read_position < first_position:
-            return (read_position, horizon) if read_position <= horizon else None
-        if self._pinned is not None and read_position <= self._pinned:
-            return read_position, self._pinned
-        return None
-
-    def read_compacted_ledger(self) -> None:
-        """The subscription read (or exhausted) the compacted ledger."""
-        self._start = None
-
-    def read_topic(self) -> None:
-        """The subscription now reads the topic itself."""
-        self._start = None

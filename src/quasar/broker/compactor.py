@@ -15,8 +15,9 @@ compactor has the same bound: the table's key set must fit in memory).
 
 Pulsar's rules:
 
-* a message without a key (``partition_key`` absent or ``null_partition_key``) is not
-  retained and does not affect any key;
+* a message without a key (``partition_key`` absent or ``null_partition_key``) does
+  not affect any key; it is dropped (``topicCompactionRetainNullKey=false``, Pulsar's
+  default since 3.2) or retained as it is, empty or not (``true``);
 * a message with an empty payload or ``null_value`` is a tombstone: it removes its key
   and is not retained itself;
 * broker markers and messages of aborted transactions are skipped;
@@ -231,11 +232,14 @@ class TwoPhaseCompactor:
         factory: ManagedLedgerFactory,
         is_aborted: Callable[[EntryInfo, Position], bool],
         bounds: InputBounds | None = None,
+        *,
+        retain_null_key: bool = False,
     ) -> None:
         self._topic = topic_ledger
         self._factory = factory
         self._is_aborted = is_aborted
         self._bounds = bounds
+        self._retain_null_key = retain_null_key
 
     async def _inputs(
         self,
@@ -289,9 +293,11 @@ class TwoPhaseCompactor:
             parsed = parse_input(record, self._bounds)
             await turns.after(len(parsed.members))
             for m in parsed.messages:
+                # Every message counts: one not kept is a removed event (Pulsar counts
+                # dropped keyless messages too).
+                seen += 1
                 if m.key is None:
                     continue
-                seen += 1
                 if m.tombstone:
                     latest.pop(m.key, None)
                 else:
@@ -328,7 +334,9 @@ class TwoPhaseCompactor:
                 keep = {
                     m.index
                     for m in parsed.messages
-                    if m.key is not None and latest.get(m.key) == (record.position, m.index)
+                    if (m.key is None and self._retain_null_key)
+                    or (m.key is not None
+                        and latest.get(m.key) == (record.position, m.index))
                 }
                 if not keep:
                     continue

@@ -33,7 +33,7 @@ from quasar.transaction.pending_ack.results import AbortResult, CommitResult
 from quasar.transaction.txn_status import TxnAction
 
 from .api import BrokerContext, SubscriptionHost
-from .compaction import CompactedReadState
+from .compacted_read import CompactedReadState
 from .consumer import Consumer
 from .dispatcher import (
     Dispatcher,

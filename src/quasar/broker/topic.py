@@ -132,6 +132,7 @@ class PersistentTopic:
             is_aborted=lambda info, position: self.is_aborted(info, position),
             on_horizon_moved=self.on_subscription_acked,
             input_bounds=broker.input_bounds,
+            retain_null_key=broker.compaction_retain_null_key,
         )
 
     async def load(self) -> None:
