@@ -320,7 +320,8 @@ class PersistentTopic:
                 "Transaction ids in the message metadata do not match the send"
             ))
             return
-        dedup = self.dedup
+        # A chunk before the last is neither checked nor recorded (dedup.py).
+        dedup = None if info.partial_chunk else self.dedup
         name = producer.producer_name
         if dedup is not None:
             status = dedup.check(name, sequence_id, highest_sequence_id)
