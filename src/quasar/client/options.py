@@ -8,7 +8,7 @@ parameter with its single default and checks it once; the producer and consumer
 implementations read their settings from it. ``tests/client/test_facades_match.py``
 checks that the two facades and these fields agree (names, order, defaults).
 
-Options that ``pulsar`` has and this client does not implement (chunking limits, stats
+Options that ``pulsar`` has and this client does not implement (stats
 intervals, dead-letter and batch-receive policies, crypto failure actions) are accepted
 and kept, so that code written for ``pulsar`` runs unchanged; the docstrings say which.
 """
@@ -68,8 +68,9 @@ class ProducerOptions(_Options):
     """How a producer publishes (``pulsar.Client.create_producer``'s parameters).
 
     ``schema=None`` means :data:`DEFAULT_SCHEMA`. Accepted but not implemented:
-    ``chunking_enabled`` (must stay False with batching), ``lazy_start_partitioned_producers``
-    (every partition's producer starts at once).
+    ``lazy_start_partitioned_producers`` (every partition's producer starts at once).
+    ``chunking_enabled`` splits a message larger than the broker's
+    ``max_message_size`` into chunks (after compression); it excludes batching.
 
     Raises:
         InvalidConfiguration: chunking together with batching, or end-to-end
@@ -124,8 +125,14 @@ class ConsumerOptions(_Options):
 
     ``schema=None`` means :data:`DEFAULT_SCHEMA`. Accepted but not implemented:
     ``broker_consumer_stats_cache_time_ms``, ``crypto_key_reader``,
-    ``max_pending_chunked_message``, ``auto_ack_oldest_chunked_message_on_queue_full``,
     ``batch_receive_policy``, ``dead_letter_policy``, ``crypto_failure_action``.
+
+    Chunked messages are reassembled with the official client's limits:
+    ``max_pending_chunked_message`` incomplete messages at most (0: no bound),
+    ``auto_ack_oldest_chunked_message_on_queue_full`` and
+    ``expire_time_of_incomplete_chunked_message_ms`` (0: never; the C++ client's
+    setting, which `pulsar` does not expose) as ``quasar.client.chunk_assembly``
+    describes.
 
     Raises:
         InvalidConfiguration: an empty ``subscription_name``, or a
@@ -159,6 +166,7 @@ class ConsumerOptions(_Options):
     )
     dead_letter_policy: Any = None
     crypto_failure_action: int = 0
+    expire_time_of_incomplete_chunked_message_ms: int = 60000
 
     def __post_init__(self) -> None:
         if not self.subscription_name:
