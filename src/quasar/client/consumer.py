@@ -30,13 +30,13 @@ from quasar.client.acks import (
     all_unacked,
 )
 from quasar.client.backoff import Backoff
+from quasar.client.chunk_receiver import ChunkReceiver
 from quasar.client.connection import ClientConnection, ConnectionPool, make_command
 from quasar.client.enums import ConsumerType
 from quasar.client.exceptions import (
     CumulativeAcknowledgementNotAllowedError,
     NotConnected,
 )
-from quasar.client.chunk_receiver import ChunkReceiver
 from quasar.client.incoming import assembled_message, decode_entry
 from quasar.client.lookup import LookupService, retry_until
 from quasar.client.message import Message
