@@ -21,7 +21,7 @@ Transactions, which `pulsar` (Python) lacks, follow Pulsar's Java client::
     txn.commit()                       # or txn.abort()
 
 The asyncio API is :mod:`quasar.client.aio`. Differences from `pulsar`: no
-end-to-end encryption, chunking or dead-letter policy; of the authentication plugins,
+end-to-end encryption or dead-letter policy; of the authentication plugins,
 token, basic and TLS (``quasar.client.authentication``).
 """
 
