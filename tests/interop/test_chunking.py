@@ -99,7 +99,12 @@ def test_a_chunked_message_arrives_whole_and_is_acked_whole(
         consumer.acknowledge(first)
         consumer.acknowledge(second)
         # Acking the chunked message acked each of its chunks.
-        wait_backlog_zero(Admin(chunk_broker.admin_url), topic)
+        admin = Admin(chunk_broker.admin_url)
+        wait_backlog_zero(admin, topic)
+        stats = admin.ok("GET", topic_path(topic) + "/stats")
+        # Every chunk is one entry and one message in the stats, as in Pulsar.
+        assert stats["msgInCounter"] == 5
+        assert stats["msgChunkPublished"] is True
     finally:
         producing.close()
         consuming.close()
