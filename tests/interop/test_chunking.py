@@ -191,3 +191,45 @@ def test_a_chunk_outside_its_message_is_refused_and_counted(
     md = pb.MessageMetadata(producer_name="raw", sequence_id=1, publish_time=1)
     answer = send(raw, 1, make_entry(md, bytes(MAX_MESSAGE_SIZE + 100)))
     assert (answer.type, answer.send_error.error) == (T.SEND_ERROR, ServerError.NotAllowedError)
+
+
+def named_producer(
+    broker: BrokerProcess, topic: str
+) -> tuple[Raw, pb.CommandProducerSuccess]:
+    raw = Raw(broker.port)
+    raw.connect()
+    cmd = T(type=T.PRODUCER)
+    p = cmd.producer
+    p.topic, p.producer_id, p.request_id = topic, 1, 1
+    p.producer_name, p.user_provided_producer_name = "raw", True
+    return raw, raw.request(cmd, T.PRODUCER_SUCCESS).producer_success
+
+
+def test_chunks_stored_before_a_crash_complete_their_message_after_it(
+    chunk_broker: BrokerProcess,
+) -> None:
+    """kill -9 between the chunks of one message: the receipted chunks survive, the
+    recovered deduplication state has not recorded the message, so its last chunk is
+    taken after the restart and the message is consumed whole."""
+    topic = new_topic()
+    raw, _ = named_producer(chunk_broker, topic)
+    pieces = [os.urandom(1000) for _ in range(3)]
+    for i in range(2):
+        assert send(raw, 0, chunk_entry(0, i, 3, pieces[i])).type == T.SEND_RECEIPT
+    raw.close()
+    chunk_broker.restart(hard=True)
+    raw, success = named_producer(chunk_broker, topic)
+    assert success.last_sequence_id == -1  # no chunk of sequence 0 is recorded
+    last = send(raw, 0, chunk_entry(0, 2, 3, pieces[2]))
+    assert last.send_receipt.message_id.entryId != 2**64 - 1  # stored
+    again = send(raw, 0, chunk_entry(0, 2, 3, pieces[2]))
+    assert again.send_receipt.message_id.entryId == 2**64 - 1  # now a duplicate
+    pulsar = module("pulsar")
+    client = make_client(pulsar, chunk_broker.url)
+    try:
+        consumer = client.subscribe(
+            topic, "sub", initial_position=pulsar.InitialPosition.Earliest
+        )
+        assert consumer.receive(10_000).data() == b"".join(pieces)
+    finally:
+        client.close()
