@@ -7,10 +7,12 @@ import pytest
 from quasar.protocol import pb
 from quasar.protocol.batch_limits import (
     REFUSED_BATCH_SIZE,
+    REFUSED_CHUNK,
     REFUSED_UNCOMPRESSED_SIZE,
     ack_set_words_max,
     batch_records_max,
     check_published,
+    is_partial_chunk,
     stored_batch_size,
 )
 
@@ -87,3 +89,32 @@ def test_stored_batch_size_counts_an_absurd_claim_as_one(
     metadata: pb.MessageMetadata, payload: int, count: int
 ) -> None:
     assert stored_batch_size(metadata, payload) == count
+
+
+def chunk_md(chunk_id: int, num_chunks: int, batch: int | None = None) -> pb.MessageMetadata:
+    m = md(batch)
+    m.uuid, m.chunk_id, m.num_chunks_from_msg = "p-0", chunk_id, num_chunks
+    return m
+
+
+@pytest.mark.parametrize(
+    ("metadata", "num", "reason"),
+    [
+        (chunk_md(0, 3), 1, None),
+        (chunk_md(2, 3), 1, None),
+        (chunk_md(3, 3), 1, REFUSED_CHUNK),  # beyond the last chunk
+        (chunk_md(-1, 3), 1, REFUSED_CHUNK),
+        (chunk_md(0, -2), 1, REFUSED_CHUNK),
+        (chunk_md(0, 3, batch=2), 2, REFUSED_CHUNK),  # chunks are never batched
+        (chunk_md(0, 3), 2, REFUSED_CHUNK),
+        (chunk_md(0, 1), 1, None),  # one chunk: a plain message
+    ],
+)
+def test_chunk_claims(metadata: pb.MessageMetadata, num: int, reason: str | None) -> None:
+    refusal = check_published(metadata, 12, num, MAX)
+    assert (refusal.reason if refusal else None) == reason
+
+
+def test_only_chunks_before_the_last_are_partial() -> None:
+    assert [is_partial_chunk(chunk_md(i, 3)) for i in range(3)] == [True, True, False]
+    assert is_partial_chunk(md()) is False

@@ -12,6 +12,13 @@ named ``pulsar.dedup`` every ``snapshot_interval_entries`` entries, and the curs
 mark-delete is moved to the snapshot's position. On load, the snapshot is read back and
 every entry after it is replayed (producer name and sequence id from each entry's
 metadata), so the state after a crash is exact.
+
+Chunked messages: every chunk of one message is its own SEND with the message's
+sequence id. As in Pulsar, a chunk other than the last is never a duplicate and marks
+nothing, so the later chunks of the same sequence id are stored; the last chunk is
+checked and recorded like any message. A chunked message resent whole after a
+reconnect thus stores its earlier chunks again while its last chunk is answered as a
+duplicate; consumers drop the incomplete copy (it expires in their reassembly).
 """
 
 from __future__ import annotations
@@ -64,7 +71,7 @@ class MessageDeduplication:
                     info = entry_info(e.data)
                 except RemoteProtocolError:
                     continue
-                if info.marker_type is None:
+                if info.marker_type is None and not info.partial_chunk:
                     self._record(self.persisted, info.producer_name, info.sequence_id)
             position = self._ledger.next_position(entries[-1].position)
         self.pushed = dict(self.persisted)

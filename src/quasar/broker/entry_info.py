@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from quasar.protocol.batch_limits import stored_batch_size
+from quasar.protocol.batch_limits import is_partial_chunk, stored_batch_size
 from quasar.protocol.entry import ParsedEntry, parse_entry
 from quasar.storage.api import Position
 
@@ -47,6 +47,9 @@ class EntryInfo:
     txn: tuple[int, int] | None  # (most, least) when the entry belongs to a transaction
     producer_name: str
     sequence_id: int
+    # A chunk other than the last of a chunked message: deduplication records a
+    # chunked message's sequence id only with its last chunk.
+    partial_chunk: bool = False
 
 
 def entry_info(data: bytes) -> EntryInfo:
@@ -95,6 +98,7 @@ def info_of(parsed: ParsedEntry, entry_bytes: int, checked: bool = False) -> Ent
         txn,
         md.producer_name,
         md.sequence_id,
+        is_partial_chunk(md),
     )
 
 

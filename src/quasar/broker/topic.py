@@ -110,6 +110,8 @@ class PersistentTopic:
         self.terminated = False
         self.msg_in = 0
         self.bytes_in = 0
+        # Pulsar's msgChunkPublished: a chunked message was published since loading.
+        self.msg_chunk_published = False
         # Refreshed by the stats updater: msgRateIn/msgThroughputIn from the
         # counters above, msgRateOut/msgThroughputOut as the subscriptions' sum, and
         # the storage's entries written and read per second.
@@ -321,7 +323,12 @@ class PersistentTopic:
                 "Transaction ids in the message metadata do not match the send"
             ))
             return
-        dedup = self.dedup
+        # A chunk before the last is neither checked nor recorded (dedup.py).
+        if info.partial_chunk:
+            dedup = None
+            self.msg_chunk_published = True
+        else:
+            dedup = self.dedup
         name = producer.producer_name
         if dedup is not None:
             status = dedup.check(name, sequence_id, highest_sequence_id)
@@ -686,6 +693,7 @@ class PersistentTopic:
             "subscriptions": subs,
             "replication": {},
             "deduplicationStatus": "Enabled" if self.dedup else "Disabled",
+            "msgChunkPublished": self.msg_chunk_published,
             "topicEpoch": self.topic_epoch,
             "compaction": self.compaction.stats(),
         }

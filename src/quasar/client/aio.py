@@ -485,6 +485,7 @@ class Client:
         regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
         dead_letter_policy: Any = None,
         crypto_failure_action: int = 0,
+        expire_time_of_incomplete_chunked_message_ms: int = 60000,
         retry_enable: bool = False,
     ) -> Consumer:
         """Subscribe to a topic, a list of topics or a regex (see

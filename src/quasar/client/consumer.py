@@ -30,18 +30,20 @@ from quasar.client.acks import (
     all_unacked,
 )
 from quasar.client.backoff import Backoff
+from quasar.client.chunk_receiver import ChunkReceiver
 from quasar.client.connection import ClientConnection, ConnectionPool, make_command
 from quasar.client.dead_letter import LetterTopics
-from quasar.client.enums import ConsumerType
+from quasar.client.enums import ConsumerCryptoFailureAction, ConsumerType
 from quasar.client.exceptions import (
+    CryptoError,
     CumulativeAcknowledgementNotAllowedError,
     NotConnected,
 )
-from quasar.client.incoming import decode_entry
+from quasar.client.incoming import assembled_message, decode_entry
 from quasar.client.lookup import LookupService, retry_until
 from quasar.client.message import Message
 from quasar.client.message_crypto import MessageDecryptor
-from quasar.client.message_id import MessageId
+from quasar.client.message_id import ChunkMessageId, MessageId
 from quasar.client.options import ConsumerOptions
 from quasar.client.permits import PermitTracker
 from quasar.client.receive_queue import ReceiveQueue
@@ -156,6 +158,13 @@ class ConsumerImpl:
         self._dead_letter_candidates: dict[EntryKey, list[Message]] = {}
         reader = options.crypto_key_reader
         self._decryptor = None if reader is None else MessageDecryptor(reader)
+        self.chunks = ChunkReceiver(
+            options,
+            self.clock,
+            self._loop,
+            acknowledge=lambda mid: self._queue_individual(mid.entry_key, None),
+            track=self._track_chunk,
+        )
 
     # --- subscribe / reconnect -------------------------------------------------------
 
@@ -228,6 +237,7 @@ class ConsumerImpl:
             return
         # The broker redelivers everything unacked: what is queued would be duplicates.
         self.queue.remove_where(lambda m: m._consumer is self)
+        self.chunks.clear()
         if not self.durable and self.last_dequeued is not None:
             self._start, self._start_inclusive = self.last_dequeued, False
         conn.consumers[self.consumer_id] = self
@@ -335,6 +345,9 @@ class ConsumerImpl:
         if decoded.validation_error is not None:
             self._discard(key[0], key[1], decoded.validation_error, decoded.count)
             return
+        if decoded.chunk is not None:
+            self._on_chunk(decoded.chunk, key, cmd.redelivery_count)
+            return
         if decoded.unacked_bits is not None:
             self.batch_acks.register(key, decoded.batch_size, decoded.unacked_bits)
         letters = self.letters
@@ -346,6 +359,53 @@ class ConsumerImpl:
         # A message held back undecrypted stays unacknowledged on the broker (which
         # redelivers it to the next consumer or subscribe); its permits flow on.
         self._return_permits(decoded.skipped + decoded.held)
+
+    def _on_chunk(
+        self, chunk: tuple[Any, bytes], key: EntryKey, redelivery_count: int
+    ) -> None:
+        """One chunk of a chunked message. Each chunk used a permit: a chunk that
+        completes no message returns it at once, a completed message when taken
+        (as Pulsar's clients count them)."""
+        md, body = chunk
+        mid = MessageId(self.partition, key[0], key[1], -1, 0, self.topic)
+        assembled = self.chunks.on_chunk(md, body, mid)
+        if assembled is None:
+            self._return_permits(1)
+            return
+        fields: dict[str, Any] = {
+            "redelivery_count": redelivery_count,
+            "topic": self.topic,
+            "schema": self.options.schema,
+            "consumer": self,
+        }
+        try:
+            msg = assembled_message(assembled, decryptor=self._decryptor, **fields)
+        except CryptoError as exc:
+            action = self.options.crypto_failure_action
+            if action == ConsumerCryptoFailureAction.DISCARD:
+                self._discard(key[0], key[1], pb.CommandAck.DecryptionError, 1)
+                return
+            if action == ConsumerCryptoFailureAction.FAIL:
+                log.warning("cannot decrypt %s of %s, keeping it unacknowledged: %s",
+                            assembled.message_id, self.topic, exc)
+                self._return_permits(1)
+                return
+            msg = assembled_message(assembled, encrypted=True, **fields)
+        if msg is None:
+            self._discard(key[0], key[1], pb.CommandAck.DecompressionError, 1)
+            return
+        if self._before_start(assembled.message_id):
+            self._return_permits(1)
+            return
+        self.queue.put(msg)
+
+    def _track_chunk(self, mid: MessageId) -> None:
+        """Leave a chunk of a dropped message for redelivery: after the ack timeout
+        when there is one, else with the next redelivery of everything unacked."""
+        timeout = self.options.unacked_messages_timeout_ms
+        if timeout:
+            self.unacked.add_if_absent(mid, self.clock.monotonic_ms() + timeout)
+            self._arm_redeliver_timer()
 
     def _before_start(self, mid: MessageId) -> bool:
         start = self._start
@@ -384,7 +444,10 @@ class ConsumerImpl:
         self.unacked.remove(mid)
         if self._dead_letter_candidates:
             self._forget_candidate(mid)
-        if mid.is_batch_member():
+        if isinstance(mid, ChunkMessageId):
+            for chunk_key in mid.chunk_keys:
+                self._queue_individual(chunk_key, None)
+        elif mid.is_batch_member():
             if self.batch_acks.ack(key, mid.batch_index(), mid.batch_size()):
                 self._queue_individual(key, None)
             elif self.options.batch_index_ack_enabled:
@@ -475,6 +538,11 @@ class ConsumerImpl:
                 request_id=rid,
             )
             cmd.ack.message_id.append(_txn_ack_position(mid, cumulative))
+            if isinstance(mid, ChunkMessageId) and not cumulative:
+                # Every chunk of a chunked message, the last one already added.
+                cmd.ack.message_id.extend(
+                    MessageId(-1, *key).to_pb() for key in mid.chunk_keys[:-1]
+                )
             await conn.request(cmd, rid)
         except BaseException as exc:
             op.finish(exc)
@@ -665,7 +733,7 @@ class ConsumerImpl:
             consumer_id=self.consumer_id,
         )
         if ids is not None and shared:
-            keys = sorted({m.entry_key for m in ids})
+            keys = sorted({k for m in ids for k in _entry_keys(m)})
             cmd.redeliverUnacknowledgedMessages.message_ids.extend(
                 MessageId(-1, ledger, entry).to_pb() for ledger, entry in keys
             )
@@ -674,6 +742,7 @@ class ConsumerImpl:
         cleared = self.queue.remove_where(lambda m: m._consumer is self)
         self.unacked.clear()
         self._dead_letter_candidates.clear()
+        self.chunks.clear()
         self._conn.send_command(cmd)
         self._return_permits(cleared)
 
@@ -744,6 +813,7 @@ class ConsumerImpl:
         self.ack_group.reset_cumulative_floor()
         self.nacks.clear()
         self.unacked.clear()
+        self.chunks.clear()
         if conn is self._conn:
             # Still on the same session: drop what came from the old position.
             self._return_permits(self.queue.remove_where(lambda m: m._consumer is self))
@@ -816,6 +886,7 @@ class ConsumerImpl:
         for timer in (self._ack_timer, self._redeliver_timer):
             if timer is not None:
                 timer.cancel()
+        self.chunks.close()
         if self._conn is not None:
             self._conn.consumers.pop(self.consumer_id, None)
             self._conn = None
@@ -864,6 +935,11 @@ def _txn_ack_position(mid: MessageId, cumulative: bool) -> Any:
         data.ack_set.extend(bits_to_words(all_unacked(size) & ~acked))
         data.batch_size = size
     return data
+
+
+def _entry_keys(mid: MessageId) -> tuple[EntryKey, ...]:
+    """The entries holding ``mid``: every chunk of a chunked message."""
+    return mid.chunk_keys if isinstance(mid, ChunkMessageId) else (mid.entry_key,)
 
 
 def _random_name() -> str:

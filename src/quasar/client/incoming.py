@@ -4,6 +4,10 @@ Pure: no I/O, no consumer state. The consumer passes in which ids to skip (reade
 start position) and gets back the messages to queue, how many were skipped (each is a
 permit to return) and, for an entry it cannot use, the ``CommandAck.ValidationError``
 to report with an ACK, as the C++ client does.
+
+A chunk of a chunked message is not a message by itself: ``decode_entry`` hands back
+its metadata and (still compressed) bytes in ``chunk`` for the consumer's
+``ChunkAssembly``, and ``assembled_message`` turns the completed message into one.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from quasar.client.chunk_assembly import AssembledMessage
 from quasar.client.enums import ConsumerCryptoFailureAction
 from quasar.client.exceptions import CryptoError
 from quasar.client.message import Message
@@ -46,6 +51,8 @@ class DecodedEntry:
     unacked_bits: int | None = None
     # Messages kept from the application because they could not be decrypted.
     held: int = 0
+    # A chunk of a chunked message: its metadata and payload, for reassembly.
+    chunk: tuple[pb.MessageMetadata, bytes] | None = None
 
 
 def decode_entry(
@@ -86,6 +93,10 @@ def decode_entry(
     body = bytes(memoryview(payload)[parsed.payload_offset :])
     is_batch = md.HasField("num_messages_in_batch")
     out.count = md.num_messages_in_batch if is_batch else 1
+    if md.num_chunks_from_msg > 1 and not is_batch:
+        # Decompressed only once whole: the producer compressed before splitting.
+        out.chunk = (md, body)
+        return out
     if len(md.encryption_keys):
         try:
             if decryptor is None:
@@ -249,3 +260,48 @@ def _undecryptable(
     )
     out.held = out.count
     return out
+def assembled_message(
+    assembled: AssembledMessage,
+    *,
+    redelivery_count: int,
+    topic: str,
+    schema: Schema | None,
+    consumer: Any,
+    decryptor: MessageDecryptor | None = None,
+    encrypted: bool = False,
+) -> Message | None:
+    """The message of a completed chunked message (its last chunk's metadata holds
+    every message field), or None when its payload does not decompress. An
+    encrypted message is decrypted whole (the producer split it after encrypting);
+    with ``encrypted`` it is delivered as it is (``CONSUME``).
+
+    Raises:
+        CryptoError: it is encrypted and does not decrypt with ``decryptor``.
+    """
+    md = assembled.metadata
+    body = assembled.payload
+    if len(md.encryption_keys) and not encrypted:
+        if decryptor is None:
+            raise CryptoError("the consumer has no crypto_key_reader")
+        body = decryptor.decrypt(md, body)
+    if md.compression and not encrypted:
+        try:
+            body = decompress(md.compression, body, md.uncompressed_size)
+        except Exception:  # any codec failure means the same thing: unusable message
+            return None
+    return Message(
+        body,
+        assembled.message_id,
+        properties={kv.key: kv.value for kv in md.properties},
+        partition_key=md.partition_key,
+        ordering_key=md.ordering_key,
+        event_time=md.event_time,
+        null_value=md.null_value,
+        publish_time=md.publish_time,
+        topic=topic,
+        redelivery_count=redelivery_count,
+        schema=schema,
+        schema_version=md.schema_version,
+        producer_name=md.producer_name,
+        consumer=consumer,
+    )

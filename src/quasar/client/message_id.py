@@ -5,6 +5,10 @@ by (ledger, entry, batch index), as the C++ client compares them; equality also
 includes the partition. ``batch_size`` and the topic a consumer received the id on are
 carried along but take no part in comparisons. The wire form (``MessageIdData``) is
 built and parsed by :mod:`quasar.protocol.message_id`.
+
+A chunked message's id is a :class:`ChunkMessageId`: the position of its last chunk
+(what it compares and acknowledges by, as in Pulsar's ``ChunkMessageIdImpl``) with
+its first chunk's beside it, printed ``first;last`` as `pulsar` prints one.
 """
 
 from __future__ import annotations
@@ -115,14 +119,16 @@ class MessageId:
 
     def serialize(self) -> bytes:
         """Protobuf ``MessageIdData`` bytes, as `pulsar` serializes an id."""
-        data = message_id_data(
+        return bytes(self._data().SerializeToString())
+
+    def _data(self) -> pb.MessageIdData:
+        return message_id_data(
             self._ledger,
             self._entry,
             self._partition,
             self._batch_index,
             self._batch_size,
         )
-        return bytes(data.SerializeToString())
 
     @staticmethod
     def deserialize(message_id_bytes: bytes, topic: str | None = None) -> MessageId:
@@ -136,7 +142,11 @@ class MessageId:
             data = parse_message_id_data(message_id_bytes)
         except RemoteProtocolError as exc:
             raise ValueError(f"not a serialized message id: {exc}") from exc
-        return MessageId.from_pb(data, topic)
+        last = MessageId.from_pb(data, topic)
+        if data.HasField("first_chunk_message_id"):
+            first = MessageId.from_pb(data.first_chunk_message_id, topic)
+            return ChunkMessageId(first.with_topic(topic, last.partition()), last)
+        return last
 
     # --- comparison ------------------------------------------------------------------
     #
@@ -170,6 +180,60 @@ class MessageId:
 
     def __repr__(self) -> str:
         return f"MessageId{self}"
+
+
+class ChunkMessageId(MessageId):
+    """The id of a chunked message: its last chunk's position, and its first's.
+
+    ``chunk_keys`` are the ``(ledger, entry)`` of every chunk the consumer received
+    for the message, all acknowledged together; an id read back by ``deserialize``
+    knows only its first and last chunk.
+    """
+
+    __slots__ = ("_first", "_chunk_keys")
+
+    def __init__(
+        self,
+        first: MessageId,
+        last: MessageId,
+        chunk_keys: tuple[tuple[int, int], ...] = (),
+    ) -> None:
+        super().__init__(
+            last.partition(), last.ledger_id(), last.entry_id(), -1, 0, last.topic_name()
+        )
+        self._first = first
+        self._chunk_keys = chunk_keys or tuple(dict.fromkeys((first.entry_key, last.entry_key)))
+
+    def first_chunk_message_id(self) -> MessageId:
+        return self._first
+
+    def last_chunk_message_id(self) -> MessageId:
+        return MessageId(self._partition, self._ledger, self._entry, -1, 0, self._topic)
+
+    @property
+    def chunk_keys(self) -> tuple[tuple[int, int], ...]:
+        return self._chunk_keys
+
+    def with_topic(self, topic: str | None, partition: int | None = None) -> MessageId:
+        return ChunkMessageId(
+            self._first.with_topic(topic, partition),
+            self.last_chunk_message_id().with_topic(topic, partition),
+            self._chunk_keys,
+        )
+
+    def _data(self) -> pb.MessageIdData:
+        data = super()._data()
+        first = self._first
+        data.first_chunk_message_id.CopyFrom(
+            message_id_data(first.ledger_id(), first.entry_id(), first.partition())
+        )
+        return data
+
+    def __str__(self) -> str:
+        return f"{self._first};{super().__str__()}"
+
+    def __repr__(self) -> str:
+        return f"ChunkMessageId{self}"
 
 
 MessageId.earliest = MessageId(-1, -1, -1, -1)

@@ -8,7 +8,7 @@ parameter with its single default and checks it once; the producer and consumer
 implementations read their settings from it. ``tests/client/test_facades_match.py``
 checks that the two facades and these fields agree (names, order, defaults).
 
-Options that ``pulsar`` has and this client does not implement (chunking limits, stats
+Options that ``pulsar`` has and this client does not implement (stats
 intervals, dead-letter and batch-receive policies, crypto failure actions) are accepted
 and kept, so that code written for ``pulsar`` runs unchanged; the docstrings say which.
 """
@@ -79,8 +79,9 @@ def _properties(value: Mapping[str, str] | None) -> dict[str, str]:
 class ProducerOptions(_Options):
     """How a producer publishes (``pulsar.Client.create_producer``'s parameters).
 
-    ``schema=None`` means :data:`DEFAULT_SCHEMA`. Accepted but not implemented:
-    ``chunking_enabled`` (must stay False with batching).
+    ``schema=None`` means :data:`DEFAULT_SCHEMA`. ``chunking_enabled`` splits a
+    message larger than the broker's ``max_message_size`` into chunks (after
+    compression and encryption); it excludes batching.
 
     Raises:
         InvalidConfiguration: ``lazy_start_partitioned_producers`` (every partition's
@@ -148,9 +149,18 @@ class ConsumerOptions(_Options):
     retry topic and allows ``reconsume_later``. ``broker_consumer_stats_cache_time_ms``
     has no effect: like ``pulsar``'s Python consumer, this one has no broker stats
     call to cache. ``crypto_key_reader`` decrypts end-to-end encrypted messages; what
-    it cannot decrypt is handled by ``crypto_failure_action``. Accepted but not
-    implemented: ``max_pending_chunked_message``,
-    ``auto_ack_oldest_chunked_message_on_queue_full``.
+    it cannot decrypt is handled by ``crypto_failure_action``. Chunked messages are
+    reassembled within ``max_pending_chunked_message``,
+    ``auto_ack_oldest_chunked_message_on_queue_full`` and
+    ``expire_time_of_incomplete_chunked_message_ms`` (the C++ client's option,
+    which ``pulsar`` does not expose).
+
+    Chunked messages are reassembled with the official client's limits:
+    ``max_pending_chunked_message`` incomplete messages at most (0: no bound),
+    ``auto_ack_oldest_chunked_message_on_queue_full`` and
+    ``expire_time_of_incomplete_chunked_message_ms`` (0: never; the C++ client's
+    setting, which `pulsar` does not expose) as ``quasar.client.chunk_assembly``
+    describes.
 
     Raises:
         InvalidConfiguration: an empty ``subscription_name``, a
@@ -184,6 +194,7 @@ class ConsumerOptions(_Options):
     )
     dead_letter_policy: ConsumerDeadLetterPolicy | None = None
     crypto_failure_action: int = 0
+    expire_time_of_incomplete_chunked_message_ms: int = 60000
     retry_enable: bool = False
 
     def __post_init__(self) -> None:

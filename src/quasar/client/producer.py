@@ -24,6 +24,7 @@ from collections import deque
 from typing import Any
 
 from quasar.client.backoff import Backoff
+from quasar.client.chunking import ChunkedSend, chunk_metadata, split_payload
 from quasar.client.config import ASSUMED_MAX_MESSAGE_SIZE
 from quasar.client.connection import ClientConnection, ConnectionPool, make_command
 from quasar.client.enums import BatchingType, ProducerAccessMode
@@ -154,6 +155,8 @@ class ProducerImpl:
         self._slots_used = 0
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
         self._batching = options.batching_enabled
+        # Options refuse chunking together with batching.
+        self._chunking = options.chunking_enabled
         self._key_based = options.batching_type == BatchingType.KeyBased
         # The open batch (without key-based batching), and the open batches by
         # (partition key, ordering key) with it.
@@ -422,6 +425,9 @@ class ProducerImpl:
         if seq is None:
             seq = self._next_seq
             self._next_seq = seq + 1
+        if self._chunking:
+            self._send_chunkable(msg, seq, callback, size)
+            return
         if size > self._max_message_size():
             raise MessageTooBig(f"{size} bytes exceed {self._max_message_size()}")
         if self._batching and msg.deliver_at_ms is None:
@@ -439,6 +445,45 @@ class ProducerImpl:
         md = self._new_metadata(seq, msg.txn_id)
         msg.fill_metadata(md)
         self._send_entry(md, msg.payload, seq, 1, [callback], size)
+
+    def _send_chunkable(
+        self, msg: OutgoingMessage, seq: int, callback: SendCallback, size: int
+    ) -> None:
+        """Send ``msg`` whole, or in chunks when it exceeds the broker's limit once
+        compressed (``chunking.py``)."""
+        md = self._new_metadata(seq, msg.txn_id)
+        msg.fill_metadata(md)
+        payload = self._compress(md, msg.payload)
+        pieces = split_payload(payload, md.ByteSize(), self._max_message_size())
+        if len(pieces) == 1:
+            self._send_compressed(md, payload, seq, 1, [callback], size)
+            return
+        send = ChunkedSend(len(pieces), callback)
+        uuid = f"{md.producer_name}-{seq}"
+        last = len(pieces) - 1
+        for chunk_id, piece in enumerate(pieces):
+            cmd = make_command(
+                T.SEND,
+                "send",
+                producer_id=self.producer_id,
+                sequence_id=seq,
+                is_chunk=True,
+            )
+            if md.HasField("txnid_most_bits"):
+                cmd.send.txnid_most_bits = md.txnid_most_bits
+                cmd.send.txnid_least_bits = md.txnid_least_bits
+            chunk_md = chunk_metadata(md, uuid, chunk_id, len(pieces), len(payload))
+            # The message holds one pending slot and its memory until its last chunk
+            # is receipted.
+            self._queue_send(
+                (encode_message(cmd, chunk_md, piece),),
+                seq,
+                1,
+                [send.part(chunk_id)],
+                size if chunk_id == last else 0,
+                False,
+                chunk_part=chunk_id != last,
+            )
 
     def _max_message_size(self) -> int:
         conn = self._conn
@@ -470,13 +515,31 @@ class ProducerImpl:
         callbacks: list[SendCallback],
         reserved: int,
     ) -> None:
+        payload = self._compress(md, payload)
+        self._send_compressed(md, payload, seq, count, callbacks, reserved)
+
+    def _compress(self, md: Any, payload: bytes) -> bytes:
+        """``payload`` compressed with the producer's codec and, with end-to-end
+        encryption, encrypted; both recorded in ``md``."""
         codec = int(self.options.compression_type)
         if codec:
             md.compression = codec
             md.uncompressed_size = len(payload)
             payload = compress(codec, payload)
         if self._encryptor is not None:
+            # After compression and before any split into chunks, as Pulsar does.
             payload = self._encryptor.encrypt(md, payload)
+        return payload
+
+    def _send_compressed(
+        self,
+        md: Any,
+        payload: bytes,
+        seq: int,
+        count: int,
+        callbacks: list[SendCallback],
+        reserved: int,
+    ) -> None:
         cmd = make_command(
             T.SEND, "send", producer_id=self.producer_id, sequence_id=seq
         )
@@ -550,9 +613,10 @@ class ProducerImpl:
         callbacks: list[SendCallback],
         reserved: int,
         is_batch: bool,
+        chunk_part: bool = False,
     ) -> None:
         deadline = self.clock.monotonic_ms() + self.options.send_timeout_millis
-        op = OpSend(seq, count, frame, callbacks, deadline, reserved, is_batch)
+        op = OpSend(seq, count, frame, callbacks, deadline, reserved, is_batch, chunk_part)
         self._pending.append(op)
         if self._conn is not None and self.state is _READY:
             self._conn.write_parts(frame)
@@ -681,7 +745,7 @@ class ProducerImpl:
                 MessageId(self.partition, ledger, entry, i, n, self.topic)
                 for i in range(n)
             ]
-        self._release_slots(op.num_messages, op.reserved_bytes)
+        self._release_slots(op.slots, op.reserved_bytes)
         op.complete(None, ids)
         self._arm_send_timer()
 
@@ -703,7 +767,7 @@ class ProducerImpl:
             and head.sequence_id == error.sequence_id
         ):
             op = self._pending.pop_head()
-            self._release_slots(op.num_messages, op.reserved_bytes)
+            self._release_slots(op.slots, op.reserved_bytes)
             op.complete(fail_head(error.message), None)
             self._arm_send_timer()
             return
@@ -723,7 +787,7 @@ class ProducerImpl:
     def _on_send_timer(self) -> None:
         self._send_timer = None
         for op in self._pending.pop_expired(self.clock.monotonic_ms()):
-            self._release_slots(op.num_messages, op.reserved_bytes)
+            self._release_slots(op.slots, op.reserved_bytes)
             op.complete(Timeout(f"send to {self.topic} timed out"), None)
         self._arm_send_timer()
 
@@ -731,7 +795,7 @@ class ProducerImpl:
         for container in [self._batch, *self._batches.values()]:
             self._fail_batch(container.take(), exc)
         for op in self._pending.drain():
-            self._release_slots(op.num_messages, op.reserved_bytes)
+            self._release_slots(op.slots, op.reserved_bytes)
             op.complete(exc, None)
         for waiter in self._slot_waiters:
             if not waiter.done():

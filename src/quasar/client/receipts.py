@@ -74,8 +74,16 @@ class OpSend:
     reserved_bytes: int = 0
     # A batch entry: its messages get ids with batch indexes 0..n-1.
     is_batch: bool = False
+    # A chunk before the last of a chunked message: the message's pending slot is
+    # held by its last chunk, so this SEND holds none.
+    chunk_part: bool = False
     # Called once after the callbacks (used by flush() to wait for this op).
     on_complete: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def slots(self) -> int:
+        """The producer's pending-message slots this SEND gives back when settled."""
+        return 0 if self.chunk_part else self.num_messages
 
     @property
     def last_sequence_id(self) -> int:

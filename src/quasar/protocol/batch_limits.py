@@ -20,7 +20,9 @@ messages, and its ack set needs at most ``ceil(that / 64)`` words.
 
 A chunk of a chunked message carries the whole message's ``uncompressed_size``, which
 may exceed ``maxMessageSize`` (that is what chunking is for); chunks are never batches,
-so only their batch bound applies.
+so only their batch bound applies. A chunk's own claims are checked instead: its
+``chunk_id`` lies in ``[0, num_chunks_from_msg)`` and it is no batch, because the
+broker's deduplication and every consumer's reassembly key on those fields.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ __all__ = [
     "BATCH_RECORD_BYTES_MIN",
     "REFUSED_ACK_SET",
     "REFUSED_BATCH_SIZE",
+    "REFUSED_CHUNK",
     "REFUSED_COMPACTION_BATCH_SIZE",
     "REFUSED_DECOMPRESSED_SIZE",
     "REFUSED_UNCOMPRESSED_SIZE",
@@ -41,6 +44,7 @@ __all__ = [
     "ack_set_words_max",
     "batch_records_max",
     "check_published",
+    "is_partial_chunk",
     "stored_batch_size",
 ]
 
@@ -55,6 +59,7 @@ REFUSED_BATCH_SIZE = "batch_size"
 REFUSED_ACK_SET = "ack_set"
 REFUSED_DECOMPRESSED_SIZE = "decompressed_size"
 REFUSED_COMPACTION_BATCH_SIZE = "compaction_batch_size"
+REFUSED_CHUNK = "chunk"
 
 
 class Refusal(NamedTuple):
@@ -94,7 +99,10 @@ def check_published(
     field is read at most once and the usual cases return early.
     """
     uncompressed = md.uncompressed_size
-    if uncompressed > max_uncompressed_size and md.num_chunks_from_msg <= 1:
+    chunks = md.num_chunks_from_msg
+    if chunks > 1 or chunks < 0:
+        return _check_chunk(md, chunks, num_messages)
+    if uncompressed > max_uncompressed_size:
         return Refusal(
             REFUSED_UNCOMPRESSED_SIZE,
             f"Message uncompresses to {uncompressed} bytes, "
@@ -121,6 +129,28 @@ def check_published(
             f"{max(records_max, 1)}",
         )
     return None
+
+
+def _check_chunk(md: pb.MessageMetadata, chunks: int, num_messages: int) -> Refusal | None:
+    """Check one chunk of a chunked message (``chunks``: its ``num_chunks_from_msg``)."""
+    chunk_id = md.chunk_id
+    if chunks < 0 or not 0 <= chunk_id < chunks:
+        return Refusal(
+            REFUSED_CHUNK, f"Chunk {chunk_id} of {chunks}: not a chunk of the message"
+        )
+    if md.HasField("num_messages_in_batch") or num_messages != 1:
+        return Refusal(REFUSED_CHUNK, "A chunk of a chunked message cannot be a batch")
+    return None
+
+
+def is_partial_chunk(md: pb.MessageMetadata) -> bool:
+    """Whether ``md`` is a chunk other than the last of its message.
+
+    Such a chunk shares its sequence id with the later chunks, so deduplication must
+    not record the id until the last chunk is stored (Pulsar's rule).
+    """
+    chunks = md.num_chunks_from_msg
+    return chunks > 1 and md.chunk_id < chunks - 1
 
 
 def stored_batch_size(md: pb.MessageMetadata, payload_bytes: int) -> int:

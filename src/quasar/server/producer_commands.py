@@ -18,10 +18,12 @@ from quasar.errors import (
     NotAllowedError,
     ProducerBusy,
     QuasarError,
+    RemoteProtocolError,
     ServerError,
     StorageError,
 )
 from quasar.protocol import Frame, encode_command, encode_send_receipt, pb
+from quasar.protocol.entry import parse_entry
 from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import Position
 from quasar.transaction.coordinator.ownership import not_owner
@@ -38,6 +40,22 @@ T = pb.BaseCommand
 # The stored entry holds the checksum and metadata besides the payload; the client
 # checks payload + metadata against maxMessageSize, so allow room for the checksum.
 MESSAGE_METADATA_ALLOWANCE = 6
+
+
+def _is_chunk(payload: bytes) -> bool:
+    """Whether an oversized SEND's entry is a chunk of a chunked message.
+
+    A client sizes a chunk's payload as ``maxMessageSize`` less its metadata *before*
+    the chunk fields are added (Pulsar's clients do), so a chunk's metadata and
+    payload exceed ``maxMessageSize`` by a few dozen bytes. Pulsar bounds chunks by
+    the frame limit alone (``maxMessageSize`` plus ``FRAME_PADDING``, which the frame
+    decoder enforced already), and so does quasar. Parsed only for oversized SENDs;
+    the chunk's fields are checked in full when it is published (``batch_limits``).
+    """
+    try:
+        return parse_entry(payload, verify_checksum=False).metadata.num_chunks_from_msg > 1
+    except RemoteProtocolError:
+        return False
 
 
 class ProducerCommands:
@@ -163,7 +181,10 @@ class ProducerCommands:
         if payload is None:
             self._send_error(pid, seq, NotAllowedError("SEND without a payload"))
             return
-        if len(payload) > self._max_message_size + MESSAGE_METADATA_ALLOWANCE:
+        if (
+            len(payload) > self._max_message_size + MESSAGE_METADATA_ALLOWANCE
+            and not _is_chunk(payload)
+        ):
             self._send_error(
                 pid,
                 seq,
