@@ -233,3 +233,50 @@ def test_chunks_stored_before_a_crash_complete_their_message_after_it(
         assert consumer.receive(10_000).data() == b"".join(pieces)
     finally:
         client.close()
+
+
+@pytest.mark.parametrize(
+    ("producer_impl", "consumer_impl"), [("pulsar", "quasar"), ("quasar", "pulsar")]
+)
+def test_an_encrypted_chunked_message_decrypts_whole(
+    chunk_broker: BrokerProcess,
+    producer_impl: str,
+    consumer_impl: str,
+    tmp_path: Any,
+) -> None:
+    """Pulsar encrypts before it splits: the chunks of an encrypted message are
+    pieces of one ciphertext, decrypted once reassembled."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public, private = tmp_path / "k.pub", tmp_path / "k.pem"
+    public.write_bytes(key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    private.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    pmod, cmod = module(producer_impl), module(consumer_impl)
+    topic = new_topic()
+    producing = make_client(pmod, chunk_broker.url)
+    consuming = make_client(cmod, chunk_broker.url)
+    try:
+        consumer = consuming.subscribe(
+            topic, "sub", crypto_key_reader=cmod.CryptoKeyReader(str(public), str(private))
+        )
+        producer = producing.create_producer(
+            topic,
+            chunking_enabled=True,
+            batching_enabled=False,
+            encryption_key="k",
+            crypto_key_reader=pmod.CryptoKeyReader(str(public), str(private)),
+        )
+        payload = os.urandom(3 * MAX_MESSAGE_SIZE)
+        producer.send(payload, properties={"p": "1"})
+        msg = consumer.receive(15_000)
+        assert msg.data() == payload
+        assert msg.properties() == {"p": "1"}
+        consumer.acknowledge(msg)
+    finally:
+        producing.close()
+        consuming.close()

@@ -33,9 +33,8 @@ from quasar.client.backoff import Backoff
 from quasar.client.chunk_receiver import ChunkReceiver
 from quasar.client.connection import ClientConnection, ConnectionPool, make_command
 from quasar.client.dead_letter import LetterTopics
-from quasar.client.enums import ConsumerCryptoFailureAction, ConsumerType
+from quasar.client.enums import ConsumerType
 from quasar.client.exceptions import (
-    CryptoError,
     CumulativeAcknowledgementNotAllowedError,
     NotConnected,
 )
@@ -372,25 +371,13 @@ class ConsumerImpl:
         if assembled is None:
             self._return_permits(1)
             return
-        fields: dict[str, Any] = {
-            "redelivery_count": redelivery_count,
-            "topic": self.topic,
-            "schema": self.options.schema,
-            "consumer": self,
-        }
-        try:
-            msg = assembled_message(assembled, decryptor=self._decryptor, **fields)
-        except CryptoError as exc:
-            action = self.options.crypto_failure_action
-            if action == ConsumerCryptoFailureAction.DISCARD:
-                self._discard(key[0], key[1], pb.CommandAck.DecryptionError, 1)
-                return
-            if action == ConsumerCryptoFailureAction.FAIL:
-                log.warning("cannot decrypt %s of %s, keeping it unacknowledged: %s",
-                            assembled.message_id, self.topic, exc)
-                self._return_permits(1)
-                return
-            msg = assembled_message(assembled, encrypted=True, **fields)
+        msg = assembled_message(
+            assembled,
+            redelivery_count=redelivery_count,
+            topic=self.topic,
+            schema=self.options.schema,
+            consumer=self,
+        )
         if msg is None:
             self._discard(key[0], key[1], pb.CommandAck.DecompressionError, 1)
             return

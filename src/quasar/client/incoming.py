@@ -93,11 +93,9 @@ def decode_entry(
     body = bytes(memoryview(payload)[parsed.payload_offset :])
     is_batch = md.HasField("num_messages_in_batch")
     out.count = md.num_messages_in_batch if is_batch else 1
-    if md.num_chunks_from_msg > 1 and not is_batch:
-        # Decompressed only once whole: the producer compressed before splitting.
-        out.chunk = (md, body)
-        return out
     if len(md.encryption_keys):
+        # Each chunk of a chunked message is encrypted on its own, as Pulsar's
+        # producers do (they encrypt after splitting).
         try:
             if decryptor is None:
                 raise CryptoError("the consumer has no crypto_key_reader")
@@ -105,6 +103,10 @@ def decode_entry(
         except CryptoError as exc:
             return _undecryptable(out, cmd, md, body, exc, crypto_failure_action, mid,
                                   partition, topic, schema, consumer)
+    if md.num_chunks_from_msg > 1 and not is_batch:
+        # Decompressed only once whole: the producer compressed before splitting.
+        out.chunk = (md, body)
+        return out
     if md.compression:
         try:
             body = decompress(md.compression, body, md.uncompressed_size)
@@ -267,24 +269,13 @@ def assembled_message(
     topic: str,
     schema: Schema | None,
     consumer: Any,
-    decryptor: MessageDecryptor | None = None,
-    encrypted: bool = False,
 ) -> Message | None:
     """The message of a completed chunked message (its last chunk's metadata holds
-    every message field), or None when its payload does not decompress. An
-    encrypted message is decrypted whole (the producer split it after encrypting);
-    with ``encrypted`` it is delivered as it is (``CONSUME``).
-
-    Raises:
-        CryptoError: it is encrypted and does not decrypt with ``decryptor``.
-    """
+    every message field; its chunks were decrypted one by one), or None when its
+    payload does not decompress."""
     md = assembled.metadata
     body = assembled.payload
-    if len(md.encryption_keys) and not encrypted:
-        if decryptor is None:
-            raise CryptoError("the consumer has no crypto_key_reader")
-        body = decryptor.decrypt(md, body)
-    if md.compression and not encrypted:
+    if md.compression:
         try:
             body = decompress(md.compression, body, md.uncompressed_size)
         except Exception:  # any codec failure means the same thing: unusable message

@@ -453,9 +453,20 @@ class ProducerImpl:
         compressed (``chunking.py``)."""
         md = self._new_metadata(seq, msg.txn_id)
         msg.fill_metadata(md)
-        payload = self._compress(md, msg.payload)
-        pieces = split_payload(payload, md.ByteSize(), self._max_message_size())
+        payload = self._compress(md, msg.payload, encrypt=False)
+        encryptor = self._encryptor
+        overhead = md.ByteSize()
+        if encryptor is not None:
+            # Pulsar's producers encrypt each chunk on its own, after splitting: room
+            # for the encryption fields and the GCM tag comes off every chunk.
+            probe = pb.MessageMetadata()
+            probe.CopyFrom(md)
+            tag = len(encryptor.encrypt(probe, b""))
+            overhead = probe.ByteSize() + tag
+        pieces = split_payload(payload, overhead, self._max_message_size())
         if len(pieces) == 1:
+            if encryptor is not None:
+                payload = encryptor.encrypt(md, payload)
             self._send_compressed(md, payload, seq, 1, [callback], size)
             return
         send = ChunkedSend(len(pieces), callback)
@@ -473,6 +484,8 @@ class ProducerImpl:
                 cmd.send.txnid_most_bits = md.txnid_most_bits
                 cmd.send.txnid_least_bits = md.txnid_least_bits
             chunk_md = chunk_metadata(md, uuid, chunk_id, len(pieces), len(payload))
+            if encryptor is not None:
+                piece = encryptor.encrypt(chunk_md, piece)
             # The message holds one pending slot and its memory until its last chunk
             # is receipted.
             self._queue_send(
@@ -518,7 +531,7 @@ class ProducerImpl:
         payload = self._compress(md, payload)
         self._send_compressed(md, payload, seq, count, callbacks, reserved)
 
-    def _compress(self, md: Any, payload: bytes) -> bytes:
+    def _compress(self, md: Any, payload: bytes, encrypt: bool = True) -> bytes:
         """``payload`` compressed with the producer's codec and, with end-to-end
         encryption, encrypted; both recorded in ``md``."""
         codec = int(self.options.compression_type)
@@ -526,8 +539,7 @@ class ProducerImpl:
             md.compression = codec
             md.uncompressed_size = len(payload)
             payload = compress(codec, payload)
-        if self._encryptor is not None:
-            # After compression and before any split into chunks, as Pulsar does.
+        if encrypt and self._encryptor is not None:
             payload = self._encryptor.encrypt(md, payload)
         return payload
 
