@@ -9,7 +9,10 @@ import pytest
 from prometheus_client.registry import CollectorRegistry
 
 from quasar.broker.delayed_delivery import INDEX_FULL_METRIC, DelayedDelivery
-from quasar.broker.delayed_tracker import INDEX_BYTES_PER_MESSAGE, DelayedDeliveryTracker
+from quasar.broker.delayed_tracker import (
+    INDEX_BYTES_PER_MESSAGE,
+    DelayedDeliveryTracker,
+)
 from quasar.broker.entry_info import entry_info
 from quasar.clock import ManualClock
 from quasar.config import DelayedDeliveryConfig, ServiceConfiguration
