@@ -29,6 +29,7 @@ every topic, as ``ReadLimits`` is.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Callable, Sequence
 
 from prometheus_client import Counter
@@ -176,7 +177,11 @@ class DelayedHold:
         self._cancel()
         delay_s = max(0, at - self._clock.wall_ms()) / 1000.0
         self._timer_at = at
-        self._timer = asyncio.get_running_loop().call_later(delay_s, self._fire)
+        # The loop keeps only a weak reference: a delay may be days, and a
+        # subscription deleted meanwhile must not stay alive until then.
+        self._timer = asyncio.get_running_loop().call_later(
+            delay_s, _fire_if_alive, weakref.ref(self)
+        )
 
     def _cancel(self) -> None:
         if self._timer is not None:
@@ -184,13 +189,22 @@ class DelayedHold:
         self._timer = None
         self._timer_at = None
 
-    def _fire(self) -> None:
+    def fire(self) -> None:
+        """The timer's callback: wake the dispatcher if anything is due."""
         self._timer = None
         self._timer_at = None
-        self.tracker.on_timer(self._clock.wall_ms())
-        if self.tracker.has_due(self._clock.wall_ms()):
+        now = self._clock.wall_ms()
+        if self.tracker.has_due(now):
+            self.tracker.on_timer(now)
             self._wake()
         else:
-            # Early (the wall clock moved back, or the first message left the index):
-            # wait for whatever is first now.
+            # Early: the loop's monotonic clock and the wall clock drift apart by a
+            # millisecond or so, or the first message left the index. Wait for
+            # whatever is first now.
             self._arm()
+
+
+def _fire_if_alive(hold: weakref.ref[DelayedHold]) -> None:
+    target = hold()
+    if target is not None:
+        target.fire()
