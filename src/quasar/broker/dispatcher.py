@@ -568,7 +568,7 @@ class SharedDispatcher(Dispatcher):
             return False
         want = self.read_batch_entries(permits)
         delayed = self._delayed
-        # Delayed entries that fell due are sent like redeliveries (not counted as).
+        # Delayed entries that fell due go out like redeliveries, without counting one.
         for p in delayed.take_due(REPLAY_ENTRIES_MAX - len(self._replay)):
             self._requeue(p)
         replayed, wait = delayed.hold_back(await self.read_replay(want))
