@@ -21,7 +21,7 @@ from quasar.testing.process import BrokerProcess
 
 from .conftest import Admin, assert_no_message, topic_path
 
-DELAY_MS = 1500
+DELAY_MS = 2500
 STRICT = {
     "isDelayedDeliveryDeliverAtTimeStrict": "true",
     "delayedDeliveryTickTimeMillis": "100",
