@@ -98,6 +98,15 @@ EXPECTED_DEFAULTS = {
     ),
     "authorizationAllowWildcardsMatching": False,
     "brokerShutdownTimeoutMs": 60000,
+    "delayedDeliveryEnabled": True,
+    "delayedDeliveryTickTimeMillis": 1000,
+    "isDelayedDeliveryDeliverAtTimeStrict": False,
+    "delayedDeliveryTrackerFactoryClassName": (
+        "org.apache.pulsar.broker.delayed.InMemoryDelayedDeliveryTrackerFactory"
+    ),
+    "delayedDeliveryFixedDelayDetectionLookahead": 50_000,
+    "delayedDeliveryMaxDelayInMillis": 0,
+    "delayedDeliveryMaxIndexedMessagesPerSubscription": 100_000,  # quasar's key
     "transactionCoordinatorEnabled": True,  # quasar (Pulsar: false)
     "transactionCoordinatorCount": 1,
     "transactionBufferSnapshotMaxTransactionCount": 1000,

@@ -85,6 +85,7 @@ __all__ = [
     "AuthorizationConfig",
     "BatchedWriteConfig",
     "BrokerConfig",
+    "DelayedDeliveryConfig",
     "DispatchConfig",
     "JournalConfig",
     "ManagedLedgerSettings",
@@ -410,6 +411,74 @@ class DispatchConfig(Section):
     )
 
 
+# Pulsar's delayed-delivery tracker factories: quasar has the in-memory index only.
+IN_MEMORY_DELAYED_DELIVERY_TRACKER = (
+    "org.apache.pulsar.broker.delayed.InMemoryDelayedDeliveryTrackerFactory"
+)
+
+
+def in_memory_tracker_factory(value: Any) -> str | None:
+    """Accept Pulsar's in-memory tracker factory only: the bucket tracker keeps its
+    index in snapshot ledgers, which quasar does not write (it rebuilds the in-memory
+    index from the topic when a subscription loads)."""
+    if value == IN_MEMORY_DELAYED_DELIVERY_TRACKER:
+        return None
+    return (
+        f"{IN_MEMORY_DELAYED_DELIVERY_TRACKER} (the only tracker quasar has; the "
+        "bucket tracker's snapshot ledgers are not supported)"
+    )
+
+
+def no_max_delay(value: Any) -> str | None:
+    """Refuse PIP-315's bound on the delay a producer may ask for (not implemented:
+    a value other than 0 would let producers believe it is enforced)."""
+    if value == 0:
+        return None
+    return "0 (no limit): a maximum delivery delay is not supported"
+
+
+@dataclass(frozen=True)
+class DelayedDeliveryConfig(Section):
+    """Delayed message delivery (``deliver_at`` / ``deliver_after``) on Shared and
+    Key_Shared subscriptions (``quasar.broker.delayed_delivery``)."""
+
+    # Pulsar default (broker.conf delayedDeliveryEnabled): false delivers delayed
+    # messages at once.
+    delayed_delivery_enabled: bool = setting(True, "delayedDeliveryEnabled")
+    # Pulsar default (broker.conf delayedDeliveryTickTimeMillis): the timer that
+    # releases due messages fires at most once per tick.
+    delayed_delivery_tick_time_millis: int = setting(
+        1000, "delayedDeliveryTickTimeMillis", at_least(1)
+    )
+    # Pulsar default (broker.conf isDelayedDeliveryDeliverAtTimeStrict): false lets a
+    # message go up to one tick before its time.
+    is_delayed_delivery_deliver_at_time_strict: bool = setting(
+        False, "isDelayedDeliveryDeliverAtTimeStrict"
+    )
+    # Pulsar default (broker.conf delayedDeliveryTrackerFactoryClassName).
+    delayed_delivery_tracker_factory_class_name: str = setting(
+        IN_MEMORY_DELAYED_DELIVERY_TRACKER,
+        "delayedDeliveryTrackerFactoryClassName",
+        in_memory_tracker_factory,
+    )
+    # Pulsar default (broker.conf delayedDeliveryFixedDelayDetectionLookahead): with
+    # this many messages indexed, all of one fixed delay, reading pauses until the
+    # first is due; 0 = never.
+    delayed_delivery_fixed_delay_detection_lookahead: int = setting(
+        50_000, "delayedDeliveryFixedDelayDetectionLookahead", at_least(0)
+    )
+    # Pulsar default (broker.conf delayedDeliveryMaxDelayInMillis, PIP-315); only 0.
+    delayed_delivery_max_delay_in_millis: int = setting(
+        0, "delayedDeliveryMaxDelayInMillis", no_max_delay
+    )
+    # quasar's own: messages one subscription's delayed index holds at most. Pulsar's
+    # in-memory index is unbounded; here reading new entries pauses at the bound
+    # until indexed messages fall due.
+    delayed_delivery_max_indexed_messages_per_subscription: int = setting(
+        100_000, "delayedDeliveryMaxIndexedMessagesPerSubscription", at_least(1)
+    )
+
+
 # Settings whose value may be a secret itself (a key inline as base64 or a data: URL).
 # Output shows them masked, unless the value is a file: URL, which names where the
 # secret is, not the secret.
@@ -551,6 +620,7 @@ class ServiceConfiguration(Section):
     broker: BrokerConfig = section(BrokerConfig)
     policies: PolicyDefaults = section(PolicyDefaults)
     dispatch: DispatchConfig = section(DispatchConfig)
+    delayed_delivery: DelayedDeliveryConfig = section(DelayedDeliveryConfig)
     authentication: AuthenticationConfig = section(AuthenticationConfig)
     authorization: AuthorizationConfig = section(AuthorizationConfig)
     managed_ledger: ManagedLedgerSettings = section(ManagedLedgerSettings)

@@ -17,12 +17,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from quasar.broker.consumer import Consumer
+from quasar.broker.delayed_delivery import DelayedDelivery
 from quasar.broker.dispatcher import (
     KEY_HASH_RANGE_SIZE,
     KeySharedDispatcher,
     sticky_key_hash,
 )
 from quasar.broker.entry_info import entry_info
+from quasar.clock import ManualClock
+from quasar.config import DelayedDeliveryConfig
 from quasar.protocol import make_entry, pb
 
 _M32 = 0xFFFF_FFFF
@@ -123,7 +126,10 @@ def _dispatcher(*names: str) -> tuple[KeySharedDispatcher, list[Consumer]]:
     # The dispatcher's collaborators are Protocols (broker/api.py): routing keys touches
     # none of them, so bare stand-ins do.
     sub: Any = SimpleNamespace(cursor=None, txns=None, compacted_read=None)
-    topic: Any = SimpleNamespace(recent_infos=None)
+    topic: Any = SimpleNamespace(
+        recent_infos=None,
+        delayed_delivery=DelayedDelivery(DelayedDeliveryConfig(), ManualClock()),
+    )
     d = KeySharedDispatcher(sub, topic)
     consumers = [
         Consumer(consumer_id=i, consumer_name=n, subscription_name="s",

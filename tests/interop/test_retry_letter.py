@@ -34,7 +34,7 @@ def test_reconsume_later_redelivers_after_the_delay_then_dead_letters(
         retried_at = []
         for expected in ("1", "2"):
             asked = time.time()
-            consumer.reconsume_later(first, timedelta(milliseconds=800))
+            consumer.reconsume_later(first, timedelta(milliseconds=2500))
             first = consumer.receive(10_000)
             retried_at.append(time.time() - asked)
             props = first.properties()
@@ -43,8 +43,9 @@ def test_reconsume_later_redelivers_after_the_delay_then_dead_letters(
             assert props["ORIGIN_MESSAGE_ID"] == origin
             assert props["id"] == "7"
             assert first.topic_name() == f"{topic}-jobs-RETRY"
-        # Delivered by the broker's delayed delivery, not before it was due.
-        assert min(retried_at) >= 0.7, retried_at
+        # Delivered by the broker's delayed delivery, not before it was due (less the
+        # one tick, 1 s by default, that Pulsar allows a non-strict broker).
+        assert min(retried_at) >= 1.4, retried_at
         consumer.reconsume_later(first, 100)  # a third retry: over the limit
         with pytest.raises(qc.Timeout):
             consumer.receive(1500)

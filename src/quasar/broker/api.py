@@ -21,7 +21,7 @@ through ``TopicRegistry``. The concrete classes satisfy these protocols structur
 This module imports only what sits below the broker (protocol, storage, transaction
 and clock types, errors) and the broker's leaf value modules (parsed entry metadata,
 compacted records, consumers, the compacted-read state, the dispatchers' read
-limits), none of which import a broker part.
+limits, delayed delivery), none of which import a broker part.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from quasar.transaction.txn_status import TxnAction
 from .compacted_ledger import CompactedRecord
 from .compacted_read import CompactedReadState
 from .consumer import Consumer
+from .delayed_delivery import DelayedDelivery
 from .entry_info import EntryInfo, EntryInfoCache
 from .input_bounds import InputBounds
 from .read_limits import ReadLimits
@@ -109,6 +110,12 @@ class TopicReadView(Protocol):
     @property
     def read_limits(self) -> ReadLimits:
         """How much one read asks for (read at each read: the values are dynamic)."""
+        ...
+
+    @property
+    def delayed_delivery(self) -> DelayedDelivery:
+        """The broker's delayed-delivery settings and clock (Shared and Key_Shared
+        dispatchers hold back messages not due yet)."""
         ...
 
     def is_aborted(self, info: EntryInfo, position: Position) -> bool:
@@ -246,6 +253,11 @@ class BrokerContext(Protocol):
     @property
     def compaction_retain_null_key(self) -> bool:
         """Whether compaction keeps messages without a key (``topicCompactionRetainNullKey``)."""
+        ...
+
+    @property
+    def delayed_delivery(self) -> DelayedDelivery:
+        """The delayed-delivery settings, clock and counter, shared by every topic."""
         ...
 
     @property

@@ -9,6 +9,8 @@ Three policies, one loop shape:
 * ``SharedDispatcher``: entries go round-robin to consumers with permits. Entries that
   must be delivered again (negative acks, a consumer that left) wait in a *replay set*
   and are sent before new entries.
+  Entries whose ``deliver_at_time`` lies ahead wait in the subscription's delayed
+  index (``delayed_delivery.py``) and join the replay set when due.
 * ``KeySharedDispatcher``: like Shared, but every key belongs to one consumer (a
   consistent-hash ring over consumer names, in Pulsar's hash range space: Murmur3
   32-bit of the sticky key, modulo 65536). A consumer that joins late may not receive
@@ -40,6 +42,7 @@ from quasar.storage.api import Entry, Position
 
 from .api import DispatchSubscription, TopicReadView
 from .consumer import Consumer, Delivery
+from .delayed_delivery import DelayedHold
 from .entry_info import EntryInfo, entry_info
 
 log = logging.getLogger(__name__)
@@ -152,6 +155,19 @@ class Dispatcher:
     @property
     def replay_size(self) -> int:
         return len(self._replay)
+
+    @property
+    def delayed_messages(self) -> int:
+        """Entries held back until their delivery time (Pulsar's ``msgDelayed``):
+        none on Exclusive and Failover, which deliver delayed messages at once."""
+        return 0
+
+    @property
+    def delayed_index_size_bytes(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        """The subscription replaces or drops this dispatcher: stop its timers."""
 
     # -- the loop ----------------------------------------------------------------------
     def schedule(self) -> None:
@@ -462,10 +478,12 @@ class SingleActiveConsumerDispatcher(Dispatcher):
 
 
 class SharedDispatcher(Dispatcher):
-    """Shared: round-robin over consumers with permits; replay set first."""
+    """Shared: round-robin over consumers with permits; replay set first; delayed
+    entries held back until due."""
 
     def __init__(self, subscription: DispatchSubscription, topic: TopicReadView) -> None:
         super().__init__(subscription, topic)
+        self._delayed: DelayedHold = topic.delayed_delivery.new_hold(self._on_due)
         self._rr = 0
         # The consumers' priority levels, lowest (served first) first; worked out
         # again only when a consumer joins or leaves, not for every entry.
@@ -478,6 +496,37 @@ class SharedDispatcher(Dispatcher):
     def remove_consumer(self, consumer: Consumer) -> None:
         self._levels = None
         super().remove_consumer(consumer)
+
+    # -- delayed delivery --------------------------------------------------------------
+    def _on_due(self) -> None:
+        # Without consumers there is nobody to send to; the next one schedules.
+        if self.consumers:
+            self.schedule()
+
+    @property
+    def delayed_messages(self) -> int:
+        return len(self._delayed)
+
+    @property
+    def delayed_index_size_bytes(self) -> int:
+        return self._delayed.index_size_bytes
+
+    def close(self) -> None:
+        self._delayed.close()
+
+    def discard_replay(self, position: Position) -> None:
+        super().discard_replay(position)
+        self._delayed.discard(position)
+
+    def discard_replay_up_to(self, position: Position) -> None:
+        super().discard_replay_up_to(position)
+        self._delayed.discard_up_to(position)
+
+    def clear_replay(self) -> None:
+        # Called when the cursor is rewound or reset: it reads the delayed entries
+        # again, and indexes again those still ahead.
+        super().clear_replay()
+        self._delayed.clear()
 
     def on_redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         if positions is None:
@@ -518,15 +567,26 @@ class SharedDispatcher(Dispatcher):
         if permits <= 0:
             return False
         want = self.read_batch_entries(permits)
-        replayed = await self.read_replay(want)
+        delayed = self._delayed
+        # Delayed entries that fell due go out like redeliveries, without counting one.
+        for p in delayed.take_due(REPLAY_ENTRIES_MAX - len(self._replay)):
+            self._requeue(p)
+        replayed, wait = delayed.hold_back(await self.read_replay(want))
+        for e, _ in wait:
+            self._requeue(e.position)
         if replayed and self._send(replayed):
             return True
         # Nothing from the replay set could go out (or there was none): read new
         # entries, which may belong to consumers that are free. Reading moves the cursor,
         # which counts as progress until the replay set is full.
-        if len(self._replay) >= REPLAY_ENTRIES_MAX:
+        if len(self._replay) >= REPLAY_ENTRIES_MAX or delayed.should_pause_reading():
             return False
         fresh, moved = await self.read_new(want)
+        fresh, wait = delayed.hold_back(fresh)
+        if wait:
+            # The delayed index is full: read again from the first entry that did not
+            # fit, once indexed entries fall due.
+            self.cursor.seek(wait[0][0].position)
         if fresh:
             self._send(fresh)
         return moved

@@ -3,8 +3,9 @@
 Entries are stored verbatim as the producer sent them (``[0x0e01][crc][metaSize][meta]
 [payload]``). Dispatchers need a few fields of the outer, never-compressed
 ``MessageMetadata``: how many messages the entry holds (permits are counted in
-messages), the routing key (Key_Shared), the publish time (seek by time), and whether it
-is a broker-written marker or part of a transaction. Parsing the metadata is a few
+messages), the routing key (Key_Shared), the publish time (seek by time), when it may be
+delivered (delayed delivery), and whether it is a broker-written marker or part of a
+transaction. Parsing the metadata is a few
 microseconds with the upb backend, so it is done when needed rather than stored.
 """
 
@@ -50,6 +51,9 @@ class EntryInfo:
     # A chunk other than the last of a chunked message: deduplication records a
     # chunked message's sequence id only with its last chunk.
     partial_chunk: bool = False
+    # When a Shared or Key_Shared subscription may deliver it (ms since the epoch;
+    # 0: at once). Of a batch, the outer metadata's: the entry is held back whole.
+    deliver_at_time: int = 0
 
 
 def entry_info(data: bytes) -> EntryInfo:
@@ -99,6 +103,7 @@ def info_of(parsed: ParsedEntry, entry_bytes: int, checked: bool = False) -> Ent
         md.producer_name,
         md.sequence_id,
         is_partial_chunk(md),
+        md.deliver_at_time,
     )
 
 

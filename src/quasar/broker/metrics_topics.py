@@ -85,6 +85,8 @@ TOPIC_SERIES: tuple[tuple[str, str], ...] = (
     ("pulsar_msg_backlog", "Entries not acknowledged, summed over the subscriptions"),
     ("pulsar_storage_write_rate", "Entries written to storage per second"),
     ("pulsar_storage_read_rate", "Entries read from storage per second"),
+    ("pulsar_delayed_message_index_size_bytes",
+     "Bytes of the subscriptions' delayed-delivery indexes (24 per message)"),
     *((n, "Add-entry latency in ms, last stats period (per bucket; _sum in ms)")
       for n in WRITE_LATENCY_NAMES),
     *((n, "Entry sizes in bytes, last stats period (per bucket; _sum in bytes)")
@@ -108,6 +110,7 @@ SUBSCRIPTION_SERIES: tuple[tuple[str, str], ...] = (
      "1 if every consumer reached its unacked-messages limit"),
     ("pulsar_subscription_msg_rate_expired", "Messages expired per second"),
     ("pulsar_subscription_total_msg_expired", "Messages expired"),
+    ("pulsar_subscription_delayed", "Messages held back until their delivery time"),
     # The topic families, written once more per subscription, as Pulsar does.
     ("pulsar_out_messages_total", "Messages delivered"),
     ("pulsar_out_bytes_total", "Bytes delivered"),
@@ -183,6 +186,7 @@ def _topic_values(topic: PersistentTopic) -> list[float]:
         topic.msg_backlog(),
         topic.storage_write.msg_rate,
         topic.storage_read.msg_rate,
+        topic.delayed_index_size_bytes(),
         *_buckets(ledger.stats.add_entry_latency_ms),
         *_buckets(ledger.stats.entry_size_bytes),
     ]
@@ -336,13 +340,14 @@ class TopicMetricsCollector(Collector):
         for name, sub in topic.subscriptions.items():
             sub_labels = {**labels, "subscription": name}
             backlog = sub.backlog()
+            delayed = sub.delayed_messages()
             msg_out, bytes_out, _ = sub.out_counters()
             families.add(
                 sub_families,
                 sub_labels,
                 (
                     backlog,
-                    backlog,
+                    max(backlog - delayed, 0),
                     sub.rate_out.msg_rate,
                     sub.rate_out.byte_rate,
                     sub.unacked_messages(),
@@ -351,6 +356,7 @@ class TopicMetricsCollector(Collector):
                     1 if sub.blocked_on_unacked() else 0,
                     sub.rate_expired.msg_rate,
                     sub.total_msg_expired,
+                    delayed,
                     msg_out,
                     bytes_out,
                 ),

@@ -46,6 +46,7 @@ from quasar.storage.api import (
 
 from .backlog_quota import DESTINATION_STORAGE, MESSAGE_AGE, BacklogQuotaManager
 from .backlog_quota_metrics import BacklogQuotaMetrics
+from .delayed_delivery import DelayedDelivery
 from .entry_info import EntryInfoCache, info_capacity
 from .hostile_input import HostileInputRefusals
 from .input_bounds import InputBounds
@@ -117,6 +118,8 @@ class BrokerService:
         # Set by the composition root when transactionCoordinatorEnabled.
         self.transactions: TransactionService | None = None
         self.clock: Clock = SystemClock()
+        # Shared by every topic's Shared and Key_Shared dispatchers.
+        self.delayed_delivery = DelayedDelivery(config.delayed_delivery, self.clock, metrics)
         self._init_namespace_policy_checks(metrics)
 
     @property

@@ -154,6 +154,11 @@ class Subscription:
             # could hand out messages a committed transaction consumed.
             raise self.txns.not_ready("subscribe")
         if d is None or self.sub_type != consumer.sub_type:
+            if d is not None:
+                d.close()
+                if d.delayed_messages:
+                    # Its delayed index goes with it: read those entries again.
+                    self.cursor.rewind()
             d = self._new_dispatcher(consumer.sub_type)
             self.dispatcher = d
             self.sub_type = consumer.sub_type
@@ -461,6 +466,14 @@ class Subscription:
     def backlog(self) -> int:
         return self.cursor.backlog()
 
+    def delayed_messages(self) -> int:
+        """Pulsar's ``msgDelayed``: entries held back until their delivery time."""
+        return self.dispatcher.delayed_messages if self.dispatcher else 0
+
+    def delayed_index_size_bytes(self) -> int:
+        """Pulsar's ``delayedMessageIndexSizeInBytes`` of this subscription."""
+        return self.dispatcher.delayed_index_size_bytes if self.dispatcher else 0
+
     def out_counters(self) -> tuple[int, int, int]:
         """Messages and bytes delivered, and messages redelivered, by every consumer
         the subscription has had (Pulsar's msgOutCounter and bytesOutCounter)."""
@@ -487,11 +500,15 @@ class Subscription:
     def stats(self) -> dict[str, object]:
         consumers = self.consumers
         msg_out, bytes_out, _ = self.out_counters()
+        backlog = self.backlog()
+        delayed = self.delayed_messages()
         return {
             "msgRateOut": self.rate_out.msg_rate,
             "msgThroughputOut": self.rate_out.byte_rate,
-            "msgBacklog": self.backlog(),
-            "msgBacklogNoDelayed": self.backlog(),
+            "msgBacklog": backlog,
+            "msgBacklogNoDelayed": max(backlog - delayed, 0),
+            "msgDelayed": delayed,
+            "delayedMessageIndexSizeInBytes": self.delayed_index_size_bytes(),
             "type": SUB_TYPE_NAMES.get(self.sub_type or SUB_EXCLUSIVE, "Exclusive"),
             "msgOutCounter": msg_out,
             "bytesOutCounter": bytes_out,

@@ -123,6 +123,7 @@ class PersistentTopic:
         self.txn_buffer: TopicTransactionBuffer | None = None
         self.recent_infos = broker.entry_infos
         self.read_limits = broker.read_limits
+        self.delayed_delivery = broker.delayed_delivery
         self.txn_sends = TransactionalSends()
         # The lambdas look the hooks up at call time: the transaction buffer may
         # replace them after construction.
@@ -668,6 +669,11 @@ class PersistentTopic:
         """Pulsar's ``pulsar_msg_backlog``: the sum of the subscriptions' backlogs."""
         return sum(s.backlog() for s in self.subscriptions.values())
 
+    def delayed_index_size_bytes(self) -> int:
+        """Pulsar's ``delayedMessageIndexSizeInBytes``: the subscriptions' delayed
+        delivery indexes together."""
+        return sum(s.delayed_index_size_bytes() for s in self.subscriptions.values())
+
     def stats(self) -> dict[str, object]:
         msg_out = bytes_out = 0
         for sub in self.subscriptions.values():
@@ -689,6 +695,7 @@ class PersistentTopic:
             "bytesOutCounter": bytes_out,
             "storageSize": self.ledger.total_size,
             "backlogSize": self.backlog_size(),
+            "delayedMessageIndexSizeInBytes": self.delayed_index_size_bytes(),
             "publishers": [p.stats() for p in self.producers.values()],
             "subscriptions": subs,
             "replication": {},
