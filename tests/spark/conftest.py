@@ -46,6 +46,9 @@ def new_session(app: str, master: str = "local[2,2]") -> Any:
         .config("spark.default.parallelism", "2")
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.driver.memory", "1g")
+        # A Python worker connects back to the JVM within this time (default 15 s);
+        # on a loaded 2-core machine starting one can take longer.
+        .config("spark.python.authenticate.socketTimeout", "120s")
         .getOrCreate()
     )
 
