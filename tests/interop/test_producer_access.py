@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
+
+from .conftest import Admin, topic_path
 
 pytestmark = pytest.mark.interop
 
@@ -27,7 +30,9 @@ def test_user_name_cannot_be_used_twice(client: Any, pulsar_mod: Any, topic: str
 
 def test_exclusive_access(client: Any, pulsar_mod: Any, topic: str) -> None:
     first = client.create_producer(topic, access_mode=_mode(pulsar_mod, "Exclusive"))
-    with pytest.raises(pulsar_mod.ProducerBusy):
+    # Pulsar answers a second exclusive producer ProducerFenced, a shared one
+    # ProducerBusy.
+    with pytest.raises(pulsar_mod.ProducerFenced):
         client.create_producer(topic, access_mode=_mode(pulsar_mod, "Exclusive"))
     with pytest.raises(pulsar_mod.ProducerBusy):
         client.create_producer(topic)  # Shared while an exclusive producer holds it
@@ -37,12 +42,12 @@ def test_exclusive_access(client: Any, pulsar_mod: Any, topic: str) -> None:
 
 def test_shared_producers_block_exclusive(client: Any, pulsar_mod: Any, topic: str) -> None:
     client.create_producer(topic)
-    with pytest.raises(pulsar_mod.ProducerBusy):
+    with pytest.raises(pulsar_mod.ProducerFenced):
         client.create_producer(topic, access_mode=_mode(pulsar_mod, "Exclusive"))
 
 
 def test_wait_for_exclusive_gets_access_when_holder_leaves(
-    client: Any, pulsar_mod: Any, topic: str
+    client: Any, pulsar_mod: Any, topic: str, admin: Admin
 ) -> None:
     holder = client.create_producer(topic, access_mode=_mode(pulsar_mod, "Exclusive"))
     acquired = threading.Event()
@@ -54,8 +59,10 @@ def test_wait_for_exclusive_gets_access_when_holder_leaves(
 
     t = threading.Thread(target=wait, daemon=True)
     t.start()
-    # The waiter is queued by the broker until the holder leaves; closing the holder is
-    # the event that must release it.
+    # The waiter is queued by the broker (PRODUCER_SUCCESS with producer_ready=false)
+    # until the holder leaves; closing the holder is the event that must release it.
+    _until_waiting(admin, topic)
+    assert not acquired.is_set()
     holder.send(b"from-holder")
     holder.close()
     assert acquired.wait(20), "WaitForExclusive producer never got access"
@@ -67,6 +74,47 @@ def test_wait_for_exclusive_gets_access_when_holder_leaves(
 
 
 def test_exclusive_with_fencing_takes_over(client: Any, pulsar_mod: Any, topic: str) -> None:
-    client.create_producer(topic, access_mode=_mode(pulsar_mod, "Exclusive"))
+    old = client.create_producer(topic, access_mode=_mode(pulsar_mod, "Exclusive"))
+    old.send(b"before")
     fencer = client.create_producer(topic, access_mode=_mode(pulsar_mod, "ExclusiveWithFencing"))
     fencer.send(b"fenced-in")
+    # The broker closed the old producer; it comes back with its old topic epoch,
+    # meets the new holder and is fenced: its sends fail from then on.
+    with pytest.raises(pulsar_mod.ProducerFenced):
+        old.send(b"after")
+    fencer.send(b"still-in")
+    reader = client.create_reader(topic, pulsar_mod.MessageId.earliest)
+    got = [reader.read_next(10_000).data() for _ in range(3)]
+    assert got == [b"before", b"fenced-in", b"still-in"]
+
+
+def test_fencing_fails_a_waiting_producer(
+    client: Any, pulsar_mod: Any, topic: str, admin: Admin
+) -> None:
+    holder = client.create_producer(topic, access_mode=_mode(pulsar_mod, "Exclusive"))
+    failed = threading.Event()
+    box: dict[str, Any] = {}
+
+    def wait() -> None:
+        try:
+            client.create_producer(topic, access_mode=_mode(pulsar_mod, "WaitForExclusive"))
+        except Exception as e:  # the assertion below names what was expected
+            box["error"] = e
+        failed.set()
+
+    t = threading.Thread(target=wait, daemon=True)
+    t.start()
+    _until_waiting(admin, topic)
+    holder.send(b"x")
+    client.create_producer(topic, access_mode=_mode(pulsar_mod, "ExclusiveWithFencing"))
+    assert failed.wait(20), "the waiting producer was not failed"
+    assert isinstance(box.get("error"), pulsar_mod.ProducerFenced), box
+    t.join(5)
+
+
+def _until_waiting(admin: Admin, topic: str) -> None:
+    """Wait until the broker has queued a WaitForExclusive producer on ``topic``."""
+    deadline = time.monotonic() + 20
+    while admin.ok("GET", topic_path(topic) + "/stats")["waitingPublishers"] < 1:
+        assert time.monotonic() < deadline, "the producer was never queued"
+        time.sleep(0.02)

@@ -109,6 +109,7 @@ COMPONENT_SCHEMAS: dict[str, Schema] = {
             "storageSize": {"type": "integer"},
             "backlogSize": {"type": "integer"},
             "publishers": {"type": "array", "items": {"type": "object"}},
+            "waitingPublishers": {"type": "integer"},
             "subscriptions": {"type": "object"},
         },
     },

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from quasar.broker.producer import ACCESS_WAIT_FOR_EXCLUSIVE, Producer
+from quasar.broker.producer import Producer
 from quasar.broker.schema import encode_version
 from quasar.broker.topic import PersistentTopic
 from quasar.errors import (
@@ -114,21 +114,26 @@ class ProducerCommands:
                 connection=ctx,
                 access_mode=c.producer_access_mode,
                 epoch=c.epoch,
+                requested_topic_epoch=c.topic_epoch if c.HasField("topic_epoch") else None,
                 user_provided_name=user_named and c.user_provided_producer_name,
                 metadata={kv.key: kv.value for kv in c.metadata},
                 schema_version=schema_version,
             )
-            if producer.access_mode == ACCESS_WAIT_FOR_EXCLUSIVE and topic.producers:
-                # Tell the client it is queued; the real success follows later.
-                ctx.send_command(
-                    replies.producer_success(request_id, producer, topic, ready=False)
-                )
             # A producer starts only after the transaction buffer recovered, so its
             # first message cannot overtake data the buffer is still replaying.
             await topic.check_transactions_recovered(c.txn_enabled)
             ctx.limits.admit_producer_on_topic(topic)
-            await topic.add_producer(producer)
-            if ctx.closed:
+            await topic.add_producer(
+                producer,
+                # A WaitForExclusive producer is told it is queued; the real success
+                # follows once it has access.
+                on_queued=lambda: ctx.send_command(
+                    replies.producer_success(request_id, producer, topic, ready=False)
+                ),
+            )
+            if ctx.closed or ctx.producer_futures.get(pid) is not fut:
+                # The connection closed, or the client closed the producer while it
+                # waited for exclusive access.
                 topic.remove_producer(producer)
                 return
             ctx.producers[pid] = (producer, topic)
