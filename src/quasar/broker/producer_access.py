@@ -97,9 +97,9 @@ class ProducerAccess:
                 # Waiters go first: otherwise closing the connected producers would
                 # hand the topic to the next of them.
                 waiting, self._waiting = self._waiting, deque()
-                for _, fut in waiting:
-                    if not fut.done():
-                        fut.set_exception(ProducerFenced("Fenced out"))
+                for _, waiter in waiting:
+                    if not waiter.done():
+                        waiter.set_exception(ProducerFenced("Fenced out"))
                 for other in others:
                     fence(other)
                 self.holder = None
