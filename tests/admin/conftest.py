@@ -164,7 +164,7 @@ class FakeAdminBroker:
 
     def lookup_topic(self, topic: str, listener_name: str) -> dict[str, str | None]:
         if listener_name:
-            raise ServiceNotReady(f"the broker do not have {listener_name} listener")
+            raise ResourceNotFoundError(f"the broker do not have {listener_name} listener")
         return LookupData(
             "pulsar://127.0.0.1:6650", None, "http://127.0.0.1:8080", None
         ).to_json()

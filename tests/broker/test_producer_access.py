@@ -23,7 +23,7 @@ class _Topic:
 
     def __init__(self) -> None:
         self.access = ProducerAccess()
-        self.connected: list[Producer] = []
+        self.connected: dict[int, Producer] = {}
         self.fenced: list[Producer] = []
         self.queued = 0
 
@@ -31,11 +31,11 @@ class _Topic:
         p = Producer(producer_id=len(self.connected), producer_name=f"p{mode}",
                      connection=Any, access_mode=mode, requested_topic_epoch=epoch)
         p.topic_epoch = await self.access.acquire(p, self.connected, self._fence, self._queued)
-        self.connected.append(p)
+        self.connected[id(p)] = p
         return p
 
     def remove(self, p: Producer) -> None:
-        self.connected.remove(p)
+        del self.connected[id(p)]
         self.access.release(p, len(self.connected))
 
     def _fence(self, p: Producer) -> None:
@@ -94,7 +94,7 @@ async def test_fencing_closes_everyone_and_takes_over() -> None:
     t = _Topic()
     old = await t.add(ACCESS_EXCLUSIVE)
     fencer = await t.add(ACCESS_EXCLUSIVE_WITH_FENCING)
-    assert t.fenced == [old] and t.connected == [fencer]
+    assert t.fenced == [old] and list(t.connected.values()) == [fencer]
     assert fencer.topic_epoch == 1
     # The fenced producer reconnects with its old epoch and meets the new holder.
     with pytest.raises(ProducerFenced):

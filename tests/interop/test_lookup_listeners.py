@@ -127,7 +127,7 @@ def test_http_lookup_answers_by_listener(listener_broker: BrokerProcess) -> None
     by_header = _get(base, {"X-Pulsar-ListenerName": "external"})[1]
     assert by_header["brokerUrl"] == external
     status, body = _get(base + "?listenerName=nope")
-    assert (status, body) == (503, {"reason": "the broker do not have nope listener"})
+    assert (status, body) == (404, {"reason": "the broker do not have nope listener"})
     status, body = _get(
         f"{listener_broker.admin_url}/lookup/v2/topic/persistent/public/no-such-ns/x"
     )

@@ -129,7 +129,7 @@ class AdminBroker(Protocol):
 
         Raises:
             TopicNotFound: the topic's namespace does not exist (404).
-            ServiceNotReady: the broker has no listener of that name (503).
+            ResourceNotFoundError: the broker has no listener of that name (404).
         """
         ...
 

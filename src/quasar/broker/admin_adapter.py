@@ -82,7 +82,12 @@ class AdminAdapter:
         # As the binary LOOKUP answers (server/lookup_commands.py).
         if not self.service.namespace_exists(name.namespace_name):
             raise TopicNotFound(f"Namespace {name.namespace_name} does not exist")
-        return lookup_data(self.service.config.broker, listener_name).to_json()
+        try:
+            return lookup_data(self.service.config.broker, listener_name).to_json()
+        except ServiceNotReady as exc:
+            # Over HTTP the request names something that does not exist: 404 with
+            # the binary answer's message, not a server error.
+            raise ResourceNotFoundError(str(exc)) from None
 
     def auto_create_partitioned(self, topic: str) -> None:
         self.service.partitioned_metadata(TopicName.parse(topic))

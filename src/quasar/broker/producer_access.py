@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 
 from quasar.errors import ProducerBusy, ProducerFenced
 
@@ -61,14 +61,16 @@ class ProducerAccess:
     async def acquire(
         self,
         producer: Producer,
-        connected: Iterable[Producer],
+        connected: Mapping[int, Producer],
         fence: Callable[[Producer], None],
         on_queued: Callable[[], None],
     ) -> int | None:
         """Admit ``producer`` by its access mode; answer the topic epoch it holds
         (None for a shared producer on a topic never held exclusively).
 
-        ``connected`` are the topic's producers; ``fence`` closes one of them
+        ``connected`` are the topic's producers (only counted, so that admitting
+        one costs the same however many there are, except when fencing them all);
+        ``fence`` closes one of them
         (ExclusiveWithFencing); ``on_queued`` runs when a WaitForExclusive producer
         is queued, before this waits.
 
@@ -79,7 +81,6 @@ class ProducerAccess:
                 is fenced out by an ExclusiveWithFencing one.
         """
         mode = producer.access_mode
-        others = list(connected)
         if mode == ACCESS_SHARED:
             if self.holder is not None or self._waiting:
                 raise ProducerBusy(f"Topic has an existing exclusive producer: {self._holder_name}")
@@ -89,23 +90,23 @@ class ProducerAccess:
                 raise ProducerFenced(
                     f"Topic has an existing exclusive producer: {self._holder_name}"
                 )
-            if others:
+            if connected:
                 raise ProducerFenced("Topic has existing shared producers")
             return self._grant(producer)
         if mode == ACCESS_EXCLUSIVE_WITH_FENCING:
-            if self.holder is not None or others:
+            if self.holder is not None or connected:
                 # Waiters go first: otherwise closing the connected producers would
                 # hand the topic to the next of them.
                 waiting, self._waiting = self._waiting, deque()
                 for _, waiter in waiting:
                     if not waiter.done():
                         waiter.set_exception(ProducerFenced("Fenced out"))
-                for other in others:
+                for other in list(connected.values()):
                     fence(other)
                 self.holder = None
             return self._grant(producer)
         if mode == ACCESS_WAIT_FOR_EXCLUSIVE:
-            if self.holder is not None or others:
+            if self.holder is not None or connected:
                 fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
                 self._waiting.append((producer, fut))
                 on_queued()

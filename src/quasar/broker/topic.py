@@ -226,7 +226,7 @@ class PersistentTopic:
                 f"Producer with name '{producer.producer_name}' is already connected"
             )
         producer.topic_epoch = await self.access.acquire(
-            producer, self.producers.values(), self._fence, on_queued
+            producer, self.producers, self._fence, on_queued
         )
         if self.closed:  # it closed while a WaitForExclusive producer waited
             self.access.release(producer, len(self.producers))
