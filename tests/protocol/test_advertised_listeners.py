@@ -7,7 +7,10 @@ import pytest
 from quasar.broker.lookup_data import lookup_data
 from quasar.config import ServiceConfiguration
 from quasar.errors import ServiceNotReady
-from quasar.protocol.advertised_listeners import AdvertisedListener, parse_advertised_listeners
+from quasar.protocol.advertised_listeners import (
+    AdvertisedListener,
+    parse_advertised_listeners,
+)
 
 
 def test_a_listener_may_have_one_url_per_scheme() -> None:
