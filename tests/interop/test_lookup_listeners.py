@@ -9,6 +9,7 @@ a listener's URL succeeds or fails by where that URL points.
 from __future__ import annotations
 
 import json
+import re
 import logging
 import urllib.error
 import urllib.request
@@ -152,9 +153,13 @@ def test_official_client_over_http(listener_broker: BrokerProcess) -> None:
         got = [consumer.receive(10_000) for _ in range(2)]
         assert sorted(m.data() for m in got) == [b"m0", b"m1"]
         assert {m.topic_name() for m in got} == {f"{partitioned}-partition-{i}" for i in (0, 1)}
-        # The pattern subscription reads the namespace's topics over HTTP.
-        pattern = client.subscribe(partitioned.rsplit("/", 1)[0] + "/lk-.*", "p")
-        pattern.close()
+        # A pattern subscription lists the namespace's topics over HTTP
+        # (GET .../namespaces/public/default/topics?mode=PERSISTENT).
+        prefix = partitioned.rsplit("/", 1)[0] + f"/pat-{uuid.uuid4().hex[:8]}"
+        client.create_producer(prefix + "-a").close()  # exists before the listing
+        pattern = client.subscribe(re.compile(re.escape(prefix) + "-.*"), "p")
+        client.create_producer(prefix + "-a").send(b"matched")
+        assert pattern.receive(10_000).data() == b"matched"
     finally:
         client.close()
 
