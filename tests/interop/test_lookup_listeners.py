@@ -9,8 +9,8 @@ a listener's URL succeeds or fails by where that URL points.
 from __future__ import annotations
 
 import json
-import re
 import logging
+import re
 import urllib.error
 import urllib.request
 import uuid

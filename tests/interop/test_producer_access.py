@@ -8,6 +8,10 @@ from typing import Any
 
 import pytest
 
+from quasar.protocol import pb
+from quasar.testing.process import BrokerProcess
+from quasar.testing.raw import Raw
+
 from .conftest import Admin, topic_path
 
 pytestmark = pytest.mark.interop
@@ -118,3 +122,51 @@ def _until_waiting(admin: Admin, topic: str) -> None:
     while admin.ok("GET", topic_path(topic) + "/stats")["waitingPublishers"] < 1:
         assert time.monotonic() < deadline, "the producer was never queued"
         time.sleep(0.02)
+
+
+# -- on the wire (one run: no client library in between) -------------------------------
+def _producer(raw: Raw, topic: str, pid: int, rid: int, mode: int,
+              epoch: int | None = None) -> pb.BaseCommand:
+    cmd = pb.BaseCommand(type=pb.BaseCommand.PRODUCER)
+    p = cmd.producer
+    p.topic, p.producer_id, p.request_id, p.producer_access_mode = topic, pid, rid, mode
+    if epoch is not None:
+        p.topic_epoch = epoch
+    raw.send(cmd)
+    return raw.recv()
+
+
+def _close(raw: Raw, pid: int, rid: int) -> None:
+    cmd = pb.BaseCommand(type=pb.BaseCommand.CLOSE_PRODUCER)
+    cmd.close_producer.producer_id, cmd.close_producer.request_id = pid, rid
+    raw.send(cmd)
+    assert raw.recv_type(pb.BaseCommand.SUCCESS).success.request_id == rid
+
+
+@pytest.mark.usefixtures("close_raw")
+def test_wire_epochs_queueing_and_a_waiter_closed_while_queued(
+    broker: BrokerProcess, topic: str
+) -> None:
+    holder, waiter, other = (Raw(broker.port) for _ in range(3))
+    for raw in (holder, waiter, other):
+        raw.connect()
+    first = _producer(holder, topic, 1, 1, pb.Exclusive)
+    assert first.producer_success.topic_epoch == 0
+    queued = _producer(waiter, topic, 1, 1, pb.WaitForExclusive)
+    assert queued.type == pb.BaseCommand.PRODUCER_SUCCESS
+    assert not queued.producer_success.producer_ready
+    busy = _producer(other, topic, 1, 1, pb.Exclusive)
+    assert busy.error.error == pb.ProducerFenced
+    # The waiter gives up; when the holder leaves, nobody holds or waits any more.
+    _close(waiter, 1, 2)
+    _close(holder, 1, 2)
+    second = _producer(other, topic, 2, 2, pb.Exclusive)
+    assert second.producer_success.topic_epoch == 1
+    _close(other, 2, 3)
+    # The first holder comes back with its epoch: the topic moved on, it is fenced.
+    stale = _producer(holder, topic, 1, 3, pb.Exclusive, epoch=0)
+    assert stale.error.error == pb.ProducerFenced
+    assert "Current epoch: 1, Producer epoch: 0" in stale.error.message
+    shared = _producer(other, topic, 3, 4, pb.Shared)
+    assert shared.type == pb.BaseCommand.PRODUCER_SUCCESS, shared
+    assert shared.producer_success.topic_epoch == 1
