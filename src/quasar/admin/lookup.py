@@ -61,8 +61,8 @@ def _may_look_up(
 @routes.get(LOOKUP)
 @access(_may_look_up)
 async def lookup_topic(request: web.Request) -> web.Response:
-    listener = request.query.get("listenerName") or request.headers.get(
-        LISTENER_NAME_HEADER, ""
+    listener = (
+        request.query.get("listenerName") or request.headers.get(LISTENER_NAME_HEADER) or ""
     )
     topic = _topic_name(request)
     return json_response(broker_of(request).lookup_topic(topic.full, listener.strip()))
