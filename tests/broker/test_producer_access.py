@@ -15,7 +15,7 @@ from quasar.broker.producer import (
     Producer,
 )
 from quasar.broker.producer_access import ProducerAccess
-from quasar.errors import ProducerBusy, ProducerFenced
+from quasar.errors import PersistenceError, ProducerBusy, ProducerFenced
 
 
 class _Topic:
@@ -142,3 +142,30 @@ async def test_a_waiter_that_left_is_skipped() -> None:
     await asyncio.sleep(0)
     t.remove(holder)
     assert (await stays).topic_epoch == 1
+
+
+async def test_every_new_epoch_is_saved_before_it_is_granted() -> None:
+    saved: list[int] = []
+    t = _Topic()
+    t.access = ProducerAccess(topic_epoch=4, save_epoch=saved.append)  # as recorded
+    # A producer fenced before the restart comes back with its old epoch.
+    with pytest.raises(ProducerFenced, match="Current epoch: 4, Producer epoch: 3"):
+        await t.add(ACCESS_EXCLUSIVE, epoch=3)
+    holder = await t.add(ACCESS_EXCLUSIVE, epoch=4)  # the holder comes back: no change
+    assert saved == []
+    waiter = asyncio.ensure_future(t.add(ACCESS_WAIT_FOR_EXCLUSIVE))
+    await asyncio.sleep(0)
+    t.remove(holder)
+    assert (await waiter).topic_epoch == 5 and saved == [5]
+
+
+async def test_a_grant_whose_epoch_cannot_be_saved_fails() -> None:
+    def broken(epoch: int) -> None:
+        raise PersistenceError("metadata store unavailable")
+
+    t = _Topic()
+    t.access = ProducerAccess(save_epoch=broken)
+    with pytest.raises(PersistenceError):
+        await t.add(ACCESS_EXCLUSIVE)
+    assert t.access.holder is None and t.access.topic_epoch is None
+    await t.add(ACCESS_SHARED)  # the topic is not held

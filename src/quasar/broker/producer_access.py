@@ -29,7 +29,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Mapping
 
-from quasar.errors import ProducerBusy, ProducerFenced
+from quasar.errors import ProducerBusy, ProducerFenced, QuasarError
 
 from .producer import (
     ACCESS_EXCLUSIVE,
@@ -46,9 +46,16 @@ class ProducerAccess:
     """The exclusive holder, the producers waiting for exclusive access and the
     topic epoch of one topic."""
 
-    def __init__(self) -> None:
-        # None until a producer first gets exclusive access, as in Pulsar.
-        self.topic_epoch: int | None = None
+    def __init__(
+        self,
+        topic_epoch: int | None = None,
+        save_epoch: Callable[[int], None] = lambda epoch: None,
+    ) -> None:
+        """``topic_epoch``: the epoch recorded for the topic (None until a producer
+        first gets exclusive access, as in Pulsar); ``save_epoch`` records a new one
+        durably before the grant is answered (``topic_epoch.py``)."""
+        self.topic_epoch = topic_epoch
+        self._save_epoch = save_epoch
         self.holder: Producer | None = None
         self._waiting: deque[tuple[Producer, asyncio.Future[int]]] = deque()
 
@@ -126,9 +133,14 @@ class ProducerAccess:
             waiter, fut = self._waiting.popleft()
             if fut.done():  # its connection closed while it waited
                 continue
+            epoch = self._epoch_for(waiter)
+            try:
+                self._move_epoch(epoch)
+            except QuasarError as exc:  # the epoch could not be recorded
+                fut.set_exception(exc)
+                continue
             self.holder = waiter
-            self.topic_epoch = self._epoch_for(waiter)
-            fut.set_result(self.topic_epoch)
+            fut.set_result(epoch)
             return
 
     def _grant(self, producer: Producer) -> int:
@@ -138,9 +150,15 @@ class ProducerAccess:
                 f"Topic epoch has already moved. Current epoch: {self.topic_epoch}, "
                 f"Producer epoch: {epoch}"
             )
+        self._move_epoch(epoch)
         self.holder = producer
-        self.topic_epoch = epoch
         return epoch
+
+    def _move_epoch(self, epoch: int) -> None:
+        """Record ``epoch`` (durably, when it changes), then make it the topic's."""
+        if epoch != self.topic_epoch:
+            self._save_epoch(epoch)
+        self.topic_epoch = epoch
 
     def _epoch_for(self, producer: Producer) -> int:
         """The epoch a grant to ``producer`` moves the topic to."""

@@ -89,6 +89,7 @@ class PersistentTopic:
         # Registration looks producers with a name their client chose up here instead
         # of scanning them all, so adding one costs the same however many there are.
         self._named_producers: dict[str, Producer] = {}
+        # The service replaces it with one holding the topic's recorded epoch.
         self.access = ProducerAccess()
         self.subscriptions: dict[str, Subscription] = {}
         self.dedup: MessageDeduplication | None = (
