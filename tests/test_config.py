@@ -38,6 +38,8 @@ EXPECTED_DEFAULTS = {
     "webServicePort": 8080,
     "bindAddress": "127.0.0.1",
     "advertisedAddress": "127.0.0.1",  # quasar
+    "advertisedListeners": "",
+    "internalListenerName": "",
     "dataDir": "./data",  # quasar
     "maxMessageSize": 5242880,
     "topicCompactionRetainNullKey": False,

@@ -73,6 +73,10 @@ from quasar.config_schema import (
     section,
     setting,
 )
+from quasar.protocol.advertised_listeners import (
+    AdvertisedListener,
+    parse_advertised_listeners,
+)
 from quasar.resources.partitions import JAVA_INT_MAX
 from quasar.storage.api import ManagedLedgerConfig, RetentionPolicy
 from quasar.storage.config import JournalConfig, ManagedLedgerSettings
@@ -135,6 +139,15 @@ def tls_protocol_names(value: Any) -> str | None:
     return None if not bad else "a comma-separated list of " + ", ".join(TLS_PROTOCOLS)
 
 
+def advertised_listeners(value: Any) -> str | None:
+    """Accept Pulsar's ``advertisedListeners`` list."""
+    try:
+        parse_advertised_listeners(value)
+    except ValueError as exc:
+        return f"name:scheme://host:port entries ({exc})"
+    return None
+
+
 @dataclass(frozen=True)
 class BrokerConfig(Section):
     """Identity, listeners, data directory and per-connection limits."""
@@ -161,6 +174,14 @@ class BrokerConfig(Section):
     # clients are usually on the same host, so it advertises loopback. Set it to a
     # reachable name when clients connect from elsewhere.
     advertised_address: str = setting("127.0.0.1", "advertisedAddress", non_empty)
+    # Pulsar default: none (broker.conf advertisedListeners): the broker's names on
+    # other networks, ``name:pulsar://host:port,name:pulsar+ssl://host:port,...``
+    # (quasar.protocol.advertised_listeners). A lookup naming a listener is answered
+    # with its URLs.
+    advertised_listeners: str = setting("", "advertisedListeners", advertised_listeners)
+    # Pulsar default: the first listener of advertisedListeners (broker.conf
+    # internalListenerName); a lookup naming no listener is answered with its URLs.
+    internal_listener_name: str = setting("", "internalListenerName")
     # quasar's own: root of ledgers, cursors and the metadata database.
     data_dir: str = setting("./data", "dataDir", non_empty)
     # Pulsar default 5 MiB (broker.conf maxMessageSize); also advertised in CONNECTED.
@@ -226,6 +247,32 @@ class BrokerConfig(Section):
     broker_shutdown_timeout_ms: int = setting(
         60_000, "brokerShutdownTimeoutMs", at_least(0)
     )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        listeners = parse_advertised_listeners(self.advertised_listeners)
+        name = self.internal_listener_name
+        if name and name not in listeners:
+            # Pulsar's message when advertisedListeners is set; quasar also refuses
+            # the name alone, which would otherwise name nothing.
+            raise ValueError(
+                "the `advertisedListeners` configure do not contain "
+                f"`internalListenerName` entry ({name})"
+            )
+
+    @property
+    def listeners(self) -> dict[str, AdvertisedListener]:
+        """The advertised listeners by name (empty: none configured)."""
+        return parse_advertised_listeners(self.advertised_listeners)
+
+    @property
+    def internal_listener(self) -> AdvertisedListener | None:
+        """The listener a lookup naming none answers with (None: no listeners, the
+        URLs built from advertisedAddress answer)."""
+        listeners = self.listeners
+        if not listeners:
+            return None
+        return listeners[self.internal_listener_name or next(iter(listeners))]
 
     @property
     def data_path(self) -> Path:

@@ -18,6 +18,7 @@ from quasar.admin import create_admin_app
 from quasar.admin.topic_ops_api import Message
 from quasar.broker.dynamic_config import DynamicConfiguration
 from quasar.broker.health_check import HealthChecker
+from quasar.broker.lookup_data import LookupData
 from quasar.broker.operations import BrokerOperations
 from quasar.config import ServiceConfiguration
 from quasar.errors import (
@@ -160,6 +161,16 @@ class FakeAdminBroker:
         self.terminated: set[str] = set()
         self.unloaded: list[str] = []
         self.transaction_admin = DisabledTransactionAdmin()
+
+    def lookup_topic(self, topic: str, listener_name: str) -> dict[str, str | None]:
+        if listener_name:
+            raise ResourceNotFoundError(f"the broker do not have {listener_name} listener")
+        return LookupData(
+            "pulsar://127.0.0.1:6650", None, "http://127.0.0.1:8080", None
+        ).to_json()
+
+    def auto_create_partitioned(self, topic: str) -> None:
+        pass  # the fake namespaces auto-create non-partitioned topics only
 
     def _topic(self, topic: str) -> dict[str, str]:
         if topic not in self.topics:

@@ -36,6 +36,7 @@ ROLES = ("root", "acme-admin", "app", "stranger")
 
 # Concrete values for every path parameter of the admin routes.
 PATH_VALUES = {
+    "domain": "persistent",
     "tenant": "acme",
     "namespace": "orders",
     "topic": "placed",

@@ -19,7 +19,7 @@ from quasar.broker.service import BrokerService
 from quasar.broker.subscription import SUB_EXCLUSIVE, SUB_FAILOVER, SUB_SHARED
 from quasar.broker.topic import PersistentTopic
 from quasar.config import ServiceConfiguration
-from quasar.errors import ProducerBusy
+from quasar.errors import ProducerBusy, ProducerFenced
 from quasar.protocol import FrameDecoder, TopicName, make_entry, pb
 from quasar.storage import MemoryManagedLedgerFactory
 from quasar.storage.api import InitialPosition, Position, resolve_append
@@ -127,11 +127,12 @@ async def test_adding_and_removing_a_producer_does_not_scan_the_topics_producers
     for p in producers:
         await topic.add_producer(p)
     assert len(topic.producers) == 1000
-    # Name uniqueness and exclusive access are still enforced, from the indexes.
+    # Name uniqueness and exclusive access are still enforced, from the index and
+    # the count.
     with pytest.raises(ProducerBusy, match="already connected"):
         await topic.add_producer(Producer(producer_id=9999, producer_name="p-7",
                                           connection=conn))
-    with pytest.raises(ProducerBusy, match="1000 connected producers"):
+    with pytest.raises(ProducerFenced, match="existing shared producers"):
         await topic.add_producer(Producer(producer_id=9998, producer_name="x",
                                           connection=conn, access_mode=ACCESS_EXCLUSIVE))
     for p in producers:

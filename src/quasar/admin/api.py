@@ -123,6 +123,25 @@ class AdminBroker(Protocol):
         client has used yet does not exist and is not listed here."""
         ...
 
+    def lookup_topic(self, topic: str, listener_name: str) -> dict[str, str | None]:
+        """The HTTP lookup's answer for ``topic`` through ``listener_name`` ("" for
+        none): Pulsar's ``LookupData`` JSON.
+
+        Raises:
+            TopicNotFound: the topic's namespace does not exist (404).
+            ResourceNotFoundError: the broker has no listener of that name (404).
+        """
+        ...
+
+    def auto_create_partitioned(self, topic: str) -> None:
+        """Record ``topic`` as a partitioned topic if it does not exist and its
+        namespace auto-creates partitioned topics (as PARTITIONED_METADATA does).
+
+        Raises:
+            NotAllowedError: the auto-created count would exceed the bound.
+        """
+        ...
+
     def topic_exists(self, topic: str) -> bool:
         """Whether a non-partitioned topic or a partition exists (one lookup, not a
         listing)."""

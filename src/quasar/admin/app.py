@@ -25,6 +25,7 @@ from quasar.admin.corrupt_records import routes as corrupt_record_routes
 from quasar.admin.dashboard import DASHBOARD_ASSET_PATHS, DASHBOARD_KEY
 from quasar.admin.dashboard import routes as dashboard_routes
 from quasar.admin.http import AUTHORIZATION_KEY, BROKER_KEY
+from quasar.admin.lookup import routes as lookup_routes
 from quasar.admin.namespaces import routes as namespace_routes
 from quasar.admin.openapi import routes as openapi_routes
 from quasar.admin.permissions import routes as permission_routes
@@ -165,4 +166,5 @@ def create_admin_app(
     app.add_routes(permission_routes)
     app.add_routes(dashboard_routes)
     app.add_routes(openapi_routes)
+    app.add_routes(lookup_routes)
     return app

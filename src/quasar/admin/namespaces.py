@@ -115,9 +115,13 @@ async def delete_namespace(request: web.Request) -> web.Response:
 async def list_namespace_topics(request: web.Request) -> web.StreamResponse:
     namespace = existing_namespace(request)
     include_system = query_bool(request, "includeSystemTopic")
-    return await json_list_response(
-        request, namespace_topics(broker_of(request), namespace, include_system)
-    )
+    # Pulsar's Mode (the pulsar client's HTTP lookup sends it): every topic this
+    # broker serves is persistent, so NON_PERSISTENT lists none.
+    mode = request.query.get("mode", "PERSISTENT")
+    if mode not in ("PERSISTENT", "NON_PERSISTENT", "ALL"):
+        raise BadRequestError(f"Invalid mode {mode!r}: PERSISTENT, NON_PERSISTENT or ALL")
+    topics = namespace_topics(broker_of(request), namespace, include_system)
+    return await json_list_response(request, [] if mode == "NON_PERSISTENT" else topics)
 
 
 # --------------------------------------------------------------------------------------

@@ -80,6 +80,9 @@ BACKLOG_TYPE = QueryParameter(
 )
 FORCE = flag("force", "delete even with connected clients (or non-empty)")
 INCLUDE_SYSTEM = flag("includeSystemTopic")
+TOPIC_MODE = QueryParameter(
+    "mode", {"type": "string", "enum": ["PERSISTENT", "NON_PERSISTENT", "ALL"]}
+)
 RESET_BODY: Schema = {
     "oneOf": [ref("ResetCursorData"), {"type": "string", "enum": ["earliest", "latest"]}]
 }
@@ -158,7 +161,7 @@ _table("namespaces", [
     ("GET", NS, Operation("A namespace's policies", json(ref("Policies")))),
     ("DELETE", NS, Operation("Delete a namespace", NO_CONTENT, query=(FORCE,))),
     ("GET", NS + "/topics",
-     Operation("The namespace's topics", JSON_STRINGS, query=(INCLUDE_SYSTEM,))),
+     Operation("The namespace's topics", JSON_STRINGS, query=(INCLUDE_SYSTEM, TOPIC_MODE))),
     ("GET", NS + "/retention",
      Operation("Retention policy", policy(ref("RetentionPolicies")))),
     ("POST", NS + "/retention", Operation(
@@ -255,7 +258,9 @@ _table("topics", [
         "Create a partitioned topic", NO_CONTENT, body=INT32, body_required=True
     )),
     ("GET", T + "/partitions",
-     Operation("Partitioned-topic metadata", json(ref("PartitionedTopicMetadata")))),
+     Operation("Partitioned-topic metadata", json(ref("PartitionedTopicMetadata")),
+               query=(flag("checkAllowAutoCreation",
+                           "auto-create a partitioned topic where the namespace would"),))),
     ("POST", T + "/partitions", Operation(
         "Grow a partitioned topic", NO_CONTENT, body=INT32, body_required=True
     )),
@@ -374,6 +379,18 @@ _table("transactions", [
     )),
     ("POST", f"{TXN}/pendingAck/{X}/{{subName}}/skipCorruptRecord", Operation(
         "Skip a corrupt record of a pending-ack log", JSON_OBJECT, query=(POSITION,)
+    )),
+])
+
+_table("lookup", [
+    ("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", Operation(
+        "Where a topic is served: the broker's URLs for the listener asked for",
+        json(ref("LookupData")),
+        query=(
+            flag("authoritative", "no effect: a standalone broker owns every topic"),
+            QueryParameter("listenerName", {"type": "string"},
+                           "the advertised listener (else the X-Pulsar-ListenerName header)"),
+        ),
     )),
 ])
 

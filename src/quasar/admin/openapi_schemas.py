@@ -109,7 +109,17 @@ COMPONENT_SCHEMAS: dict[str, Schema] = {
             "storageSize": {"type": "integer"},
             "backlogSize": {"type": "integer"},
             "publishers": {"type": "array", "items": {"type": "object"}},
+            "waitingPublishers": {"type": "integer"},
             "subscriptions": {"type": "object"},
+        },
+    },
+    # LookupData.java: the HTTP lookup's answer (null where a port is off).
+    "LookupData": {
+        "type": "object",
+        "required": ["brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls", "nativeUrl"],
+        "properties": {
+            name: {"type": "string", "nullable": True}
+            for name in ("brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls", "nativeUrl")
         },
     },
     "CompactionStatus": {
@@ -137,6 +147,7 @@ COMPONENT_SCHEMAS: dict[str, Schema] = {
 # Names are plain strings (the handlers answer 412 for an invalid one, which the
 # fuzzer is meant to try); numbers are Pulsar's Java types.
 PATH_PARAMETERS: dict[str, Schema] = {
+    "domain": {"type": "string", "enum": ["persistent", "non-persistent"]},
     "tenant": {"type": "string", "pattern": NAME_PATTERN, "example": "public"},
     "namespace": {"type": "string", "pattern": NAME_PATTERN, "example": "default"},
     "topic": {"type": "string", "example": "fuzz-topic"},

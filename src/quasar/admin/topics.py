@@ -125,6 +125,10 @@ async def create_partitioned_topic(request: web.Request) -> web.Response:
 @access(TOPIC_LOOKUP)
 async def get_partitioned_metadata(request: web.Request) -> web.Response:
     topic = topic_param(request)
+    if query_bool(request, "checkAllowAutoCreation"):
+        # The pulsar client's HTTP lookup asks this way: auto-create the partitioned
+        # topic as the binary PARTITIONED_METADATA would.
+        broker_of(request).auto_create_partitioned(topic)
     metadata = broker_of(request).resources.partitioned_topics.get(topic)
     # Pulsar answers {"partitions": 0} for anything that is not a partitioned topic.
     return json_response({"partitions": 0} if metadata is None else metadata.to_json())

@@ -31,6 +31,7 @@ from .cursor_ops import (
     reset_position,
     skip_entries,
 )
+from .lookup_data import lookup_data
 from .message_peek import PeekedMessage, peeked_message
 from .namespace_admin import NamespaceAdmin
 from .service import BrokerService
@@ -75,6 +76,21 @@ class AdminAdapter:
         """PIP-160 switches (``quasar.admin.txn_batch_log``); None: no transactions."""
         txns = self.service.transactions
         return None if txns is None else txns.batched_logs
+
+    def lookup_topic(self, topic: str, listener_name: str) -> dict[str, str | None]:
+        name = TopicName.parse(topic)
+        # As the binary LOOKUP answers (server/lookup_commands.py).
+        if not self.service.namespace_exists(name.namespace_name):
+            raise TopicNotFound(f"Namespace {name.namespace_name} does not exist")
+        try:
+            return lookup_data(self.service.config.broker, listener_name).to_json()
+        except ServiceNotReady as exc:
+            # Over HTTP the request names something that does not exist: 404 with
+            # the binary answer's message, not a server error.
+            raise ResourceNotFoundError(str(exc)) from None
+
+    def auto_create_partitioned(self, topic: str) -> None:
+        self.service.partitioned_metadata(TopicName.parse(topic))
 
     async def _topic(self, topic: str, create_partition: bool = False) -> PersistentTopic:
         """The topic or partition; with ``create_partition`` a partition of a

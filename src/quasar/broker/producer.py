@@ -42,6 +42,10 @@ class Producer:
     connection: ProducerConnection
     access_mode: int = ACCESS_SHARED
     epoch: int = 0
+    # The topic epoch the client brought back from an earlier grant of exclusive
+    # access (CommandProducer.topic_epoch), and the one it holds once attached.
+    requested_topic_epoch: int | None = None
+    topic_epoch: int | None = None
     user_provided_name: bool = False
     metadata: dict[str, str] | None = None
     schema_version: bytes = b""

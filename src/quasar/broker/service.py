@@ -51,10 +51,12 @@ from .entry_info import EntryInfoCache, info_capacity
 from .hostile_input import HostileInputRefusals
 from .input_bounds import InputBounds
 from .message_expiry import MessageExpiryMonitor
+from .producer_access import ProducerAccess
 from .read_limits import ReadLimits
 from .schema import SchemaRegistry
 from .termination import forget_terminated, is_terminated
 from .topic import PersistentTopic
+from .topic_epoch import epoch_saver, forget_topic_epoch, load_topic_epoch
 from .transactions import TransactionService
 
 log = logging.getLogger(__name__)
@@ -430,6 +432,9 @@ class BrokerService:
         )
         topic = PersistentTopic(self, name, ledger, dedup_max_producers)
         topic.terminated = is_terminated(self.store, name)
+        topic.access = ProducerAccess(
+            load_topic_epoch(self.store, name), epoch_saver(self.store, name)
+        )
         await topic.load()
         self.topics[name.full] = topic
         log.info("loaded topic %s", name.full)
@@ -471,6 +476,7 @@ class BrokerService:
             pass
         self.store.delete(f"{TOPICS_ROOT}/{_topic_key(name)}")
         forget_terminated(self.store, name)
+        forget_topic_epoch(self.store, name)
         if not name.is_partition:
             self.schemas.delete(_topic_key(name))
 

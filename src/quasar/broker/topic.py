@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections import deque
 from collections.abc import Callable
 
 from quasar.errors import (
@@ -52,13 +51,8 @@ from .compaction import CompactionService
 from .consumer import Consumer
 from .dedup import DupStatus, MessageDeduplication
 from .entry_info import EntryInfo, entry_info
-from .producer import (
-    ACCESS_EXCLUSIVE,
-    ACCESS_EXCLUSIVE_WITH_FENCING,
-    ACCESS_SHARED,
-    ACCESS_WAIT_FOR_EXCLUSIVE,
-    Producer,
-)
+from .producer import Producer
+from .producer_access import ProducerAccess
 from .stats_rates import MessageRate, average_msg_size, estimated_backlog_size
 from .subscription import SUB_KEY_SHARED, SUB_SHARED, Subscription
 from .txn_sends import TransactionalSends
@@ -92,14 +86,12 @@ class PersistentTopic:
         self.ledger = ledger
         self.partition_index = name.partition_index
         self.producers: dict[int, Producer] = {}  # by id(producer)
-        # Registration looks producers up in these instead of scanning them all, so
-        # adding one costs the same however many the topic has: producers with a
-        # name their client chose, by name, and those holding exclusive access.
+        # Registration looks producers with a name their client chose up here instead
+        # of scanning them all, so adding one costs the same however many there are.
         self._named_producers: dict[str, Producer] = {}
-        self._exclusive_producers: dict[int, Producer] = {}  # by id(producer)
+        # The service replaces it with one holding the topic's recorded epoch.
+        self.access = ProducerAccess()
         self.subscriptions: dict[str, Subscription] = {}
-        self.topic_epoch = 0
-        self._waiting_exclusive: deque[tuple[Producer, asyncio.Future[None]]] = deque()
         self.dedup: MessageDeduplication | None = (
             None
             if dedup_max_producers is None
@@ -219,12 +211,16 @@ class PersistentTopic:
         await self.txn_sends.rebuild(self.ledger, tb.ongoing_transactions())
 
     # -- producers ---------------------------------------------------------------------
-    async def add_producer(self, producer: Producer) -> None:
-        """Attach a producer, honouring access modes.
+    async def add_producer(
+        self, producer: Producer, on_queued: Callable[[], None] = lambda: None
+    ) -> None:
+        """Attach a producer, honouring its access mode (``producer_access.py``);
+        ``on_queued`` runs if a WaitForExclusive producer has to wait.
 
         Raises:
-            ProducerBusy: another producer holds exclusive access (or exists when
-                Exclusive is requested), or the name is already connected.
+            ProducerBusy: a shared producer while exclusive access is held or
+                awaited, or the name is already connected.
+            ProducerFenced: an exclusive producer refused (``ProducerAccess``).
         """
         if self.closed:
             raise ServiceNotReady(f"Topic {self.name} is closing")
@@ -234,51 +230,39 @@ class PersistentTopic:
             raise ProducerBusy(
                 f"Producer with name '{producer.producer_name}' is already connected"
             )
-        mode = producer.access_mode
-        exclusive_holder = next(iter(self._exclusive_producers.values()), None)
-        if mode == ACCESS_SHARED:
-            if exclusive_holder is not None:
-                raise ProducerBusy(
-                    f"Topic has an existing exclusive producer: {exclusive_holder.producer_name}"
-                )
-        elif mode == ACCESS_EXCLUSIVE:
-            if self.producers:
-                raise ProducerBusy(
-                    f"Topic has {len(self.producers)} connected producers"
-                )
-            self.topic_epoch += 1
-        elif mode == ACCESS_EXCLUSIVE_WITH_FENCING:
-            for p in list(self.producers.values()):
-                p.connection.close_producer(p.producer_id)
-                self.remove_producer(p)
-            self.topic_epoch += 1
-        elif mode == ACCESS_WAIT_FOR_EXCLUSIVE:
-            if self.producers:
-                fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                self._waiting_exclusive.append((producer, fut))
-                await fut
-            self.topic_epoch += 1
-        key = id(producer)
-        self.producers[key] = producer
+        producer.topic_epoch = await self.access.acquire(
+            producer, self.producers, self._fence, on_queued
+        )
+        if self.closed:  # it closed while a WaitForExclusive producer waited
+            self.access.release(producer, len(self.producers))
+            raise ServiceNotReady(f"Topic {self.name} is closing")
+        self.producers[id(producer)] = producer
         if producer.user_provided_name:
             self._named_producers[producer.producer_name] = producer
-        if producer.exclusive:
-            self._exclusive_producers[key] = producer
+
+    def _fence(self, producer: Producer) -> None:
+        """Close ``producer`` for an ExclusiveWithFencing one (CLOSE_PRODUCER)."""
+        producer.connection.close_producer(producer.producer_id)
+        self.remove_producer(producer)
+
+    @property
+    def topic_epoch(self) -> int | None:
+        """The epoch of the latest grant of exclusive access (None: never held)."""
+        return self.access.topic_epoch
+
+    @property
+    def waiting_producers(self) -> int:
+        """Producers queued for exclusive access."""
+        return self.access.waiting_count
 
     def remove_producer(self, producer: Producer) -> None:
         producer.closed = True
         key = id(producer)
         if self.producers.get(key) is producer:
             del self.producers[key]
-            self._exclusive_producers.pop(key, None)
             if self._named_producers.get(producer.producer_name) is producer:
                 del self._named_producers[producer.producer_name]
-        if not self.producers:
-            while self._waiting_exclusive:
-                _, fut = self._waiting_exclusive.popleft()
-                if not fut.done():
-                    fut.set_result(None)
-                    break
+        self.access.release(producer, len(self.producers))
 
     def last_sequence_id(self, producer_name: str) -> int:
         return self.dedup.last_sequence_id(producer_name) if self.dedup else -1
@@ -697,6 +681,7 @@ class PersistentTopic:
             "backlogSize": self.backlog_size(),
             "delayedMessageIndexSizeInBytes": self.delayed_index_size_bytes(),
             "publishers": [p.stats() for p in self.producers.values()],
+            "waitingPublishers": self.waiting_producers,
             "subscriptions": subs,
             "replication": {},
             "deduplicationStatus": "Enabled" if self.dedup else "Disabled",

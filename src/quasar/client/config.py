@@ -148,6 +148,14 @@ def parse_service_url(url: str) -> list[tuple[str, int]]:
         InvalidUrl: neither a ``pulsar://`` nor a ``pulsar+ssl://`` URL.
     """
     parts = urlsplit(url)
+    if parts.scheme in ("http", "https"):
+        # The pulsar client looks topics up over HTTP with such a URL; quasar's
+        # client speaks only the binary protocol.
+        raise InvalidUrl(
+            f"unsupported service URL {url!r}: quasar's client does not look topics "
+            "up over http:// or https://; give the broker's pulsar://host:port "
+            "(or pulsar+ssl://) URL"
+        )
     if parts.scheme not in ("pulsar", TLS_SCHEME) or not parts.netloc:
         raise InvalidUrl(
             f"unsupported service URL {url!r} "

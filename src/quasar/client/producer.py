@@ -170,6 +170,9 @@ class ProducerImpl:
             self.config.initial_backoff_ms, self.config.max_backoff_ms
         )
         self._reconnect_task: asyncio.Task[None] | None = None
+        # Set when another producer fenced this one out (ExclusiveWithFencing): every
+        # later send fails with it, as the pulsar client's fenced state answers.
+        self._fenced: ProducerFenced | None = None
 
     # --- connect ---------------------------------------------------------------------
 
@@ -286,6 +289,8 @@ class ProducerImpl:
                     self.topic,
                     exc,
                 )
+                if isinstance(exc, ProducerFenced):
+                    self._fenced = exc
                 self._fail_all(exc)
                 self.state = State.CLOSED
                 return
@@ -387,6 +392,8 @@ class ProducerImpl:
     async def _acquire_slot(self, size: int) -> None:
         """Take a pending-message slot and ``size`` bytes of the client's memory."""
         while True:
+            if self._fenced is not None:
+                raise ProducerFenced(str(self._fenced))
             if self.state in (State.CLOSING, State.CLOSED):
                 raise AlreadyClosed(f"producer on {self.topic} is closed")
             if self._slots_used < self._max_pending:

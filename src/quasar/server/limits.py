@@ -105,10 +105,11 @@ class ConnectionLimits:
     def admit_producer_on_topic(self, topic: PersistentTopic) -> None:
         """Raises:
         ProducerBusy: the topic has ``maxProducersPerTopic`` producers (Pulsar's
-            answer and message).
+            answer and message); those waiting for exclusive access count too, so
+            the limit also bounds their queue.
         """
         limit = self.settings.max_producers_per_topic
-        if limit and len(topic.producers) >= limit:
+        if limit and len(topic.producers) + topic.waiting_producers >= limit:
             self.refused("maxProducersPerTopic")
             raise ProducerBusy("Topic reached max producers limit")
 

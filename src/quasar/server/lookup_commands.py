@@ -5,6 +5,7 @@ from the broker's metadata."""
 from __future__ import annotations
 
 from quasar.auth.authorization import CONSUME
+from quasar.broker.lookup_data import lookup_data
 from quasar.broker.schema import decode_version, encode_version
 from quasar.errors import QuasarError, TopicNotFound
 from quasar.protocol import pb
@@ -69,15 +70,16 @@ class LookupCommands:
             require(ctx, ctx.authorization.can_lookup(name, ctx.principal), "Lookup", name.full)
             if not ctx.service.namespace_exists(name.namespace_name):
                 raise TopicNotFound(f"Namespace {name.namespace_name} does not exist")
-            # Standalone: this broker owns every topic, so the answer is always itself.
+            # Standalone: this broker owns every topic, so the answer is always itself,
+            # through the listener the client named (lookup_data.py). Both URLs, for
+            # the ports that are on: a client connected over TLS follows
+            # brokerServiceUrlTls, a plaintext one brokerServiceUrl.
+            found = lookup_data(ctx.settings, c.advertised_listener_name)
             r.response = pb.CommandLookupTopicResponse.Connect
-            # Both URLs, for the ports that are on: a client connected over TLS
-            # follows brokerServiceUrlTls, a plaintext one brokerServiceUrl.
-            settings = ctx.settings
-            if settings.broker_service_url is not None:
-                r.brokerServiceUrl = settings.broker_service_url
-            if settings.broker_service_url_tls is not None:
-                r.brokerServiceUrlTls = settings.broker_service_url_tls
+            if found.broker_url is not None:
+                r.brokerServiceUrl = found.broker_url
+            if found.broker_url_tls is not None:
+                r.brokerServiceUrlTls = found.broker_url_tls
             r.authoritative = True
         except QuasarError as e:
             code, message = error_code_and_message(self._ctx.refusals.counted(e))

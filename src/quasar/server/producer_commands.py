@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from quasar.broker.producer import ACCESS_WAIT_FOR_EXCLUSIVE, Producer
+from quasar.broker.producer import Producer
 from quasar.broker.schema import encode_version
 from quasar.broker.topic import PersistentTopic
 from quasar.errors import (
@@ -67,6 +67,10 @@ class ProducerCommands:
         self._producers = ctx.producers
         self._max_message_size = ctx.settings.max_message_size
         self._txn_ownership = TxnOwnership(ctx)
+        # Creations waiting for exclusive access, by producer id: a CLOSE_PRODUCER
+        # for one ends its wait (at most one per producer id, so the connection's
+        # producer limit bounds this map).
+        self._waiting: dict[int, asyncio.Task[object]] = {}
 
     def handlers(self) -> dict[int, CommandHandler]:
         spawn = self._ctx.spawn
@@ -135,21 +139,33 @@ class ProducerCommands:
                 connection=ctx,
                 access_mode=c.producer_access_mode,
                 epoch=c.epoch,
+                requested_topic_epoch=c.topic_epoch if c.HasField("topic_epoch") else None,
                 user_provided_name=user_named and c.user_provided_producer_name,
                 metadata={kv.key: kv.value for kv in c.metadata},
                 schema_version=schema_version,
             )
-            if producer.access_mode == ACCESS_WAIT_FOR_EXCLUSIVE and topic.producers:
-                # Tell the client it is queued; the real success follows later.
-                ctx.send_command(
-                    replies.producer_success(request_id, producer, topic, ready=False)
-                )
             # A producer starts only after the transaction buffer recovered, so its
             # first message cannot overtake data the buffer is still replaying.
             await topic.check_transactions_recovered(c.txn_enabled)
             ctx.limits.admit_producer_on_topic(topic)
-            await topic.add_producer(producer)
-            if ctx.closed:
+
+            def queued() -> None:
+                # A WaitForExclusive producer is told it is queued; the real success
+                # follows once it has access.
+                task = asyncio.current_task()
+                assert task is not None
+                self._waiting[pid] = task
+                ctx.send_command(
+                    replies.producer_success(request_id, producer, topic, ready=False)
+                )
+
+            try:
+                await topic.add_producer(producer, on_queued=queued)
+            finally:
+                self._waiting.pop(pid, None)
+            if ctx.closed or ctx.producer_futures.get(pid) is not fut:
+                # The connection closed, or the client closed the producer while it
+                # waited for exclusive access.
                 topic.remove_producer(producer)
                 return
             ctx.producers[pid] = (producer, topic)
@@ -254,6 +270,11 @@ class ProducerCommands:
         ctx = self._ctx
         entry = ctx.producers.pop(c.producer_id, None)
         ctx.producer_futures.pop(c.producer_id, None)
+        waiting = self._waiting.pop(c.producer_id, None)
+        if waiting is not None:
+            # Closed while it waited for exclusive access: it leaves the queue, as
+            # Pulsar fails a creation closed before it completed.
+            waiting.cancel()
         if entry is not None:
             producer, topic = entry
             topic.remove_producer(producer)

@@ -86,8 +86,8 @@ def producer_success(
     s.last_sequence_id = topic.last_sequence_id(producer.producer_name)
     if producer.schema_version:
         s.schema_version = producer.schema_version
-    if producer.exclusive:
-        s.topic_epoch = topic.topic_epoch
+    if producer.topic_epoch is not None:
+        s.topic_epoch = producer.topic_epoch
     s.producer_ready = ready
     return cmd
 
