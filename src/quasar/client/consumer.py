@@ -32,7 +32,7 @@ from quasar.client.acks import (
 from quasar.client.backoff import Backoff
 from quasar.client.chunk_receiver import ChunkReceiver
 from quasar.client.connection import ClientConnection, ConnectionPool, make_command
-from quasar.client.dead_letter import LetterTopics
+from quasar.client.dead_letter import LetterTopics, ParkedMessages
 from quasar.client.enums import ConsumerType
 from quasar.client.exceptions import (
     CumulativeAcknowledgementNotAllowedError,
@@ -154,7 +154,7 @@ class ConsumerImpl:
         # (received with a redelivery count at the policy's maximum), by entry.
         shared = options.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared)
         self.letters = letters if shared else None
-        self._dead_letter_candidates: dict[EntryKey, list[Message]] = {}
+        self._parked = ParkedMessages()
         reader = options.crypto_key_reader
         self._decryptor = None if reader is None else MessageDecryptor(reader)
         self.chunks = ChunkReceiver(
@@ -351,8 +351,7 @@ class ConsumerImpl:
             self.batch_acks.register(key, decoded.batch_size, decoded.unacked_bits)
         letters = self.letters
         if letters is not None and letters.is_candidate(cmd.redelivery_count):
-            if decoded.messages:
-                self._dead_letter_candidates[key] = list(decoded.messages)
+            self._parked.add(key, decoded.messages)
         for msg in decoded.messages:
             self.queue.put(msg)
         # A message held back undecrypted stays unacknowledged on the broker (which
@@ -429,8 +428,8 @@ class ConsumerImpl:
         key = mid.entry_key
         self.nacks.remove(mid)
         self.unacked.remove(mid)
-        if self._dead_letter_candidates:
-            self._forget_candidate(mid)
+        if self._parked:
+            self._parked.forget(mid)
         if isinstance(mid, ChunkMessageId):
             for chunk_key in mid.chunk_keys:
                 self._queue_individual(chunk_key, None)
@@ -644,7 +643,7 @@ class ConsumerImpl:
             for m in self.nacks.pop_due(now) + self.unacked.pop_due(now)
             if isinstance(m, MessageId)
         ]
-        if ids and self._dead_letter_candidates:
+        if ids and self._parked:
             ids = self._dead_letter(ids)
         if ids:
             self.redeliver(ids)
@@ -652,38 +651,15 @@ class ConsumerImpl:
 
     # --- dead letters ----------------------------------------------------------------
 
-    def _forget_candidate(self, mid: MessageId) -> None:
-        key = mid.entry_key
-        messages = self._dead_letter_candidates.get(key)
-        if messages is None:
-            return
-        left = [m for m in messages if m.message_id().batch_index() != mid.batch_index()]
-        if left and mid.is_batch_member():
-            self._dead_letter_candidates[key] = left
-        else:
-            del self._dead_letter_candidates[key]
-
     def _dead_letter(self, ids: list[MessageId]) -> list[MessageId]:
         """Start dead-lettering the candidates among ``ids``; returns the others,
         which are redelivered as usual."""
         letters = self.letters
         assert letters is not None
-        wanted = {(m.entry_key, m.batch_index()) for m in ids}
-        parked: list[Message] = []
-        for key in {m.entry_key for m in ids}:
-            messages = self._dead_letter_candidates.get(key)
-            if messages is None:
-                continue
-            chosen = [
-                m for m in messages if (key, m.message_id().batch_index()) in wanted
-            ]
-            parked += chosen
-            for m in chosen:
-                self._forget_candidate(m.message_id())
+        parked, others = self._parked.take(ids)
         if parked:
             self._loop.create_task(self._send_to_dead_letter(letters, parked))
-        done = {m.message_id() for m in parked}
-        return [m for m in ids if m not in done]
+        return others
 
     async def _send_to_dead_letter(
         self, letters: LetterTopics, messages: list[Message]
@@ -728,7 +704,7 @@ class ConsumerImpl:
             return
         cleared = self.queue.remove_where(lambda m: m._consumer is self)
         self.unacked.clear()
-        self._dead_letter_candidates.clear()
+        self._parked.clear()
         self.chunks.clear()
         self._conn.send_command(cmd)
         self._return_permits(cleared)

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from quasar.client.consumer_policies import ConsumerDeadLetterPolicy
 from quasar.client.message import Message
+from quasar.client.message_id import MessageId
 from quasar.client.outgoing import OutgoingMessage
 
 log = logging.getLogger(__name__)
@@ -155,6 +156,52 @@ def _reconsume_times(message: Message) -> int:
         return int(message.properties().get(RECONSUME_TIMES, "0"))
     except ValueError:
         return 0
+
+
+class ParkedMessages:
+    """The messages one consumer sends to the dead-letter topic instead of asking for
+    their redelivery: those received with a redelivery count at the policy's maximum,
+    by entry, until acknowledged or dead-lettered. They are messages the consumer
+    holds anyway (queued or handed out), so the map is as bounded as its queue."""
+
+    def __init__(self) -> None:
+        self._by_entry: dict[tuple[int, int], list[Message]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._by_entry)
+
+    def add(self, key: tuple[int, int], messages: list[Message]) -> None:
+        if messages:
+            self._by_entry[key] = list(messages)
+
+    def forget(self, mid: MessageId) -> None:
+        """``mid`` was acknowledged: it goes nowhere."""
+        messages = self._by_entry.get(mid.entry_key)
+        if messages is None:
+            return
+        left = [m for m in messages if m.message_id().batch_index() != mid.batch_index()]
+        if left and mid.is_batch_member():
+            self._by_entry[mid.entry_key] = left
+        else:
+            del self._by_entry[mid.entry_key]
+
+    def take(self, ids: list[MessageId]) -> tuple[list[Message], list[MessageId]]:
+        """The parked messages among ``ids`` (no longer parked), and the other ids."""
+        wanted = {(m.entry_key, m.batch_index()) for m in ids}
+        parked: list[Message] = []
+        for key in {m.entry_key for m in ids}:
+            messages = self._by_entry.get(key)
+            if messages is None:
+                continue
+            chosen = [m for m in messages if (key, m.message_id().batch_index()) in wanted]
+            parked += chosen
+            for m in chosen:
+                self.forget(m.message_id())
+        done = {m.message_id() for m in parked}
+        return parked, [m for m in ids if m not in done]
+
+    def clear(self) -> None:
+        self._by_entry.clear()
 
 
 class ConsumerLetters:
