@@ -120,6 +120,10 @@ class ConsumerCommands:
                 read_compacted=c.read_compacted,
                 metadata={kv.key: kv.value for kv in c.metadata},
                 key_shared_mode=c.keySharedMeta.keySharedMode if c.HasField("keySharedMeta") else None,
+                key_shared_ranges=tuple(
+                    (r.start, r.end) for r in c.keySharedMeta.hashRanges
+                ),
+                allow_out_of_order_delivery=c.keySharedMeta.allowOutOfOrderDelivery,
                 max_unacked_messages=service.config.dispatch.max_unacked_messages_per_consumer
                 if c.subType in (pb.CommandSubscribe.Shared, pb.CommandSubscribe.Key_Shared)
                 else 0,
