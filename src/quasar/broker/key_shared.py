@@ -54,7 +54,7 @@ class KeyedConsumer(Protocol):
 def key_hash(key: bytes | None) -> int:
     """Pulsar's ``Murmur3_32Hash.makeHash`` of a sticky key (``None``: ``NONE_KEY``),
     in ``[0, 2**31)``."""
-    return mmh3.hash(key or NONE_KEY, 0, signed=False) & _INT32_MAX
+    return mmh3.hash(NONE_KEY if key is None else key, 0, signed=False) & _INT32_MAX
 
 
 def sticky_key_hash(key: bytes) -> int:
