@@ -13,8 +13,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from quasar.broker.key_shared import KEY_HASH_RANGE_SIZE, key_hash, sticky_key_hash
 from quasar.broker.entry_info import entry_info
+from quasar.broker.key_shared import KEY_HASH_RANGE_SIZE, key_hash, sticky_key_hash
 from quasar.protocol import make_entry, pb
 
 _M32 = 0xFFFF_FFFF

@@ -40,7 +40,7 @@ from .key_shared import (
     key_hash,
 )
 
-_MODE_NAMES = {pb.AUTO_SPLIT: "AUTO_SPLIT", pb.STICKY: "STICKY"}
+_MODE_NAMES: dict[int, str] = {pb.AUTO_SPLIT: "AUTO_SPLIT", pb.STICKY: "STICKY"}
 
 
 def mode_of(consumer: Consumer) -> int:
