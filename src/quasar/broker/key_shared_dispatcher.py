@@ -23,7 +23,7 @@ Every consumer of a subscription must declare the same Key_Shared mode and
 
 from __future__ import annotations
 
-from collections import Counter
+import bisect
 
 from quasar.errors import ConsumerBusy
 from quasar.protocol import pb
@@ -73,7 +73,8 @@ class KeySharedDispatcher(SharedDispatcher):
         # back by a consumer has none until it is read again); bounded with the
         # replay set.
         self._replay_hash: dict[Position, int] = {}
-        self._waiting_hashes: Counter[int] = Counter()
+        # hash -> the positions of its waiting entries, sorted.
+        self._waiting: dict[int, list[Position]] = {}
 
     # -- policy ------------------------------------------------------------------------
     def same_policy(self, consumer: Consumer) -> bool:
@@ -164,16 +165,15 @@ class KeySharedDispatcher(SharedDispatcher):
         self._requeue(p)
         if p not in self._replay_hash:
             self._replay_hash[p] = h
-            self._waiting_hashes[h] += 1
+            bisect.insort(self._waiting.setdefault(h, []), p)
 
     def _forget_hash(self, p: Position) -> None:
         h = self._replay_hash.pop(p, None)
         if h is not None:
-            n = self._waiting_hashes[h] - 1
-            if n:
-                self._waiting_hashes[h] = n
-            else:
-                del self._waiting_hashes[h]
+            positions = self._waiting[h]
+            del positions[bisect.bisect_left(positions, p)]
+            if not positions:
+                del self._waiting[h]
 
     def discard_replay(self, position: Position) -> None:
         super().discard_replay(position)
@@ -187,7 +187,7 @@ class KeySharedDispatcher(SharedDispatcher):
     def clear_replay(self) -> None:
         super().clear_replay()
         self._replay_hash.clear()
-        self._waiting_hashes.clear()
+        self._waiting.clear()
 
     def _blocked(self, c: Consumer | None, p: Position) -> bool:
         return c is None or not c.available() or self._held_back(c, p)
@@ -259,7 +259,7 @@ class KeySharedDispatcher(SharedDispatcher):
 
     def _send_keyed(self, batch: list[tuple[Entry, EntryInfo]], blocked: set[Consumer]) -> bool:
         sent = False
-        waiting = self._waiting_hashes
+        waiting = self._waiting
         for e, info in batch:
             d = self.delivery(e, info)
             if d is None:
@@ -268,7 +268,7 @@ class KeySharedDispatcher(SharedDispatcher):
             c = self._consumer_for(h)
             if (
                 c is None
-                or h in waiting  # an earlier entry of this key waits
+                or (h in waiting and waiting[h][0] < e.position)  # an earlier one waits
                 or c in blocked
                 or self._blocked(c, e.position)
             ):
