@@ -22,6 +22,7 @@ from quasar.broker.key_shared import (
     checked_ranges,
     key_hash,
 )
+from quasar.config import ServiceConfiguration
 from quasar.errors import REFUSED_KEY_SHARED_RANGES, ConsumerAssignError, take_refusal
 
 _order = count()
@@ -147,3 +148,28 @@ def test_well_formed_ranges_come_back_sorted() -> None:
     assert checked_ranges([(100, 200), (0, 99), (65535, 65535)]) == [
         (0, 99), (100, 200), (65535, 65535)
     ]
+
+
+def test_the_key_shared_settings_load_with_pulsars_defaults() -> None:
+    dispatch = ServiceConfiguration.load().dispatch
+    assert dispatch.subscription_key_shared_use_consistent_hashing is True
+    assert dispatch.subscription_key_shared_consistent_hashing_replica_points == 100
+    loaded = ServiceConfiguration.load(
+        overrides={"subscriptionKeySharedConsistentHashingReplicaPoints": "7"}
+    )
+    assert loaded.dispatch.subscription_key_shared_consistent_hashing_replica_points == 7
+    with pytest.raises(ValueError, match="subscriptionKeySharedUseConsistentHashing"):
+        ServiceConfiguration.load(overrides={"subscriptionKeySharedUseConsistentHashing": "false"})
+    with pytest.raises(ValueError, match="subscriptionKeySharedConsistentHashingReplicaPoints"):
+        ServiceConfiguration.load(
+            overrides={"subscriptionKeySharedConsistentHashingReplicaPoints": "0"}
+        )
+
+
+def test_replica_points_set_how_many_points_a_consumer_puts_on_the_ring() -> None:
+    s = ConsistentHashSelector(7)
+    c = _C("only")
+    s.add(c)
+    (ranges,) = s.ranges().values()
+    # Seven points give seven ranges, plus the one that wraps round to the first point.
+    assert len(ranges) == 8
