@@ -210,8 +210,12 @@ class KeySharedDispatcher(SharedDispatcher):
                 break
             h = self._replay_hash.get(p)
             if h is not None:
+                if h in stuck_hashes:
+                    # Checked first: a full replay set of stuck keys costs one set
+                    # lookup per entry, not a selector lookup.
+                    continue
                 c = self._consumer_for(h)
-                if h in stuck_hashes or c in blocked or self._blocked(c, p):
+                if c in blocked or self._blocked(c, p):
                     stuck_hashes.add(h)
                     if c is not None:
                         blocked.add(c)
