@@ -20,10 +20,12 @@ from quasar.broker.key_shared import (
     ConsistentHashSelector,
     StickyRangeSelector,
     checked_ranges,
+    declared_ranges,
     key_hash,
 )
 from quasar.config import ServiceConfiguration
 from quasar.errors import REFUSED_KEY_SHARED_RANGES, ConsumerAssignError, take_refusal
+from quasar.protocol import pb
 
 _order = count()
 
@@ -173,3 +175,16 @@ def test_replica_points_set_how_many_points_a_consumer_puts_on_the_ring() -> Non
     (ranges,) = s.ranges().values()
     # Seven points give seven ranges, plus the one that wraps round to the first point.
     assert len(ranges) == 8
+
+
+def test_declared_ranges_are_kept_for_sticky_only_and_bounded_by_the_hash_space() -> None:
+    meta = pb.KeySharedMeta(keySharedMode=pb.STICKY)
+    meta.hashRanges.add(start=0, end=9)
+    assert declared_ranges(pb.STICKY, meta.hashRanges) == ((0, 9),)
+    assert declared_ranges(pb.AUTO_SPLIT, meta.hashRanges) == ()
+    assert declared_ranges(None, meta.hashRanges) == ()
+    for n in range(65536):
+        meta.hashRanges.add(start=n, end=n)
+    with pytest.raises(ConsumerAssignError) as raised:
+        declared_ranges(pb.STICKY, meta.hashRanges)
+    assert take_refusal(raised.value) == REFUSED_KEY_SHARED_RANGES

@@ -31,6 +31,7 @@ from typing import Protocol
 import mmh3
 
 from quasar.errors import REFUSED_KEY_SHARED_RANGES, ConsumerAssignError, tag_refusal
+from quasar.protocol import pb
 
 # Pulsar's DEFAULT_HASH_RANGE_SIZE: the space STICKY hash ranges are expressed in.
 KEY_HASH_RANGE_SIZE = 65536
@@ -165,6 +166,34 @@ def checked_ranges(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
             )
         prev_end = end
     return out
+
+
+class DeclaredRange(Protocol):
+    """An ``IntRange`` of ``KeySharedMeta.hashRanges``."""
+
+    @property
+    def start(self) -> int: ...
+
+    @property
+    def end(self) -> int: ...
+
+
+def declared_ranges(mode: int | None, ranges: Sequence[DeclaredRange]) -> tuple[tuple[int, int], ...]:
+    """The hash ranges of a SUBSCRIBE's KeySharedMeta, kept only for STICKY (AUTO_SPLIT
+    ignores them, as Pulsar does).
+
+    Raises:
+        ConsumerAssignError: more ranges than the hash space has slots (they cannot
+            all be disjoint), refused before a frame's worth of them is copied.
+    """
+    if mode != pb.STICKY:
+        return ()
+    if len(ranges) > KEY_HASH_RANGE_SIZE:
+        raise tag_refusal(
+            ConsumerAssignError("Ranges for KeyShared policy with overlap"),
+            REFUSED_KEY_SHARED_RANGES,
+        )
+    return tuple((r.start, r.end) for r in ranges)
 
 
 class StickyRangeSelector:

@@ -8,6 +8,7 @@ import asyncio
 import logging
 
 from quasar.broker.consumer import Consumer
+from quasar.broker.key_shared import declared_ranges
 from quasar.broker.topic import PersistentTopic
 from quasar.errors import (
     REFUSED_SUBSCRIPTION_NAME,
@@ -120,8 +121,9 @@ class ConsumerCommands:
                 read_compacted=c.read_compacted,
                 metadata={kv.key: kv.value for kv in c.metadata},
                 key_shared_mode=c.keySharedMeta.keySharedMode if c.HasField("keySharedMeta") else None,
-                key_shared_ranges=tuple(
-                    (r.start, r.end) for r in c.keySharedMeta.hashRanges
+                key_shared_ranges=declared_ranges(
+                    c.keySharedMeta.keySharedMode if c.HasField("keySharedMeta") else None,
+                    c.keySharedMeta.hashRanges,
                 ),
                 allow_out_of_order_delivery=c.keySharedMeta.allowOutOfOrderDelivery,
                 max_unacked_messages=service.config.dispatch.max_unacked_messages_per_consumer
