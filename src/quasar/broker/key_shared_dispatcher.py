@@ -7,8 +7,9 @@ Shared dispatcher's replay set, two rules keep each key's order:
 * **No overtaking in the replay set.** An entry that could not go out (its consumer
   has no permits, is held back, or no consumer covers its key) waits in the replay
   set with its key's hash. A later entry of the same key never goes before it: the
-  replay round skips entries of a consumer once one of its entries had to stay, and
-  a new entry whose hash waits in the replay set waits too.
+  replay round skips the later entries of a key once one of them had to stay, a new
+  entry whose hash waits in the replay set waits too, and no new entry is read while
+  the set holds entries whose key is not known yet (handed back by a consumer).
 * **Recently joined consumers** (Pulsar 3.x's rule, the one without "draining
   hashes"): a consumer joining while entries are out unacknowledged remembers the
   read position at that moment. It gets entries before that position at once, and
@@ -197,12 +198,10 @@ class KeySharedDispatcher(SharedDispatcher):
         assert c is None or isinstance(c, Consumer)
         return c
 
-    async def _read_replay_keyed(
-        self, max_entries: int, blocked: set[Consumer]
-    ) -> list[tuple[Entry, EntryInfo]]:
+    async def _read_replay_keyed(self, max_entries: int) -> list[tuple[Entry, EntryInfo]]:
         """Read up to ``max_entries`` replay entries that may go out now, in position
-        order. Entries whose hash is known and whose consumer cannot take them stay
-        unread (and block that consumer's later entries: ``blocked``)."""
+        order. An entry whose hash is known and whose consumer cannot take it stays
+        unread, and so do the later entries of its key."""
         chosen: list[Position] = []
         stuck_hashes: set[int] = set()
         for p in self._replay:
@@ -214,11 +213,8 @@ class KeySharedDispatcher(SharedDispatcher):
                     # Checked first: a full replay set of stuck keys costs one set
                     # lookup per entry, not a selector lookup.
                     continue
-                c = self._consumer_for(h)
-                if c in blocked or self._blocked(c, p):
+                if self._blocked(self._consumer_for(h), p):
                     stuck_hashes.add(h)
-                    if c is not None:
-                        blocked.add(c)
                     continue
             chosen.append(p)
         out: list[tuple[Entry, EntryInfo]] = []
@@ -246,22 +242,29 @@ class KeySharedDispatcher(SharedDispatcher):
         if permits <= 0:
             return False
         want = self.read_batch_entries(permits)
-        blocked: set[Consumer] = set()
-        replayed = await self._read_replay_keyed(want, blocked)
-        if replayed and self._send_keyed(replayed, blocked):
+        waiting_before = len(self._replay)
+        unknown_before = waiting_before - len(self._replay_hash)
+        replayed = await self._read_replay_keyed(want)
+        if replayed and self._send_keyed(replayed):
             return True
         if len(self._replay) >= REPLAY_ENTRIES_MAX:
             return False
-        if len(self._replay_hash) < len(self._replay):
+        unknown = len(self._replay) - len(self._replay_hash)
+        if unknown:
             # Entries handed back whose key is not known yet: they are read in the
-            # next rounds before new entries may overtake them.
-            return bool(replayed)
+            # next rounds before new entries may overtake them. Progress is any entry
+            # that left the replay set or whose key became known.
+            return len(self._replay) < waiting_before or unknown < unknown_before
         fresh, moved = await self.read_new(want)
         if fresh:
-            self._send_keyed(fresh, blocked)
+            self._send_keyed(fresh)
         return moved
 
-    def _send_keyed(self, batch: list[tuple[Entry, EntryInfo]], blocked: set[Consumer]) -> bool:
+    def _send_keyed(self, batch: list[tuple[Entry, EntryInfo]]) -> bool:
+        """Hand entries to their keys' consumers; an entry that cannot go now waits
+        in the replay set with its hash, holding back the later entries of its key
+        (per-consumer conditions, no permits or recently joined, hold for all of its
+        later entries anyway)."""
         sent = False
         waiting = self._waiting
         for e, info in batch:
@@ -273,12 +276,8 @@ class KeySharedDispatcher(SharedDispatcher):
             if (
                 c is None
                 or (h in waiting and waiting[h][0] < e.position)  # an earlier one waits
-                or c in blocked
                 or self._blocked(c, e.position)
             ):
-                # Later entries for this consumer must wait too, or a key's order breaks.
-                if c is not None:
-                    blocked.add(c)
                 self._requeue_keyed(e.position, h)
                 continue
             self._hand_over(c, d)
