@@ -88,6 +88,8 @@ EXPECTED_DEFAULTS = {
     "maxUnackedMessagesPerSubscription": 200000,
     "dispatcherMaxReadBatchSize": 100,
     "dispatcherMaxReadSizeBytes": 5 * 1024 * 1024,
+    "subscriptionKeySharedUseConsistentHashing": True,
+    "subscriptionKeySharedConsistentHashingReplicaPoints": 100,
     "authenticationEnabled": False,
     "authenticationProviders": (),
     "anonymousUserRole": "",

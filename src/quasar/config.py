@@ -434,6 +434,12 @@ class PolicyDefaults(Section):
             )
 
 
+def _consistent_hashing_only(value: Any) -> str | None:
+    return None if value is True else (
+        "true (the hash-range splitting selector of Pulsar is not supported)"
+    )
+
+
 @dataclass(frozen=True)
 class DispatchConfig(Section):
     """Limits on what the dispatchers hand out before acknowledgements come back."""
@@ -455,6 +461,16 @@ class DispatchConfig(Section):
     # bytes one read asks for, from the topic's average entry size. Dynamic.
     dispatcher_max_read_size_bytes: int = setting(
         5 * 1024 * 1024, "dispatcherMaxReadSizeBytes", at_least(1)
+    )
+    # Pulsar default: Key_Shared AUTO_SPLIT subscriptions place consumers on a
+    # consistent-hash ring. Pulsar's other AUTO_SPLIT selector (splitting hash ranges
+    # in halves) is not implemented, so only true is accepted.
+    subscription_key_shared_use_consistent_hashing: bool = setting(
+        True, "subscriptionKeySharedUseConsistentHashing", _consistent_hashing_only
+    )
+    # Pulsar default: points each consumer puts on that ring.
+    subscription_key_shared_consistent_hashing_replica_points: int = setting(
+        100, "subscriptionKeySharedConsistentHashingReplicaPoints", at_least(1)
     )
 
 

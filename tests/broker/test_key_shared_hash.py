@@ -10,22 +10,11 @@ from the algorithm's description and from the published test vectors, not from t
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any
-
 from hypothesis import given
 from hypothesis import strategies as st
 
-from quasar.broker.consumer import Consumer
-from quasar.broker.delayed_delivery import DelayedDelivery
-from quasar.broker.dispatcher import (
-    KEY_HASH_RANGE_SIZE,
-    KeySharedDispatcher,
-    sticky_key_hash,
-)
 from quasar.broker.entry_info import entry_info
-from quasar.clock import ManualClock
-from quasar.config import DelayedDeliveryConfig
+from quasar.broker.key_shared import KEY_HASH_RANGE_SIZE, key_hash, sticky_key_hash
 from quasar.protocol import make_entry, pb
 
 _M32 = 0xFFFF_FFFF
@@ -111,72 +100,6 @@ def test_the_sticky_key_is_the_ordering_key_else_the_partition_key() -> None:
     assert entry_info(make_entry(only_partition, b"x")).key == b"pk"
 
 
-class _NoConnection:
-    remote_address = "test"
-    client_version = "test"
-
-    def write(self, frame: bytes) -> None:
-        raise AssertionError("nothing is sent in this test")
-
-    def close_consumer(self, consumer_id: int) -> None:
-        raise AssertionError("nothing is closed in this test")
-
-
-def _dispatcher(*names: str) -> tuple[KeySharedDispatcher, list[Consumer]]:
-    # The dispatcher's collaborators are Protocols (broker/api.py): routing keys touches
-    # none of them, so bare stand-ins do.
-    sub: Any = SimpleNamespace(cursor=None, txns=None, compacted_read=None)
-    topic: Any = SimpleNamespace(
-        recent_infos=None,
-        delayed_delivery=DelayedDelivery(DelayedDeliveryConfig(), ManualClock()),
-    )
-    d = KeySharedDispatcher(sub, topic)
-    consumers = [
-        Consumer(consumer_id=i, consumer_name=n, subscription_name="s",
-                 sub_type=pb.CommandSubscribe.Key_Shared, connection=_NoConnection())
-        for i, n in enumerate(names)
-    ]
-    for c in consumers:
-        d.consumers.append(c)
-        d._ring_add(c)
-    return d, consumers
-
-
-def test_a_consumer_leaving_takes_exactly_its_points_off_the_ring() -> None:
-    d, consumers = _dispatcher(*(f"c{n}" for n in range(50)))
-    fresh, _ = _dispatcher()
-    for c in consumers:
-        if c.consumer_id % 3:
-            fresh.consumers.append(c)
-            fresh._ring_add(c)
-    for c in consumers:
-        if c.consumer_id % 3 == 0:
-            d.consumers.remove(c)
-            d._ring_remove(c)
-    # The same ring as one built from the consumers that stayed.
-    assert [(h, o, id(c)) for h, o, c in d._ring] == [
-        (h, o, id(c)) for h, o, c in fresh._ring
-    ]
-
-
-def test_the_ring_owner_of_a_key_is_the_first_point_at_or_after_its_hash() -> None:
-    d, consumers = _dispatcher("alpha", "beta", "gamma")
-    points = sorted(
-        (sticky_key_hash(f"{c.consumer_name}{i}".encode()), c.order, c)
-        for c in consumers
-        for i in range(KeySharedDispatcher.POINTS_PER_CONSUMER)
-    )
-    for n in range(200):
-        key = f"key-{n}".encode()
-        h = sticky_key_hash(key)
-        owner = next((c for p, _, c in points if p >= h), points[0][2])
-        assert d.consumer_for(key) is owner
-    # Messages without a key all go to the owner of Pulsar's NONE_KEY.
-    assert d.consumer_for(None) is d.consumer_for(b"NONE_KEY")
-
-
-def test_keys_spread_over_every_consumer_and_stay_put() -> None:
-    d, consumers = _dispatcher("alpha", "beta", "gamma")
-    owners = {f"key-{n}": d.consumer_for(f"key-{n}".encode()) for n in range(1000)}
-    assert set(owners.values()) == set(consumers)
-    assert all(d.consumer_for(k.encode()) is c for k, c in owners.items())
+def test_key_hash_is_the_masked_murmur3_and_none_is_none_key() -> None:
+    assert key_hash(b"Hello, world!") == 0xC036_3E43 & 0x7FFF_FFFF
+    assert key_hash(None) == key_hash(b"NONE_KEY") == _murmur3_x86_32(b"NONE_KEY") & 0x7FFF_FFFF

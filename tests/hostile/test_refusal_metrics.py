@@ -194,6 +194,23 @@ def test_an_over_long_consumer_name(broker: BrokerProcess) -> None:
     counted_once(broker, "client_name", refuse)
 
 
+@pytest.mark.parametrize("ranges", [[(100, 10)], [(-5, 10)], [(0, 70_000)], []])
+def test_malformed_sticky_hash_ranges(broker: BrokerProcess, ranges: list[tuple[int, int]]) -> None:
+    raw = connected(broker)
+    cmd = subscribe(topic_name(), "s")
+    cmd.subscribe.subType = pb.CommandSubscribe.Key_Shared
+    cmd.subscribe.keySharedMeta.keySharedMode = pb.STICKY
+    for start, end in ranges:
+        cmd.subscribe.keySharedMeta.hashRanges.add(start=start, end=end)
+
+    def refuse() -> None:
+        answer = raw.request(cmd, T.ERROR)
+        assert answer.error.error == ServerError.ConsumerAssignError
+
+    counted_once(broker, "key_shared_ranges", refuse)
+    still_served(raw)
+
+
 def test_an_over_long_transaction_client_name(broker: BrokerProcess) -> None:
     tc = RawCoordinator(broker.port)
     assert tc.connect(0).error == 0  # not set: the coordinator is ready

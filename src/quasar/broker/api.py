@@ -261,6 +261,11 @@ class BrokerContext(Protocol):
         ...
 
     @property
+    def key_shared_replica_points(self) -> int:
+        """``subscriptionKeySharedConsistentHashingReplicaPoints``."""
+        ...
+
+    @property
     def transactions(self) -> TransactionComponents | None:
         """None when transactions are disabled on this broker. Read at each use: the
         composition root sets it after the service is built."""

@@ -80,6 +80,10 @@ class Consumer:
     read_compacted: bool = False
     metadata: dict[str, str] = field(default_factory=dict)
     key_shared_mode: int | None = None
+    # KeySharedMeta: the STICKY hash ranges it declared (inclusive) and whether it
+    # accepts out-of-order delivery when consumers join.
+    key_shared_ranges: tuple[tuple[int, int], ...] = ()
+    allow_out_of_order_delivery: bool = False
     max_unacked_messages: int = 50_000  # maxUnackedMessagesPerConsumer
     connected_since_ms: int = 0
     # Shared with the other consumers of the same connection.

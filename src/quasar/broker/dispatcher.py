@@ -11,11 +11,7 @@ Three policies, one loop shape:
   and are sent before new entries.
   Entries whose ``deliver_at_time`` lies ahead wait in the subscription's delayed
   index (``delayed_delivery.py``) and join the replay set when due.
-* ``KeySharedDispatcher``: like Shared, but every key belongs to one consumer (a
-  consistent-hash ring over consumer names, in Pulsar's hash range space: Murmur3
-  32-bit of the sticky key, modulo 65536). A consumer that joins late may not receive
-  entries read after it joined until everything before was acknowledged, so a key's
-  order survives the hand-over (Pulsar's "recently joined consumers" rule).
+* Key_Shared builds on Shared in ``key_shared_dispatcher.py``.
 
 A dispatcher is given its subscription (``api.DispatchSubscription``) and what it reads
 of the topic (``api.TopicReadView``); it knows nothing else of either.
@@ -34,8 +30,6 @@ import bisect
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 
-import mmh3
-
 from quasar.errors import RemoteProtocolError, StorageError
 from quasar.protocol.ack_set import and_, or_
 from quasar.storage.api import Entry, Position
@@ -49,18 +43,6 @@ log = logging.getLogger(__name__)
 
 # How many entries may wait in the replay set before reading new entries pauses.
 REPLAY_ENTRIES_MAX = 10_000
-# Key_Shared hashes keys into this many slots (Pulsar's DEFAULT_HASH_RANGE_SIZE, the
-# space STICKY consumers' hash ranges are expressed in).
-KEY_HASH_RANGE_SIZE = 65536
-_INT32_MAX = 0x7FFF_FFFF
-
-
-def sticky_key_hash(key: bytes) -> int:
-    """Where ``key`` falls in the Key_Shared hash range ``[0, 65536)``, as Pulsar
-    computes it: Murmur3 x86 32-bit (seed 0) of the key's bytes, made non-negative
-    (``& Integer.MAX_VALUE``), modulo the range size."""
-    return (mmh3.hash(key, 0, signed=False) & _INT32_MAX) % KEY_HASH_RANGE_SIZE
-
 
 class Dispatcher:
     """Shared machinery: the run loop, entry filtering and the replay set."""
@@ -599,103 +581,6 @@ class SharedDispatcher(Dispatcher):
                 continue  # nothing left in it to deliver
             c = self._next_available()
             if c is None:
-                self._requeue(e.position)
-                continue
-            self._hand_over(c, d)
-            sent = True
-        return sent
-
-
-def _ring_key(point: tuple[int, int, Consumer]) -> tuple[int, int]:
-    return point[0], point[1]
-
-
-class KeySharedDispatcher(SharedDispatcher):
-    """Key_Shared (AUTO_SPLIT): a consistent-hash ring maps each key to one consumer."""
-
-    POINTS_PER_CONSUMER = 100  # Pulsar subscriptionKeySharedConsistentHashingReplicaPoints
-    NONE_KEY = b"NONE_KEY"
-
-    def __init__(self, subscription: DispatchSubscription, topic: TopicReadView) -> None:
-        super().__init__(subscription, topic)
-        self._ring: list[tuple[int, int, Consumer]] = []
-        # consumer -> read position when it joined (entries at or after it are held back
-        # from that consumer until everything before is acknowledged)
-        self._recently_joined: dict[Consumer, Position] = {}
-
-    def _points(self, c: Consumer) -> list[tuple[int, int]]:
-        """Where ``c`` sits on the ring: its points' (hash, join order) keys."""
-        return [
-            (sticky_key_hash(f"{c.consumer_name}{i}".encode()), c.order)
-            for i in range(self.POINTS_PER_CONSUMER)
-        ]
-
-    # The ring is kept sorted by (hash, join order) and changed point by point, so
-    # a consumer joining or leaving costs its own points' insertions and removals,
-    # not a rebuild from every consumer's points.
-    def _ring_add(self, c: Consumer) -> None:
-        ring = self._ring
-        for h, order in self._points(c):
-            bisect.insort_right(ring, (h, order, c), key=_ring_key)
-
-    def _ring_remove(self, c: Consumer) -> None:
-        ring = self._ring
-        for point in self._points(c):
-            i = bisect.bisect_left(ring, point, key=_ring_key)
-            while i < len(ring) and _ring_key(ring[i]) == point:
-                if ring[i][2] is c:
-                    del ring[i]
-                    break
-                i += 1
-
-    def consumer_for(self, key: bytes | None) -> Consumer | None:
-        if not self._ring:
-            return None
-        h = sticky_key_hash(key or self.NONE_KEY)
-        i = bisect.bisect_left(self._ring, h, key=lambda t: t[0])
-        return self._ring[i % len(self._ring)][2]
-
-    def add_consumer(self, consumer: Consumer) -> None:
-        if self.consumers:
-            self._recently_joined[consumer] = self.cursor.read_position
-        self.consumers.append(consumer)
-        self._ring_add(consumer)
-        self.schedule()
-
-    def remove_consumer(self, consumer: Consumer) -> None:
-        self._recently_joined.pop(consumer, None)
-        if consumer in self.consumers:
-            self.consumers.remove(consumer)
-            self._ring_remove(consumer)
-        self.add_replay(consumer.take_pending(), count_redelivery=True)
-        self.schedule()
-
-    def _held_back(self, c: Consumer, position: Position) -> bool:
-        joined = self._recently_joined.get(c)
-        if joined is None:
-            return False
-        if self.cursor.mark_delete_position >= self.topic.ledger.previous_position(joined):
-            del self._recently_joined[c]
-            return False
-        return position >= joined
-
-    def _send(self, batch: list[tuple[Entry, EntryInfo]]) -> bool:
-        sent = False
-        blocked: set[Consumer] = set()
-        for e, info in batch:
-            d = self.delivery(e, info)
-            if d is None:
-                continue  # nothing left in it to deliver
-            c = self.consumer_for(info.key)
-            if (
-                c is None
-                or c in blocked
-                or not c.available()
-                or self._held_back(c, e.position)
-            ):
-                # Later entries for this consumer must wait too, or a key's order breaks.
-                if c is not None:
-                    blocked.add(c)
                 self._requeue(e.position)
                 continue
             self._hand_over(c, d)

@@ -99,6 +99,10 @@ class BrokerService:
         # The dispatchers' read bounds; a run-time change updates them in place.
         self.read_limits = ReadLimits.of(config.dispatch)
         self.compaction_retain_null_key = config.broker.topic_compaction_retain_null_key
+        # Points each Key_Shared consumer puts on its subscription's hash ring.
+        self.key_shared_replica_points = (
+            config.dispatch.subscription_key_shared_consistent_hashing_replica_points
+        )
         # Every topic's ledger gets this unless its namespace sets a retention policy.
         self._default_ledger_config = config.managed_ledger_config()
         self.ledgers = ledgers

@@ -37,11 +37,12 @@ from .compacted_read import CompactedReadState
 from .consumer import Consumer
 from .dispatcher import (
     Dispatcher,
-    KeySharedDispatcher,
     SharedDispatcher,
     SingleActiveConsumerDispatcher,
 )
 from .entry_info import entry_info
+from .key_shared import checked_ranges
+from .key_shared_dispatcher import KeySharedDispatcher, mode_of
 from .pending_acks import SubscriptionTransactions
 from .stats_rates import MessageRate
 
@@ -78,6 +79,7 @@ class Subscription:
         self.name = name
         self.cursor = cursor
         self._bounds = broker.input_bounds
+        self._key_shared_replica_points = broker.key_shared_replica_points
         self.durable = durable
         self.sub_type: int | None = None
         self.dispatcher: Dispatcher | None = None
@@ -136,10 +138,15 @@ class Subscription:
 
         Raises:
             ConsumerBusy: an Exclusive subscription already has a consumer, or the
-                subscription has consumers of another type.
+                subscription has consumers of another type (or Key_Shared policy).
+            ConsumerAssignError: Key_Shared STICKY hash ranges that are malformed or
+                overlap another consumer's.
             ServiceNotReady: the subscription's pending-ack log has an unreadable
                 record.
         """
+        if consumer.sub_type == SUB_KEY_SHARED and mode_of(consumer) == pb.STICKY:
+            # Malformed ranges are refused before any dispatcher is made for them.
+            checked_ranges(consumer.key_shared_ranges)
         d = self.dispatcher
         if d is not None and d.consumers:
             if self.sub_type != consumer.sub_type:
@@ -153,13 +160,20 @@ class Subscription:
             # Entries acknowledged in open transactions are unknown: delivering
             # could hand out messages a committed transaction consumed.
             raise self.txns.not_ready("subscribe")
-        if d is None or self.sub_type != consumer.sub_type:
+        if (
+            d is None
+            or self.sub_type != consumer.sub_type
+            or (isinstance(d, KeySharedDispatcher) and not d.consumers
+                and not d.same_policy(consumer))
+        ):
             if d is not None:
                 d.close()
-                if d.delayed_messages:
-                    # Its delayed index goes with it: read those entries again.
+                if d.delayed_messages or isinstance(d, KeySharedDispatcher):
+                    # What it held back (its delayed index; for Key_Shared, whose new
+                    # policy gets a new dispatcher as in Pulsar, its replay set too) is
+                    # read again from mark-delete on.
                     self.cursor.rewind()
-            d = self._new_dispatcher(consumer.sub_type)
+            d = self._new_dispatcher(consumer)
             self.dispatcher = d
             self.sub_type = consumer.sub_type
         d.add_consumer(consumer)
@@ -167,14 +181,17 @@ class Subscription:
             self._resubscribe_timer.cancel()
             self._resubscribe_timer = None
 
-    def _new_dispatcher(self, sub_type: int) -> Dispatcher:
+    def _new_dispatcher(self, consumer: Consumer) -> Dispatcher:
+        sub_type = consumer.sub_type
         if sub_type in (SUB_EXCLUSIVE, SUB_FAILOVER):
             self.cursor.rewind()
             return SingleActiveConsumerDispatcher(
                 self, self.topic, sub_type == SUB_FAILOVER, self.topic.partition_index
             )
         if sub_type == SUB_KEY_SHARED:
-            return KeySharedDispatcher(self, self.topic)
+            return KeySharedDispatcher(
+                self, self.topic, consumer, self._key_shared_replica_points
+            )
         return SharedDispatcher(self, self.topic)
 
     def remove_consumer(self, consumer: Consumer) -> None:
@@ -352,9 +369,10 @@ class Subscription:
             self.check_end_of_topic()
         self.topic.on_subscription_acked()
         if self.dispatcher is not None and (
-            self.dispatcher.replay_size or self.sub_type == SUB_SHARED
+            self.dispatcher.replay_size or self.sub_type in (SUB_SHARED, SUB_KEY_SHARED)
         ):
-            # Acks can unblock Key_Shared hand-overs and unacked-message limits.
+            # Acks can unblock Key_Shared hand-overs (recently joined consumers wait
+            # for mark-delete) and unacked-message limits.
             self.dispatcher.schedule()
 
     # -- transactions ------------------------------------------------------------------
@@ -515,13 +533,32 @@ class Subscription:
             "unackedMessages": self.unacked_messages(),
             "isDurable": self.durable,
             "isReplicated": False,
-            "consumers": [c.stats() for c in consumers],
+            "consumers": self._consumer_stats(consumers),
             "lastMarkDeletePosition": str(self.cursor.mark_delete_position),
             "msgRateRedeliver": self.rate_redeliver.msg_rate,
             "msgRateExpired": self.rate_expired.msg_rate,
             "totalMsgExpired": self.total_msg_expired,
             "blockedSubscriptionOnUnackedMsgs": self.blocked_on_unacked(),
             **self.txns.status(),
+            **self._key_shared_stats(),
+        }
+
+    def _consumer_stats(self, consumers: list[Consumer]) -> list[dict[str, object]]:
+        d = self.dispatcher
+        if not isinstance(d, KeySharedDispatcher):
+            return [c.stats() for c in consumers]
+        ranges = d.key_hash_ranges()
+        return [{**c.stats(), "keyHashRanges": ranges.get(c, [])} for c in consumers]
+
+    def _key_shared_stats(self) -> dict[str, object]:
+        """Pulsar's Key_Shared fields of SubscriptionStats."""
+        d = self.dispatcher
+        if not isinstance(d, KeySharedDispatcher):
+            return {}
+        return {
+            "keySharedMode": "STICKY" if d.mode == pb.STICKY else "AUTO_SPLIT",
+            "allowOutOfOrderDelivery": d.allow_out_of_order_delivery,
+            "consumersAfterMarkDeletePosition": d.consumers_after_mark_delete(),
         }
 
     def internal_stats(self) -> dict[str, object]:

@@ -8,6 +8,7 @@ import asyncio
 import logging
 
 from quasar.broker.consumer import Consumer
+from quasar.broker.key_shared import declared_ranges
 from quasar.broker.topic import PersistentTopic
 from quasar.errors import (
     REFUSED_SUBSCRIPTION_NAME,
@@ -120,6 +121,11 @@ class ConsumerCommands:
                 read_compacted=c.read_compacted,
                 metadata={kv.key: kv.value for kv in c.metadata},
                 key_shared_mode=c.keySharedMeta.keySharedMode if c.HasField("keySharedMeta") else None,
+                key_shared_ranges=declared_ranges(
+                    c.keySharedMeta.keySharedMode if c.HasField("keySharedMeta") else None,
+                    c.keySharedMeta.hashRanges,
+                ),
+                allow_out_of_order_delivery=c.keySharedMeta.allowOutOfOrderDelivery,
                 max_unacked_messages=service.config.dispatch.max_unacked_messages_per_consumer
                 if c.subType in (pb.CommandSubscribe.Shared, pb.CommandSubscribe.Key_Shared)
                 else 0,
