@@ -51,7 +51,8 @@ from .hostile_input import HostileInputRefusals
 from .input_bounds import InputBounds
 from .message_expiry import MessageExpiryMonitor
 from .read_limits import ReadLimits
-from .schema import SchemaRegistry
+from .schema import SchemaPolicy, SchemaRegistry
+from .schema_policy import schema_policy_of
 from .termination import forget_terminated, is_terminated
 from .topic import PersistentTopic
 from .transactions import TransactionService
@@ -103,7 +104,11 @@ class BrokerService:
             store,
             max_partitions=config.policies.max_num_partitions_per_partitioned_topic,
         )
-        self.schemas = SchemaRegistry(store, self._schema_compatibility_strategy)
+        self.schemas = SchemaRegistry(
+            store,
+            self._schema_policy,
+            max_versions=config.policies.max_schema_versions_per_topic,
+        )
         # Parsed metadata kept for dispatch, sized like the entry cache.
         self.entry_infos = EntryInfoCache(
             info_capacity(config.managed_ledger.managed_ledger_cache_size_bytes)
@@ -162,11 +167,11 @@ class BrokerService:
             override.default_num_partitions or s.default_num_partitions,
         )
 
-    def _schema_compatibility_strategy(self, topic_key: str) -> str:
-        """The strategy of the namespace of a schema key (``tenant/ns/domain/local``)."""
+    def _schema_policy(self, topic_key: str) -> SchemaPolicy:
+        """The schema rules of the namespace of a schema key
+        (``tenant/ns/domain/local``), the broker's defaults where it sets none."""
         tenant, namespace = topic_key.split("/", 2)[:2]
-        policies = self._policies(f"{tenant}/{namespace}")
-        return "UNDEFINED" if policies is None else policies.schema_compatibility_strategy
+        return schema_policy_of(self._policies(f"{tenant}/{namespace}"), self.config.policies)
 
     def _dedup_enabled(self, namespace: str) -> bool:
         policies = self._policies(namespace)
@@ -468,7 +473,7 @@ class BrokerService:
         self.store.delete(f"{TOPICS_ROOT}/{_topic_key(name)}")
         forget_terminated(self.store, name)
         if not name.is_partition:
-            self.schemas.delete(_topic_key(name))
+            self.schemas.remove_all(_topic_key(name))
 
     def schema_key(self, name: TopicName) -> str:
         """Schemas are shared by all partitions: key them by the base topic."""

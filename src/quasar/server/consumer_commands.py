@@ -29,6 +29,7 @@ from quasar.transaction.coordinator.ownership import not_owner
 from . import replies
 from .context import CommandHandler, ConnectionContext
 from .permissions import refuse_system_topic, require
+from .schema_attach import attach_consumer_schema
 from .txn_ownership import TxnOwnership
 from .wire import (
     client_given_name,
@@ -108,7 +109,7 @@ class ConsumerCommands:
             )
             topic = await service.get_topic(name, create=True)
             if c.HasField("schema"):
-                service.schemas.check_compatible(service.schema_key(name), schema_info(c.schema))
+                attach_consumer_schema(service, topic, name, schema_info(c.schema))
             consumer = Consumer(
                 consumer_id=cid,
                 consumer_name=c.consumer_name or f"consumer-{cid}",
