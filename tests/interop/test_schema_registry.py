@@ -3,6 +3,7 @@ strategy, deletion, the admin API, and schemas across both clients."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -12,6 +13,7 @@ import pulsar
 import pytest
 
 import quasar.client
+from quasar.cli.main import main
 from quasar.errors import ServerError
 from quasar.protocol import encode_command, pb
 from quasar.protocol.schema_data import decode_key_value
@@ -332,3 +334,29 @@ def test_consumer_closed_while_subscribing_leaves_the_subscription_free(
                 for a in first} == {(T.ERROR, 1), (T.SUCCESS, 2)}
     finally:
         client.close()
+
+
+def test_cli_schemas(broker: BrokerProcess, admin: Admin, tmp_path: Any,
+                     capsys: pytest.CaptureFixture[str]) -> None:
+    ns = namespace_with(admin, "FULL")
+    topic = f"persistent://{ns}/cli"
+
+    def cli(*argv: str) -> Any:
+        code = main(["--log-level", "WARNING", "admin", "--admin-url", broker.admin_url,
+                     "--output", "json", *argv])
+        out = capsys.readouterr().out
+        return code, json.loads(out) if out.strip() else None
+
+    payload = tmp_path / "schema.json"
+    payload.write_text(json.dumps({"type": "AVRO", "schema": AVRO_V1, "properties": {}}))
+    assert cli("schemas", "upload", topic, "--filename", str(payload)) == (
+        0, {"version": {"version": 0}})
+    code, got = cli("schemas", "get", topic)
+    assert (code, got["type"], got["data"]) == (0, "AVRO", AVRO_V1)
+    assert cli("schemas", "compatibility", topic, "-f", str(payload))[1]["compatibility"]
+    assert cli("schemas", "delete", topic) == (0, {"version": 1})
+    assert cli("schemas", "get", topic)[0] == 1
+    assert cli("namespaces", "set-schema-compatibility-strategy", ns, "-c", "BACKWARD")[0] == 0
+    assert cli("namespaces", "get-schema-compatibility-strategy", ns) == (0, "BACKWARD")
+    assert cli("namespaces", "set-is-allow-auto-update-schema", ns, "--disable")[0] == 0
+    assert cli("namespaces", "get-is-allow-auto-update-schema", ns) == (0, False)
