@@ -55,6 +55,7 @@ PATH_VALUES = {
     "configName": "superUserRoles",
     "configValue": "root",
     "expireTimeInSeconds": "60",
+    "version": "0",
 }
 
 

@@ -22,7 +22,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from quasar.errors import REFUSED_SCHEMA_DEFINITION, IncompatibleSchema, tag_refusal
+from quasar.errors import (
+    REFUSED_SCHEMA_DEFINITION,
+    IncompatibleSchema,
+    QuasarError,
+    tag_refusal,
+)
 from quasar.protocol.schema_data import SchemaDataError, decode_key_value_schema
 
 from .avro_resolution import AvroDefinitionError, can_read, parse_definition
@@ -50,7 +55,7 @@ class SchemaDefinition:
     properties: dict[str, str]
 
 
-def _invalid(message: str) -> IncompatibleSchema:
+def _invalid(message: str) -> QuasarError:
     return tag_refusal(IncompatibleSchema(message), REFUSED_SCHEMA_DEFINITION)
 
 
