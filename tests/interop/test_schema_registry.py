@@ -224,7 +224,9 @@ def test_namespace_schema_policies(official: pulsar.Client, admin: Admin) -> Non
     "writer, reader", [(pulsar, quasar.client), (quasar.client, pulsar)],
     ids=["pulsar-to-quasar", "quasar-to-pulsar"],
 )
-def test_avro_across_clients(broker: BrokerProcess, writer: Any, reader: Any) -> None:
+def test_avro_across_clients(
+    broker: BrokerProcess, admin: Admin, writer: Any, reader: Any
+) -> None:
     topic = f"persistent://public/default/avro-{uuid.uuid4().hex[:8]}"
     w_client, r_client = make_client(writer, broker.url), make_client(reader, broker.url)
     try:
@@ -234,6 +236,9 @@ def test_avro_across_clients(broker: BrokerProcess, writer: Any, reader: Any) ->
         producer.send(w_record(a="héllo", b=42))
         got = consumer.receive(10_000)
         assert (got.value().a, got.value().b) == ("héllo", 42)
+        # Both clients write the same definition for the same class: one version.
+        versions = admin.ok("GET", f"/admin/v2/schemas/{topic.split('://')[1]}/schemas")
+        assert len(versions["getSchemaResponses"]) == 1
     finally:
         w_client.close()
         r_client.close()
@@ -360,3 +365,26 @@ def test_cli_schemas(broker: BrokerProcess, admin: Admin, tmp_path: Any,
     assert cli("namespaces", "get-schema-compatibility-strategy", ns) == (0, "BACKWARD")
     assert cli("namespaces", "set-is-allow-auto-update-schema", ns, "--disable")[0] == 0
     assert cli("namespaces", "get-is-allow-auto-update-schema", ns) == (0, False)
+
+
+def test_protobuf_native_across_clients(
+    broker: BrokerProcess, official: pulsar.Client, admin: Admin
+) -> None:
+    """The official client's ProtobufNativeSchema and quasar's register the same
+    definition; another root message type is incompatible under FULL."""
+    topic = f"persistent://public/default/proto-{uuid.uuid4().hex[:8]}"
+    q = make_client(quasar.client, broker.url)
+    try:
+        consumer = q.subscribe(
+            topic, "s", schema=quasar.client.schema.ProtobufNativeSchema(pb.KeyValue)
+        )
+        producer = official.create_producer(
+            topic, schema=pulsar.schema.ProtobufNativeSchema(pb.KeyValue)
+        )
+        producer.send(pb.KeyValue(key="k", value="v"))
+        assert consumer.receive(10_000).value() == pb.KeyValue(key="k", value="v")
+        versions = admin.ok("GET", f"/admin/v2/schemas/{topic.split('://')[1]}/schemas")
+        assert len(versions["getSchemaResponses"]) == 1  # byte-identical definitions
+        refused(official, topic, pulsar.schema.ProtobufNativeSchema(pb.IntRange))
+    finally:
+        q.close()
