@@ -220,3 +220,14 @@ def test_a_history_written_as_a_bare_list_is_read() -> None:
     r = SchemaRegistry(store)
     assert r.get("k") == (0, SchemaInfo("s", 1, b"", ()))
     assert r.put_if_absent("k", SchemaInfo("s", 1, b"", ())) == 0
+
+
+def test_hostile_nesting_is_refused_not_crashing() -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(AvroDefinitionError):
+        parse_definition(deep)
+    string = SchemaDefinition(STRING, b"", {})
+    nested = kv_definition(kv_definition(string, string), string)
+    with pytest.raises(IncompatibleSchema):
+        registry(SchemaPolicy()).put_if_absent("k", SchemaInfo("s", KV, nested.data,
+                                                             tuple(nested.properties.items())))

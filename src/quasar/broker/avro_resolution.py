@@ -94,22 +94,30 @@ def parse_definition(data: bytes) -> Any:
     Raises:
         AvroDefinitionError: not JSON, or not a valid Avro schema.
     """
+    # A definition comes from a peer: nesting deep enough to exhaust the parser's
+    # recursion is refused like any other malformed definition.
     try:
         raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise AvroDefinitionError(f"Schema definition is not JSON: {e}") from None
     try:
         return fastavro.parse_schema(raw, _write_hint=False)
-    except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError) as e:
+    except (
+        SchemaParseException, ValueError, TypeError, KeyError, AttributeError, RecursionError
+    ) as e:
         raise AvroDefinitionError(f"Invalid Avro schema: {e}") from None
 
 
 def can_read(reader_definition: Any, writer_definition: Any) -> bool:
     """Whether data written with the writer (parsed) schema resolves against the
     reader (parsed) schema."""
-    reader = _Schema(reader_definition)
-    writer = _Schema(writer_definition)
-    return _Resolver(reader, writer).reads(reader.root, writer.root)
+    try:
+        reader = _Schema(reader_definition)
+        writer = _Schema(writer_definition)
+        return _Resolver(reader, writer).reads(reader.root, writer.root)
+    except RecursionError:
+        # Deeper than the resolver can follow: not shown to be readable.
+        return False
 
 
 class _Resolver:

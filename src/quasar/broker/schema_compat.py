@@ -72,6 +72,8 @@ def check_definition(schema: SchemaDefinition) -> None:
             parse_definition(schema.data)
         elif schema.type == TYPE_KEY_VALUE:
             kv = decode_key_value_schema(schema.data, schema.properties)
+            if TYPE_KEY_VALUE in (kv.key_type, kv.value_type):
+                raise SchemaDataError("A KeyValue schema cannot contain a KeyValue schema")
             check_definition(SchemaDefinition(kv.key_type, kv.key_data, kv.key_properties))
             check_definition(
                 SchemaDefinition(kv.value_type, kv.value_data, kv.value_properties)
