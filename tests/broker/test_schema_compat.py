@@ -20,7 +20,7 @@ from quasar.broker.schema_compat import (
     reads,
 )
 from quasar.clock import ManualClock
-from quasar.errors import IncompatibleSchema, ResourceNotFoundError
+from quasar.errors import IncompatibleSchema, MetadataError, ResourceNotFoundError
 from quasar.protocol.schema_data import (
     KeyValueSchemaData,
     SchemaDataError,
@@ -231,3 +231,10 @@ def test_hostile_nesting_is_refused_not_crashing() -> None:
     with pytest.raises(IncompatibleSchema):
         registry(SchemaPolicy()).put_if_absent("k", SchemaInfo("s", KV, nested.data,
                                                              tuple(nested.properties.items())))
+
+
+def test_an_unknown_history_format_is_refused() -> None:
+    store = MemoryMetadataStore()
+    store.put("/schemas/k", json.dumps({"v": 99, "versions": []}).encode())
+    with pytest.raises(MetadataError):
+        SchemaRegistry(store).history("k")

@@ -8,7 +8,7 @@ GET_SCHEMA).
 A topic's history is one metadata-store key, ``/schemas/<tenant>/<ns>/<domain>/<topic>``,
 written (and fsynced) before any answer names a new version::
 
-    {"format": 1,
+    {"v": 1,
      "versions": [{"name": str, "type": int, "data": base64, "properties": [[k, v]...],
                    "timestamp": epoch ms, "deleted": bool}, ...]}
 
@@ -16,7 +16,8 @@ The list index is the version. Deleting a topic's schema appends a *deleted* ent
 tombstone, as Pulsar does): versions keep increasing, the deleted versions stay
 readable by number, and compatibility looks only at the versions after the last
 tombstone, so the next schema is accepted whatever it is. A history without the
-``format`` key (a bare list) is read as format 1 entries without timestamps.
+``v`` key (a bare list) is read as version-1 entries without timestamps; an unknown
+``v`` is refused (``MetadataError``) rather than misread.
 
 Who may add what is the namespace's policy (``SchemaPolicy``): the compatibility
 strategy (``schema_compat.py``), whether producers may add versions at all
@@ -38,6 +39,7 @@ from quasar.clock import Clock, SystemClock
 from quasar.errors import (
     REFUSED_SCHEMA_VERSIONS,
     IncompatibleSchema,
+    MetadataError,
     ResourceNotFoundError,
     tag_refusal,
 )
@@ -166,13 +168,24 @@ class SchemaRegistry:
 
     # -- reading -----------------------------------------------------------------------
     def history(self, topic_key: str) -> list[StoredSchema]:
-        """Every stored version, tombstones included, oldest first."""
+        """Every stored version, tombstones included, oldest first.
+
+        Raises:
+            MetadataError: the stored history is malformed or of an unknown format.
+        """
         found = self._store.get(self._path(topic_key))
         if found is None:
             return []
-        doc = json.loads(found.value)
-        items = doc if isinstance(doc, list) else doc["versions"]
-        return [_entry_of(i, item) for i, item in enumerate(items)]
+        try:
+            doc = json.loads(found.value)
+            if isinstance(doc, dict) and doc.get("v") != FORMAT_VERSION:
+                raise MetadataError(
+                    f"schemas of {topic_key} have unknown format version {doc.get('v')!r}"
+                )
+            items = doc if isinstance(doc, list) else doc["versions"]
+            return [_entry_of(i, item) for i, item in enumerate(items)]
+        except (ValueError, KeyError, TypeError) as e:
+            raise MetadataError(f"malformed schemas of {topic_key}: {e}") from e
 
     def live(self, topic_key: str) -> list[StoredSchema]:
         """The versions after the last deletion: what compatibility looks at."""
@@ -320,7 +333,7 @@ class SchemaRegistry:
             )
         stored = StoredSchema(len(history), schema, self._clock.wall_ms(), deleted)
         doc = {
-            "format": FORMAT_VERSION,
+            "v": FORMAT_VERSION,
             "versions": [_entry_json(s) for s in history] + [_entry_json(stored)],
         }
         # The expected version makes a concurrent writer's lost update a BadVersion.
