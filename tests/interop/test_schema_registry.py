@@ -388,3 +388,23 @@ def test_protobuf_native_across_clients(
         refused(official, topic, pulsar.schema.ProtobufNativeSchema(pb.IntRange))
     finally:
         q.close()
+
+
+def test_official_consumer_reads_older_versions_by_their_schema(
+    official: pulsar.Client, admin: Admin
+) -> None:
+    """Each message carries the version its producer got in PRODUCER_SUCCESS; the
+    official consumer downloads that version (GET_SCHEMA by version) and resolves it
+    against its own schema, so V2 reads V1's message with b's default."""
+    r = records(pulsar)
+    topic = f"persistent://{namespace_with(admin, 'BACKWARD')}/t"
+    consumer = official.subscribe(topic, "s", schema=pulsar.schema.AvroSchema(r["V2"]))
+    official.create_producer(topic, schema=pulsar.schema.AvroSchema(r["V1"])).send(
+        r["V1"](a="old")
+    )
+    official.create_producer(topic, schema=pulsar.schema.AvroSchema(r["V2"])).send(
+        r["V2"](a="new", b=3)
+    )
+    first, second = consumer.receive(10_000), consumer.receive(10_000)
+    assert (first.value().a, first.value().b) == ("old", 7)
+    assert (second.value().a, second.value().b) == ("new", 3)
