@@ -59,6 +59,10 @@ EXPECTED_DEFAULTS = {
     "backlogQuotaDefaultRetentionPolicy": "producer_request_hold",
     "backlogQuotaCheckEnabled": True,
     "backlogQuotaCheckIntervalInSeconds": 60,
+    "schemaCompatibilityStrategy": "FULL",
+    "isAllowAutoUpdateSchemaEnabled": True,
+    "isSchemaValidationEnforced": False,
+    "maxSchemaVersionsPerTopic": 1000,  # quasar's key
     "managedLedgerMaxEntriesPerLedger": 50000,
     "managedLedgerMinLedgerRolloverTimeMinutes": 10,
     "managedLedgerMaxLedgerRolloverTimeMinutes": 240,

@@ -77,6 +77,7 @@ from quasar.protocol.advertised_listeners import (
     AdvertisedListener,
     parse_advertised_listeners,
 )
+from quasar.resources.models import SCHEMA_COMPATIBILITY_STRATEGIES
 from quasar.resources.partitions import JAVA_INT_MAX
 from quasar.storage.api import ManagedLedgerConfig, RetentionPolicy
 from quasar.storage.config import JournalConfig, ManagedLedgerSettings
@@ -420,6 +421,25 @@ class PolicyDefaults(Section):
     # Pulsar default (broker.conf backlogQuotaCheckIntervalInSeconds).
     backlog_quota_check_interval_in_seconds: int = setting(
         60, "backlogQuotaCheckIntervalInSeconds", at_least(1)
+    )
+    # Pulsar default (broker.conf schemaCompatibilityStrategy): the strategy of a
+    # namespace whose schema_compatibility_strategy is UNDEFINED.
+    schema_compatibility_strategy: str = setting(
+        "FULL",
+        "schemaCompatibilityStrategy",
+        one_of(*(s for s in SCHEMA_COMPATIBILITY_STRATEGIES if s != "UNDEFINED")),
+    )
+    # Pulsar default (broker.conf isAllowAutoUpdateSchemaEnabled).
+    is_allow_auto_update_schema_enabled: bool = setting(
+        True, "isAllowAutoUpdateSchemaEnabled"
+    )
+    # Pulsar default (broker.conf isSchemaValidationEnforced).
+    is_schema_validation_enforced: bool = setting(False, "isSchemaValidationEnforced")
+    # quasar's bound on one topic's schema history (deletions included): every
+    # version is kept and rewritten with the history, so a client registering
+    # ever-new schemas cannot grow one topic's metadata without limit.
+    max_schema_versions_per_topic: int = setting(
+        1000, "maxSchemaVersionsPerTopic", at_least(1)
     )
 
     def __post_init__(self) -> None:

@@ -86,6 +86,8 @@ REFUSED_ADMIN_BODY_SIZE = "admin_body_size"  # an admin request body over 1 MiB
 REFUSED_ADMIN_JSON_DEPTH = "admin_json_depth"  # admin JSON nested beyond the parser
 REFUSED_SYSTEM_NAMESPACE = "system_namespace"  # deleting the system tenant or namespace
 REFUSED_KEY_SHARED_RANGES = "key_shared_ranges"  # STICKY hash ranges no client would send
+REFUSED_SCHEMA_DEFINITION = "schema_definition"  # an unparsable schema definition
+REFUSED_SCHEMA_VERSIONS = "schema_versions"  # a topic's schema versions over the bound
 
 # The reasons errors are tagged with; those the batch and ack-set bounds count
 # directly are in ``quasar.protocol.batch_limits``.
@@ -102,6 +104,8 @@ REFUSAL_REASONS = (
     REFUSED_ADMIN_JSON_DEPTH,
     REFUSED_SYSTEM_NAMESPACE,
     REFUSED_KEY_SHARED_RANGES,
+    REFUSED_SCHEMA_DEFINITION,
+    REFUSED_SCHEMA_VERSIONS,
 )
 
 _E = TypeVar("_E", bound="QuasarError")

@@ -20,6 +20,8 @@ from quasar.broker.dynamic_config import DynamicConfiguration
 from quasar.broker.health_check import HealthChecker
 from quasar.broker.lookup_data import LookupData
 from quasar.broker.operations import BrokerOperations
+from quasar.broker.schema import SchemaRegistry
+from quasar.broker.schema_admin import SchemaAdmin
 from quasar.config import ServiceConfiguration
 from quasar.errors import (
     AlreadyExistsError,
@@ -35,7 +37,7 @@ from quasar.errors import (
 from quasar.protocol.namespace_name import parse_topic
 from quasar.resources.store import PulsarResources
 from quasar.storage.api import MetadataStore, Versioned
-from quasar.storage.memory import MemoryManagedLedgerFactory
+from quasar.storage.memory import MemoryManagedLedgerFactory, MemoryMetadataStore
 
 
 class FakeMetadataStore:
@@ -161,6 +163,10 @@ class FakeAdminBroker:
         self.terminated: set[str] = set()
         self.unloaded: list[str] = []
         self.transaction_admin = DisabledTransactionAdmin()
+        # The real registry over a store of its own: schemas need no live topic.
+        self.schemas = SchemaAdmin(
+            SchemaRegistry(MemoryMetadataStore()), lambda topic: topic.split("://", 1)[1]
+        )
 
     def lookup_topic(self, topic: str, listener_name: str) -> dict[str, str | None]:
         if listener_name:

@@ -56,6 +56,7 @@ PATH_VALUES = {
     "configName": "superUserRoles",
     "configValue": "root",
     "expireTimeInSeconds": "60",
+    "version": "0",
 }
 
 

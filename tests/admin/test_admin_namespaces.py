@@ -32,6 +32,8 @@ async def test_create_get_delete_namespace(client: Client) -> None:
         "deduplicationEnabled": None,
         "autoTopicCreationOverride": None,
         "schema_compatibility_strategy": "UNDEFINED",
+        "is_allow_auto_update_schema": None,
+        "schema_validation_enforced": None,
         "auth_policies": {
             "namespace_auth": {},
             "destination_auth": {},

@@ -570,7 +570,7 @@ def test_schema_compatibility_strategy(
         client.create_producer(strict, schema=JsonSchema(Refund))
     assert rest(broker, "PUT", path, "ALWAYS_COMPATIBLE")[0] == 204
     client.create_producer(strict, schema=StringSchema()).close()  # another type too
-    # Other strategies: quasar's same-type rule (the latest version is a string).
+    # Under FULL a JSON schema cannot follow the latest version, a string.
     assert rest(broker, "PUT", path, "FULL")[0] == 204
     with pytest.raises(pulsar.IncompatibleSchema):
         client.create_producer(strict, schema=JsonSchema(Refund))

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from quasar.admin.policy_api import PolicyOperations
 from quasar.admin.txn_api import TransactionAdminApi
+from quasar.broker.schema_admin import SchemaAdmin
 from quasar.resources.store import PulsarResources
 
 __all__ = ["AdminBroker", "EARLIEST", "LATEST"]
@@ -49,6 +50,11 @@ class AdminBroker(Protocol):
     @property
     def transaction_admin(self) -> TransactionAdminApi:
         """The ``/admin/v3/transactions`` queries and the operator's abort."""
+        ...
+
+    @property
+    def schemas(self) -> SchemaAdmin:
+        """A topic's schema history (``/admin/v2/schemas``)."""
         ...
 
     @property

@@ -29,6 +29,7 @@ from quasar.admin.lookup import routes as lookup_routes
 from quasar.admin.namespaces import routes as namespace_routes
 from quasar.admin.openapi import routes as openapi_routes
 from quasar.admin.permissions import routes as permission_routes
+from quasar.admin.schemas import routes as schema_routes
 from quasar.admin.tenants import routes as tenant_routes
 from quasar.admin.topic_expiry import routes as topic_expiry_routes
 from quasar.admin.topic_messages import routes as topic_message_routes
@@ -164,6 +165,7 @@ def create_admin_app(
     app.add_routes(corrupt_record_routes)
     app.router.add_get("/metrics", _metrics)
     app.add_routes(permission_routes)
+    app.add_routes(schema_routes)
     app.add_routes(dashboard_routes)
     app.add_routes(openapi_routes)
     app.add_routes(lookup_routes)

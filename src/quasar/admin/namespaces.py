@@ -299,6 +299,39 @@ async def set_schema_compatibility(request: web.Request) -> web.Response:
     )
 
 
+@routes.get(NS + "/isAllowAutoUpdateSchema")
+@access(TENANT_ADMIN)
+async def get_allow_auto_update_schema(request: web.Request) -> web.Response:
+    return _policy_value(request, lambda p: p.is_allow_auto_update_schema)
+
+
+@routes.post(NS + "/isAllowAutoUpdateSchema")
+@access(TENANT_ADMIN)
+async def set_allow_auto_update_schema(request: web.Request) -> web.Response:
+    allowed = await _bool_body(request)
+    return await _set_policy(request, lambda p: replace(p, is_allow_auto_update_schema=allowed))
+
+
+@routes.get(NS + "/schemaValidationEnforced")
+@access(TENANT_ADMIN)
+async def get_schema_validation_enforced(request: web.Request) -> web.Response:
+    return _policy_value(request, lambda p: p.schema_validation_enforced)
+
+
+@routes.post(NS + "/schemaValidationEnforced")
+@access(TENANT_ADMIN)
+async def set_schema_validation_enforced(request: web.Request) -> web.Response:
+    enforced = await _bool_body(request)
+    return await _set_policy(request, lambda p: replace(p, schema_validation_enforced=enforced))
+
+
+async def _bool_body(request: web.Request) -> bool:
+    value = await read_json(request, required=True)
+    if not isinstance(value, bool):
+        raise BadRequestError("The body must be a JSON boolean")
+    return value
+
+
 # --------------------------------------------------------------------------------------
 # Message TTL and backlog quotas (enforced by broker/message_expiry.py and
 # broker/backlog_quota.py).

@@ -187,6 +187,20 @@ _table("namespaces", [
         "Set the schema compatibility strategy", NO_CONTENT,
         body={"type": "string"}, body_required=True,
     )),
+    ("GET", NS + "/isAllowAutoUpdateSchema",
+     Operation("Whether producers may add schema versions", policy(BOOLEAN))),
+    ("POST", NS + "/isAllowAutoUpdateSchema", Operation(
+        "Set whether producers may add schema versions", NO_CONTENT,
+        body=BOOLEAN, body_required=True,
+    )),
+    ("GET", NS + "/schemaValidationEnforced", Operation(
+        "Whether producers without a schema are refused on topics with one",
+        policy(BOOLEAN),
+    )),
+    ("POST", NS + "/schemaValidationEnforced", Operation(
+        "Set whether producers without a schema are refused on topics with one",
+        NO_CONTENT, body=BOOLEAN, body_required=True,
+    )),
     ("GET", NS + "/messageTTL", Operation("Message TTL in seconds", policy(INT32))),
     ("POST", NS + "/messageTTL", Operation(
         "Set the message TTL in seconds", NO_CONTENT,
@@ -391,6 +405,45 @@ _table("lookup", [
             QueryParameter("listenerName", {"type": "string"},
                            "the advertised listener (else the X-Pulsar-ListenerName header)"),
         ),
+    )),
+])
+
+SCH = V2 + "/schemas/" + X
+_SCHEMA_VERSION: Schema = {
+    "type": "object", "required": ["version"], "properties": {"version": INT64},
+}
+_table("schemas", [
+    ("GET", SCH + "/schema",
+     Operation("The topic's latest schema", json(ref("GetSchemaResponse")))),
+    ("GET", SCH + "/schema/{version}",
+     Operation("One version of the topic's schema", json(ref("GetSchemaResponse")))),
+    ("GET", SCH + "/schemas", Operation("Every version since the last deletion", json({
+        "type": "object",
+        "properties": {
+            "getSchemaResponses": {"type": "array", "items": ref("GetSchemaResponse")},
+        },
+    }))),
+    ("POST", SCH + "/schema", Operation(
+        "Upload a schema (a new version unless an identical one exists)",
+        json({"type": "object", "properties": {"version": _SCHEMA_VERSION}}),
+        body=ref("PostSchemaPayload"), body_required=True,
+    )),
+    ("DELETE", SCH + "/schema",
+     Operation("Delete the topic's schema (a deletion version)", json(_SCHEMA_VERSION))),
+    ("POST", SCH + "/compatibility", Operation(
+        "Test a schema against the topic's schemas and strategy",
+        json({
+            "type": "object",
+            "properties": {
+                "compatibility": BOOLEAN,
+                "schemaCompatibilityStrategy": {"type": "string"},
+            },
+        }),
+        body=ref("PostSchemaPayload"), body_required=True,
+    )),
+    ("POST", SCH + "/version", Operation(
+        "The version of an identical schema", json(_SCHEMA_VERSION),
+        body=ref("PostSchemaPayload"), body_required=True,
     )),
 ])
 

@@ -136,6 +136,29 @@ COMPONENT_SCHEMAS: dict[str, Schema] = {
         },
     },
     "SubscriptionAuthMode": {"type": "string", "enum": ["None", "Prefix"]},
+    # PostSchemaPayload.java: what an upload, a compatibility test and a version
+    # query send.
+    "PostSchemaPayload": {
+        "type": "object",
+        "required": ["type", "schema"],
+        "properties": {
+            "type": {"type": "string", "example": "AVRO"},
+            "schema": {"type": "string"},
+            "properties": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+    },
+    # GetSchemaResponse.java: one version of a topic's schema.
+    "GetSchemaResponse": {
+        "type": "object",
+        "required": ["version", "type", "timestamp", "data", "properties"],
+        "properties": {
+            "version": INT64,
+            "type": {"type": "string"},
+            "timestamp": INT64,
+            "data": {"type": "string"},
+            "properties": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+    },
     "TransactionCoordinator": {
         "type": "object",
         "required": ["id"],
@@ -167,6 +190,7 @@ PATH_PARAMETERS: dict[str, Schema] = {
     "leastSigBits": INT64,
     "timeoutMs": INT64,
     "coordinatorId": {**INT32, "minimum": 0},
+    "version": {**INT64, "minimum": 0},
     # A file under a static resource's prefix.
     "filename": {"type": "string"},
 }

@@ -34,6 +34,7 @@ from .cursor_ops import (
 from .lookup_data import lookup_data
 from .message_peek import PeekedMessage, peeked_message
 from .namespace_admin import NamespaceAdmin
+from .schema_admin import SchemaAdmin
 from .service import BrokerService
 from .subscription import Subscription
 from .termination import terminate
@@ -57,6 +58,9 @@ class AdminAdapter:
         self.service = service
         self._transaction_admin = TransactionAdmin(service)
         self.policy_operations = NamespaceAdmin(service)
+        self._schemas = SchemaAdmin(
+            service.schemas, lambda topic: service.schema_key(TopicName.parse(topic))
+        )
 
     @property
     def resources(self) -> PulsarResources:
@@ -70,6 +74,11 @@ class AdminAdapter:
     def transaction_admin(self) -> TransactionAdmin:
         """``/admin/v3/transactions`` (``quasar.broker.txn_admin``)."""
         return self._transaction_admin
+
+    @property
+    def schemas(self) -> SchemaAdmin:
+        """``/admin/v2/schemas`` (``quasar.broker.schema_admin``)."""
+        return self._schemas
 
     @property
     def transaction_batched_logs(self) -> Any:

@@ -53,7 +53,8 @@ from .input_bounds import InputBounds
 from .message_expiry import MessageExpiryMonitor
 from .producer_access import ProducerAccess
 from .read_limits import ReadLimits
-from .schema import SchemaRegistry
+from .schema import SchemaPolicy, SchemaRegistry
+from .schema_policy import schema_policy_of
 from .termination import forget_terminated, is_terminated
 from .topic import PersistentTopic
 from .topic_epoch import epoch_saver, forget_topic_epoch, load_topic_epoch
@@ -111,7 +112,11 @@ class BrokerService:
             store,
             max_partitions=config.policies.max_num_partitions_per_partitioned_topic,
         )
-        self.schemas = SchemaRegistry(store, self._schema_compatibility_strategy)
+        self.schemas = SchemaRegistry(
+            store,
+            self._schema_policy,
+            max_versions=config.policies.max_schema_versions_per_topic,
+        )
         # Parsed metadata kept for dispatch, sized like the entry cache.
         self.entry_infos = EntryInfoCache(
             info_capacity(config.managed_ledger.managed_ledger_cache_size_bytes)
@@ -172,11 +177,11 @@ class BrokerService:
             override.default_num_partitions or s.default_num_partitions,
         )
 
-    def _schema_compatibility_strategy(self, topic_key: str) -> str:
-        """The strategy of the namespace of a schema key (``tenant/ns/domain/local``)."""
+    def _schema_policy(self, topic_key: str) -> SchemaPolicy:
+        """The schema rules of the namespace of a schema key
+        (``tenant/ns/domain/local``), the broker's defaults where it sets none."""
         tenant, namespace = topic_key.split("/", 2)[:2]
-        policies = self._policies(f"{tenant}/{namespace}")
-        return "UNDEFINED" if policies is None else policies.schema_compatibility_strategy
+        return schema_policy_of(self._policies(f"{tenant}/{namespace}"), self.config.policies)
 
     def _dedup_enabled(self, namespace: str) -> bool:
         policies = self._policies(namespace)
@@ -482,7 +487,7 @@ class BrokerService:
         forget_terminated(self.store, name)
         forget_topic_epoch(self.store, name)
         if not name.is_partition:
-            self.schemas.delete(_topic_key(name))
+            self.schemas.remove_all(_topic_key(name))
 
     def schema_key(self, name: TopicName) -> str:
         """Schemas are shared by all partitions: key them by the base topic."""

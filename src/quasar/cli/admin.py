@@ -27,6 +27,7 @@ from quasar.cli.admin_namespace_policies import (
     add_namespace_policy_commands,
     add_topic_expiry_commands,
 )
+from quasar.cli.admin_schemas import add_schema_policy_commands, add_schemas_group
 from quasar.cli.admin_topic_ops import add_topic_ops_commands
 from quasar.cli.admin_transactions import add_transactions_group
 from quasar.cli.output import OUTPUT_FORMATS, render
@@ -55,6 +56,7 @@ def add_admin_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) ->
     _add_topics(groups)
     add_transactions_group(groups)
     add_brokers_group(groups)
+    add_schemas_group(groups)
 
 
 def _add_tenants(groups: Any) -> None:
@@ -99,6 +101,7 @@ def _add_namespaces(groups: Any) -> None:
     delete.add_argument("namespace", help="tenant/namespace")
     delete.add_argument("--force", action="store_true", help="also delete its topics")
     add_namespace_policy_commands(cmds)
+    add_schema_policy_commands(cmds)
 
 
 def _add_topics(groups: Any) -> None:

@@ -58,7 +58,16 @@ from quasar.client.exceptions import __all__ as _exception_names
 from quasar.client.message import Message
 from quasar.client.message_crypto import CryptoKeyReader, EncryptionKeyInfo
 from quasar.client.message_id import MessageId
-from quasar.client.schema import BytesSchema, JsonSchema, Schema, StringSchema
+from quasar.client.schema import (
+    AvroSchema,
+    BytesSchema,
+    JsonSchema,
+    KeyValueEncodingType,
+    KeyValueSchema,
+    ProtobufNativeSchema,
+    Schema,
+    StringSchema,
+)
 from quasar.client.sync import Client, Consumer, Producer, Reader, Transaction
 from quasar.client.txn_state import TransactionState
 from quasar.protocol.txn_id import TxnID
@@ -68,6 +77,7 @@ __all__ = [
     "AuthenticationBasic",
     "AuthenticationTLS",
     "AuthenticationToken",
+    "AvroSchema",
     "BatchingType",
     "BytesSchema",
     "Client",
@@ -83,12 +93,15 @@ __all__ = [
     "InitialPosition",
     "JsonSchema",
     "KeySharedMode",
+    "KeyValueEncodingType",
+    "KeyValueSchema",
     "KeySharedPolicy",
     "Message",
     "MessageId",
     "PartitionsRoutingMode",
     "Producer",
     "ProducerAccessMode",
+    "ProtobufNativeSchema",
     "Reader",
     "RegexSubscriptionMode",
     "Result",

@@ -9,8 +9,12 @@ broker, and instances hold values by field name::
         y = Integer(required=True)
 
 Fields are nullable unless ``required=True`` (the definition then lists the type
-alone instead of ``["null", type]``), which matches how `pulsar` writes definitions,
-so both clients register the same schema for the same class.
+alone instead of ``["null", type]``). A field's ``default`` is written into the
+definition only with ``required_default=True``: that is what lets a schema with a new
+field read data written before it (BACKWARD evolution). A class attribute
+``_avro_namespace`` sets the record's Avro namespace. All of this matches how
+`pulsar` writes definitions, so both clients register the same schema for the same
+class.
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ class Field:
 
     avro_type: ClassVar[str] = "null"
 
-    def __init__(self, default: Any = None, required: bool = False) -> None:
+    def __init__(
+        self, default: Any = None, required: bool = False, required_default: bool = False
+    ) -> None:
         self.default = default
         self.required = required
+        self.required_default = required_default
 
     def type_definition(self) -> Any:
         return self.avro_type
@@ -71,8 +78,14 @@ class String(Field):
 
 
 class Array(Field):
-    def __init__(self, items: Field, default: Any = None, required: bool = False) -> None:
-        super().__init__(default, required)
+    def __init__(
+        self,
+        items: Field,
+        default: Any = None,
+        required: bool = False,
+        required_default: bool = False,
+    ) -> None:
+        super().__init__(default, required, required_default)
         self.items = items
 
     def type_definition(self) -> Any:
@@ -80,8 +93,14 @@ class Array(Field):
 
 
 class Map(Field):
-    def __init__(self, values: Field, default: Any = None, required: bool = False) -> None:
-        super().__init__(default, required)
+    def __init__(
+        self,
+        values: Field,
+        default: Any = None,
+        required: bool = False,
+        required_default: bool = False,
+    ) -> None:
+        super().__init__(default, required, required_default)
         self.values = values
 
     def type_definition(self) -> Any:
@@ -92,6 +111,7 @@ class Record:
     """Base class of user records; see the module docstring."""
 
     _fields: ClassVar[dict[str, Field]] = {}
+    _avro_namespace: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -113,11 +133,18 @@ class Record:
     @classmethod
     def schema(cls) -> dict[str, Any]:
         """The Avro-style record definition."""
-        return {
-            "type": "record",
-            "name": cls.__name__,
-            "fields": [{"name": n, "type": f.definition()} for n, f in cls._fields.items()],
-        }
+        definition: dict[str, Any] = {"type": "record", "name": cls.__name__}
+        if cls._avro_namespace is not None:
+            definition["namespace"] = cls._avro_namespace
+        fields = []
+        for name, f in cls._fields.items():
+            entry: dict[str, Any] = {"name": name}
+            if f.required_default:
+                entry["default"] = f.default
+            entry["type"] = f.definition()
+            fields.append(entry)
+        definition["fields"] = fields
+        return definition
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self._fields}

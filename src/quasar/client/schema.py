@@ -1,20 +1,22 @@
-"""Minimal schemas: how values are turned into payload bytes and back.
+"""Schemas, with the names of `pulsar.schema`: how values become payload bytes and
+back, and what a producer or consumer registers with the broker.
 
-``BytesSchema`` (the default) sends no schema to the broker, like `pulsar`.
-``StringSchema`` sends ``Schema{type=String}``. ``JsonSchema(record_cls)`` sends
-``Schema{type=Json}`` whose ``schema_data`` is an Avro-style record definition built
-from the class's type annotations (dataclasses and annotated classes), and encodes
-values as JSON objects.
+* ``BytesSchema`` (the default), ``StringSchema``, ``JsonSchema``: ``schema_basic``;
+* ``AvroSchema``: ``schema_avro``; ``ProtobufNativeSchema``: ``schema_protobuf``;
+* ``KeyValueSchema`` and ``KeyValueEncodingType`` (Pulsar's Java names; `pulsar` has
+  none): ``schema_kv``;
+* ``Record`` and its field types: ``record``.
+
+Pulsar's AUTO_PRODUCE_BYTES and AUTO_CONSUME schemas are not implemented by quasar's
+client: ``AutoProduceBytesSchema`` and ``AutoConsumeSchema`` raise
+``NotImplementedError`` when built.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import typing
-from typing import Any
+from typing import Any, NoReturn
 
-from quasar.client.record import (  # noqa: F401 - re-exported like pulsar.schema
+from quasar.client.record import (
     Array,
     Boolean,
     Bytes,
@@ -28,146 +30,64 @@ from quasar.client.record import (  # noqa: F401 - re-exported like pulsar.schem
     Record,
     String,
 )
-from quasar.protocol import pb
+from quasar.client.schema_avro import AvroSchema
+from quasar.client.schema_basic import (
+    SCHEMA_TYPE_JSON,
+    SCHEMA_TYPE_NONE,
+    SCHEMA_TYPE_STRING,
+    BytesSchema,
+    JsonSchema,
+    Schema,
+    StringSchema,
+)
+from quasar.client.schema_kv import KeyValueEncodingType, KeyValueSchema
+from quasar.client.schema_protobuf import ProtobufNativeSchema
 
-# Schema.Type numbers on the wire.
-SCHEMA_TYPE_NONE = 0
-SCHEMA_TYPE_STRING = 1
-SCHEMA_TYPE_JSON = 2
-
-
-class Schema:
-    """Base class: subclasses define ``encode``, ``decode`` and ``schema_info``."""
-
-    schema_type: int = SCHEMA_TYPE_NONE
-    name: str = "Bytes"
-
-    def encode(self, obj: Any) -> bytes:
-        raise NotImplementedError
-
-    def decode(self, data: bytes) -> Any:
-        raise NotImplementedError
-
-    def definition(self) -> bytes:
-        """The ``schema_data`` bytes sent to the broker."""
-        return b""
-
-    def schema_info(self) -> Any | None:
-        """``pb.Schema`` for PRODUCER/SUBSCRIBE, or None when none is sent."""
-        if self.schema_type == SCHEMA_TYPE_NONE:
-            return None
-        return pb.Schema(
-            name=self.name, schema_data=self.definition(), type=self.schema_type
-        )
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
-
-
-class BytesSchema(Schema):
-    """Payload bytes as they are (no schema on the wire)."""
-
-    def encode(self, obj: Any) -> bytes:
-        if not isinstance(obj, (bytes, bytearray, memoryview)):
-            raise TypeError(f"BytesSchema needs bytes, got {type(obj).__name__}")
-        return bytes(obj)
-
-    def decode(self, data: bytes) -> bytes:
-        return data
+__all__ = [
+    "SCHEMA_TYPE_JSON",
+    "SCHEMA_TYPE_NONE",
+    "SCHEMA_TYPE_STRING",
+    "Array",
+    "AutoConsumeSchema",
+    "AutoProduceBytesSchema",
+    "AvroSchema",
+    "Boolean",
+    "Bytes",
+    "BytesSchema",
+    "Double",
+    "Field",
+    "Float",
+    "Integer",
+    "JsonSchema",
+    "KeyValueEncodingType",
+    "KeyValueSchema",
+    "Long",
+    "Map",
+    "Null",
+    "ProtobufNativeSchema",
+    "Record",
+    "Schema",
+    "String",
+    "StringSchema",
+]
 
 
-class StringSchema(Schema):
-    """UTF-8 strings."""
-
-    schema_type = SCHEMA_TYPE_STRING
-    name = "String"
-
-    def encode(self, obj: Any) -> bytes:
-        if not isinstance(obj, str):
-            raise TypeError(f"StringSchema needs str, got {type(obj).__name__}")
-        return obj.encode("utf-8")
-
-    def decode(self, data: bytes) -> str:
-        return data.decode("utf-8")
+def _unsupported(name: str) -> NoReturn:
+    raise NotImplementedError(
+        f"{name} is not supported by quasar's client (nor by the official Python "
+        "client); use the topic's own schema class"
+    )
 
 
-_AVRO_TYPES: dict[Any, str] = {
-    str: "string",
-    int: "long",
-    float: "double",
-    bool: "boolean",
-    bytes: "bytes",
-}
+class AutoProduceBytesSchema(Schema):
+    """Pulsar's AUTO_PRODUCE_BYTES: not supported (raises on construction)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _unsupported("AutoProduceBytesSchema")
 
 
-def _avro_type(annotation: Any) -> Any:
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        members = [_avro_type(a) for a in args if a is not type(None)]
-        return ["null", *members] if type(None) in args else members
-    if origin in (list, tuple):
-        return {"type": "array", "items": _avro_type(args[0]) if args else "string"}
-    if origin is dict:
-        return {
-            "type": "map",
-            "values": _avro_type(args[1]) if len(args) > 1 else "string",
-        }
-    return _AVRO_TYPES.get(annotation, "string")
+class AutoConsumeSchema(Schema):
+    """Pulsar's AUTO_CONSUME: not supported (raises on construction)."""
 
-
-class JsonSchema(Schema):
-    """JSON objects mapped to instances of ``record_cls``.
-
-    ``record_cls`` may be a dataclass, any class whose constructor takes its annotated
-    fields as keyword arguments, or ``dict`` (values stay plain dicts).
-    """
-
-    schema_type = SCHEMA_TYPE_JSON
-
-    def __init__(self, record_cls: type) -> None:
-        self._record_cls = record_cls
-        self.name = getattr(record_cls, "__name__", "Record")
-
-    def _fields(self) -> dict[str, Any]:
-        if self._record_cls is dict:
-            return {}
-        try:
-            return typing.get_type_hints(self._record_cls)
-        except Exception:  # unresolvable forward refs: fall back to raw annotations
-            return dict(getattr(self._record_cls, "__annotations__", {}))
-
-    def definition(self) -> bytes:
-        if isinstance(self._record_cls, type) and issubclass(self._record_cls, Record):
-            return json.dumps(self._record_cls.schema(), separators=(",", ":")).encode()
-        fields = [
-            {"name": name, "type": _avro_type(annotation)}
-            for name, annotation in self._fields().items()
-            if not name.startswith("_")
-        ]
-        doc = {"type": "record", "name": self.name, "fields": fields}
-        return json.dumps(doc, separators=(",", ":")).encode()
-
-    def encode(self, obj: Any) -> bytes:
-        if isinstance(obj, Record):
-            value = obj.to_dict()
-        elif isinstance(obj, dict):
-            value = obj
-        elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-            value = dataclasses.asdict(obj)
-        elif isinstance(obj, self._record_cls):
-            value = {k: v for k, v in vars(obj).items() if not k.startswith("_")}
-        else:
-            raise TypeError(
-                f"JsonSchema({self.name}) cannot encode {type(obj).__name__}"
-            )
-        return json.dumps(value, separators=(",", ":")).encode()
-
-    def decode(self, data: bytes) -> Any:
-        value = json.loads(data)
-        if self._record_cls is dict or not isinstance(value, dict):
-            return value
-        return self._record_cls(**value)
-
-    def __repr__(self) -> str:
-        return f"JsonSchema({self.name})"
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _unsupported("AutoConsumeSchema")

@@ -384,6 +384,9 @@ class Policies:
     deduplication_enabled: bool | None = None
     auto_topic_creation_override: AutoTopicCreationOverride | None = None
     schema_compatibility_strategy: str = "UNDEFINED"
+    # None: the broker's isAllowAutoUpdateSchemaEnabled / isSchemaValidationEnforced.
+    is_allow_auto_update_schema: bool | None = None
+    schema_validation_enforced: bool | None = None
     auth_policies: AuthPolicies = field(default_factory=AuthPolicies)
     subscription_auth_mode: str = "None"
     message_ttl_in_seconds: int | None = None
@@ -418,6 +421,8 @@ class Policies:
                 else self.auto_topic_creation_override.to_json()
             ),
             "schema_compatibility_strategy": self.schema_compatibility_strategy,
+            "is_allow_auto_update_schema": self.is_allow_auto_update_schema,
+            "schema_validation_enforced": self.schema_validation_enforced,
             "auth_policies": self.auth_policies.to_json(),
             "subscription_auth_mode": self.subscription_auth_mode,
             "message_ttl_in_seconds": self.message_ttl_in_seconds,
@@ -443,6 +448,8 @@ class Policies:
         auto = obj.get("autoTopicCreationOverride")
         strategy = obj.get("schema_compatibility_strategy") or "UNDEFINED"
         auth = obj.get("auth_policies")
+        auto_update = obj.get("is_allow_auto_update_schema")
+        enforced = obj.get("schema_validation_enforced")
         auth_mode = obj.get("subscription_auth_mode") or "None"
         ttl = obj.get("message_ttl_in_seconds")
         return cls(
@@ -461,6 +468,12 @@ class Policies:
             schema_compatibility_strategy=_expect(
                 strategy, str, "schema_compatibility_strategy"
             ),
+            is_allow_auto_update_schema=None
+            if auto_update is None
+            else _expect(auto_update, bool, "is_allow_auto_update_schema"),
+            schema_validation_enforced=None
+            if enforced is None
+            else _expect(enforced, bool, "schema_validation_enforced"),
             auth_policies=AuthPolicies() if auth is None else AuthPolicies.from_json(auth),
             subscription_auth_mode=_expect(auth_mode, str, "subscription_auth_mode"),
             message_ttl_in_seconds=None if ttl is None else _expect(
@@ -473,6 +486,7 @@ class Policies:
 _POLICIES_KEYS = frozenset({
     "replication_clusters", "retention_policies", "deduplicationEnabled",
     "autoTopicCreationOverride", "schema_compatibility_strategy", "auth_policies",
+    "is_allow_auto_update_schema", "schema_validation_enforced",
     "subscription_auth_mode", "message_ttl_in_seconds", "backlog_quota_map",
     # Bundles split a namespace among brokers; one broker owns every bundle, so any
     # layout is accepted and has no effect (docs/admin.md).
@@ -482,7 +496,6 @@ _POLICIES_KEYS = frozenset({
 # client serialises for them: accepted, since they ask for nothing.
 _DEFAULT_POLICY_VALUES: dict[str, Any] = {
     "schema_auto_update_compatibility_strategy": "Full",
-    "is_allow_auto_update_schema": True,
     "offload_threshold": -1,
     "offload_threshold_in_seconds": -1,
 }

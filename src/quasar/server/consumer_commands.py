@@ -30,6 +30,7 @@ from quasar.transaction.coordinator.ownership import not_owner
 from . import replies
 from .context import CommandHandler, ConnectionContext
 from .permissions import refuse_system_topic, require
+from .schema_attach import attach_consumer_schema
 from .txn_ownership import TxnOwnership
 from .wire import (
     client_given_name,
@@ -57,7 +58,7 @@ class ConsumerCommands:
     def handlers(self) -> dict[int, CommandHandler]:
         spawn = self._ctx.spawn
         return {
-            T.SUBSCRIBE: lambda c, f: spawn(self.on_subscribe(c.subscribe)),
+            T.SUBSCRIBE: lambda c, f: self._start_subscribe(c.subscribe),
             T.FLOW: lambda c, f: self.on_flow(c.flow),
             T.ACK: lambda c, f: self.on_ack(c.ack),
             T.REDELIVER_UNACKNOWLEDGED_MESSAGES: lambda c, f: self.on_redeliver(
@@ -73,24 +74,44 @@ class ConsumerCommands:
         }
 
     # -- SUBSCRIBE -----------------------------------------------------------------------
+    def _start_subscribe(self, c: pb.CommandSubscribe) -> None:
+        # The consumer is registered before the handler yields, in frame order: a
+        # CLOSE_CONSUMER read right after the SUBSCRIBE then finds and cancels it.
+        fut = self._register_consumer(c)
+        if fut is not None:
+            self._ctx.spawn(self._subscribe(c, fut))
+
     async def on_subscribe(self, c: pb.CommandSubscribe) -> None:
+        fut = self._register_consumer(c)
+        if fut is not None:
+            await self._subscribe(c, fut)
+
+    def _register_consumer(self, c: pb.CommandSubscribe) -> asyncio.Future[None] | None:
+        """The new consumer's future, or None when the request is already answered
+        (a retry of a consumer that exists or is being created)."""
         ctx = self._ctx
-        service = ctx.service
-        request_id = c.request_id
         cid = c.consumer_id
         existing = ctx.consumer_futures.get(cid)
         if existing is not None:
             if existing.done() and cid in ctx.consumers:
-                ctx.send_command(replies.success(request_id))
+                ctx.send_command(replies.success(c.request_id))
             else:
                 ctx.send_command(
                     replies.error(
-                        request_id, ConsumerBusy("Consumer is already present on the connection")
+                        c.request_id,
+                        ConsumerBusy("Consumer is already present on the connection"),
                     )
                 )
-            return
+            return None
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         ctx.consumer_futures[cid] = fut
+        return fut
+
+    async def _subscribe(self, c: pb.CommandSubscribe, fut: asyncio.Future[None]) -> None:
+        ctx = self._ctx
+        service = ctx.service
+        request_id = c.request_id
+        cid = c.consumer_id
         try:
             ctx.limits.admit_consumer_on_connection(len(ctx.consumer_futures))
             name = topic_of(c.topic)
@@ -109,7 +130,7 @@ class ConsumerCommands:
             )
             topic = await service.get_topic(name, create=True)
             if c.HasField("schema"):
-                service.schemas.check_compatible(service.schema_key(name), schema_info(c.schema))
+                attach_consumer_schema(service, topic, name, schema_info(c.schema))
             consumer = Consumer(
                 consumer_id=cid,
                 consumer_name=c.consumer_name or f"consumer-{cid}",
@@ -135,19 +156,27 @@ class ConsumerCommands:
             start = position_of(c.start_message_id) if c.HasField("start_message_id") else None
             if ctx.closed:
                 return
+            if ctx.consumer_futures.get(cid) is not fut:
+                # CLOSE_CONSUMER arrived while the topic loaded (a client closes the
+                # consumers of a partitioned subscribe that failed elsewhere):
+                # attaching now would leave a consumer nobody owns holding the
+                # subscription, and the client's next subscribe would get ConsumerBusy.
+                raise ConsumerNotFound("Consumer was closed before its subscribe completed")
             ctx.limits.admit_consumer_on_topic(topic, c.subscription)
             topic.subscribe(consumer, durable, c.initialPosition, start)
             ctx.consumers[cid] = (consumer, topic)
             fut.set_result(None)
             ctx.send_command(replies.success(request_id))
         except QuasarError as e:
-            ctx.consumer_futures.pop(cid, None)
+            if ctx.consumer_futures.get(cid) is fut:
+                ctx.consumer_futures.pop(cid)
             fut.cancel()
             if isinstance(e, StorageError):
                 log.error("cannot serve subscription on %s: %s", c.topic, e)
             ctx.send_command(replies.error(request_id, ctx.refusals.counted(e)))
         except Exception as e:
-            ctx.consumer_futures.pop(cid, None)
+            if ctx.consumer_futures.get(cid) is fut:
+                ctx.consumer_futures.pop(cid)
             fut.cancel()
             log.exception("subscribe failed")
             ctx.send_command(replies.error(request_id, e))

@@ -130,6 +130,8 @@ class ProducerCommands:
                     service.schema_key(name), schema_info(c.schema)
                 )
                 schema_version = encode_version(version)
+            else:
+                service.schemas.check_schemaless_producer(service.schema_key(name))
             user_named = c.HasField("producer_name") and bool(c.producer_name)
             if user_named:
                 client_given_name(c.producer_name, "Producer")
