@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from quasar.broker.non_persistent_topics import NON_PERSISTENT, ServedTopic
 from quasar.broker.producer import ACCESS_WAIT_FOR_EXCLUSIVE, Producer
 from quasar.broker.schema import encode_version
-from quasar.broker.topic import PersistentTopic
 from quasar.errors import (
     ChecksumError,
     NotAllowedError,
@@ -95,10 +95,14 @@ class ProducerCommands:
                     "Subscribe",
                     name.full,
                 )
-            topic = await service.get_topic(name, create=True)
-            # Pulsar refuses a producer while a producer-blocking backlog quota is
-            # exceeded (backlog_quota.py).
-            await service.backlog_quotas.check_new_producer(topic)
+            topic: ServedTopic
+            if name.domain == NON_PERSISTENT:
+                topic = service.non_persistent.get_topic(name)
+            else:
+                topic = await service.get_topic(name, create=True)
+                # Pulsar refuses a producer while a producer-blocking backlog quota
+                # is exceeded (backlog_quota.py).
+                await service.backlog_quotas.check_new_producer(topic)
             schema_version = b""
             if c.HasField("schema"):
                 version = service.schemas.put_if_absent(
@@ -194,7 +198,7 @@ class ProducerCommands:
     def _publish(
         self,
         producer: Producer,
-        topic: PersistentTopic,
+        topic: ServedTopic,
         c: pb.CommandSend,
         payload: bytes,
         txn: TxnID | None,
