@@ -34,7 +34,7 @@ from quasar.storage.api import EARLIEST, LATEST, Position
 from .consumer import Consumer
 from .entry_info import EntryInfo
 from .non_persistent_subscription import NOT_SUPPORTED, NonPersistentSubscription
-from .producer import ACCESS_EXCLUSIVE, ACCESS_SHARED, ACCESS_MODE_NAMES, Producer
+from .producer import ACCESS_EXCLUSIVE, ACCESS_MODE_NAMES, ACCESS_SHARED, Producer
 from .stats_rates import MessageRate, average_msg_size
 
 __all__ = ["NonPersistentTopic"]

@@ -79,9 +79,9 @@ from typing import Any
 from quasar.auth import AuthenticationService, AuthorizationService
 from quasar.broker.consumer import Consumer, WriteState
 from quasar.broker.hostile_input import HostileInputRefusals
+from quasar.broker.non_persistent_topics import ServedTopic
 from quasar.broker.producer import Producer
 from quasar.broker.service import BrokerService
-from quasar.broker.non_persistent_topics import ServedTopic
 from quasar.errors import (
     REFUSED_PROTOCOL_VIOLATION,
     NotAllowedError,

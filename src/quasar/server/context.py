@@ -21,9 +21,9 @@ from typing import Any, Protocol
 from quasar.auth.authorization import AuthorizationService
 from quasar.broker.consumer import Consumer, WriteState
 from quasar.broker.hostile_input import HostileInputRefusals
+from quasar.broker.non_persistent_topics import ServedTopic
 from quasar.broker.producer import Producer
 from quasar.broker.service import BrokerService
-from quasar.broker.non_persistent_topics import ServedTopic
 from quasar.config import BrokerConfig
 from quasar.protocol import Frame, pb
 

@@ -8,8 +8,8 @@ the exception's type, so the client gets an answer and the connection stays up.
 
 from __future__ import annotations
 
-from quasar.broker.producer import Producer
 from quasar.broker.non_persistent_topics import ServedTopic
+from quasar.broker.producer import Producer
 from quasar.errors import BrokerError, ServerError
 from quasar.protocol import pb
 
