@@ -96,6 +96,7 @@ EXPECTED_DEFAULTS = {
         "org.apache.pulsar.broker.authorization.PulsarAuthorizationProvider"
     ),
     "authorizationAllowWildcardsMatching": False,
+    "enableNonPersistentTopics": True,
     "brokerShutdownTimeoutMs": 60000,
     "transactionCoordinatorEnabled": True,  # quasar (Pulsar: false)
     "transactionCoordinatorCount": 1,
