@@ -146,6 +146,33 @@ def test_exclusive_subscription_refuses_a_second_consumer(
         client.subscribe(topic, "ex", consumer_type=pulsar_mod.ConsumerType.Exclusive)
 
 
+def test_readers_from_latest_and_earliest_get_what_is_published_next(
+    client: Any, pulsar_mod: Any, admin: Admin
+) -> None:
+    topic = _np_topic()
+    readers = [
+        client.create_reader(topic, pulsar_mod.MessageId.latest),
+        client.create_reader(topic, pulsar_mod.MessageId.earliest),
+    ]
+
+    def both_ready() -> bool:
+        status, stats = admin.request("GET", _stats_path(topic))
+        return status == 200 and sum(
+            1
+            for sub in stats["subscriptions"].values()
+            for c in sub["consumers"]
+            if c["availablePermits"] > 0
+        ) == 2
+
+    _wait_for(both_ready, "two readers with permits")
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(3):
+        producer.send(f"r-{i}".encode())
+    for reader in readers:
+        assert [reader.read_next(5000).data() for _ in range(3)] == [b"r-0", b"r-1", b"r-2"]
+    producer.close()
+
+
 def test_seek_is_refused(client: Any, pulsar_mod: Any) -> None:
     topic = _np_topic()
     consumer = client.subscribe(topic, "seek")
