@@ -297,3 +297,13 @@ def test_nothing_is_stored_and_the_switch_refuses(tmp_path: Path) -> None:
         client.close()
     finally:
         assert broker.stop() == 0, broker.read_log()
+
+
+def test_namespace_deletion_takes_non_persistent_partition_counts(admin: Admin) -> None:
+    namespace = f"public/np-{uuid.uuid4().hex[:8]}"
+    admin.ok("PUT", f"/admin/v2/namespaces/{namespace}")
+    admin.ok("PUT", f"/admin/v2/non-persistent/{namespace}/p/partitions", 2)
+    assert admin.request("DELETE", f"/admin/v2/namespaces/{namespace}")[0] == 409
+    admin.ok("DELETE", f"/admin/v2/namespaces/{namespace}?force=true")
+    admin.ok("PUT", f"/admin/v2/namespaces/{namespace}")
+    assert admin.ok("GET", f"/admin/v2/non-persistent/{namespace}/partitioned") == []
