@@ -14,6 +14,7 @@ from quasar.broker.subscription import (
     SUB_SHARED,
 )
 from quasar.errors import ConsumerBusy, NotAllowedError
+from quasar.protocol import FrameDecoder, pb
 from quasar.storage.api import Position
 
 
@@ -88,6 +89,27 @@ def test_failover_delivers_to_the_active_consumer_only() -> None:
     first.permits = 0
     sub.offer(b"y", info())  # the active consumer cannot take it: dropped, not passed on
     assert (second.msg_out, sub.msg_dropped) == (0, 1)
+
+
+def active_changes(c: Consumer) -> list[bool]:
+    assert isinstance(c.connection, Connection)
+    frames = FrameDecoder(1 << 20).feed(b"".join(c.connection.frames))
+    return [
+        f.command.active_consumer_change.is_active
+        for f in frames
+        if f.command.type == pb.BaseCommand.ACTIVE_CONSUMER_CHANGE
+    ]
+
+
+def test_failover_tells_consumers_which_one_is_active() -> None:
+    sub = NonPersistentSubscription("s", SUB_FAILOVER, -1)
+    b, a = consumer(1, SUB_FAILOVER, name="b"), consumer(2, SUB_FAILOVER, name="a")
+    sub.add_consumer(b)
+    sub.add_consumer(a)  # sorts first: becomes the active one
+    assert active_changes(b) == [True, False]
+    assert active_changes(a) == [True]
+    sub.remove_consumer(a)
+    assert active_changes(b) == [True, False, True]
 
 
 def test_key_shared_keeps_a_key_on_one_consumer() -> None:

@@ -173,6 +173,19 @@ def test_readers_from_latest_and_earliest_get_what_is_published_next(
     producer.close()
 
 
+def test_failover_delivers_to_one_consumer(client: Any, pulsar_mod: Any, admin: Admin) -> None:
+    topic = _np_topic()
+    failover = pulsar_mod.ConsumerType.Failover
+    consumers = [client.subscribe(topic, "fo", consumer_type=failover) for _ in range(2)]
+    _wait_permits(admin, topic, "fo", 2)
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(5):
+        producer.send(f"f-{i}".encode())
+    got = sorted((_drain(c, pulsar_mod) for c in consumers), key=len)
+    assert got == [[], [f"f-{i}".encode() for i in range(5)]]
+    producer.close()
+
+
 def test_seek_is_refused(client: Any, pulsar_mod: Any) -> None:
     topic = _np_topic()
     consumer = client.subscribe(topic, "seek")

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from quasar.errors import ConsumerBusy, NotAllowedError
+from quasar.protocol import encode_command, pb
 from quasar.storage.api import Entry, Position
 
 from .consumer import Consumer, Delivery
@@ -50,6 +51,7 @@ class NonPersistentSubscription:
         self.partition_index = partition_index
         self.consumers: list[Consumer] = []
         self._next = 0  # Shared: whose turn it is
+        self._active: Consumer | None = None  # Failover: the consumer told it is active
         # Messages offered to this subscription and dropped (no consumer could take
         # them); msgDropRate is its rate, refreshed by the stats updater.
         self.msg_dropped = 0
@@ -79,6 +81,7 @@ class NonPersistentSubscription:
         self.sub_type = consumer.sub_type
         self.consumers.append(consumer)
         self.consumers.sort(key=lambda c: c.order)
+        self._elect(consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         consumer.closed = True
@@ -86,6 +89,22 @@ class NonPersistentSubscription:
             self.consumers.remove(consumer)
             out, size = self._gone_out
             self._gone_out = (out + consumer.msg_out, size + consumer.bytes_out)
+        self._elect(None)
+
+    def _elect(self, joined: Consumer | None) -> None:
+        """Failover: tell the consumers which one is active when that changes, and a
+        consumer that joins as a standby that it is one (ACTIVE_CONSUMER_CHANGE, as
+        for persistent topics)."""
+        if self.sub_type != SUB_FAILOVER:
+            return
+        new = self.active_consumer()
+        if new is self._active:
+            if joined is not None and joined is not new:
+                _notify_active(joined, False)
+            return
+        self._active = new
+        for c in self.consumers:
+            _notify_active(c, c is new)
 
     # -- delivery ------------------------------------------------------------------------
     def offer(self, data: bytes, info: EntryInfo) -> None:
@@ -211,3 +230,9 @@ class NonPersistentSubscription:
             "msgDropCounter": self.msg_dropped,
         }
 
+
+def _notify_active(consumer: Consumer, active: bool) -> None:
+    cmd = pb.BaseCommand(type=pb.BaseCommand.ACTIVE_CONSUMER_CHANGE)
+    cmd.active_consumer_change.consumer_id = consumer.consumer_id
+    cmd.active_consumer_change.is_active = active
+    consumer.connection.write(encode_command(cmd))
