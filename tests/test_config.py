@@ -105,6 +105,7 @@ EXPECTED_DEFAULTS = {
         "org.apache.pulsar.broker.authorization.PulsarAuthorizationProvider"
     ),
     "authorizationAllowWildcardsMatching": False,
+    "enableNonPersistentTopics": True,
     "brokerShutdownTimeoutMs": 60000,
     "delayedDeliveryEnabled": True,
     "delayedDeliveryTickTimeMillis": 1000,

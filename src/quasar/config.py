@@ -244,6 +244,10 @@ class BrokerConfig(Section):
     max_incomplete_frames_size_in_mb: int = setting(
         256, "maxIncompleteFramesSizeInMB", at_least(1)
     )
+    # Pulsar default (broker.conf enableNonPersistentTopics): serve non-persistent://
+    # topics; when false, producing, subscribing and lookups of their partitions
+    # are refused with NotAllowedError, as Pulsar refuses them.
+    enable_non_persistent_topics: bool = setting(True, "enableNonPersistentTopics")
     # Pulsar default (broker.conf brokerShutdownTimeoutMs).
     broker_shutdown_timeout_ms: int = setting(
         60_000, "brokerShutdownTimeoutMs", at_least(0)

@@ -139,6 +139,35 @@ class DisabledTransactionAdmin:
         raise ServiceNotReady("Transactions are not enabled on this broker")
 
 
+class FakeNonPersistentAdmin:
+    """``/admin/v2/non-persistent`` of a broker with no non-persistent topic loaded:
+    only partitioned topics' counts exist."""
+
+    def __init__(self, resources: PulsarResources) -> None:
+        self._resources = resources
+
+    def check_enabled(self) -> None:
+        pass
+
+    def list_topics(self, namespace: str) -> list[str]:
+        return []
+
+    def list_partitioned_topics(self, namespace: str) -> list[str]:
+        return self._resources.partitioned_topics.list(namespace, "non-persistent")
+
+    def topic_stats(self, topic: str) -> dict[str, Any]:
+        raise TopicNotFound(f"Topic {topic} not found")
+
+    def partitioned_stats(self, topic: str) -> dict[str, Any]:
+        return {"msgInCounter": 0, "partitions": {}}
+
+    async def delete_topic(self, topic: str, force: bool) -> None:
+        raise TopicNotFound(f"Topic {topic} not found")
+
+    async def delete_partitioned_topic(self, topic: str, force: bool) -> None:
+        self._resources.partitioned_topics.delete(topic)
+
+
 class FakeAdminBroker:
     """An ``AdminBroker`` and ``TopicOpsBroker`` over dicts: topics, their
     subscriptions and messages, connected topics; transactions disabled.
@@ -167,6 +196,7 @@ class FakeAdminBroker:
         self.schemas = SchemaAdmin(
             SchemaRegistry(MemoryMetadataStore()), lambda topic: topic.split("://", 1)[1]
         )
+        self.non_persistent_admin = FakeNonPersistentAdmin(resources)
 
     def lookup_topic(self, topic: str, listener_name: str) -> dict[str, str | None]:
         if listener_name:

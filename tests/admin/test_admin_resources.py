@@ -350,8 +350,12 @@ def test_partitioned_topic_errors(resources: PulsarResources) -> None:
         assert info.value.http_status == 406
     with pytest.raises(InvalidResourceError, match="-partition-"):
         resources.partitioned_topics.create("persistent://t/ns/p-partition-1", 1)
-    with pytest.raises(InvalidResourceError, match="persistent"):
-        resources.partitioned_topics.create("non-persistent://t/ns/p", 1)
+    # A non-persistent partitioned topic is kept under its own domain, as in Pulsar.
+    resources.partitioned_topics.create("non-persistent://t/ns/p", 1)
+    assert resources.partitioned_topics.list("t/ns", "non-persistent") == [
+        "non-persistent://t/ns/p"
+    ]
+    assert "non-persistent://t/ns/p" not in resources.partitioned_topics.list("t/ns")
     resources.partitioned_topics.create(topic, 2)
     with pytest.raises(AlreadyExistsError):
         resources.partitioned_topics.create(topic, 2)

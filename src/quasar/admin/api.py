@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from quasar.admin.non_persistent_api import NonPersistentAdminApi
 from quasar.admin.policy_api import PolicyOperations
 from quasar.admin.txn_api import TransactionAdminApi
 from quasar.broker.schema_admin import SchemaAdmin
@@ -45,6 +46,11 @@ class AdminBroker(Protocol):
     @property
     def cluster_name(self) -> str:
         """This broker's cluster (``clusterName``); the only cluster that exists."""
+        ...
+
+    @property
+    def non_persistent_admin(self) -> NonPersistentAdminApi:
+        """The ``/admin/v2/non-persistent`` listing, stats and deletion."""
         ...
 
     @property

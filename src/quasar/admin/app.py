@@ -27,6 +27,7 @@ from quasar.admin.dashboard import routes as dashboard_routes
 from quasar.admin.http import AUTHORIZATION_KEY, BROKER_KEY
 from quasar.admin.lookup import routes as lookup_routes
 from quasar.admin.namespaces import routes as namespace_routes
+from quasar.admin.non_persistent_topics import routes as non_persistent_routes
 from quasar.admin.openapi import routes as openapi_routes
 from quasar.admin.permissions import routes as permission_routes
 from quasar.admin.schemas import routes as schema_routes
@@ -158,6 +159,7 @@ def create_admin_app(
     app.add_routes(namespace_routes)
     app.add_routes(topic_routes)
     app.add_routes(topic_ops_routes)
+    app.add_routes(non_persistent_routes)
     app.add_routes(topic_message_routes)
     app.add_routes(topic_expiry_routes)
     app.add_routes(txn_batch_log_routes)

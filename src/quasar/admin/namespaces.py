@@ -7,6 +7,7 @@ default from the configuration applies then.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -26,7 +27,12 @@ from quasar.admin.http import (
 )
 from quasar.admin.listing import json_list_response, namespace_topics
 from quasar.auth.authorization import CONSUME
-from quasar.errors import BadRequestError, ConflictError, InvalidResourceError
+from quasar.errors import (
+    BadRequestError,
+    ConflictError,
+    InvalidResourceError,
+    TopicNotFound,
+)
 from quasar.protocol.namespace_name import parse_topic
 from quasar.protocol.topic_name import is_hidden_from_listings
 from quasar.resources.models import (
@@ -97,15 +103,29 @@ async def delete_namespace(request: web.Request) -> web.Response:
     ]
     # As in Pulsar, system topics (transaction-buffer snapshots, ...) do not keep a
     # namespace alive; they are deleted with it.
+    # Non-persistent topics in use keep it alive too, and their partition counts go
+    # with it.
+    non_persistent = broker.non_persistent_admin
+    np_partitioned = non_persistent.list_partitioned_topics(namespace)
+    np_parents = set(np_partitioned)
+    np_loaded = [
+        t for t in non_persistent.list_topics(namespace)
+        if parse_topic(t).base.full not in np_parents
+    ]
     user_topics = [
         t for t in partitioned + others if not is_hidden_from_listings(parse_topic(t))
-    ]
+    ] + np_partitioned + np_loaded
     if user_topics and not force:
         raise ConflictError("Cannot delete non empty namespace")
     for topic in partitioned:
         await broker.delete_partitioned_topic(topic, force=True)
     for topic in others:
         await broker.delete_topic(topic, force=True)
+    for topic in np_partitioned:
+        await non_persistent.delete_partitioned_topic(topic, force=True)
+    for topic in np_loaded:
+        with contextlib.suppress(TopicNotFound):  # unloaded meanwhile: nothing left
+            await non_persistent.delete_topic(topic, force=True)
     resources.namespaces.delete(namespace, force=True)
     return no_content()
 

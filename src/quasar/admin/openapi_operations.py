@@ -298,6 +298,26 @@ _table("topics", [
     ("GET", T + "/compaction", Operation("Compaction status", json(ref("CompactionStatus")))),
 ])
 
+NPNS = V2 + "/non-persistent/{tenant}/{namespace}"
+NPT = NPNS + "/{topic}"
+
+_table("non-persistent topics", [
+    ("GET", NPNS, Operation("The namespace's loaded non-persistent topics", JSON_STRINGS)),
+    ("GET", NPNS + "/partitioned", Operation("Partitioned non-persistent topics", JSON_STRINGS)),
+    ("PUT", NPT + "/partitions", Operation(
+        "Create a partitioned non-persistent topic", NO_CONTENT, body=INT32, body_required=True
+    )),
+    ("GET", NPT + "/partitions",
+     Operation("Partitioned-topic metadata", json(ref("PartitionedTopicMetadata")))),
+    ("DELETE", NPT + "/partitions",
+     Operation("Delete a partitioned non-persistent topic", NO_CONTENT, query=(FORCE,))),
+    ("GET", NPT + "/partitioned-stats", Operation(
+        "Partitioned non-persistent topic stats", JSON_OBJECT, query=(flag("perPartition"),),
+    )),
+    ("DELETE", NPT, Operation("Unload a non-persistent topic", NO_CONTENT, query=(FORCE,))),
+    ("GET", NPT + "/stats", Operation("NonPersistentTopicStats", JSON_OBJECT)),
+])
+
 _table("topic operations", [
     ("POST", SUB + "/skip/{numMessages}", Operation("Skip messages", NO_CONTENT)),
     ("POST", SUB + "/skip_all", Operation("Clear the subscription's backlog", NO_CONTENT)),

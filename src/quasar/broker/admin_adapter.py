@@ -34,6 +34,7 @@ from .cursor_ops import (
 from .lookup_data import lookup_data
 from .message_peek import PeekedMessage, peeked_message
 from .namespace_admin import NamespaceAdmin
+from .non_persistent_admin import NonPersistentAdmin
 from .schema_admin import SchemaAdmin
 from .service import BrokerService
 from .subscription import Subscription
@@ -69,6 +70,11 @@ class AdminAdapter:
     @property
     def cluster_name(self) -> str:
         return self.service.config.broker.cluster_name
+
+    @property
+    def non_persistent_admin(self) -> NonPersistentAdmin:
+        """``/admin/v2/non-persistent`` (``quasar.admin.non_persistent_topics``)."""
+        return NonPersistentAdmin(self.service)
 
     @property
     def transaction_admin(self) -> TransactionAdmin:

@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from quasar.config import MetricsConfig
 
 from .metrics_topics import TopicMetricsCollector
+from .non_persistent_metrics import NonPersistentMetricsCollector
 from .service import BrokerService
 from .stats_updater import StatsUpdater
 from .topic import PersistentTopic
@@ -57,10 +58,18 @@ class BrokerMetrics:
             return service.topics.values()
 
         self.updater = StatsUpdater(
-            topics, settings.stats_update_frequency_in_secs, service.clock
+            topics,
+            settings.stats_update_frequency_in_secs,
+            service.clock,
+            also_refresh=service.non_persistent.refresh_rates,
         )
         registry.register(
             TopicMetricsCollector(topics, service.cluster_name, settings)
+        )
+        registry.register(
+            NonPersistentMetricsCollector(
+                lambda: service.non_persistent.topics.values(), service.cluster_name, settings
+            )
         )
         if fsync_latency is not None:
             registry.register(WithoutCreated(fsync_latency))

@@ -51,6 +51,7 @@ from .entry_info import EntryInfoCache, info_capacity
 from .hostile_input import HostileInputRefusals
 from .input_bounds import InputBounds
 from .message_expiry import MessageExpiryMonitor
+from .non_persistent_topics import NON_PERSISTENT, NonPersistentTopics
 from .producer_access import ProducerAccess
 from .read_limits import ReadLimits
 from .schema import SchemaPolicy, SchemaRegistry
@@ -132,6 +133,15 @@ class BrokerService:
         # Shared by every topic's Shared and Key_Shared dispatchers.
         self.delayed_delivery = DelayedDelivery(config.delayed_delivery, self.clock, metrics)
         self._init_namespace_policy_checks(metrics)
+        # Non-persistent topics live apart: nothing of theirs is stored, and the
+        # persistent machinery (expiry, quotas, compaction) has nothing to do there.
+        self.non_persistent = NonPersistentTopics(
+            config.broker.enable_non_persistent_topics,
+            self.input_bounds.published_info,
+            self.namespace_exists,
+            self.partitions_of,
+            lambda namespace: self._auto_creation(namespace)[0],
+        )
 
     @property
     def cluster_name(self) -> str:
@@ -283,16 +293,18 @@ class BrokerService:
             TopicNotFound: the namespace does not exist.
             NotAllowedError: auto-creation would exceed
                 ``maxNumPartitionsPerPartitionedTopic`` (a namespace override stored
-                before the bound was lowered), or a non-persistent topic (quasar
-                serves persistent topics only, as PRODUCER and SUBSCRIBE answer).
+                before the bound was lowered), or a non-persistent topic while
+                ``enableNonPersistentTopics`` is false.
         """
         self._require_namespace(name)
-        if name.domain != "persistent":
-            raise NotAllowedError("non-persistent topics are not supported by quasar")
+        non_persistent = name.domain == NON_PERSISTENT
+        if non_persistent:
+            self.non_persistent.check_enabled()
         if name.is_partition:
             return 0
         n = self.partitions_of(name)
-        if n > 0 or self.topic_exists(name):
+        loaded = name.full in self.non_persistent.topics
+        if n > 0 or (loaded if non_persistent else self.topic_exists(name)):
             return n
         allowed, kind, default_partitions = self._auto_creation(name.namespace_name)
         if allowed and kind == "partitioned":
@@ -413,8 +425,8 @@ class BrokerService:
 
     async def _load(self, name: TopicName, create: bool) -> PersistentTopic:
         self._require_namespace(name)
-        if name.domain != "persistent":
-            raise NotAllowedError("non-persistent topics are not supported by quasar")
+        if name.domain != "persistent":  # non-persistent ones: self.non_persistent
+            raise NotAllowedError(f"{name.full} is not a persistent topic")
         if not name.is_partition and self.partitions_of(name) > 0:
             raise NotAllowedError(f"{name.full} is a partitioned topic; use its partitions")
         if not self.topic_exists(name):
@@ -509,3 +521,4 @@ class BrokerService:
             except Exception:
                 log.exception("error closing %s", topic.name)
         self.topics.clear()
+        await self.non_persistent.close()

@@ -57,8 +57,11 @@ class StatsUpdater:
         topics: Callable[[], Iterable[PersistentTopic]],
         period_s: float,
         clock: Clock,
+        also_refresh: Callable[[float], None] | None = None,
     ) -> None:
-        """``topics``: the loaded topics at the time of the call.
+        """``topics``: the loaded topics at the time of the call; ``also_refresh``:
+        called with the elapsed seconds on each update, for what is not a persistent
+        topic (the non-persistent topics).
 
         Raises:
             ValueError: ``period_s`` is not positive.
@@ -66,6 +69,7 @@ class StatsUpdater:
         if period_s <= 0:
             raise ValueError(f"stats update period must be positive, got {period_s}")
         self._topics = topics
+        self._also_refresh = also_refresh
         self.period_s = period_s
         self._clock = clock
         self._last_ms = clock.monotonic_ms()
@@ -85,6 +89,11 @@ class StatsUpdater:
             except Exception:
                 # A stats bug must not stop the updates of every other topic.
                 log.exception("stats update of %s failed", topic.name)
+        if self._also_refresh is not None:
+            try:
+                self._also_refresh(elapsed_s)
+            except Exception:
+                log.exception("stats update failed")
         self.updates += 1
         self._updated.set()
         self._updated = asyncio.Event()

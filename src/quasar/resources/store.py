@@ -296,18 +296,17 @@ class PartitionedTopicResources:
         check_partition_count(partitions, self.max_partitions)
 
     @staticmethod
-    def namespace_path(namespace: str) -> str:
+    def namespace_path(namespace: str, domain: str = PERSISTENT) -> str:
         tenant, ns = parse_namespace(namespace)
-        return f"{PARTITIONED_TOPICS_ROOT}/{tenant}/{ns}/{PERSISTENT}"
+        return f"{PARTITIONED_TOPICS_ROOT}/{tenant}/{ns}/{domain}"
 
     @classmethod
     def path(cls, topic: str) -> str:
-        """The metadata key of ``topic``'s partitioned-topic metadata."""
+        """The metadata key of ``topic``'s partitioned-topic metadata (persistent
+        and non-persistent topics each under their domain, as in Pulsar)."""
         parts = parse_topic(topic)
-        if parts.domain != PERSISTENT:
-            raise InvalidResourceError("Only persistent topics are supported")
         return (
-            f"{cls.namespace_path(parts.namespace_name)}/"
+            f"{cls.namespace_path(parts.namespace_name, parts.domain)}/"
             f"{quote(parts.local_name, safe='')}"
         )
 
@@ -316,7 +315,7 @@ class PartitionedTopicResources:
 
         Raises:
             InvalidTopicName: not a valid topic name (412).
-            InvalidResourceError: not persistent, or ``-partition-`` in the name (412).
+            InvalidResourceError: ``-partition-`` in the name (412).
             NotAcceptableError: ``partitions < 1`` or above the bound.
             ResourceNotFoundError: the namespace does not exist.
             AlreadyExistsError: the partitioned topic exists.
@@ -367,12 +366,12 @@ class PartitionedTopicResources:
             return 0
         return metadata.partitions
 
-    def list(self, namespace: str) -> list[str]:
-        """Full names of the namespace's partitioned topics, sorted."""
+    def list(self, namespace: str, domain: str = PERSISTENT) -> list[str]:
+        """Full names of the namespace's partitioned topics of ``domain``, sorted."""
         tenant, ns = parse_namespace(namespace)
         return [
-            f"{PERSISTENT}://{tenant}/{ns}/{unquote(child)}"
-            for child in _children(self._store, self.namespace_path(namespace))
+            f"{domain}://{tenant}/{ns}/{unquote(child)}"
+            for child in _children(self._store, self.namespace_path(namespace, domain))
         ]
 
     def update(self, topic: str, partitions: int) -> PartitionedTopicMetadata:

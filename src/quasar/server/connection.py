@@ -79,9 +79,9 @@ from typing import Any
 from quasar.auth import AuthenticationService, AuthorizationService
 from quasar.broker.consumer import Consumer, WriteState
 from quasar.broker.hostile_input import HostileInputRefusals
+from quasar.broker.non_persistent_topics import ServedTopic
 from quasar.broker.producer import Producer
 from quasar.broker.service import BrokerService
-from quasar.broker.topic import PersistentTopic
 from quasar.errors import (
     REFUSED_PROTOCOL_VIOLATION,
     NotAllowedError,
@@ -179,9 +179,9 @@ class ServerConnection(asyncio.Protocol):
         # Shared with this connection's consumers: deliveries stop while it is False.
         self.write_state = WriteState()
         self._close_timer: asyncio.TimerHandle | None = None
-        self.producers: dict[int, tuple[Producer, PersistentTopic]] = {}
+        self.producers: dict[int, tuple[Producer, ServedTopic]] = {}
         self.producer_futures: dict[int, asyncio.Future[None]] = {}
-        self.consumers: dict[int, tuple[Consumer, PersistentTopic]] = {}
+        self.consumers: dict[int, tuple[Consumer, ServedTopic]] = {}
         self.consumer_futures: dict[int, asyncio.Future[None]] = {}
         self.pending_publish = 0
         self.max_pending_publish = max_pending_publish

@@ -9,7 +9,7 @@ import logging
 
 from quasar.broker.consumer import Consumer
 from quasar.broker.key_shared import declared_ranges
-from quasar.broker.topic import PersistentTopic
+from quasar.broker.non_persistent_topics import NON_PERSISTENT, ServedTopic
 from quasar.errors import (
     REFUSED_SUBSCRIPTION_NAME,
     BrokerError,
@@ -128,7 +128,11 @@ class ConsumerCommands:
                 "Subscribe",
                 name.full,
             )
-            topic = await service.get_topic(name, create=True)
+            topic: ServedTopic
+            if name.domain == NON_PERSISTENT:
+                topic = service.non_persistent.get_topic(name)
+            else:
+                topic = await service.get_topic(name, create=True)
             if c.HasField("schema"):
                 attach_consumer_schema(service, topic, name, schema_info(c.schema))
             consumer = Consumer(
@@ -221,7 +225,7 @@ class ConsumerCommands:
             log.debug("ack from %s failed: %s", self._ctx.remote_address, error)
 
     async def _ack_in_transaction(
-        self, consumer: Consumer, topic: PersistentTopic, c: pb.CommandAck
+        self, consumer: Consumer, topic: ServedTopic, c: pb.CommandAck
     ) -> None:
         """An ACK inside a transaction: held as pending until the transaction ends."""
         error: BaseException | None = None
@@ -280,7 +284,7 @@ class ConsumerCommands:
 
     def _consumer_or_reply(
         self, consumer_id: int, request_id: int
-    ) -> tuple[Consumer, PersistentTopic] | None:
+    ) -> tuple[Consumer, ServedTopic] | None:
         """The connection's consumer ``consumer_id``; if there is none, answer the
         request with ConsumerNotFound and return None."""
         entry = self._ctx.consumers.get(consumer_id)
@@ -316,14 +320,17 @@ class ConsumerCommands:
         if sub is None:
             ctx.send_command(replies.error(c.request_id, ConsumerNotFound("Subscription is gone")))
             return
-        if c.HasField("message_publish_time"):
-            position = await topic.find_position_by_time(c.message_publish_time)
-        elif c.HasField("message_id"):
-            position = position_of(c.message_id)
-        else:
-            ctx.send_command(replies.error(c.request_id, ConsumerNotFound("SEEK without a target")))
+        try:
+            if c.HasField("message_publish_time"):
+                position = await topic.find_position_by_time(c.message_publish_time)
+            elif c.HasField("message_id"):
+                position = position_of(c.message_id)
+            else:
+                raise ConsumerNotFound("SEEK without a target")
+            sub.reset_cursor(position)
+        except BrokerError as e:  # e.g. seek on a non-persistent topic
+            ctx.send_command(replies.error(c.request_id, e))
             return
-        sub.reset_cursor(position)
         ctx.send_command(replies.success(c.request_id))
 
     async def on_get_last_message_id(self, c: pb.CommandGetLastMessageId) -> None:
@@ -332,7 +339,11 @@ class ConsumerCommands:
         if entry is None:
             return
         consumer, topic = entry
-        position, info = await topic.last_message(consumer.read_compacted)
+        try:
+            position, info = await topic.last_message(consumer.read_compacted)
+        except BrokerError as e:  # a non-persistent topic stores no last message
+            ctx.send_command(replies.error(c.request_id, e))
+            return
         cmd = T(type=T.GET_LAST_MESSAGE_ID_RESPONSE)
         r = cmd.getLastMessageIdResponse
         r.request_id = c.request_id

@@ -21,9 +21,9 @@ from typing import Any, Protocol
 from quasar.auth.authorization import AuthorizationService
 from quasar.broker.consumer import Consumer, WriteState
 from quasar.broker.hostile_input import HostileInputRefusals
+from quasar.broker.non_persistent_topics import ServedTopic
 from quasar.broker.producer import Producer
 from quasar.broker.service import BrokerService
-from quasar.broker.topic import PersistentTopic
 from quasar.config import BrokerConfig
 from quasar.protocol import Frame, pb
 
@@ -51,9 +51,9 @@ class ConnectionContext(Protocol):
     # Producers and consumers created on this connection, by the client's ids; the
     # futures are set once creation succeeded, so a retried request can be told apart
     # from a second one with the same id.
-    producers: dict[int, tuple[Producer, PersistentTopic]]
+    producers: dict[int, tuple[Producer, ServedTopic]]
     producer_futures: dict[int, asyncio.Future[None]]
-    consumers: dict[int, tuple[Consumer, PersistentTopic]]
+    consumers: dict[int, tuple[Consumer, ServedTopic]]
     consumer_futures: dict[int, asyncio.Future[None]]
     # The broker's limits on connections, producers and consumers (shared by every
     # connection), and this connection's write state, which its consumers share:

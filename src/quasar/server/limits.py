@@ -25,7 +25,7 @@ from collections import Counter as Tally
 from prometheus_client import Counter, Gauge
 from prometheus_client.registry import CollectorRegistry
 
-from quasar.broker.topic import PersistentTopic
+from quasar.broker.non_persistent_topics import ServedTopic
 from quasar.config import BrokerConfig
 from quasar.errors import ConsumerBusy, ProducerBusy
 from quasar.metrics.connections import ConnectionCounts, ConnectionMetrics
@@ -102,7 +102,7 @@ class ConnectionLimits:
             self.refused("maxProducersPerConnection")
             raise ProducerBusy("Connection reached max producers limit")
 
-    def admit_producer_on_topic(self, topic: PersistentTopic) -> None:
+    def admit_producer_on_topic(self, topic: ServedTopic) -> None:
         """Raises:
         ProducerBusy: the topic has ``maxProducersPerTopic`` producers (Pulsar's
             answer and message); those waiting for exclusive access count too, so
@@ -124,7 +124,7 @@ class ConnectionLimits:
             self.refused("maxConsumersPerConnection")
             raise ConsumerBusy("Connection reached max consumers limit")
 
-    def admit_consumer_on_topic(self, topic: PersistentTopic, subscription: str) -> None:
+    def admit_consumer_on_topic(self, topic: ServedTopic, subscription: str) -> None:
         """Raises:
         ConsumerBusy: the topic has ``maxConsumersPerTopic`` consumers, or the
             subscription ``maxConsumersPerSubscription`` (Pulsar's answers and

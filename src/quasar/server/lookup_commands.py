@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from quasar.auth.authorization import CONSUME
 from quasar.broker.lookup_data import lookup_data
+from quasar.broker.non_persistent_admin import NonPersistentAdmin
 from quasar.broker.schema import decode_version, encode_version
 from quasar.errors import QuasarError, TopicNotFound
 from quasar.protocol import pb
@@ -103,6 +104,9 @@ class LookupCommands:
                 if c.mode == pb.CommandGetTopicsOfNamespace.NON_PERSISTENT
                 else ctx.service.list_topics(namespace)
             )
+            if c.mode != pb.CommandGetTopicsOfNamespace.PERSISTENT:
+                # The loaded non-persistent topics, as Pulsar lists them.
+                topics = sorted(topics + NonPersistentAdmin(ctx.service).list_topics(namespace))
         except QuasarError as e:
             ctx.send_command(replies.error(c.request_id, ctx.refusals.counted(e)))
             return

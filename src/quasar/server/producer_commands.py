@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from quasar.broker.non_persistent_topics import NON_PERSISTENT, ServedTopic
 from quasar.broker.producer import Producer
 from quasar.broker.schema import encode_version
-from quasar.broker.topic import PersistentTopic
 from quasar.errors import (
     ChecksumError,
     NotAllowedError,
@@ -117,13 +117,17 @@ class ProducerCommands:
                     "Subscribe",
                     name.full,
                 )
-            topic = await service.get_topic(name, create=True)
-            if c.initial_subscription_name:
-                subscription_name(c.initial_subscription_name)
-                topic.ensure_initial_subscription(c.initial_subscription_name)
-            # Pulsar refuses a producer while a producer-blocking backlog quota is
-            # exceeded (backlog_quota.py).
-            await service.backlog_quotas.check_new_producer(topic)
+            topic: ServedTopic
+            if name.domain == NON_PERSISTENT:
+                topic = service.non_persistent.get_topic(name)
+            else:
+                topic = await service.get_topic(name, create=True)
+                if c.initial_subscription_name:
+                    subscription_name(c.initial_subscription_name)
+                    topic.ensure_initial_subscription(c.initial_subscription_name)
+                # Pulsar refuses a producer while a producer-blocking backlog quota
+                # is exceeded (backlog_quota.py).
+                await service.backlog_quotas.check_new_producer(topic)
             schema_version = b""
             if c.HasField("schema"):
                 version = service.schemas.put_if_absent(
@@ -236,7 +240,7 @@ class ProducerCommands:
     def _publish(
         self,
         producer: Producer,
-        topic: PersistentTopic,
+        topic: ServedTopic,
         c: pb.CommandSend,
         payload: bytes,
         txn: TxnID | None,

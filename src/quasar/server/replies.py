@@ -8,8 +8,8 @@ the exception's type, so the client gets an answer and the connection stays up.
 
 from __future__ import annotations
 
+from quasar.broker.non_persistent_topics import ServedTopic
 from quasar.broker.producer import Producer
-from quasar.broker.topic import PersistentTopic
 from quasar.errors import BrokerError, ServerError
 from quasar.protocol import pb
 
@@ -75,7 +75,7 @@ def send_error(producer_id: int, sequence_id: int, failure: BaseException) -> pb
 
 
 def producer_success(
-    request_id: int, producer: Producer, topic: PersistentTopic, ready: bool = True
+    request_id: int, producer: Producer, topic: ServedTopic, ready: bool = True
 ) -> pb.BaseCommand:
     """PRODUCER_SUCCESS; ``ready`` False tells a producer waiting for exclusive access
     that it is queued (the real success follows)."""
