@@ -15,7 +15,12 @@ from quasar.client.authentication import AuthenticationToken
 from quasar.client.config import ClientConfig, admin_url_for, is_tls_url
 from quasar.client.exceptions import InvalidUrl
 from quasar.client.exceptions import LookupError as PulsarLookupError
-from quasar.client.http_lookup import HttpLookupService, http_base_urls, is_http_url
+from quasar.client.http_lookup import (
+    HttpLookupService,
+    InvalidLookupAnswer,
+    http_base_urls,
+    is_http_url,
+)
 from quasar.client.lookup import is_retryable
 from quasar.errors import (
     AuthenticationError,
@@ -145,13 +150,14 @@ async def test_answers_of_the_wrong_shape_are_refused(
     service.answers = {path: (200, body)}
     lookup = _lookup(service.url)
     try:
-        with pytest.raises(PulsarLookupError):
+        with pytest.raises(InvalidLookupAnswer) as caught:
             if "lookup" in path:
                 await lookup.lookup(TOPIC)
             elif "partitions" in path:
                 await lookup.partitioned_metadata(TOPIC)
             else:
                 await lookup.topics_of_namespace("public/default", 0)
+        assert not is_retryable(caught.value)
     finally:
         await lookup.close()
 
@@ -167,7 +173,7 @@ async def test_https_follows_the_tls_broker_url(service: WebService) -> None:
     lookup = _lookup(service.url)
     lookup.config.service_url = service.url.replace("http:", "https:")
     try:
-        with pytest.raises(PulsarLookupError, match="brokerUrlTls"):
+        with pytest.raises(InvalidLookupAnswer, match="brokerUrlTls"):
             await lookup.lookup(TOPIC)
     finally:
         await lookup.close()

@@ -24,7 +24,8 @@ included). An HTTP error answer becomes the client error a caller branches on:
 * any other status → ``LookupError``, not retryable.
 
 The web service is a peer like any other: an answer of the wrong shape raises
-``LookupError`` rather than being guessed at.
+``InvalidLookupAnswer`` (a ``LookupError``, not retryable) rather than being guessed
+at.
 """
 
 from __future__ import annotations
@@ -49,11 +50,24 @@ from quasar.errors import (
 from quasar.protocol import TopicName
 from quasar.protocol.namespace_name import parse_namespace
 
-__all__ = ["HTTP_SCHEMES", "HttpLookupService", "http_base_urls", "is_http_url"]
+__all__ = [
+    "HTTP_SCHEMES",
+    "HttpLookupService",
+    "InvalidLookupAnswer",
+    "http_base_urls",
+    "is_http_url",
+]
 
 HTTP_SCHEMES = ("http", "https")
 # The pulsar client's names of CommandGetTopicsOfNamespace.Mode, by wire value.
 _MODE_NAMES = {0: "PERSISTENT", 1: "NON_PERSISTENT", 2: "ALL"}
+
+
+class InvalidLookupAnswer(PulsarLookupError):
+    """The web service answered 200 with something other than what was asked for
+    (not JSON, a missing or mistyped field): asking again would get the same."""
+
+    retryable = False
 
 
 def is_http_url(url: str) -> bool:
@@ -133,8 +147,8 @@ class HttpLookupService(LookupService):
         try:
             return await next(self._next_admin).get_json(path)
         except AdminError as exc:
-            if not exc.remote:  # not an answer: not JSON, a bad name
-                raise PulsarLookupError(f"{what}: {exc}") from exc
+            if not exc.remote:  # an answer that is not JSON
+                raise InvalidLookupAnswer(f"{what}: {exc}") from exc
             raise _error(exc, what) from exc
 
     async def partitioned_metadata(self, topic: str) -> int:
@@ -153,7 +167,7 @@ class HttpLookupService(LookupService):
         body = await self._get(path, what)
         partitions = body.get("partitions") if isinstance(body, dict) else None
         if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 0:
-            raise PulsarLookupError(f"{what}: unexpected answer {body!r:.200}")
+            raise InvalidLookupAnswer(f"{what}: unexpected answer {body!r:.200}")
         return partitions
 
     async def lookup(self, topic: str) -> str:
@@ -176,7 +190,7 @@ class HttpLookupService(LookupService):
         field = "brokerUrlTls" if self.config.use_tls else "brokerUrl"
         url = body.get(field) if isinstance(body, dict) else None
         if not isinstance(url, str) or not url:
-            raise PulsarLookupError(f"{what}: the answer has no {field}: {body!r:.200}")
+            raise InvalidLookupAnswer(f"{what}: the answer has no {field}: {body!r:.200}")
         return url
 
     async def topics_of_namespace(self, namespace: str, mode: int) -> list[str]:
@@ -194,12 +208,12 @@ class HttpLookupService(LookupService):
         what = f"topics of namespace {tenant}/{ns}"
         body = await self._get(path, what)
         if not isinstance(body, list) or not all(isinstance(t, str) for t in body):
-            raise PulsarLookupError(f"{what}: unexpected answer {body!r:.200}")
+            raise InvalidLookupAnswer(f"{what}: unexpected answer {body!r:.200}")
         seen: dict[str, None] = {}
         try:
             for name in body:
                 # The broker lists each partition; a subscription wants the topic.
                 seen.setdefault(TopicName.parse(name).base.full, None)
         except InvalidTopicName as exc:
-            raise PulsarLookupError(f"{what}: {exc}") from exc
+            raise InvalidLookupAnswer(f"{what}: {exc}") from exc
         return list(seen)
