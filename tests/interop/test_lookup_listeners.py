@@ -188,6 +188,29 @@ def test_quasar_client_follows_the_listener_over_http(listener_broker: BrokerPro
             client.close()
 
 
+def test_quasar_client_transactions_over_http(listener_broker: BrokerProcess) -> None:
+    import quasar.client
+
+    # The coordinators are found from the partitioned metadata of
+    # pulsar/system/transaction_coordinator_assign and a lookup of each partition,
+    # both over HTTP. (The official client's Python API has no transactions.)
+    client = quasar.client.Client(listener_broker.admin_url, enable_transaction=True,
+                                  operation_timeout_seconds=10)
+    try:
+        topic = _topic()
+        consumer = client.subscribe(topic, "s")
+        producer = client.create_producer(topic)
+        aborted = client.new_transaction()
+        producer.send(b"aborted", txn=aborted)
+        aborted.abort()
+        committed = client.new_transaction()
+        producer.send(b"committed", txn=committed)
+        committed.commit()
+        assert consumer.receive(10_000).data() == b"committed"
+    finally:
+        client.close()
+
+
 def test_an_unreachable_http_url_fails_within_the_operation_timeout(pulsar_mod: Any) -> None:
     client = _client(pulsar_mod, f"http://127.0.0.1:{free_port()}",
                      operation_timeout_seconds=2)
