@@ -285,7 +285,7 @@ class Client:
         if use_tls and not is_tls_url(service_url):
             raise InvalidConfiguration(
                 f"use_tls=True but the service URL {service_url!r} is not "
-                "pulsar+ssl://: the URL decides (use_tls is deprecated)"
+                "pulsar+ssl:// or https://: the URL decides (use_tls is deprecated)"
             )
         if isinstance(authentication, AuthenticationTLS):
             tls_certificate_file_path, tls_private_key_file_path = _tls_auth_files(
