@@ -135,17 +135,18 @@ def test_http_lookup_answers_by_listener(listener_broker: BrokerProcess) -> None
     assert status == 404, body
 
 
-def test_official_client_over_http(listener_broker: BrokerProcess) -> None:
+def test_client_over_http(pulsar_mod: Any, listener_broker: BrokerProcess) -> None:
     admin = Admin(listener_broker.admin_url)
     partitioned = _topic()
     admin.ok("PUT", "/admin/v2/persistent/" + partitioned.split("://")[1] + "/partitions", 2)
-    client = make_client(pulsar, listener_broker.admin_url)
+    client = make_client(pulsar_mod, listener_broker.admin_url)
     try:
         _round_trip(client, _topic())
         # Partitioned metadata comes over HTTP too: a message per partition.
         consumer = client.subscribe(partitioned, "s")
         producer = client.create_producer(
-            partitioned, message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
+            partitioned,
+            message_routing_mode=pulsar_mod.PartitionsRoutingMode.RoundRobinDistribution,
             batching_enabled=False,
         )
         for i in range(2):
@@ -164,11 +165,67 @@ def test_official_client_over_http(listener_broker: BrokerProcess) -> None:
         client.close()
 
 
-def test_quasar_client_refuses_http_urls_clearly(listener_broker: BrokerProcess) -> None:
+def test_quasar_client_follows_the_listener_over_http(listener_broker: BrokerProcess) -> None:
     import quasar.client
 
-    with pytest.raises(quasar.client.InvalidUrl, match="http://"):
-        quasar.client.Client(listener_broker.admin_url)
+    # ?listenerName=external answers pulsar://localhost:<port>, a name only that
+    # listener uses: the round trip succeeds only through it.
+    client = quasar.client.Client(listener_broker.admin_url, listener_name="external",
+                                  operation_timeout_seconds=10)
+    try:
+        _round_trip(client, _topic())
+    finally:
+        client.close()
+    # "elsewhere" points at a port nobody listens on; "nope" is no listener (404).
+    for listener, error in (("elsewhere", quasar.client.Timeout),
+                            ("nope", quasar.client.TopicNotFound)):
+        client = quasar.client.Client(listener_broker.admin_url, listener_name=listener,
+                                      operation_timeout_seconds=2)
+        try:
+            with pytest.raises(error):
+                client.create_producer(_topic())
+        finally:
+            client.close()
+
+
+def test_quasar_client_transactions_over_http(listener_broker: BrokerProcess) -> None:
+    import quasar.client
+
+    # The coordinators are found from the partitioned metadata of
+    # pulsar/system/transaction_coordinator_assign and a lookup of each partition,
+    # both over HTTP. (The official client's Python API has no transactions.)
+    client = quasar.client.Client(listener_broker.admin_url, enable_transaction=True,
+                                  operation_timeout_seconds=10)
+    try:
+        topic = _topic()
+        consumer = client.subscribe(topic, "s")
+        producer = client.create_producer(topic)
+        aborted = client.new_transaction()
+        producer.send(b"aborted", txn=aborted)
+        aborted.abort()
+        committed = client.new_transaction()
+        producer.send(b"committed", txn=committed)
+        committed.commit()
+        assert consumer.receive(10_000).data() == b"committed"
+    finally:
+        client.close()
+
+
+def test_an_unreachable_http_url_fails_within_the_operation_timeout(pulsar_mod: Any) -> None:
+    client = _client(pulsar_mod, f"http://127.0.0.1:{free_port()}",
+                     operation_timeout_seconds=2)
+    try:
+        with pytest.raises((pulsar_mod.Timeout, pulsar_mod.ConnectError)):
+            client.create_producer(_topic())
+    finally:
+        client.close()
+
+
+def test_a_malformed_http_url_is_refused(listener_broker: BrokerProcess) -> None:
+    import quasar.client
+
+    with pytest.raises(quasar.client.InvalidUrl, match="path"):
+        quasar.client.Client(listener_broker.admin_url + "/admin")
 
 
 def test_namespace_topics_by_mode(listener_broker: BrokerProcess) -> None:

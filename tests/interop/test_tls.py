@@ -142,6 +142,20 @@ def test_produce_and_consume_over_tls(
         client.close()
 
 
+def test_produce_and_consume_over_an_https_service_url(
+    pulsar_mod: Any, tls_broker: BrokerProcess, certs: TestCerts
+) -> None:
+    # Lookups go to the HTTPS web service; the binary connections to the
+    # brokerUrlTls it answers.
+    client = make_client(
+        pulsar_mod, tls_broker.https_url, tls_trust_certs_file_path=str(certs.ca_cert)
+    )
+    try:
+        round_trip(client)
+    finally:
+        client.close()
+
+
 def test_the_plaintext_port_still_serves_beside_tls(
     pulsar_mod: Any, tls_broker: BrokerProcess
 ) -> None:

@@ -61,6 +61,7 @@ from quasar.client.enums import (
 )
 from quasar.client.exceptions import InvalidConfiguration, TransactionsNotEnabled
 from quasar.client.handles import Consumer, Producer, Reader
+from quasar.client.http_lookup import HttpLookupService, http_base_urls, is_http_url
 from quasar.client.lookup import LookupService, retry_until
 from quasar.client.memory_limit import DEFAULT_MEMORY_LIMIT_BYTES
 from quasar.client.message import Message
@@ -168,13 +169,14 @@ def _tls_auth_files(
     authentication's files are the connection's client certificate.
 
     Raises:
-        InvalidConfiguration: the URL is not ``pulsar+ssl://`` (no handshake would
-            carry the certificate), or other certificate files are given too.
+        InvalidConfiguration: the URL is not ``pulsar+ssl://`` or ``https://`` (no
+            handshake would carry the certificate), or other certificate files are
+            given too.
     """
     if not is_tls_url(service_url):
         raise InvalidConfiguration(
-            f"AuthenticationTLS needs a pulsar+ssl:// service URL, got {service_url!r}: "
-            "the certificate is presented in the TLS handshake"
+            "AuthenticationTLS needs a pulsar+ssl:// or https:// service URL, "
+            f"got {service_url!r}: the certificate is presented in the TLS handshake"
         )
     given = (certificate_file_path, private_key_file_path)
     files = (auth.certificate_path, auth.private_key_path)
@@ -213,7 +215,12 @@ class Client:
     beyond it waits (``block_if_queue_full``) or raises ``MemoryBufferIsFull``. With
     it, a producer's ``max_pending_messages=0`` means no count limit, as in Pulsar.
 
-    TLS (``pulsar+ssl://host:6651`` service URLs, and an ``https://`` admin URL, whose
+    ``service_url``: ``pulsar://`` or ``pulsar+ssl://`` (topics are looked up with
+    binary commands), or the web service's ``http://`` or ``https://`` (topics are
+    looked up over HTTP, see :mod:`quasar.client.http_lookup`; the admin URL is then
+    the service URL).
+
+    TLS (``pulsar+ssl://host:6651`` and ``https://`` service URLs, and an ``https://`` admin URL, whose
     default is ``https://<host>:8443`` then): ``tls_trust_certs_file_path``,
     ``tls_allow_insecure_connection``, ``tls_validate_hostname``,
     ``tls_certificate_file_path`` and ``tls_private_key_file_path`` as in
@@ -232,8 +239,8 @@ class Client:
     so that code written for ``pulsar`` keeps working; any other option is refused.
 
     Raises:
-        InvalidUrl: ``service_url`` is not ``pulsar://host:port`` or
-            ``pulsar+ssl://host:port``.
+        InvalidUrl: ``service_url`` is not ``pulsar://host:port``,
+            ``pulsar+ssl://host:port``, ``http://host:port`` or ``https://host:port``.
         InvalidConfiguration: ``client_name`` is empty or not a string,
             ``memory_limit_bytes`` is negative, ``use_tls=True`` with a
             ``pulsar://`` URL, a TLS file cannot be used, ``authentication`` is not
@@ -264,7 +271,11 @@ class Client:
         tls_private_key_file_path: str | None = None,
         **kwargs: Any,
     ) -> None:
-        parse_service_url(service_url)
+        # An http(s):// URL names the web service: topics are looked up over HTTP.
+        if is_http_url(service_url):
+            http_base_urls(service_url)
+        else:
+            parse_service_url(service_url)
         _check_other_options(kwargs)
         if authentication is not None and not isinstance(authentication, Authentication):
             raise InvalidConfiguration(
@@ -274,7 +285,7 @@ class Client:
         if use_tls and not is_tls_url(service_url):
             raise InvalidConfiguration(
                 f"use_tls=True but the service URL {service_url!r} is not "
-                "pulsar+ssl://: the URL decides (use_tls is deprecated)"
+                "pulsar+ssl:// or https://: the URL decides (use_tls is deprecated)"
             )
         if isinstance(authentication, AuthenticationTLS):
             tls_certificate_file_path, tls_private_key_file_path = _tls_auth_files(
@@ -293,7 +304,7 @@ class Client:
         if not is_tls_url(service_url) and tls != ClientTlsOptions():
             raise InvalidConfiguration(
                 f"TLS options given for {service_url!r}: they only apply to "
-                "pulsar+ssl:// service URLs"
+                "pulsar+ssl:// and https:// service URLs"
             )
         if client_name is not None and (
             not isinstance(client_name, str) or not client_name
@@ -323,7 +334,11 @@ class Client:
         if self.config.use_tls or self.config.admin_url.startswith("https:"):
             self.config.ssl_context()  # a TLS file that cannot be used fails here
         self.pool = ConnectionPool(self.config)
-        self.lookup = LookupService(self.config, self.pool)
+        self.lookup = (
+            HttpLookupService(self.config)
+            if is_http_url(service_url)
+            else LookupService(self.config, self.pool)
+        )
         # Producers, consumers and readers to close with the client; closed ones are
         # dropped as new ones come (a long-lived client creating many must not keep
         # them all).
@@ -869,6 +884,7 @@ class Client:
         self._stop_transactions()
         self.pool.close()
         await self.pool.wait_closed()
+        await self.lookup.close()
 
     def _stop_transactions(self) -> None:
         if self.transaction_coordinator is not None:
@@ -881,6 +897,7 @@ class Client:
         self._stop_transactions()
         self.pool.close()
         await self.pool.wait_closed()
+        await self.lookup.close()
 
 
 _PRUNE_AT_LEAST = 64

@@ -110,8 +110,8 @@ class ClientConfig:
 
     @property
     def use_tls(self) -> bool:
-        """Whether the service URL is ``pulsar+ssl://``: lookups then answer with
-        the broker's TLS URL."""
+        """Whether the service URL is ``pulsar+ssl://`` or ``https://``: lookups then
+        answer with the broker's TLS URL."""
         return is_tls_url(self.service_url)
 
     def ssl_context(self) -> ssl.SSLContext:
@@ -136,8 +136,9 @@ class ClientConfig:
 
 
 def is_tls_url(url: str) -> bool:
-    """Whether ``url`` is a ``pulsar+ssl://`` URL."""
-    return urlsplit(url).scheme == TLS_SCHEME
+    """Whether ``url`` is a ``pulsar+ssl://`` URL, or an ``https://`` service URL
+    (whose lookups answer with the brokers' TLS URLs)."""
+    return urlsplit(url).scheme in (TLS_SCHEME, "https")
 
 
 def parse_service_url(url: str) -> list[tuple[str, int]]:
@@ -148,14 +149,6 @@ def parse_service_url(url: str) -> list[tuple[str, int]]:
         InvalidUrl: neither a ``pulsar://`` nor a ``pulsar+ssl://`` URL.
     """
     parts = urlsplit(url)
-    if parts.scheme in ("http", "https"):
-        # The pulsar client looks topics up over HTTP with such a URL; quasar's
-        # client speaks only the binary protocol.
-        raise InvalidUrl(
-            f"unsupported service URL {url!r}: quasar's client does not look topics "
-            "up over http:// or https://; give the broker's pulsar://host:port "
-            "(or pulsar+ssl://) URL"
-        )
     if parts.scheme not in ("pulsar", TLS_SCHEME) or not parts.netloc:
         raise InvalidUrl(
             f"unsupported service URL {url!r} "
@@ -181,11 +174,16 @@ def parse_service_url(url: str) -> list[tuple[str, int]]:
 
 def admin_url_for(service_url: str) -> str:
     """``http://<first host of service_url>:8080``: Pulsar standalone's admin address
-    (``https://...:8443`` for a ``pulsar+ssl://`` service URL).
+    (``https://...:8443`` for a ``pulsar+ssl://`` service URL); the first host of an
+    ``http://`` or ``https://`` service URL, which is the web service itself.
 
     Raises:
-        InvalidUrl: ``service_url`` is neither ``pulsar://`` nor ``pulsar+ssl://``.
+        InvalidUrl: ``service_url`` is not ``pulsar://``, ``pulsar+ssl://``,
+            ``http://`` or ``https://``.
     """
+    parts = urlsplit(service_url)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return f"{parts.scheme}://{parts.netloc.split(',')[0].strip()}"
     host, _ = parse_service_url(service_url)[0]
     if ":" in host:  # an IPv6 literal
         host = f"[{host}]"

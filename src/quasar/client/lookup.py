@@ -31,6 +31,9 @@ class LookupService:
         self.config = config
         self.pool = pool
 
+    async def close(self) -> None:
+        """Nothing to close: the connections belong to the pool."""
+
     async def _request(self, url: str, type_: int, field: str, **fields: Any) -> Any:
         conn = await self.pool.get(url)
         rid = self.config.next_request_id()

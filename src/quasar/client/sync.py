@@ -479,7 +479,8 @@ class Transaction:
 
 class Client:
     """Blocking client (see ``pulsar.Client``): ``pulsar://`` and ``pulsar+ssl://``
-    URLs.
+    URLs, or the web service's ``http://`` and ``https://`` (topics looked up over
+    HTTP).
 
     ``authentication`` (``AuthenticationToken``, ``AuthenticationBasic``, ...) and the
     options accepted without effect are described on :class:`quasar.client.aio.Client`.
@@ -491,7 +492,8 @@ class Client:
     on :class:`quasar.client.aio.Client`.
 
     Raises:
-        InvalidUrl: the service URL is not ``pulsar://`` or ``pulsar+ssl://``.
+        InvalidUrl: the service URL is not ``pulsar://``, ``pulsar+ssl://``,
+            ``http://`` or ``https://``.
         InvalidConfiguration: as :class:`quasar.client.aio.Client`.
     """
 
