@@ -1,0 +1,478 @@
+"""A fault-injecting TCP proxy for tests: clients connect to it, it connects to the
+broker, and a test decides what the network does in between.
+
+``FaultProxy`` runs an asyncio loop in a background thread of its own, so blocking
+tests and the official client (whose I/O runs in C++ threads) can use it as well as
+async ones; every public method is called from the test's thread and returns once the
+proxy's loop has applied it.
+
+Each accepted connection gets two pumps, client to broker and broker to client. A pump
+is a reader task and a writer task joined by a bounded queue of chunks
+(``buffered_chunks_max`` chunks of at most ``chunk_bytes_max`` bytes): a stalled writer
+fills the queue, the reader stops reading, and TCP pushes back on the sender, so no
+fault makes the proxy's memory grow. Every fault is applied by the writer, at a chunk
+boundary, so bytes are never reordered:
+
+* ``delay``: every chunk is written ``seconds`` after it was read (order preserved);
+* ``drop``: chunks are read and discarded, silently (both sockets stay open);
+* ``blackhole``: nothing is written for ``seconds``, then the held chunks flow again,
+  as TCP delivers what it retransmitted across an outage that ended in time;
+* ``cut``: the next chunk in one direction is forwarded up to ``n`` bytes, then both
+  sockets are closed (a connection lost in the middle of a frame);
+* ``reset``: both sockets are closed with ``SO_LINGER`` 0, so the peers get an RST.
+
+Faults set on the proxy apply to every connection, present and future; faults set on a
+``ProxiedConnection`` apply to that one. ``pause_accepting`` stops accepting new
+connections (they wait in the listen backlog, as with a hung server) until
+``resume_accepting``.
+
+The proxy listens on loopback only: it forwards anything to its target and has no
+business being reachable from elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import ipaddress
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+
+CHUNK_BYTES_MAX = 64 * 1024
+BUFFERED_CHUNKS_MAX = 16
+CONNECTIONS_MAX = 256
+
+
+class Direction(enum.Enum):
+    """Which way bytes flow through a pump."""
+
+    TO_SERVER = "client->server"
+    TO_CLIENT = "server->client"
+
+
+class _Faults:
+    """The faults in force on one scope (the whole proxy or one connection)."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.delay_s = 0.0
+        self.dropping = False
+        self.blackhole_until = 0.0  # loop time
+        self.cut_after: dict[Direction, int] = {}  # bytes of the next chunk to forward
+
+
+_EOF = b""
+
+
+class ProxiedConnection:
+    """One client connection and its upstream connection to the target."""
+
+    def __init__(
+        self,
+        proxy: FaultProxy,
+        number: int,
+        client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        server: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    ) -> None:
+        self._proxy = proxy
+        self.number = number  # 1 for the first connection the proxy accepted
+        self._client = client
+        self._server = server
+        self.faults = _Faults()
+        self.closed = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ------------------------------------------------------------ test thread API
+
+    def delay(self, seconds: float) -> None:
+        """Write every chunk ``seconds`` after it was read (0 ends the delay)."""
+        self._proxy._call(self._set, "delay_s", seconds)
+
+    def drop(self, dropping: bool = True) -> None:
+        """Discard everything in both directions, silently."""
+        self._proxy._call(self._set, "dropping", dropping)
+
+    def blackhole(self, seconds: float) -> None:
+        """Hold everything for ``seconds``, then forward it."""
+        self._proxy._call(self._blackhole, seconds)
+
+    def cut(self, direction: Direction, after_bytes: int) -> None:
+        """Forward ``after_bytes`` of the next chunk going ``direction``, then close."""
+        self._proxy._call(self._arm_cut, direction, after_bytes)
+
+    def reset(self) -> None:
+        """Close both sockets with an RST."""
+        self._proxy._call(self._reset)
+
+    @property
+    def is_closed(self) -> bool:
+        return self.closed.is_set()
+
+    # ------------------------------------------------------------ proxy loop
+
+    def _set(self, name: str, value: object) -> None:
+        setattr(self.faults, name, value)
+
+    def _blackhole(self, seconds: float) -> None:
+        self.faults.blackhole_until = asyncio.get_running_loop().time() + seconds
+
+    def _arm_cut(self, direction: Direction, after_bytes: int) -> None:
+        assert after_bytes >= 0, "after_bytes must not be negative"
+        self.faults.cut_after[direction] = after_bytes
+
+    def start(self) -> None:
+        chunk_max = self._proxy.chunk_bytes_max
+        for direction, (reader, _), (_, writer) in (
+            (Direction.TO_SERVER, self._client, self._server),
+            (Direction.TO_CLIENT, self._server, self._client),
+        ):
+            queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue(
+                self._proxy.buffered_chunks_max
+            )
+            self._tasks.append(asyncio.ensure_future(self._read(reader, queue, chunk_max)))
+            self._tasks.append(asyncio.ensure_future(self._write(direction, queue, writer)))
+
+    def _delay(self) -> float:
+        return max(self.faults.delay_s, self._proxy.faults.delay_s)
+
+    async def _read(
+        self,
+        reader: asyncio.StreamReader,
+        queue: asyncio.Queue[tuple[float, bytes]],
+        chunk_max: int,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                chunk = await reader.read(chunk_max)
+                await queue.put((loop.time() + self._delay(), chunk))
+                if not chunk:
+                    return
+        except (ConnectionError, OSError):
+            await queue.put((loop.time(), _EOF))
+
+    async def _write(
+        self,
+        direction: Direction,
+        queue: asyncio.Queue[tuple[float, bytes]],
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        scopes = (self.faults, self._proxy.faults)
+        try:
+            while True:
+                due, chunk = await queue.get()
+                while True:
+                    # Re-read every time: a blackhole may begin or be extended while
+                    # this chunk waits.
+                    until = max(due, *(s.blackhole_until for s in scopes))
+                    wait = until - loop.time()
+                    if wait <= 0:
+                        break
+                    await asyncio.sleep(min(wait, 0.05))
+                if not chunk:
+                    self._close(rst=False)
+                    return
+                if any(s.dropping for s in scopes):
+                    continue
+                cut = None
+                for scope in scopes:
+                    if direction in scope.cut_after:
+                        cut = scope.cut_after.pop(direction)
+                        break
+                if cut is not None:
+                    writer.write(chunk[:cut])
+                    await writer.drain()
+                    self._close(rst=False)
+                    return
+                writer.write(chunk)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            self._close(rst=False)
+
+    def _reset(self) -> None:
+        self._close(rst=True)
+
+    def _close(self, *, rst: bool) -> None:
+        if self.closed.is_set():
+            return
+        self.closed.set()
+        for _, writer in (self._client, self._server):
+            transport = writer.transport
+            if rst:
+                sock = transport.get_extra_info("socket")
+                if sock is not None:
+                    sock.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+                transport.abort()
+            else:
+                transport.close()
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
+        self._proxy._forget(self)
+
+
+class FaultProxy:
+    """Forwards ``listen_host:listen_port`` to ``target_host:target_port`` with faults.
+
+    Use as a context manager, or ``start()`` and ``stop()``.
+    """
+
+    def __init__(
+        self,
+        target_host: str,
+        target_port: int,
+        *,
+        listen_host: str = "127.0.0.1",
+        listen_port: int = 0,
+        chunk_bytes_max: int = CHUNK_BYTES_MAX,
+        buffered_chunks_max: int = BUFFERED_CHUNKS_MAX,
+        connections_max: int = CONNECTIONS_MAX,
+    ) -> None:
+        """Raises:
+            ValueError: ``listen_host`` is not a loopback address.
+        """
+        if not ipaddress.ip_address(listen_host).is_loopback:
+            raise ValueError(f"the fault proxy listens on loopback only, not {listen_host}")
+        self.target = (target_host, target_port)
+        self.listen_host = listen_host
+        self.listen_port = listen_port
+        self.chunk_bytes_max = chunk_bytes_max
+        self.buffered_chunks_max = buffered_chunks_max
+        self.connections_max = connections_max
+        self.faults = _Faults()
+        self.accepted = 0  # connections accepted so far
+        self.refused = 0  # connections closed at once: over connections_max or no target
+        self._open: dict[int, ProxiedConnection] = {}
+        self._accepting = asyncio.Event()
+        self._listener: socket.socket | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._accept_task: asyncio.Task[None] | None = None
+        self._changed: asyncio.Condition | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> FaultProxy:
+        """Bind, start the loop thread and begin accepting.
+
+        Raises:
+            OSError: the listen address cannot be bound.
+        """
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind((self.listen_host, self.listen_port))
+            listener.listen(128)
+        except OSError:
+            listener.close()
+            raise
+        listener.setblocking(False)
+        self._listener = listener
+        self.listen_port = listener.getsockname()[1]
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="quasar-fault-proxy", daemon=True
+        )
+        self._thread.start()
+        self._call(self._begin)
+        return self
+
+    def stop(self) -> None:
+        """Close every connection and the listener, then end the loop thread."""
+        if self._loop is None or self._thread is None:
+            return
+        self._call_async(self._shutdown())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+        self._loop = None
+        self._thread = None
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """``pulsar://host:port`` of the proxy."""
+        return f"pulsar://{self.listen_host}:{self.listen_port}"
+
+    # ------------------------------------------------------------ faults, all connections
+
+    def delay(self, seconds: float) -> None:
+        """Write every chunk of every connection ``seconds`` after it was read."""
+        self._call(setattr, self.faults, "delay_s", seconds)
+
+    def drop(self, dropping: bool = True) -> None:
+        """Discard everything on every connection, silently, until ``drop(False)``."""
+        self._call(setattr, self.faults, "dropping", dropping)
+
+    def blackhole(self, seconds: float) -> None:
+        """Forward nothing on any connection (new ones are accepted) for ``seconds``."""
+        self._call(self._blackhole, seconds)
+
+    def cut_all(self, direction: Direction, after_bytes: int) -> int:
+        """Arm a cut on every open connection; returns how many were armed."""
+        return self._call(self._cut_all, direction, after_bytes)
+
+    def reset_all(self) -> int:
+        """RST every open connection; returns how many were reset."""
+        return self._call(self._reset_all)
+
+    def pause_accepting(self) -> None:
+        self._call(self._accepting.clear)
+
+    def resume_accepting(self) -> None:
+        self._call(self._accepting.set)
+
+    def clear(self) -> None:
+        """End every proxy-wide fault (per-connection faults stay)."""
+        self._call(self._clear)
+
+    # ------------------------------------------------------------ observing
+
+    def connections(self) -> list[ProxiedConnection]:
+        """The open connections, oldest first."""
+        return self._call(lambda: sorted(self._open.values(), key=lambda c: c.number))
+
+    def wait_for_accepted(self, count: int, timeout_s: float = 10.0) -> None:
+        """Wait until ``count`` connections were accepted in total.
+
+        Raises:
+            TimeoutError: fewer were accepted within ``timeout_s``.
+        """
+        self._call_async(self._wait(lambda: self.accepted >= count, timeout_s))
+
+    def wait_for_open(self, count: int, timeout_s: float = 10.0) -> None:
+        """Wait until at least ``count`` connections are open.
+
+        Raises:
+            TimeoutError: fewer were open within ``timeout_s``.
+        """
+        self._call_async(self._wait(lambda: len(self._open) >= count, timeout_s))
+
+    # ------------------------------------------------------------ proxy loop
+
+    def _begin(self) -> None:
+        self._changed = asyncio.Condition()
+        self._accepting.set()
+        self._accept_task = asyncio.ensure_future(self._accept_loop())
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._listener is not None
+        while True:
+            await self._accepting.wait()
+            sock, _ = await loop.sock_accept(self._listener)
+            if not self._accepting.is_set():
+                # Paused while this accept was pending: hold the connection unserved
+                # until accepting resumes, as the backlog would.
+                await self._accepting.wait()
+            asyncio.ensure_future(self._serve(sock))
+
+    async def _serve(self, sock: socket.socket) -> None:
+        if len(self._open) >= self.connections_max:
+            self.refused += 1
+            sock.close()
+            return
+        try:
+            client = await asyncio.open_connection(sock=sock)
+            server = await asyncio.open_connection(*self.target)
+        except OSError:
+            self.refused += 1
+            sock.close()
+            return
+        self.accepted += 1
+        conn = ProxiedConnection(self, self.accepted, client, server)
+        self._open[conn.number] = conn
+        conn.start()
+        await self._notify()
+
+    def _forget(self, conn: ProxiedConnection) -> None:
+        self._open.pop(conn.number, None)
+        asyncio.ensure_future(self._notify())
+
+    async def _notify(self) -> None:
+        assert self._changed is not None
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _wait(self, predicate: Callable[[], bool], timeout_s: float) -> None:
+        assert self._changed is not None
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(predicate), timeout_s)
+            except asyncio.TimeoutError:
+                raise TimeoutError(
+                    f"proxy: {self.accepted} accepted, {len(self._open)} open after "
+                    f"{timeout_s}s"
+                ) from None
+
+    def _blackhole(self, seconds: float) -> None:
+        self.faults.blackhole_until = asyncio.get_running_loop().time() + seconds
+
+    def _cut_all(self, direction: Direction, after_bytes: int) -> int:
+        for conn in self._open.values():
+            conn._arm_cut(direction, after_bytes)
+        return len(self._open)
+
+    def _reset_all(self) -> int:
+        conns = list(self._open.values())
+        for conn in conns:
+            conn._reset()
+        return len(conns)
+
+    def _clear(self) -> None:
+        self.faults.clear()  # in place: every writer holds this object
+
+    async def _shutdown(self) -> None:
+        if self._accept_task is not None:
+            self._accept_task.cancel()
+        for conn in list(self._open.values()):
+            conn._close(rst=False)
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        # Let the cancelled tasks run their cancellation before the loop stops.
+        await asyncio.sleep(0)
+
+    # ------------------------------------------------------------ thread hand-off
+
+    def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        async def run() -> _T:
+            return fn(*args)
+
+        return self._call_async(run())
+
+    def _call_async(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        assert self._loop is not None, "proxy not started"
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("call the proxy from the test's thread, not its loop")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(60)
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Poll ``predicate`` (every 20 ms) until it holds.
+
+    Raises:
+        TimeoutError: it did not hold within ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not within {timeout_s}s: {what}")
+        time.sleep(0.02)  # polling interval of a bounded wait
