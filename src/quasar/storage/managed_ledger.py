@@ -198,8 +198,18 @@ class ManagedLedgerImpl:
         """A sealed ledger's last entry is durable: record its final length."""
         try:
             self._persist_info()
-        except Exception:
-            # Harmless: the ledger stays "not closed" and is rescanned on open.
+        except Exception as exc:
+            # Harmless: the ledger stays "not closed" and is rescanned on open. A
+            # retryable failure (a full disk) is expected and counted where it
+            # happened, so it gets no traceback.
+            if isinstance(exc, QuasarError) and exc.retryable:
+                log.warning(
+                    "%s: ledger %d stays open in the metadata, rescanned on open: %s",
+                    self._name,
+                    state.ledger_id,
+                    exc,
+                )
+                return
             log.exception(
                 "%s: failed to record ledger %d as closed", self._name, state.ledger_id
             )
