@@ -14,8 +14,8 @@ import pytest
 
 from quasar.errors import FatalStorageError, MetadataError, StorageFullError
 from quasar.storage import (
-    InitialPosition,
     FileManagedLedgerFactory,
+    InitialPosition,
     ManagedLedgerConfig,
     SqliteMetadataStore,
 )

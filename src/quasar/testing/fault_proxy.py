@@ -416,7 +416,7 @@ class FaultProxy:
         async with self._changed:
             try:
                 await asyncio.wait_for(self._changed.wait_for(predicate), timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise TimeoutError(
                     f"proxy: {self.accepted} accepted, {len(self._open)} open after "
                     f"{timeout_s}s"

@@ -20,7 +20,7 @@ import sqlite3
 import threading
 from typing import Any
 
-from quasar.errors import MetadataError, NotFound
+from quasar.errors import MetadataError, NotFound, QuasarError
 from quasar.storage.api import Versioned
 from quasar.storage.disk_space import METADATA, DiskSpace
 from quasar.storage.metadata import paths
@@ -208,7 +208,7 @@ class _Transaction:
         self._conn = conn
         self._disk_space = disk_space
 
-    def _failed(self, what: str, exc: sqlite3.Error) -> MetadataError:
+    def _failed(self, what: str, exc: sqlite3.Error) -> QuasarError:
         if _is_full(exc):
             self._disk_space.refused(METADATA, exc)
         return MetadataError(f"{what}: {exc}")
