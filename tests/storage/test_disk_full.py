@@ -7,7 +7,6 @@ import asyncio
 import errno
 import os
 import sqlite3
-import threading
 from pathlib import Path
 
 import pytest
@@ -30,13 +29,8 @@ class FillingDisk(OsDisk):
     def __init__(self) -> None:
         self.full = False
         self.sync_full = False
-        self.gate: threading.Event | None = None
 
     def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
-        if self.gate is not None and threading.current_thread().name.startswith(
-            "quasar-group"
-        ):
-            self.gate.wait(timeout=30)
         if self.full:
             half = memoryview(data)[: len(data) // 2]
             if half:
@@ -188,3 +182,29 @@ def test_disk_space_metrics_and_one_log_line_per_episode(
     assert samples[("quasar_storage_disk_full_total", LEDGERS)] == 3
     assert samples[("quasar_storage_disk_full_total", METADATA)] == 0
     assert samples[("quasar_storage_writable", LEDGERS)] == 1
+
+
+async def test_a_crash_while_the_disk_is_full_recovers_what_was_stored(
+    tmp_path: Path,
+) -> None:
+    disk = FillingDisk()
+    factory, meta = _open(tmp_path, disk)
+    ml = await factory.open("t")
+    for i in range(3):
+        await ml.add_entry(b"kept-%d" % i)
+    disk.full = True
+    for fut in [ml.add_entry(b"x" * 300) for _ in range(3)]:
+        with pytest.raises(StorageFullError):
+            await fut
+    with pytest.raises(StorageFullError):
+        await ml.add_entry(b"new ledger refused")
+    factory.abandon()  # as kill -9: nothing sealed or flushed on the way out
+    meta.close()
+
+    factory2, meta2 = _open(tmp_path, OsDisk())
+    ml2 = await factory2.open("t")
+    cursor = ml2.open_cursor("c", InitialPosition.EARLIEST)
+    assert [e.data for e in await cursor.read_entries(10)] == [b"kept-0", b"kept-1", b"kept-2"]
+    assert (await ml2.add_entry(b"after")).entry_id == 0
+    await factory2.close()
+    meta2.close()
