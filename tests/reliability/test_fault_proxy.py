@@ -152,3 +152,15 @@ def test_stop_closes_connections(echo: int) -> None:
     s.close()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", p.listen_port), timeout=1).close()
+
+
+def test_cut_aims_at_the_chunk_a_predicate_picks(proxy: FaultProxy) -> None:
+    with _connect(proxy) as s:
+        proxy.wait_for_open(1)
+        proxy.cut_all(Direction.TO_CLIENT, 0, rst=True, when=lambda chunk: b"!" in chunk)
+        s.sendall(b"abc")
+        assert _recv_exactly(s, 3) == b"abc"  # not picked: forwarded
+        s.sendall(b"x!")
+        s.settimeout(5)
+        with pytest.raises(ConnectionResetError):
+            s.recv(10)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import quasar.client
+from quasar.protocol import pb
 from quasar.testing.fault_proxy import Direction, FaultProxy, wait_until
 from quasar.testing.process import BrokerProcess
 
@@ -164,8 +165,30 @@ def test_blackhole_then_reconnect_and_consumption_resumes(
         client.close()
 
 
+def _carries(command_type: int) -> Any:
+    """A chunk predicate: one of its frames is a BaseCommand of ``command_type``."""
+
+    def check(chunk: bytes) -> bool:
+        offset = 0
+        while offset + 10 <= len(chunk):
+            # [u32 total size][u32 command size][BaseCommand: field 1, type, first]
+            if chunk[offset + 8 : offset + 10] == bytes([0x08, command_type]):
+                return True
+            offset += 4 + int.from_bytes(chunk[offset : offset + 4], "big")
+        return False
+
+    return check
+
+
+@pytest.mark.parametrize(
+    ("direction", "command"),
+    [(Direction.TO_SERVER, pb.BaseCommand.END_TXN),
+     (Direction.TO_CLIENT, pb.BaseCommand.END_TXN_RESPONSE)],
+    ids=["request-lost", "answer-lost"],
+)
 def test_reset_during_commit_has_one_definite_outcome(
-    broker: BrokerProcess, proxy: FaultProxy, topic: str
+    broker: BrokerProcess, proxy: FaultProxy, topic: str, direction: Direction,
+    command: int,
 ) -> None:
     # The official client has no transaction API; quasar's client commits.
     client = quasar.client.Client(
@@ -176,29 +199,18 @@ def test_reset_during_commit_has_one_definite_outcome(
         txn = client.new_transaction(timeout_ms=60_000)
         for i in range(3):
             producer.send(b"txn-%d" % i, txn=txn)
-        # Slow the link so the END_TXN or its answer is on the wire when the
-        # connection is reset.
-        proxy.delay(0.3)
-        outcome: list[BaseException | None] = []
-        committing = threading.Thread(target=lambda: outcome.append(_commit(txn)))
-        committing.start()
-        wait_until(lambda: proxy.connections() != [], 5, "a connection to reset")
-        threading.Event().wait(0.15)  # inside the 0.3 s the commit spends in the proxy
-        assert proxy.reset_all() >= 1
-        proxy.delay(0)
-        committing.join(60)
-        assert not committing.is_alive()
-        first = outcome[0]
-        # Asking again gives the same answer: committed stays committed.
-        again = _commit(txn)
-        assert type(again) is type(first), (first, again)
+        accepted = proxy.accepted
+        # The connection is reset exactly when the END_TXN (or its answer) crosses.
+        assert proxy.cut_all(direction, 0, rst=True, when=_carries(command)) >= 1
+        first = _commit(txn)
+        assert proxy.accepted > accepted, "the reset did not happen during the commit"
+        # The client asked again on a new connection and got a definite answer:
+        # committed (the coordinator remembers the outcome, PIP-255).
+        assert first is None, repr(first)
+        assert _commit(txn) is None  # asking again: the same outcome
     finally:
         client.close()
-    stored = _stored(broker, topic)
-    if first is None:
-        assert stored == [b"txn-0", b"txn-1", b"txn-2"]
-    else:
-        assert stored == [], f"{first!r}, yet the transaction's messages are visible"
+    assert _stored(broker, topic) == [b"txn-0", b"txn-1", b"txn-2"]
 
 
 def _commit(txn: Any) -> BaseException | None:

@@ -18,7 +18,9 @@ boundary, so bytes are never reordered:
 * ``blackhole``: nothing is written for ``seconds``, then the held chunks flow again,
   as TCP delivers what it retransmitted across an outage that ended in time;
 * ``cut``: the next chunk in one direction is forwarded up to ``n`` bytes, then both
-  sockets are closed (a connection lost in the middle of a frame);
+  sockets are closed (a connection lost in the middle of a frame); with ``when``, the
+  next chunk ``when(chunk)`` accepts (a test aims at one command: "the answer to the
+  commit is lost"); with ``rst``, the close is a reset;
 * ``reset``: both sockets are closed with ``SO_LINGER`` 0, so the peers get an RST.
 
 Faults set on the proxy apply to every connection, present and future; faults set on a
@@ -66,7 +68,22 @@ class _Faults:
         self.delay_s = 0.0
         self.dropping = False
         self.blackhole_until = 0.0  # loop time
-        self.cut_after: dict[Direction, int] = {}  # bytes of the next chunk to forward
+        self.cuts: dict[Direction, _Cut] = {}
+
+
+class _Cut:
+    """An armed cut: forward ``after_bytes`` of the next chunk ``when`` accepts."""
+
+    def __init__(
+        self, after_bytes: int, rst: bool, when: Callable[[bytes], bool] | None
+    ) -> None:
+        assert after_bytes >= 0, "after_bytes must not be negative"
+        self.after_bytes = after_bytes
+        self.rst = rst
+        self.when = when
+
+    def applies(self, chunk: bytes) -> bool:
+        return self.when is None or self.when(chunk)
 
 
 _EOF = b""
@@ -104,9 +121,17 @@ class ProxiedConnection:
         """Hold everything for ``seconds``, then forward it."""
         self._proxy._call(self._blackhole, seconds)
 
-    def cut(self, direction: Direction, after_bytes: int) -> None:
-        """Forward ``after_bytes`` of the next chunk going ``direction``, then close."""
-        self._proxy._call(self._arm_cut, direction, after_bytes)
+    def cut(
+        self,
+        direction: Direction,
+        after_bytes: int,
+        *,
+        rst: bool = False,
+        when: Callable[[bytes], bool] | None = None,
+    ) -> None:
+        """Forward ``after_bytes`` of the next chunk going ``direction`` (the next
+        one ``when`` accepts), then close both sockets (``rst``: with a reset)."""
+        self._proxy._call(self._arm_cut, direction, _Cut(after_bytes, rst, when))
 
     def reset(self) -> None:
         """Close both sockets with an RST."""
@@ -124,9 +149,8 @@ class ProxiedConnection:
     def _blackhole(self, seconds: float) -> None:
         self.faults.blackhole_until = asyncio.get_running_loop().time() + seconds
 
-    def _arm_cut(self, direction: Direction, after_bytes: int) -> None:
-        assert after_bytes >= 0, "after_bytes must not be negative"
-        self.faults.cut_after[direction] = after_bytes
+    def _arm_cut(self, direction: Direction, cut: _Cut) -> None:
+        self.faults.cuts[direction] = cut
 
     def start(self) -> None:
         chunk_max = self._proxy.chunk_bytes_max
@@ -185,13 +209,15 @@ class ProxiedConnection:
                     continue
                 cut = None
                 for scope in scopes:
-                    if direction in scope.cut_after:
-                        cut = scope.cut_after.pop(direction)
+                    armed = scope.cuts.get(direction)
+                    if armed is not None and armed.applies(chunk):
+                        cut = scope.cuts.pop(direction)
                         break
                 if cut is not None:
-                    writer.write(chunk[:cut])
-                    await writer.drain()
-                    self._close(rst=False)
+                    if cut.after_bytes:
+                        writer.write(chunk[: cut.after_bytes])
+                        await writer.drain()
+                    self._close(rst=cut.rst)
                     return
                 writer.write(chunk)
                 await writer.drain()
@@ -325,9 +351,17 @@ class FaultProxy:
         """Forward nothing on any connection (new ones are accepted) for ``seconds``."""
         self._call(self._blackhole, seconds)
 
-    def cut_all(self, direction: Direction, after_bytes: int) -> int:
-        """Arm a cut on every open connection; returns how many were armed."""
-        return self._call(self._cut_all, direction, after_bytes)
+    def cut_all(
+        self,
+        direction: Direction,
+        after_bytes: int,
+        *,
+        rst: bool = False,
+        when: Callable[[bytes], bool] | None = None,
+    ) -> int:
+        """Arm a cut (see ``ProxiedConnection.cut``) on every open connection;
+        returns how many were armed."""
+        return self._call(self._cut_all, direction, _Cut(after_bytes, rst, when))
 
     def reset_all(self) -> int:
         """RST every open connection; returns how many were reset."""
@@ -425,9 +459,9 @@ class FaultProxy:
     def _blackhole(self, seconds: float) -> None:
         self.faults.blackhole_until = asyncio.get_running_loop().time() + seconds
 
-    def _cut_all(self, direction: Direction, after_bytes: int) -> int:
+    def _cut_all(self, direction: Direction, cut: _Cut) -> int:
         for conn in self._open.values():
-            conn._arm_cut(direction, after_bytes)
+            conn._arm_cut(direction, cut)
         return len(self._open)
 
     def _reset_all(self) -> int:
