@@ -60,6 +60,10 @@ def _official(url: str) -> Any:
     return pulsar.Client(url, operation_timeout_seconds=10, logger=logger)
 
 
+def _quasar(url: str) -> Any:
+    return quasar.client.Client(url, operation_timeout_seconds=10)
+
+
 def _stored(broker: BrokerProcess, topic: str) -> list[bytes]:
     """Everything stored on ``topic``, read straight from the broker (no proxy)."""
     client = quasar.client.Client(broker.url, operation_timeout_seconds=10)
@@ -76,7 +80,8 @@ def _stored(broker: BrokerProcess, topic: str) -> list[bytes]:
 class _Sends:
     """Outcomes of async sends, by payload."""
 
-    def __init__(self) -> None:
+    def __init__(self, ok: Any) -> None:
+        self.ok = ok  # the client module's Result.Ok
         self.lock = threading.Lock()
         self.acked: list[bytes] = []
         self.failed: list[tuple[bytes, str]] = []
@@ -84,7 +89,7 @@ class _Sends:
     def callback(self, payload: bytes) -> Any:
         def done(result: Any, _msg_id: Any) -> None:
             with self.lock:
-                if result == pulsar.Result.Ok:
+                if result == self.ok:
                     self.acked.append(payload)
                 else:
                     self.failed.append((payload, str(result)))
@@ -96,16 +101,17 @@ class _Sends:
             return len(self.acked) + len(self.failed)
 
 
+@pytest.mark.parametrize("impl", ["pulsar", "quasar"])
 @pytest.mark.parametrize("direction", [Direction.TO_SERVER, Direction.TO_CLIENT])
 def test_producer_cut_mid_frame_stores_each_acknowledged_message_once(
-    broker: BrokerProcess, proxy: FaultProxy, topic: str, direction: Direction
+    broker: BrokerProcess, proxy: FaultProxy, topic: str, direction: Direction, impl: str
 ) -> None:
-    client = _official(proxy.url)
+    client = _official(proxy.url) if impl == "pulsar" else _quasar(proxy.url)
     try:
         producer = client.create_producer(
             topic, batching_enabled=False, send_timeout_millis=20_000, producer_name="cut"
         )
-        sends = _Sends()
+        sends = _Sends((pulsar if impl == "pulsar" else quasar.client).Result.Ok)
         payloads = [b"m-%03d" % i for i in range(60)]
         for payload in payloads[:20]:
             producer.send_async(payload, sends.callback(payload))
@@ -133,10 +139,7 @@ def test_blackhole_then_reconnect_and_consumption_resumes(
 ) -> None:
     # Both clients' own keep-alive is 30 s (the blocking API does not set it); the
     # broker's (1 s here) notices the silence and drops the connection.
-    if impl == "pulsar":
-        client = _official(proxy.url)
-    else:
-        client = quasar.client.Client(proxy.url, operation_timeout_seconds=10)
+    client = _official(proxy.url) if impl == "pulsar" else _quasar(proxy.url)
     try:
         consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
         producer = client.create_producer(topic, batching_enabled=False)
