@@ -35,218 +35,22 @@ business being reachable from elsewhere.
 from __future__ import annotations
 
 import asyncio
-import enum
 import ipaddress
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
+
+from quasar.testing.proxied_connection import Cut, Direction, Faults, ProxiedConnection
+
+__all__ = ["Direction", "FaultProxy", "ProxiedConnection", "wait_until"]
 
 _T = TypeVar("_T")
 
 CHUNK_BYTES_MAX = 64 * 1024
 BUFFERED_CHUNKS_MAX = 16
 CONNECTIONS_MAX = 256
-
-
-class Direction(enum.Enum):
-    """Which way bytes flow through a pump."""
-
-    TO_SERVER = "client->server"
-    TO_CLIENT = "server->client"
-
-
-class _Faults:
-    """The faults in force on one scope (the whole proxy or one connection)."""
-
-    def __init__(self) -> None:
-        self.clear()
-
-    def clear(self) -> None:
-        self.delay_s = 0.0
-        self.dropping = False
-        self.blackhole_until = 0.0  # loop time
-        self.cuts: dict[Direction, _Cut] = {}
-
-
-class _Cut:
-    """An armed cut: forward ``after_bytes`` of the next chunk ``when`` accepts."""
-
-    def __init__(
-        self, after_bytes: int, rst: bool, when: Callable[[bytes], bool] | None
-    ) -> None:
-        assert after_bytes >= 0, "after_bytes must not be negative"
-        self.after_bytes = after_bytes
-        self.rst = rst
-        self.when = when
-
-    def applies(self, chunk: bytes) -> bool:
-        return self.when is None or self.when(chunk)
-
-
-_EOF = b""
-
-
-class ProxiedConnection:
-    """One client connection and its upstream connection to the target."""
-
-    def __init__(
-        self,
-        proxy: FaultProxy,
-        number: int,
-        client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-        server: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-    ) -> None:
-        self._proxy = proxy
-        self.number = number  # 1 for the first connection the proxy accepted
-        self._client = client
-        self._server = server
-        self.faults = _Faults()
-        self.closed = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
-
-    # ------------------------------------------------------------ test thread API
-
-    def delay(self, seconds: float) -> None:
-        """Write every chunk ``seconds`` after it was read (0 ends the delay)."""
-        self._proxy._call(self._set, "delay_s", seconds)
-
-    def drop(self, dropping: bool = True) -> None:
-        """Discard everything in both directions, silently."""
-        self._proxy._call(self._set, "dropping", dropping)
-
-    def blackhole(self, seconds: float) -> None:
-        """Hold everything for ``seconds``, then forward it."""
-        self._proxy._call(self._blackhole, seconds)
-
-    def cut(
-        self,
-        direction: Direction,
-        after_bytes: int,
-        *,
-        rst: bool = False,
-        when: Callable[[bytes], bool] | None = None,
-    ) -> None:
-        """Forward ``after_bytes`` of the next chunk going ``direction`` (the next
-        one ``when`` accepts), then close both sockets (``rst``: with a reset)."""
-        self._proxy._call(self._arm_cut, direction, _Cut(after_bytes, rst, when))
-
-    def reset(self) -> None:
-        """Close both sockets with an RST."""
-        self._proxy._call(self._reset)
-
-    @property
-    def is_closed(self) -> bool:
-        return self.closed.is_set()
-
-    # ------------------------------------------------------------ proxy loop
-
-    def _set(self, name: str, value: object) -> None:
-        setattr(self.faults, name, value)
-
-    def _blackhole(self, seconds: float) -> None:
-        self.faults.blackhole_until = asyncio.get_running_loop().time() + seconds
-
-    def _arm_cut(self, direction: Direction, cut: _Cut) -> None:
-        self.faults.cuts[direction] = cut
-
-    def start(self) -> None:
-        chunk_max = self._proxy.chunk_bytes_max
-        for direction, (reader, _), (_, writer) in (
-            (Direction.TO_SERVER, self._client, self._server),
-            (Direction.TO_CLIENT, self._server, self._client),
-        ):
-            queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue(
-                self._proxy.buffered_chunks_max
-            )
-            self._tasks.append(asyncio.ensure_future(self._read(reader, queue, chunk_max)))
-            self._tasks.append(asyncio.ensure_future(self._write(direction, queue, writer)))
-
-    def _delay(self) -> float:
-        return max(self.faults.delay_s, self._proxy.faults.delay_s)
-
-    async def _read(
-        self,
-        reader: asyncio.StreamReader,
-        queue: asyncio.Queue[tuple[float, bytes]],
-        chunk_max: int,
-    ) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                chunk = await reader.read(chunk_max)
-                await queue.put((loop.time() + self._delay(), chunk))
-                if not chunk:
-                    return
-        except (ConnectionError, OSError):
-            await queue.put((loop.time(), _EOF))
-
-    async def _write(
-        self,
-        direction: Direction,
-        queue: asyncio.Queue[tuple[float, bytes]],
-        writer: asyncio.StreamWriter,
-    ) -> None:
-        loop = asyncio.get_running_loop()
-        scopes = (self.faults, self._proxy.faults)
-        try:
-            while True:
-                due, chunk = await queue.get()
-                while True:
-                    # Re-read every time: a blackhole may begin or be extended while
-                    # this chunk waits.
-                    until = max(due, *(s.blackhole_until for s in scopes))
-                    wait = until - loop.time()
-                    if wait <= 0:
-                        break
-                    await asyncio.sleep(min(wait, 0.05))
-                if not chunk:
-                    self._close(rst=False)
-                    return
-                if any(s.dropping for s in scopes):
-                    continue
-                cut = None
-                for scope in scopes:
-                    armed = scope.cuts.get(direction)
-                    if armed is not None and armed.applies(chunk):
-                        cut = scope.cuts.pop(direction)
-                        break
-                if cut is not None:
-                    if cut.after_bytes:
-                        writer.write(chunk[: cut.after_bytes])
-                        await writer.drain()
-                    self._close(rst=cut.rst)
-                    return
-                writer.write(chunk)
-                await writer.drain()
-        except (ConnectionError, OSError):
-            self._close(rst=False)
-
-    def _reset(self) -> None:
-        self._close(rst=True)
-
-    def _close(self, *, rst: bool) -> None:
-        if self.closed.is_set():
-            return
-        self.closed.set()
-        for _, writer in (self._client, self._server):
-            transport = writer.transport
-            if rst:
-                sock = transport.get_extra_info("socket")
-                if sock is not None:
-                    sock.setsockopt(
-                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                    )
-                transport.abort()
-            else:
-                transport.close()
-        current = asyncio.current_task()
-        for task in self._tasks:
-            if task is not current:
-                task.cancel()
-        self._proxy._forget(self)
 
 
 class FaultProxy:
@@ -277,7 +81,7 @@ class FaultProxy:
         self.chunk_bytes_max = chunk_bytes_max
         self.buffered_chunks_max = buffered_chunks_max
         self.connections_max = connections_max
-        self.faults = _Faults()
+        self.faults = Faults()
         self.accepted = 0  # connections accepted so far
         self.refused = 0  # connections closed at once: over connections_max or no target
         self._open: dict[int, ProxiedConnection] = {}
@@ -312,7 +116,7 @@ class FaultProxy:
             target=self._loop.run_forever, name="quasar-fault-proxy", daemon=True
         )
         self._thread.start()
-        self._call(self._begin)
+        self.run_on_loop(self._begin)
         return self
 
     def stop(self) -> None:
@@ -341,15 +145,15 @@ class FaultProxy:
 
     def delay(self, seconds: float) -> None:
         """Write every chunk of every connection ``seconds`` after it was read."""
-        self._call(setattr, self.faults, "delay_s", seconds)
+        self.run_on_loop(setattr, self.faults, "delay_s", seconds)
 
     def drop(self, dropping: bool = True) -> None:
         """Discard everything on every connection, silently, until ``drop(False)``."""
-        self._call(setattr, self.faults, "dropping", dropping)
+        self.run_on_loop(setattr, self.faults, "dropping", dropping)
 
     def blackhole(self, seconds: float) -> None:
         """Forward nothing on any connection (new ones are accepted) for ``seconds``."""
-        self._call(self._blackhole, seconds)
+        self.run_on_loop(self._blackhole, seconds)
 
     def cut_all(
         self,
@@ -361,27 +165,27 @@ class FaultProxy:
     ) -> int:
         """Arm a cut (see ``ProxiedConnection.cut``) on every open connection;
         returns how many were armed."""
-        return self._call(self._cut_all, direction, _Cut(after_bytes, rst, when))
+        return self.run_on_loop(self._cut_all, direction, Cut(after_bytes, rst, when))
 
     def reset_all(self) -> int:
         """RST every open connection; returns how many were reset."""
-        return self._call(self._reset_all)
+        return self.run_on_loop(self._reset_all)
 
     def pause_accepting(self) -> None:
-        self._call(self._accepting.clear)
+        self.run_on_loop(self._accepting.clear)
 
     def resume_accepting(self) -> None:
-        self._call(self._accepting.set)
+        self.run_on_loop(self._accepting.set)
 
     def clear(self) -> None:
         """End every proxy-wide fault (per-connection faults stay)."""
-        self._call(self._clear)
+        self.run_on_loop(self._clear)
 
     # ------------------------------------------------------------ observing
 
     def connections(self) -> list[ProxiedConnection]:
         """The open connections, oldest first."""
-        return self._call(lambda: sorted(self._open.values(), key=lambda c: c.number))
+        return self.run_on_loop(lambda: sorted(self._open.values(), key=lambda c: c.number))
 
     def wait_for_accepted(self, count: int, timeout_s: float = 10.0) -> None:
         """Wait until ``count`` connections were accepted in total.
@@ -436,7 +240,7 @@ class FaultProxy:
         conn.start()
         await self._notify()
 
-    def _forget(self, conn: ProxiedConnection) -> None:
+    def connection_closed(self, conn: ProxiedConnection) -> None:
         self._open.pop(conn.number, None)
         asyncio.ensure_future(self._notify())
 
@@ -459,7 +263,7 @@ class FaultProxy:
     def _blackhole(self, seconds: float) -> None:
         self.faults.blackhole_until = asyncio.get_running_loop().time() + seconds
 
-    def _cut_all(self, direction: Direction, cut: _Cut) -> int:
+    def _cut_all(self, direction: Direction, cut: Cut) -> int:
         for conn in self._open.values():
             conn._arm_cut(direction, cut)
         return len(self._open)
@@ -486,7 +290,8 @@ class FaultProxy:
 
     # ------------------------------------------------------------ thread hand-off
 
-    def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
+    def run_on_loop(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run ``fn(*args)`` on the proxy's loop from the test's thread; its result."""
         async def run() -> _T:
             return fn(*args)
 
