@@ -1,6 +1,7 @@
 """A real broker whose data directory is on a small tmpfs that fills up.
 
-While the disk is full the official producer's sends fail retryably (it reconnects
+Run with the official client and with quasar's. While the disk is full a producer's
+sends fail retryably (it reconnects
 and resends, its messages stay pending), consumers keep reading what is stored, and
 the broker keeps running. Once the filler is deleted the same producer's messages are
 stored, each exactly once (deduplication on), without a restart; after ``kill -9`` and
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 
+import quasar.client
 from quasar.testing.fault_proxy import wait_until
 from quasar.testing.process import BrokerProcess
 
@@ -76,10 +78,12 @@ def _metric(proc: BrokerProcess, name: str, store: str) -> float:
     return float(match.group(1))
 
 
-def _client(url: str) -> Any:
-    logger = logging.getLogger("pulsar-client")
-    logger.setLevel(logging.ERROR)
-    return pulsar.Client(url, operation_timeout_seconds=10, logger=logger)
+def _client(mod: Any, url: str) -> Any:
+    if mod is pulsar:
+        logger = logging.getLogger("pulsar-client")
+        logger.setLevel(logging.ERROR)
+        return mod.Client(url, operation_timeout_seconds=10, logger=logger)
+    return mod.Client(url, operation_timeout_seconds=10)
 
 
 def _receive_all(consumer: Any, want: int, timeout_s: float) -> list[bytes]:
@@ -92,9 +96,11 @@ def _receive_all(consumer: Any, want: int, timeout_s: float) -> list[bytes]:
     return got
 
 
+@pytest.mark.parametrize("impl", ["pulsar", "quasar"])
 def test_full_disk_fails_publishes_retryably_and_recovers(
-    small_disk: Path, tmp_path: Path
+    small_disk: Path, tmp_path: Path, impl: str
 ) -> None:
+    mod: Any = pulsar if impl == "pulsar" else quasar.client
     proc = BrokerProcess(
         small_disk / "data",
         log_path=tmp_path / "broker.log",
@@ -104,12 +110,12 @@ def test_full_disk_fails_publishes_retryably_and_recovers(
     topic = f"persistent://public/default/full-{uuid.uuid4().hex[:8]}"
     # Two clients: the official client drops its whole connection on a SEND_ERROR, and
     # a consumer on that connection would get its unacknowledged messages again.
-    client = _client(proc.url)
-    consuming = _client(proc.url)
+    client = _client(mod, proc.url)
+    consuming = _client(mod, proc.url)
     clients = [client, consuming]
     try:
         consumer = consuming.subscribe(
-            topic, "sub", consumer_type=pulsar.ConsumerType.Shared
+            topic, "sub", consumer_type=mod.ConsumerType.Shared
         )
         producer = client.create_producer(
             topic, batching_enabled=False, send_timeout_millis=0, producer_name="p-full"
@@ -126,7 +132,7 @@ def test_full_disk_fails_publishes_retryably_and_recovers(
         def on_sent(payload: bytes) -> Any:
             def callback(result: Any, _msg_id: Any) -> None:
                 with lock:
-                    if result == pulsar.Result.Ok:
+                    if result == mod.Result.Ok:
                         acked.append(payload)
                     else:
                         failed.append(str(result))
@@ -163,8 +169,8 @@ def test_full_disk_fails_publishes_retryably_and_recovers(
 
         proc.kill()
         proc.start()
-        clients.append(_client(proc.url))
-        reader = clients[-1].create_reader(topic, pulsar.MessageId.earliest)
+        clients.append(_client(mod, proc.url))
+        reader = clients[-1].create_reader(topic, mod.MessageId.earliest)
         stored = []
         while reader.has_message_available():
             stored.append(reader.read_next(timeout_millis=10_000).data())
