@@ -280,6 +280,20 @@ class FatalStorageError(StorageError):
     """
 
 
+class StorageFullError(StorageError, PersistenceError):  # type: ignore[misc, valid-type]
+    """A write was refused because the disk is full (``ENOSPC``); a
+    ``PersistenceError`` to whoever catches that.
+
+    Retryable: nothing of the refused write stays visible (the torn tail is cut off
+    before anything else is appended), what was stored before is intact, and the same
+    write succeeds once space is freed. Pulsar answers a failed bookie write with
+    ``PersistenceError`` too, and its clients resend after reconnecting.
+    """
+
+    http_status = 507
+    retryable = True
+
+
 class CorruptRecordError(StorageError):
     """A stored record cannot be read: it fails its length or checksum check, or the
     bytes are not a record this broker writes.

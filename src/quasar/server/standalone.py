@@ -39,6 +39,7 @@ from quasar.config import ServiceConfiguration
 from quasar.metrics import broker_registry
 from quasar.native import log_native_extensions
 from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
+from quasar.storage.disk_space import DiskSpace
 
 from .connection import ServerConnection
 from .dynamic_settings import register_dynamic_settings
@@ -87,13 +88,20 @@ class Standalone:
     async def start(self) -> None:
         log_native_extensions(log)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._store = SqliteMetadataStore(str(self.data_dir / "metadata.db"))
+        # Full-disk refusals of both stores (quasar_storage_disk_full_total and
+        # quasar_storage_writable).
+        disk_space = DiskSpace()
+        self.metrics.register(disk_space)
+        self._store = SqliteMetadataStore(
+            str(self.data_dir / "metadata.db"), disk_space=disk_space
+        )
         self._ledgers = FileManagedLedgerFactory(
             str(self.data_dir / "ledgers"),
             self._store,
             journal=self.config.journal,
             cache_size_bytes_max=self.config.managed_ledger.managed_ledger_cache_size_bytes,
             on_fatal=self._on_fatal,
+            disk_space=disk_space,
         )
         self.service = BrokerService(
             self.config, self._ledgers, self._store, metrics=self.metrics

@@ -17,6 +17,13 @@ Lifecycle of a ledger:
 On open, ledgers not closed in the metadata are recovered (scanned, torn tail
 dropped), empty ones are deleted, and a new ledger is created for appends, as Pulsar
 does after a broker restart.
+
+A full disk (``StorageFullError``) does not fence the managed ledger the way other
+append failures do: the storage has cut the refused records off, so the ledger is
+sealed at its last durable entry (the positions handed out after it are given up and
+never reused) and the next append creates a new ledger, as Pulsar does after a failed
+bookie write. Until space is freed that creation fails too, with a retryable error;
+afterwards appends succeed without a restart.
 """
 
 from __future__ import annotations
@@ -30,7 +37,12 @@ from itertools import count
 from weakref import WeakSet
 
 from quasar.clock import Clock
-from quasar.errors import ManagedLedgerClosed, PersistenceError, QuasarError
+from quasar.errors import (
+    ManagedLedgerClosed,
+    PersistenceError,
+    QuasarError,
+    StorageFullError,
+)
 from quasar.storage.api import (
     EARLIEST,
     LATEST,
@@ -90,6 +102,7 @@ class ManagedLedgerImpl:
         self._listeners: list[Callable[[int], None]] = []
         self._open = False
         self._failure: BaseException | None = None  # first failed append fences appends
+        self._needs_ledger = False  # the current ledger was sealed after a full disk
         self._pending_adds = 0
         self._idle: asyncio.Future[None] | None = None
         self.stats = ManagedLedgerStats()
@@ -185,8 +198,18 @@ class ManagedLedgerImpl:
         """A sealed ledger's last entry is durable: record its final length."""
         try:
             self._persist_info()
-        except Exception:
-            # Harmless: the ledger stays "not closed" and is rescanned on open.
+        except Exception as exc:
+            # Harmless: the ledger stays "not closed" and is rescanned on open. A
+            # retryable failure (a full disk) is expected and counted where it
+            # happened, so it gets no traceback.
+            if isinstance(exc, QuasarError) and exc.retryable:
+                log.warning(
+                    "%s: ledger %d stays open in the metadata, rescanned on open: %s",
+                    self._name,
+                    state.ledger_id,
+                    exc,
+                )
+                return
             log.exception(
                 "%s: failed to record ledger %d as closed", self._name, state.ledger_id
             )
@@ -216,7 +239,17 @@ class ManagedLedgerImpl:
             callback(None, self._failure)
             return
         payload = data if type(data) is bytes else bytes(data)
-        if self._should_rollover():
+        if self._needs_ledger:
+            try:
+                self._create_ledger()
+            except QuasarError as exc:
+                callback(None, exc)
+                return
+            except OSError as exc:
+                callback(None, PersistenceError(f"cannot create ledger: {exc}"))
+                return
+            self._needs_ledger = False
+        elif self._should_rollover():
             try:
                 self._rollover()
             except QuasarError as exc:
@@ -249,7 +282,9 @@ class ManagedLedgerImpl:
         self._pending_adds -= 1
         if exc is not None:
             self.stats.add_entry_errors += 1
-            if self._failure is None:
+            if isinstance(exc, StorageFullError):
+                self._give_up_unwritten(state)
+            elif self._failure is None:
                 self._failure = exc
             callback(None, exc)
         else:
@@ -267,6 +302,21 @@ class ManagedLedgerImpl:
                 self._ledger_completed(state)
         if self._pending_adds == 0 and self._idle is not None and not self._idle.done():
             self._idle.set_result(None)
+
+    def _give_up_unwritten(self, state: LedgerState) -> None:
+        """The storage refused ``state``'s records from its next unconfirmed one on
+        (full disk): seal it where it is durable; the next append opens a new ledger."""
+        if state.assigned == state.entries:
+            return  # a later record of a ledger already given up
+        state.assigned = state.entries
+        state.assigned_size = state.size
+        if state is self._ledgers.last and not state.sealed:
+            state.sealed = True
+            state.closed_at_ms = self._clock.wall_ms()
+            self._storage.seal_ledger(state.ledger_id)
+            self._needs_ledger = True
+        if state.complete:
+            self._ledger_completed(state)
 
     async def _wait_for_pending_adds(self) -> None:
         if self._pending_adds:

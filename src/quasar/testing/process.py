@@ -9,7 +9,10 @@ Extra ``broker.conf`` settings go in ``settings`` (passed as ``--set KEY=VALUE``
 ``tls_port`` and ``https_port`` turn on the TLS listeners (``brokerServicePortTls``,
 ``webServicePortTls``; the certificate settings go in ``settings``), and
 ``plaintext=False`` turns the plain ones off; a broker without a plaintext port is
-ready when its TLS port completes a handshake.
+ready when its TLS port completes a handshake. ``advertised_address`` is what LOOKUP
+answers with (``advertisedAddress``); the broker still listens on 127.0.0.1, so a
+fault proxy on another loopback address and the same port receives every connection
+a client opens after its lookup (``quasar.testing.fault_proxy``).
 """
 
 from __future__ import annotations
@@ -100,9 +103,11 @@ class BrokerProcess:
         tls_port: int | None = None,
         https_port: int | None = None,
         plaintext: bool = True,
+        advertised_address: str = "127.0.0.1",
     ) -> None:
         """``settings``: broker settings by Pulsar key (``{"authenticationEnabled":
         "true"}``), passed as ``--set KEY=VALUE``."""
+        self.advertised_address = advertised_address
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.http_port = http_port or free_port()
@@ -163,7 +168,7 @@ class BrokerProcess:
             str(self.data_dir),
             *self._listener_arguments(),
             "--advertised-address",
-            "127.0.0.1",
+            self.advertised_address,
         ]
         self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         try:

@@ -20,6 +20,7 @@ from quasar.clock import Clock, SystemClock
 from quasar.errors import FatalStorageError, PersistenceError
 from quasar.storage.api import MetadataStore
 from quasar.storage.config import JournalConfig, ManagedLedgerSettings
+from quasar.storage.disk_space import DiskSpace
 from quasar.storage.file.disk import OsDisk
 from quasar.storage.file.entry_cache import EntryCache, EntryCacheStats
 from quasar.storage.file.group_commit import GroupCommitStats, GroupCommitWriter
@@ -44,6 +45,7 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
         on_fatal: Callable[[FatalStorageError], None] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
         disk: OsDisk | None = None,
+        disk_space: DiskSpace | None = None,
     ) -> None:
         """Open ``data_dir`` (created if missing) and lock it.
 
@@ -52,7 +54,8 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
         ``managedLedgerCacheSizeMB``'s default).
         ``on_fatal`` is called once, on the loop, when a write or fsync fails; every
         append fails from then on and the process is expected to stop. ``disk`` is
-        the file-operations seam (tests inject faults through it).
+        the file-operations seam (tests inject faults through it). ``disk_space``
+        counts writes refused for a full disk (default: one of its own).
 
         Raises:
             PersistenceError: the directory is locked by another factory or process,
@@ -87,6 +90,7 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
             max_group_wait_ms=journal.journal_max_group_wait_msec,
             buffered_writes_threshold_bytes=journal.journal_buffered_writes_threshold,
             on_fatal=self._on_fatal,
+            disk_space=disk_space,
         )
         self._cache = EntryCache(cache_size_bytes_max)
         self._files = FileLedgerStorage(
@@ -114,6 +118,10 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
         """``quasar_storage_fsync_latency_seconds`` of the group-commit writer (not
         registered anywhere: the broker adds it to its registry)."""
         return self._writer.fsync_latency
+
+    def disk_space(self) -> DiskSpace:
+        """The full-disk episodes of the ledger files (a collector, not registered)."""
+        return self._writer.disk_space
 
     def cache_stats(self) -> EntryCacheStats:
         return self._cache.stats()

@@ -43,6 +43,21 @@ dirty pages and cleared the error (PostgreSQL's "fsyncgate"), so retrying could
 report success for data that is gone. The writer fails the group, everything queued
 and every later append with ``FatalStorageError``, calls ``on_fatal`` on the loop (the
 broker stops the process) and never writes again.
+
+Except a full disk. A *write* refused with ``ENOSPC``/``EDQUOT`` leaves nothing in
+doubt: no byte of the group was synced, and what earlier groups synced is intact. The
+writer cuts every file of the group back to where the group began (``ftruncate``, then
+``fdatasync``, so a crash cannot bring the torn tail back), fails the group's appends
+with the retryable ``StorageFullError`` and marks those files ``broken``: records the
+loop queued for them after the group carry offsets that assumed the group's bytes, so
+they are refused too, unwritten. The managed ledger seals such a ledger at its last
+durable entry and appends to a new one (as Pulsar does after a failed bookie write),
+which succeeds as soon as space is freed. If the truncation or its sync fails, that is
+fatal. A *sync* refused with ``ENOSPC`` (delayed allocation on some file systems,
+thin provisioning) is fatal like any failed sync: the kernel may have dropped the
+pages. With the native combined call a failed write and a failed sync raise the same
+way; the file sizes tell them apart (a failed write leaves a file short of its end,
+and a write failure stops the call before any sync).
 """
 
 from __future__ import annotations
@@ -58,7 +73,8 @@ from dataclasses import dataclass
 
 from prometheus_client import Histogram
 
-from quasar.errors import FatalStorageError
+from quasar.errors import FatalStorageError, StorageFullError
+from quasar.storage.disk_space import LEDGERS, DiskSpace, is_disk_full
 from quasar.storage.file.disk import OsDisk
 from quasar.storage.file.format import RECORD_HEADER_SIZE, record_header
 from quasar.storage.ledger_storage import AppendDone
@@ -83,6 +99,18 @@ class WriteTarget:
     name: str
     write_offset: int  # where the writer's next byte for this file lands
     buffered_end: int = 0  # write_offset plus what is buffered but not written yet
+    # Writer thread only: a write to it was refused for lack of space; it takes no
+    # more records (the loop seals its ledger; see the module docstring).
+    broken: bool = False
+
+
+class _SyncFailed(Exception):
+    """A sync failed for lack of space: fatal like every failed sync (see the module
+    docstring); carries the ``OSError``."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 class _Append:
@@ -133,8 +161,10 @@ class GroupCommitWriter:
         buffered_writes_threshold_bytes: int,
         on_fatal: Callable[[FatalStorageError], None] | None = None,
         name: str = "quasar-group-commit",
+        disk_space: DiskSpace | None = None,
     ) -> None:
         self._disk = disk
+        self.disk_space = disk_space if disk_space is not None else DiskSpace()
         self._sync_data = sync_data
         self._max_wait_s = max_group_wait_ms / 1000.0
         self._threshold = buffered_writes_threshold_bytes
@@ -282,6 +312,8 @@ class GroupCommitWriter:
     def _commit_group(self, items: list[_Item]) -> None:
         group: list[_Append] = []
         closes: list[_Close] = []
+        refused: list[AppendDone] = []  # records for broken files, never written
+        group_start: dict[WriteTarget, int] = {}  # each file's offset before the group
         buffers: dict[WriteTarget, list[bytes]] = {}
         dirty: dict[WriteTarget, None] = {}  # insertion-ordered set
         last_target: dict[int, WriteTarget] = {}  # id(owner) -> file it last wrote
@@ -293,6 +325,9 @@ class GroupCommitWriter:
                     if isinstance(item, _Close):
                         closes.append(item)
                         continue
+                    if item.target.broken:
+                        refused.append(item.done)
+                        continue
                     previous = last_target.get(id(item.owner))
                     if previous is not None and previous is not item.target:
                         # Rollover inside the group: the earlier ledger is durable
@@ -300,6 +335,7 @@ class GroupCommitWriter:
                         self._write(buffers, dirty)
                         self._sync(dirty)
                     last_target[id(item.owner)] = item.target
+                    group_start.setdefault(item.target, item.target.write_offset)
                     self._buffer(buffers, item)
                     buffered += RECORD_HEADER_SIZE + len(item.payload)
                     group.append(item)
@@ -316,11 +352,23 @@ class GroupCommitWriter:
             else:
                 self._write(buffers, dirty)
                 self._sync(dirty)
-        except BaseException as exc:  # noqa: BLE001 - any I/O failure is fatal
-            self._fail(exc, group, closes)
+        except OSError as exc:
+            if is_disk_full(exc):
+                self._refuse_group(exc, group, closes, refused, group_start)
+            else:
+                self._fail(exc, group, closes, refused)
+            return
+        except BaseException as exc:  # noqa: BLE001 - any other failure is fatal
+            self._fail(exc, group, closes, refused)
             return
         self.stats.groups += 1
         self.stats.appends += len(group)
+        if refused:
+            # Before the group: a broken file's records were queued before their
+            # owner moved to a new file (completions stay in append order per owner).
+            self._post(refused, self._full_error("the ledger was sealed after a full disk"))
+        if group:
+            self.disk_space.written(LEDGERS)
         self._post([a.done for a in group], None)
         for close in closes:
             _close_quietly(self._disk, close.target)
@@ -348,10 +396,19 @@ class GroupCommitWriter:
         thread gives up the GIL once, not once per file (see ``_syncio.c``)."""
         writes = self._take_writes(buffers, dirty)
         started = time.monotonic()
-        self._disk.write_and_sync(writes, [t.fd for t in dirty])
+        try:
+            self._disk.write_and_sync(writes, [t.fd for t in dirty])
+        except OSError as exc:
+            if not is_disk_full(exc) or not self._all_written(writes):
+                raise  # fatal anyway, or a failed write (the call synced nothing)
+            raise _SyncFailed(exc) from exc
         self.fsync_latency.observe(time.monotonic() - started)
         self.stats.syncs += len(dirty)
         dirty.clear()
+
+    def _all_written(self, writes: list[tuple[int, bytes, int]]) -> bool:
+        """True if every file is as long as its write makes it (files only grow)."""
+        return all(self._disk.size(fd) >= offset + len(data) for fd, data, offset in writes)
 
     def _take_writes(
         self, buffers: dict[WriteTarget, list[bytes]], dirty: dict[WriteTarget, None]
@@ -378,12 +435,17 @@ class GroupCommitWriter:
         if self._sync_data and dirty:
             targets = list(dirty)
             started = time.monotonic()
-            if self._disk.native_group_io:
-                self._disk.sync_all([t.fd for t in targets])
-            elif len(targets) == 1:
-                self._disk.sync(targets[0].fd)
-            else:
-                self._sync_concurrently(targets)
+            try:
+                if self._disk.native_group_io:
+                    self._disk.sync_all([t.fd for t in targets])
+                elif len(targets) == 1:
+                    self._disk.sync(targets[0].fd)
+                else:
+                    self._sync_concurrently(targets)
+            except OSError as exc:
+                if is_disk_full(exc):
+                    raise _SyncFailed(exc) from exc
+                raise
             self.fsync_latency.observe(time.monotonic() - started)
             self.stats.syncs += len(targets)
         dirty.clear()
@@ -417,9 +479,43 @@ class GroupCommitWriter:
         if failure is not None:
             raise failure
 
-    def _fail(
-        self, exc: BaseException, group: list[_Append], closes: list[_Close]
+    def _full_error(self, detail: object) -> StorageFullError:
+        return StorageFullError(f"no space left on the ledger disk: {detail}")
+
+    def _refuse_group(
+        self,
+        exc: OSError,
+        group: list[_Append],
+        closes: list[_Close],
+        refused: list[AppendDone],
+        group_start: dict[WriteTarget, int],
     ) -> None:
+        """A write of the group found the disk full: cut every file of the group back
+        to where the group began, durably, and refuse its records (retryable)."""
+        try:
+            for target, start in group_start.items():
+                self._disk.truncate(target.fd, start)
+                self._disk.sync(target.fd)
+                target.write_offset = start
+                target.broken = True
+        except BaseException as err:  # noqa: BLE001 - a torn tail we cannot cut is fatal
+            err.__context__ = exc
+            self._fail(err, group, closes, refused)
+            return
+        self.disk_space.refused(LEDGERS, exc)
+        self._post(refused + [a.done for a in group], self._full_error(exc))
+        for close in closes:
+            _close_quietly(self._disk, close.target)
+
+    def _fail(
+        self,
+        exc: BaseException,
+        group: list[_Append],
+        closes: list[_Close],
+        refused: list[AppendDone] | None = None,
+    ) -> None:
+        if isinstance(exc, _SyncFailed):
+            exc = exc.error
         fatal = FatalStorageError(
             f"ledger write or fsync failed; storage is unusable: {exc!r}"
         )
@@ -429,7 +525,7 @@ class GroupCommitWriter:
             self._failed = fatal
             rest = list(self._queue)
             self._queue.clear()
-            dones = [a.done for a in group]
+            dones = list(refused or ()) + [a.done for a in group]
             dones += [i.done for i in rest if isinstance(i, _Append)]
             # The fatal handler runs before any append learns of the failure: a broker
             # stops before a client can see an error it might retry elsewhere.

@@ -25,8 +25,9 @@ import logging
 import os
 from array import array
 
-from quasar.errors import CorruptRecordError, PersistenceError
+from quasar.errors import CorruptRecordError, PersistenceError, StorageFullError
 from quasar.storage.api import Position
+from quasar.storage.disk_space import LEDGERS, is_disk_full
 from quasar.storage.file import format as fmt
 from quasar.storage.file.disk import OsDisk
 from quasar.storage.file.entry_cache import EntryCache
@@ -73,6 +74,7 @@ class FileLedgerStorage:
         """Create ``<id>.log`` with its header, durably.
 
         Raises:
+            StorageFullError: the disk is full (retryable; nothing is left behind).
             PersistenceError: the file exists already or could not be made durable.
         """
         path = self.path(ledger_id)
@@ -88,6 +90,9 @@ class FileLedgerStorage:
             # Nothing acknowledged depends on this file: drop it and report.
             self._disk.close(fd)
             self._unlink(path)
+            if is_disk_full(exc):
+                self._writer.disk_space.refused(LEDGERS, exc)
+                raise StorageFullError(f"cannot create ledger file {path}: {exc}") from exc
             raise PersistenceError(f"cannot create ledger file {path}: {exc}") from exc
         ledger = _Ledger(ledger_id, path)
         ledger.offsets = array("q")

@@ -6,6 +6,11 @@ before ``put``/``delete`` return (the store's "durable when it returns" promise)
 
 Compare-and-set writes run inside ``BEGIN IMMEDIATE`` so the version check and the
 write are one atomic step even if another process opens the same file.
+
+A full disk ("database or disk is full") fails the write with ``MetadataError``
+(retryable): SQLite rolled the transaction back, so the store holds what it held
+before, and the next write after space is freed succeeds. Each one is counted in
+``DiskSpace`` (``quasar_storage_disk_full_total{store="metadata"}``).
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ import sqlite3
 import threading
 from typing import Any
 
-from quasar.errors import MetadataError, NotFound
+from quasar.errors import MetadataError, NotFound, QuasarError
 from quasar.storage.api import Versioned
+from quasar.storage.disk_space import METADATA, DiskSpace
 from quasar.storage.metadata import paths
 from quasar.storage.metadata.memory import check_version
 
@@ -37,15 +43,21 @@ class SqliteMetadataStore:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 5000
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = 5000,
+        disk_space: DiskSpace | None = None,
     ) -> None:
-        """Open (creating if needed) the database at ``path``.
+        """Open (creating if needed) the database at ``path``. ``disk_space`` counts
+        writes refused for a full disk (default: one of its own).
 
         Raises:
             MetadataError: the file cannot be opened or is not a usable database.
         """
         self._path = os.fspath(path)
         self._lock = threading.Lock()
+        self.disk_space = disk_space if disk_space is not None else DiskSpace()
         try:
             # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a write is
             # committed (and fsynced) exactly where the code says.
@@ -177,20 +189,35 @@ class SqliteMetadataStore:
 
     def _transaction(self) -> _Transaction:
         assert not self._closed, "metadata store used after close"
-        return _Transaction(self._conn)
+        return _Transaction(self._conn, self.disk_space)
+
+
+# SQLITE_FULL: "database or disk is full".
+_SQLITE_FULL = 13
+
+
+def _is_full(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (code is not None and code & 0xFF == _SQLITE_FULL) or "is full" in str(exc)
 
 
 class _Transaction:
     """``BEGIN IMMEDIATE`` … ``COMMIT``; rolls back if the body raises."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, disk_space: DiskSpace) -> None:
         self._conn = conn
+        self._disk_space = disk_space
+
+    def _failed(self, what: str, exc: sqlite3.Error) -> QuasarError:
+        if _is_full(exc):
+            self._disk_space.refused(METADATA, exc)
+        return MetadataError(f"{what}: {exc}")
 
     def __enter__(self) -> None:
         try:
             self._conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            raise MetadataError(f"metadata write failed: {exc}") from exc
+            raise self._failed("metadata write failed", exc) from exc
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is not None:
@@ -199,11 +226,12 @@ class _Transaction:
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
-                raise MetadataError(f"metadata write failed: {exc}") from exc
+                raise self._failed("metadata write failed", exc) from exc
             return
         try:
             self._conn.execute("COMMIT")
         except sqlite3.Error as err:
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
-            raise MetadataError(f"metadata commit failed: {err}") from err
+            raise self._failed("metadata commit failed", err) from err
+        self._disk_space.written(METADATA)
