@@ -53,6 +53,7 @@ PROGRESS_TIMEOUT_S = 90.0
 DRAIN_TIMEOUT_S = 90.0
 STRAGGLER_MS = 500
 SAMPLE_INTERVAL_S = 0.5
+READY_TIMEOUT_S = 120.0
 
 
 class WorkerProcess:
@@ -150,6 +151,7 @@ def run(
         if e.kind not in faults:
             raise KeyError(f"no fault factory for {e.kind!r}")
     workdir.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
     summary = RunSummary(plan.seed)
     rec = Recorder(workdir / "runner.jsonl", "runner", 0)
     broker = BrokerProcess(workdir / "data", log_path=workdir / "broker.log",
@@ -167,7 +169,6 @@ def run(
     workers = [WorkerProcess(s, broker.url, topic, workdir, per_producer)
                for s in plan.workers]
     counter = OperationCounter([w.history for w in workers])
-    started = time.monotonic()
 
     def sample() -> None:
         if broker.proc is not None and broker.proc.poll() is None:
@@ -191,6 +192,8 @@ def run(
     try:
         for w in sorted(workers, key=lambda w: w.spec.role != CONSUMER):
             w.start()
+        _await_ready(workers)
+        started = time.monotonic()
         targets = Targets(broker, list(workers))
         for n, event in enumerate(plan.faults):
             idle_until(started + event.at_s)
@@ -205,14 +208,19 @@ def run(
         while time.monotonic() < end and counter.poll() < plan.operations:
             idle_until(min(end, time.monotonic() + 1.0))
 
+        rec.record("phase", name="stop producers")
         for w in workers:
             if w.spec.role != CONSUMER:
                 w.stop()
+        rec.record("phase", name="sentinels")
         sentinels = _write_sentinels(broker, partitions, rec)
         _await_progress(workers, sentinels, rec)
+        rec.record("phase", name="stop consumers")
         for w in workers:
             w.stop()
+        rec.record("phase", name="final drain")
         _drain(broker, topic, sentinels, rec)
+        rec.record("phase", name="done")
         sample()
     finally:
         for w in workers:
@@ -221,12 +229,27 @@ def run(
         rec.close()
     counter.poll()
     summary.operations = counter.counts
-    summary.duration_s = time.monotonic() - started
+    summary.duration_s = time.monotonic() - began
     paths = [w.history for w in workers] + [workdir / "runner.jsonl"]
     history = build_history(merged(paths))
     (workdir / "history.jsonl").write_text(history.to_jsonl())
     summary.report = history.check(recovery_bound_s=RECOVERY_BOUND_S)
     return summary
+
+
+def _await_ready(workers: list[WorkerProcess]) -> None:
+    """The fault clock starts once every worker has connected (Python start-up
+    of several processes on a busy machine takes seconds)."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        ready = {e["w"] for e in merged([w.history for w in workers]) if e["op"] == "ready"}
+        if ready >= {w.name for w in workers}:
+            return
+        for w in workers:
+            if w.proc is not None and w.proc.poll() is not None:
+                raise RuntimeError(f"worker {w.name} exited at start; see {w.log_path}")
+        time.sleep(SAMPLE_INTERVAL_S)  # polling interval of a bounded wait
+    raise TimeoutError(f"workers not connected within {READY_TIMEOUT_S}s")
 
 
 def _write_sentinels(broker: BrokerProcess, partitions: list[str], rec: Recorder) -> set[str]:

@@ -70,8 +70,8 @@ def make_plan(
     kinds: tuple[str, ...] = FAULT_KINDS,
 ) -> Plan:
     """The plan for ``seed``: two producers (one transactional), one consumer per
-    subscription type, and ``faults`` faults spread over the first 80% of
-    ``duration_s`` (the rest lets consumers catch up before the final checks).
+    subscription type, and ``faults`` faults spread between 10% and 80% of
+    ``duration_s``.
 
     Raises:
         ValueError: a non-positive duration or operation count, or no fault kinds.
@@ -87,14 +87,17 @@ def make_plan(
     ]
     for i, sub_type in enumerate(SUBSCRIPTION_TYPES):
         workers.append(WorkerSpec(f"c{i}", CONSUMER, rng.getrandbits(32), sub_type))
-    window = duration_s * 0.8
+    # Faults fall between 10% and 80% of the run: workers connect first, and
+    # consumers catch up after the last one.
+    lead = duration_s * 0.1
+    window = duration_s * 0.7
     events = []
     # Faults start on an even grid with jitter, so they neither bunch up nor leave
     # the run quiet for long; one fault at a time (the previous heals first).
     slot = window / max(1, faults)
     for n in range(faults):
         kind = rng.choice(kinds)
-        at = n * slot + rng.uniform(0.1, 0.4) * slot
+        at = lead + n * slot + rng.uniform(0.1, 0.4) * slot
         if kind == BROKER_PAUSE:
             duration = rng.uniform(*PAUSE_S)
         else:

@@ -69,16 +69,28 @@ class Worker:
         self.ops += 1
         self.rec.record(name, **fields)
 
+    def until_done(self, what: str, create: Any) -> Any:
+        """``create()``, asked again while the broker is unreachable (a worker may
+        start while the broker is down or paused); None once told to stop."""
+        while not self.stop:
+            try:
+                return create()
+            except QuasarError as exc:
+                log.info("%s: %r", what, exc)
+                time.sleep(RETRY_INTERVAL_S)
+        return None
+
     def budget_left(self) -> bool:
         return not self.stop and (self.args.operations <= 0 or self.ops < self.args.operations)
 
     # ------------------------------------------------------------------ producers
 
     def run_producer(self, transactional: bool) -> None:
-        producer = self.client.create_producer(
+        producer = self.until_done("create producer", lambda: self.client.create_producer(
             self.args.topic, producer_name=f"chaos-{self.prefix}", batching_enabled=False,
             send_timeout_millis=self.args.operation_timeout_s * 1000,
-        )
+        ))
+        self.rec.record("ready")
         seq = 0
         while self.budget_left():
             if not transactional:
@@ -179,11 +191,12 @@ class Worker:
     def run_consumer(self) -> None:
         sub_type = self.args.subscription_type
         subscription = f"chaos-{sub_type}"
-        consumer = self.client.subscribe(
+        consumer = self.until_done("subscribe", lambda: self.client.subscribe(
             self.args.topic, subscription,
             consumer_type=getattr(qc.ConsumerType, sub_type),
             initial_position=qc.InitialPosition.Earliest,
-        )
+        ))
+        self.rec.record("ready")
         count = 0
         while not self.stop:
             try:
