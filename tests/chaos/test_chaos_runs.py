@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from quasar.testing.chaos.runner import run
-from quasar.testing.chaos.schedule import BROKER_KILL, BROKER_PAUSE, WORKER_KILL, make_plan
+from quasar.testing.chaos.schedule import (
+    BROKER_KILL,
+    BROKER_PAUSE,
+    WORKER_KILL,
+    make_plan,
+)
 
 # Each seed's plan is fixed; the kinds are listed so that every kind fires at least
 # once across the seeds whatever the draw (checked below).
@@ -18,7 +23,7 @@ RUNS = [
     (12, (BROKER_PAUSE, WORKER_KILL)),
     (13, (BROKER_KILL, BROKER_PAUSE)),
 ]
-DURATION_S = 15.0
+DURATION_S = 10.0
 FAULTS = 2
 
 

@@ -23,7 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from quasar.testing.chaos.schedule import BROKER_KILL, BROKER_PAUSE, WORKER_KILL, FaultEvent
+from quasar.testing.chaos.schedule import (
+    BROKER_KILL,
+    BROKER_PAUSE,
+    WORKER_KILL,
+    FaultEvent,
+)
 from quasar.testing.process import BrokerProcess
 
 

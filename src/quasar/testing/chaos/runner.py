@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import quasar.client as qc
-from quasar.errors import QuasarError
+from quasar.errors import QuasarError, Timeout
 from quasar.testing.chaos.faults import PROCESS_FAULTS, FaultFactory, Targets
 from quasar.testing.chaos.recorder import Recorder, merged
 from quasar.testing.chaos.report import (
@@ -88,14 +88,26 @@ class WorkerProcess:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(30)
 
-    def stop(self, timeout_s: float = 30.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
+    def terminate(self) -> None:
+        """SIGTERM: the worker finishes its current step and exits."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+    def wait_stopped(self, timeout_s: float = 30.0) -> None:
+        if self.proc is None:
             return
-        self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
             self.kill()
+
+
+def _stop_all(workers: list[WorkerProcess]) -> None:
+    # All at once: each one's client takes a moment to close.
+    for w in workers:
+        w.terminate()
+    for w in workers:
+        w.wait_stopped()
 
 
 class OperationCounter:
@@ -209,15 +221,12 @@ def run(
             idle_until(min(end, time.monotonic() + 1.0))
 
         rec.record("phase", name="stop producers")
-        for w in workers:
-            if w.spec.role != CONSUMER:
-                w.stop()
+        _stop_all([w for w in workers if w.spec.role != CONSUMER])
         rec.record("phase", name="sentinels")
         sentinels = _write_sentinels(broker, partitions, rec)
         _await_progress(workers, sentinels, rec)
         rec.record("phase", name="stop consumers")
-        for w in workers:
-            w.stop()
+        _stop_all(workers)
         rec.record("phase", name="final drain")
         _drain(broker, topic, sentinels, rec)
         rec.record("phase", name="done")
@@ -313,7 +322,7 @@ def _drain(broker: BrokerProcess, topic: str, sentinels: set[str], rec: Recorder
                 break
             try:
                 msg = consumer.receive(timeout_ms)
-            except qc.Timeout:
+            except Timeout:
                 if not missing:
                     break
                 continue

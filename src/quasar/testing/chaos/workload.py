@@ -33,11 +33,10 @@ from typing import Any
 
 import quasar.client as qc
 from quasar.client.exceptions import (
-    InvalidTxnStatus,
     TransactionHasOperationFailed,
     TransactionOutcomeUnknown,
 )
-from quasar.errors import QuasarError
+from quasar.errors import InvalidTxnStatus, QuasarError, Timeout
 from quasar.testing.chaos.recorder import Recorder
 
 log = logging.getLogger("chaos.workload")
@@ -201,7 +200,7 @@ class Worker:
         while not self.stop:
             try:
                 msg = consumer.receive(RECEIVE_MS)
-            except qc.Timeout:
+            except Timeout:
                 continue
             except QuasarError as exc:
                 log.info("receive: %r", exc)
