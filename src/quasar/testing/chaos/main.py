@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -59,9 +60,21 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix=f"quasar-chaos-{seed}-"))
     print(f"chaos seed {seed}: {len(plan.faults)} faults planned, histories in {workdir}",
           flush=True)
-    summary = run(plan, workdir)
+    # SIGTERM (and SIGINT, which a background job ignores) ends the run through
+    # the runner's cleanup, so no broker or worker process outlives it.
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
+    try:
+        summary = run(plan, workdir)
+    except KeyboardInterrupt:
+        print(f"interrupted; histories so far in {workdir}", file=sys.stderr)
+        return 1
     print(summary.text(), flush=True)
     return 0 if summary.ok else 1
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
