@@ -67,98 +67,27 @@ history can be saved as JSON lines (``to_jsonl``) next to a failing test's logs.
 
 from __future__ import annotations
 
-import bisect
-import enum
 import json
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
-TxnKey = Hashable
-DEFAULT_READER = "final"
-DEFAULT_SUBSCRIPTION = "sub"
-
-
-class Outcome(enum.Enum):
-    COMMITTED = "committed"
-    ABORTED = "aborted"
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True)
-class Anomaly:
-    kind: str
-    detail: str
-
-    def __str__(self) -> str:
-        return f"{self.kind}: {self.detail}"
-
-
-@dataclass(frozen=True)
-class _Write:
-    index: int  # event number
-    txn: TxnKey | None
-    value: str
-    partition: str | None
-    source: str | None
-    producer: str | None
-    seq: int | None
-    key: str | None = None
-
-
-@dataclass(frozen=True)
-class _Read:
-    index: int
-    value: str
-    partition: str | None
-    position: Any
-    reader: str
-
-
-@dataclass
-class _Txn:
-    key: TxnKey
-    begun_at: int
-    outcome: Outcome | None = None
-    ended_at: int | None = None
-    writes: list[str] = field(default_factory=list)
-    acks: list[tuple[str, str]] = field(default_factory=list)  # (subscription, input)
-    # (subscription, input) -> event numbers of the ack's intent and of its answer.
-    ack_events: dict[tuple[str, str], tuple[int, int | None]] = field(default_factory=dict)
-    committing_at: int | None = None  # event number of the first commit request
-    begun_t: float | None = None  # monotonic seconds, when the history carries times
-    ended_t: float | None = None
-    timeout_s: float | None = None
-
-
-@dataclass
-class Report:
-    anomalies: list[Anomaly]
-    # How each transaction ended, as far as the reads tell (known outcomes as given).
-    resolved: dict[TxnKey, Outcome]
-    counts: dict[str, int]
-
-    @property
-    def ok(self) -> bool:
-        return not self.anomalies
-
-    def kinds(self) -> set[str]:
-        return {a.kind for a in self.anomalies}
-
-    def summary(self, limit: int = 30) -> str:
-        lines = [f"{len(self.anomalies)} anomalies; counts {self.counts}"]
-        by_kind = Counter(a.kind for a in self.anomalies)
-        lines.append("by kind: " + ", ".join(f"{k}={n}" for k, n in sorted(by_kind.items())))
-        lines.extend(f"  {a}" for a in self.anomalies[:limit])
-        if len(self.anomalies) > limit:
-            lines.append(f"  ... {len(self.anomalies) - limit} more")
-        return "\n".join(lines)
-
-    def assert_ok(self) -> None:
-        """Raises ``AssertionError`` listing the anomalies, if any."""
-        if self.anomalies:
-            raise AssertionError("history check failed:\n" + self.summary())
+from quasar.testing.history_model import (
+    DEFAULT_READER,
+    DEFAULT_SUBSCRIPTION,
+    Anomaly,
+    Outcome,
+    Report,
+    TxnKey,
+)
+from quasar.testing.history_model import Read as _Read
+from quasar.testing.history_model import TxnRecord as _Txn
+from quasar.testing.history_model import Write as _Write
+from quasar.testing.history_order import (
+    count_between,
+    key_order_anomalies,
+    order_anomalies,
+)
 
 
 class History:
@@ -475,8 +404,8 @@ class History:
                     "lost-write", f"{w.value!r} (written outside a transaction) never read"
                 ))
 
-        anomalies.extend(_order_anomalies(reads, self._writes))
-        anomalies.extend(_key_order_anomalies(reads, self._writes))
+        anomalies.extend(order_anomalies(reads, self._writes))
+        anomalies.extend(key_order_anomalies(reads, self._writes))
         anomalies.extend(self._input_anomalies(
             reads, resolved, require_all_inputs, deliveries_recorded
         ))
@@ -509,7 +438,7 @@ class History:
         if w is None or w.txn is not None:
             return False
         done = self._write_done.get(value, len(self._events))
-        return _count_between(self._disruptions, w.index, done) >= n - 1
+        return count_between(self._disruptions, w.index, done) >= n - 1
 
     def _live_read_anomalies(self, live: list[_Read]) -> list[Anomaly]:
         """Live consumers get redeliveries (their count is reported), but never a
@@ -581,7 +510,7 @@ class History:
         window_end = done if done is not None else t.ended_at
         before = [i for i, s, d in self._received if s == sub and d == input_id and i < intent]
         window_start = before[-1] if before else -1
-        excused = _count_between(self._disruptions, window_start, window_end)
+        excused = count_between(self._disruptions, window_start, window_end)
         late_live = [
             i for i, s, d in self._received if s == sub and d == input_id and i > t.ended_at
         ]
@@ -670,59 +599,6 @@ class History:
                     f"{input_id!r} neither reflected in the output nor delivered on {sub!r}",
                 ))
         return out
-
-
-def _count_between(indexes: list[int], low: int, high: int) -> int:
-    return bisect.bisect_left(indexes, high) - bisect.bisect_right(indexes, low)
-
-
-def _order_anomalies(reads: list[_Read], writes: dict[str, _Write]) -> list[Anomaly]:
-    out: list[Anomaly] = []
-    last_pos: dict[str | None, Any] = {}
-    last_seq: dict[tuple[str | None, str], tuple[int, str]] = {}
-    for r in reads:
-        if r.position is not None:
-            prev = last_pos.get(r.partition)
-            if prev is not None and not prev < r.position:
-                out.append(Anomaly(
-                    "nonmonotonic-read",
-                    f"{r.value!r} at {r.position} after {prev} on {r.partition}",
-                ))
-            last_pos[r.partition] = r.position
-        w = writes.get(r.value)
-        if w is None or w.producer is None or w.seq is None:
-            continue
-        key = (r.partition, w.producer)
-        prev_seq = last_seq.get(key)
-        if prev_seq is not None and prev_seq[1] != r.value and prev_seq[0] >= w.seq:
-            out.append(Anomaly(
-                "reorder",
-                f"{r.value!r} (seq {w.seq}) read after {prev_seq[1]!r} (seq {prev_seq[0]}) "
-                f"of producer {w.producer!r} on {r.partition}",
-            ))
-        last_seq[key] = (w.seq, r.value)
-    return out
-
-
-def _key_order_anomalies(reads: list[_Read], writes: dict[str, _Write]) -> list[Anomaly]:
-    """Per-key order: values of one producer with one key are read in send order
-    (the key routes them to one partition, whatever the partitioning)."""
-    out: list[Anomaly] = []
-    last: dict[tuple[str, str], tuple[int, str]] = {}
-    for r in reads:
-        w = writes.get(r.value)
-        if w is None or w.key is None or w.producer is None or w.seq is None:
-            continue
-        k = (w.key, w.producer)
-        prev = last.get(k)
-        if prev is not None and prev[1] != r.value and prev[0] >= w.seq:
-            out.append(Anomaly(
-                "key-reorder",
-                f"{r.value!r} (seq {w.seq}) read after {prev[1]!r} (seq {prev[0]}) "
-                f"for key {w.key!r} of producer {w.producer!r}",
-            ))
-        last[k] = (w.seq, r.value)
-    return out
 
 
 def _jsonable(x: Any) -> Any:
