@@ -57,6 +57,7 @@ class Worker:
         self.rec = Recorder(Path(args.history), args.name, args.incarnation)
         self.stop = False
         self.ops = 0
+        self.next_send = 0.0
         self.prefix = f"{args.name}.{args.incarnation}"
         self.client = qc.Client(
             args.url, enable_transaction=True,
@@ -115,6 +116,12 @@ class Worker:
             self.end(txn, key, action)
 
     def send(self, producer: Any, seq: int, txn: Any, txn_key: str | None) -> bool:
+        # Paced, so that the consumers (slower: each message is received and acked
+        # on four subscriptions) keep up and a stall is not mistaken for a backlog.
+        wait = self.next_send - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        self.next_send = max(self.next_send, time.monotonic()) + 1.0 / self.args.send_rate
         value = f"{self.prefix}.{seq}"
         k = f"k{self.rng.randrange(KEYS)}"
         self.op("send", value=value, key=k, seq=seq, producer=self.prefix, txn=txn_key)
@@ -280,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--incarnation", type=int, required=True)
     parser.add_argument("--operations", type=int, default=0, help="0: until SIGTERM")
     parser.add_argument("--txn-timeout-ms", type=int, default=3000)
+    parser.add_argument("--send-rate", type=float, default=15.0,
+                        help="sends per second at most")
     parser.add_argument("--operation-timeout-s", type=int, default=5)
     args = parser.parse_args(argv)
     logging.basicConfig(
