@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: standalone test lint bench fuzz fuzz-admin proto clean install browser
+.PHONY: standalone test lint bench fuzz fuzz-admin proto clean install browser chaos
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -68,6 +68,17 @@ fuzz-admin: $(STAMP)
 	QUASAR_FUZZ_RANDOM=1 QUASAR_ADMIN_FUZZ_EXAMPLES=$(ADMIN_FUZZ_EXAMPLES) \
 		QUASAR_ADMIN_FUZZ_BUDGET_S=$(ADMIN_FUZZ_BUDGET_S) \
 		$(BIN)/python -m pytest -q -p no:cacheprovider -s tests/admin/test_admin_openapi_fuzz.py
+
+# A long chaos run (docs/reliability.md): a seeded workload under broker kill -9,
+# SIGSTOP pauses and worker kills; at least CHAOS_OPERATIONS operations and
+# CHAOS_FAULTS faults. Exits non-zero on any violation; CHAOS_SEED replays a run.
+CHAOS_SEED ?= $(shell date +%s)
+CHAOS_OPERATIONS ?= 100000
+CHAOS_FAULTS ?= 120
+CHAOS_DURATION_S ?= 3600
+chaos: $(STAMP)
+	$(BIN)/quasar chaos --seed $(CHAOS_SEED) --operations $(CHAOS_OPERATIONS) \
+		--faults $(CHAOS_FAULTS) --duration-s $(CHAOS_DURATION_S)
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -9,6 +9,7 @@ Subcommands::
     quasar admin ...  (see quasar.cli.admin)
     quasar tokens ... (JWT keys and tokens, see quasar.cli.tokens)
     quasar perf ...   (the benchmark tool, quasar.perf.main)
+    quasar chaos ...  (the seeded chaos runner, quasar.cli.chaos)
 
 Every subcommand also takes ``--log-level``. ``main`` returns the exit status:
 0 success, 1 a failed operation, 2 a usage or configuration error.
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from quasar.cli.admin import add_admin_parser, run_admin
+from quasar.cli.chaos import run_chaos
 from quasar.cli.logs import LOG_LEVELS, configure_logging
 from quasar.cli.tokens import add_tokens_parser, run_tokens
 from quasar.config import ServiceConfiguration
@@ -127,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
         help="run the benchmark tool (quasar perf -h for its help)",
     )
+    # Likewise for the chaos runner.
+    commands.add_parser(
+        "chaos",
+        add_help=False,
+        help="run a seeded chaos workload under faults (quasar chaos -h for its help)",
+    )
     return parser
 
 
@@ -205,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Global options cannot take the value "perf", so its first occurrence
             # is the subcommand.
             args.perf_args = argv[argv.index("perf") + 1 :]
+        elif args.subcommand == "chaos":
+            args.chaos_args = argv[argv.index("chaos") + 1 :]
         elif extra:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse exits on --help and on usage errors
@@ -216,6 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "admin": run_admin,
         "tokens": run_tokens,
         "perf": _run_perf,
+        "chaos": run_chaos,
     }
     return runners[args.subcommand](args)
 

@@ -42,7 +42,24 @@ kind                        meaning                                            i
                             not explained by a reconnect before the ack
                             was answered
 ``duplicate-delivery``      the final drain got one input twice                INV-EO
+``uncommitted-read``        a transaction's value read before its commit was   INV-G1A
+                            asked for, or of one never asked to commit
+``key-reorder``             one producer's values of one key read out of order INV-ORD
+``conflicting-outcome``     two different definite answers for one transaction INV-TERM
+``txn-overran``             a transaction ended later than its timeout plus    INV-LIVE
+                            the recovery bound and the faults inside it
+``no-progress``             a consumer did not read what it had to after the   INV-LIVE
+                            faults stopped
 ==========================  =================================================  =========
+
+A duplicate of a value written outside a transaction, read by the final reader, is
+explained when a disruption (reconnect) happened between its send and its receipt:
+the client sends it again on the new connection. Those are not anomalies; they are
+counted as ``explained-duplicates``. Reads of other readers (live consumers) are
+checked for aborted and uncommitted reads only; their redeliveries are counted as
+``live-redeliveries``. ``uncommitted-read`` applies once a history records when
+commits are asked for (:meth:`History.committing`); ``txn-overran`` once
+transactions carry times (``begin(at=, timeout_s=)``, ``end(at=)``).
 
 The checker is pure (no I/O) so that it can be unit-tested on crafted histories; the
 history can be saved as JSON lines (``to_jsonl``) next to a failing test's logs.
@@ -50,99 +67,40 @@ history can be saved as JSON lines (``to_jsonl``) next to a failing test's logs.
 
 from __future__ import annotations
 
-import bisect
-import enum
 import json
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
-TxnKey = Hashable
-DEFAULT_READER = "final"
-DEFAULT_SUBSCRIPTION = "sub"
-
-
-class Outcome(enum.Enum):
-    COMMITTED = "committed"
-    ABORTED = "aborted"
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True)
-class Anomaly:
-    kind: str
-    detail: str
-
-    def __str__(self) -> str:
-        return f"{self.kind}: {self.detail}"
-
-
-@dataclass(frozen=True)
-class _Write:
-    index: int  # event number
-    txn: TxnKey | None
-    value: str
-    partition: str | None
-    source: str | None
-    producer: str | None
-    seq: int | None
-
-
-@dataclass(frozen=True)
-class _Read:
-    index: int
-    value: str
-    partition: str | None
-    position: Any
-    reader: str
-
-
-@dataclass
-class _Txn:
-    key: TxnKey
-    begun_at: int
-    outcome: Outcome | None = None
-    ended_at: int | None = None
-    writes: list[str] = field(default_factory=list)
-    acks: list[tuple[str, str]] = field(default_factory=list)  # (subscription, input)
-    # (subscription, input) -> event numbers of the ack's intent and of its answer.
-    ack_events: dict[tuple[str, str], tuple[int, int | None]] = field(default_factory=dict)
-
-
-@dataclass
-class Report:
-    anomalies: list[Anomaly]
-    # How each transaction ended, as far as the reads tell (known outcomes as given).
-    resolved: dict[TxnKey, Outcome]
-    counts: dict[str, int]
-
-    @property
-    def ok(self) -> bool:
-        return not self.anomalies
-
-    def kinds(self) -> set[str]:
-        return {a.kind for a in self.anomalies}
-
-    def summary(self, limit: int = 30) -> str:
-        lines = [f"{len(self.anomalies)} anomalies; counts {self.counts}"]
-        by_kind = Counter(a.kind for a in self.anomalies)
-        lines.append("by kind: " + ", ".join(f"{k}={n}" for k, n in sorted(by_kind.items())))
-        lines.extend(f"  {a}" for a in self.anomalies[:limit])
-        if len(self.anomalies) > limit:
-            lines.append(f"  ... {len(self.anomalies) - limit} more")
-        return "\n".join(lines)
-
-    def assert_ok(self) -> None:
-        """Raises ``AssertionError`` listing the anomalies, if any."""
-        if self.anomalies:
-            raise AssertionError("history check failed:\n" + self.summary())
+from quasar.testing.history_model import (
+    DEFAULT_READER,
+    DEFAULT_SUBSCRIPTION,
+    Anomaly,
+    Outcome,
+    Report,
+    TxnKey,
+)
+from quasar.testing.history_model import Read as _Read
+from quasar.testing.history_model import TxnRecord as _Txn
+from quasar.testing.history_model import Write as _Write
+from quasar.testing.history_order import (
+    count_between,
+    key_order_anomalies,
+    order_anomalies,
+)
 
 
 class History:
     """An append-only record of one test run (single-threaded use, or one lock)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, conflicts_are_anomalies: bool = False) -> None:
+        """``conflicts_are_anomalies``: two different definite outcomes of one
+        transaction are recorded as ``conflicting-outcome`` (a history of a broker
+        under test) instead of raising (a bug of the caller)."""
+        self._conflicts_are_anomalies = conflicts_are_anomalies
+        self._recorded: list[Anomaly] = []
+        self._write_done: dict[str, int] = {}
+        self._faults: list[tuple[float, float, str]] = []
         self._events: list[dict[str, Any]] = []
         self._inputs: dict[str, str | None] = {}  # id -> subscription it is read on
         self._txns: dict[TxnKey, _Txn] = {}
@@ -170,8 +128,13 @@ class History:
         self._inputs[input_id] = subscription
         self._event(op="input", id=input_id, sub=subscription)
 
-    def begin(self, txn: TxnKey) -> None:
+    def begin(
+        self, txn: TxnKey, *, at: float | None = None, timeout_s: float | None = None
+    ) -> None:
         """Start recording transaction ``txn`` (keys are unique per run).
+
+        ``at`` (monotonic seconds) and ``timeout_s`` (the transaction's timeout)
+        let the check bound how long it took to end.
 
         Raises:
             ValueError: ``txn`` was begun before.
@@ -179,7 +142,34 @@ class History:
         if txn in self._txns:
             raise ValueError(f"transaction {txn!r} begun twice")
         index = self._event(op="begin", txn=_jsonable(txn))
-        self._txns[txn] = _Txn(txn, index)
+        self._txns[txn] = _Txn(txn, index, begun_t=at, timeout_s=timeout_s)
+
+    def committing(self, txn: TxnKey) -> None:
+        """The writer is about to ask for ``txn``'s commit: nothing of it may be
+        read before this (record before sending END_TXN).
+
+        Raises:
+            ValueError: ``txn`` was not begun.
+        """
+        t = self._txns.get(txn)
+        if t is None:
+            raise ValueError(f"commit of transaction {txn!r} that was not begun")
+        index = self._event(op="committing", txn=_jsonable(txn))
+        if t.committing_at is None:
+            t.committing_at = index
+
+    def write_done(self, value: str) -> None:
+        """The broker acknowledged (receipted) ``value``."""
+        self._write_done.setdefault(value, self._event(op="write_done", value=value))
+
+    def fault(self, start: float, end: float, what: str) -> None:
+        """A fault was active from ``start`` to ``end`` (monotonic seconds): a
+        transaction overlapping it may take that much longer to end."""
+        self._faults.append((start, end, what))
+
+    def no_progress(self, what: str) -> None:
+        """A consumer did not read what it had to once the faults stopped."""
+        self._recorded.append(Anomaly("no-progress", what))
 
     def write(
         self,
@@ -190,6 +180,7 @@ class History:
         source: str | None = None,
         producer: str | None = None,
         seq: int | None = None,
+        key: str | None = None,
     ) -> None:
         """An output message sent (or about to be sent) in ``txn``.
 
@@ -209,9 +200,11 @@ class History:
             self._txns[txn].writes.append(value)
         index = self._event(
             op="write", txn=_jsonable(txn), value=value, partition=partition,
-            source=source, producer=producer, seq=seq,
+            source=source, producer=producer, seq=seq, key=key,
         )
-        self._writes[value] = _Write(index, txn, value, partition, source, producer, seq)
+        self._writes[value] = _Write(
+            index, txn, value, partition, source, producer, seq, key
+        )
 
     def ack(
         self, txn: TxnKey, input_id: str, subscription: str | None = None
@@ -251,7 +244,7 @@ class History:
         acknowledged, and such a copy may reach the application later."""
         self._disruptions.append(self._event(op="disruption", what=what))
 
-    def end(self, txn: TxnKey, outcome: Outcome) -> None:
+    def end(self, txn: TxnKey, outcome: Outcome, *, at: float | None = None) -> None:
         """What the writer learned about how ``txn`` ended.
 
         A later definite outcome replaces ``UNKNOWN`` (a retried commit that got an
@@ -268,10 +261,21 @@ class History:
         if t.outcome not in (None, Outcome.UNKNOWN) and outcome not in (
             t.outcome, Outcome.UNKNOWN
         ):
-            raise ValueError(f"transaction {txn!r} {t.outcome.value}, then {outcome.value}")
+            if not self._conflicts_are_anomalies:
+                raise ValueError(
+                    f"transaction {txn!r} {t.outcome.value}, then {outcome.value}"
+                )
+            self._event(op="end", txn=_jsonable(txn), outcome=outcome.value)
+            self._recorded.append(Anomaly(
+                "conflicting-outcome",
+                f"transaction {txn!r} answered {t.outcome.value}, then {outcome.value}",
+            ))
+            return
         if t.outcome is None or t.outcome is Outcome.UNKNOWN:
             t.outcome = outcome
             t.ended_at = self._event(op="end", txn=_jsonable(txn), outcome=outcome.value)
+            if outcome is not Outcome.UNKNOWN:
+                t.ended_t = at
 
     def read(
         self,
@@ -327,10 +331,13 @@ class History:
         reader: str = DEFAULT_READER,
         require_all_inputs: bool = False,
         deliveries_recorded: bool = False,
+        recovery_bound_s: float | None = None,
     ) -> Report:
         """Check ``reader``'s reads (a complete read of the output) against the writes.
 
         Args:
+            recovery_bound_s: with transaction times recorded, a transaction must
+                end within its timeout plus this plus the faults it overlapped.
             reader: the reader whose reads are taken as the final, complete view.
             require_all_inputs: every input must be reflected in the output exactly
                 once (a run that processed everything).
@@ -338,16 +345,20 @@ class History:
                 every delivery recorded; an input is then either reflected in the
                 output or delivered, exactly once, never both and never neither.
         """
-        anomalies: list[Anomaly] = []
+        anomalies: list[Anomaly] = list(self._recorded)
         reads = [r for r in self._reads if r.reader == reader]
         read_count = Counter(r.value for r in reads)
+        explained = 0
 
         # Reads against writes.
         for value, n in sorted(read_count.items()):
             if value not in self._writes:
                 anomalies.append(Anomaly("phantom-read", f"{value!r} was never written"))
             if n > 1:
-                anomalies.append(Anomaly("duplicate-read", f"{value!r} read {n} times"))
+                if self._resend_explains(value, n):
+                    explained += n - 1
+                else:
+                    anomalies.append(Anomaly("duplicate-read", f"{value!r} read {n} times"))
         for r in reads:
             w = self._writes.get(r.value)
             if w is not None and w.partition is not None and r.partition is not None \
@@ -385,15 +396,25 @@ class History:
                 else:
                     resolved[t.key] = Outcome.COMMITTED if seen else Outcome.ABORTED
         for w in self._writes.values():
-            if w.txn is None and not read_count[w.value]:
+            # Once receipts are recorded, only an acknowledged write must be read:
+            # a send that failed may or may not have been stored.
+            acked = not self._write_done or w.value in self._write_done
+            if w.txn is None and acked and not read_count[w.value]:
                 anomalies.append(Anomaly(
                     "lost-write", f"{w.value!r} (written outside a transaction) never read"
                 ))
 
-        anomalies.extend(_order_anomalies(reads, self._writes))
+        anomalies.extend(order_anomalies(reads, self._writes))
+        anomalies.extend(key_order_anomalies(reads, self._writes))
         anomalies.extend(self._input_anomalies(
             reads, resolved, require_all_inputs, deliveries_recorded
         ))
+        live = [r for r in self._reads if r.reader != reader]
+        anomalies.extend(self._live_read_anomalies(live))
+        anomalies.extend(self._uncommitted_reads(self._reads))
+        if recovery_bound_s is not None:
+            anomalies.extend(self._overruns(recovery_bound_s))
+        live_count = Counter((r.reader, r.value) for r in live)
         counts = {
             "inputs": len(self._inputs),
             "transactions": len(self._txns),
@@ -402,8 +423,78 @@ class History:
             "delivered": len(self._delivered),
             "committed": sum(1 for o in resolved.values() if o is Outcome.COMMITTED),
             "aborted": sum(1 for o in resolved.values() if o is Outcome.ABORTED),
+            "explained-duplicates": explained,
+            "live-reads": len(live),
+            "live-redeliveries": sum(n - 1 for n in live_count.values()),
         }
         return Report(anomalies, resolved, counts)
+
+    def _resend_explains(self, value: str, n: int) -> bool:
+        """A value written outside a transaction may be stored once per connection
+        it was sent on: a disruption between its send and its receipt (or after the
+        send, when no receipt came) explains one more copy each. A transactional
+        send is appended once however often it is resent (scenario 38)."""
+        w = self._writes.get(value)
+        if w is None or w.txn is not None:
+            return False
+        done = self._write_done.get(value, len(self._events))
+        return count_between(self._disruptions, w.index, done) >= n - 1
+
+    def _live_read_anomalies(self, live: list[_Read]) -> list[Anomaly]:
+        """Live consumers get redeliveries (their count is reported), but never a
+        value no one wrote or one of an aborted transaction."""
+        out: list[Anomaly] = []
+        for r in live:
+            w = self._writes.get(r.value)
+            if w is None:
+                out.append(Anomaly(
+                    "phantom-read", f"{r.value!r} read by {r.reader} was never written"
+                ))
+            elif w.txn is not None and self._txns[w.txn].outcome is Outcome.ABORTED:
+                out.append(Anomaly(
+                    "aborted-read",
+                    f"{r.value!r} of aborted transaction {w.txn!r} read by {r.reader}",
+                ))
+        return out
+
+    def _uncommitted_reads(self, reads: list[_Read]) -> list[Anomaly]:
+        if not any(t.committing_at is not None for t in self._txns.values()):
+            return []  # the history does not say when commits were asked for
+        out: list[Anomaly] = []
+        for r in reads:
+            w = self._writes.get(r.value)
+            if w is None or w.txn is None:
+                continue
+            t = self._txns[w.txn]
+            if t.committing_at is None or r.index < t.committing_at:
+                when = "never asked to commit" if t.committing_at is None else (
+                    "read before its commit was asked for"
+                )
+                out.append(Anomaly(
+                    "uncommitted-read",
+                    f"{r.value!r} of transaction {t.key!r} ({when}) read by {r.reader}",
+                ))
+        return out
+
+    def _overruns(self, recovery_bound_s: float) -> list[Anomaly]:
+        out: list[Anomaly] = []
+        for t in self._txns.values():
+            if t.begun_t is None or t.ended_t is None or t.timeout_s is None:
+                continue
+            begun, ended = t.begun_t, t.ended_t
+            faulted = sum(
+                max(0.0, min(end, ended) - max(start, begun))
+                for start, end, _ in self._faults
+            )
+            allowed = t.timeout_s + recovery_bound_s + faulted
+            if ended - begun > allowed:
+                out.append(Anomaly(
+                    "txn-overran",
+                    f"transaction {t.key!r} took {ended - begun:.1f}s to end "
+                    f"(timeout {t.timeout_s}s + recovery {recovery_bound_s}s + "
+                    f"faults {faulted:.1f}s)",
+                ))
+        return out
 
     def _late_deliveries(self, t: _Txn, sub: str, input_id: str) -> list[Anomaly]:
         """Deliveries of ``input_id`` after committed ``t`` acked it.
@@ -419,7 +510,7 @@ class History:
         window_end = done if done is not None else t.ended_at
         before = [i for i, s, d in self._received if s == sub and d == input_id and i < intent]
         window_start = before[-1] if before else -1
-        excused = _count_between(self._disruptions, window_start, window_end)
+        excused = count_between(self._disruptions, window_start, window_end)
         late_live = [
             i for i, s, d in self._received if s == sub and d == input_id and i > t.ended_at
         ]
@@ -508,38 +599,6 @@ class History:
                     f"{input_id!r} neither reflected in the output nor delivered on {sub!r}",
                 ))
         return out
-
-
-def _count_between(indexes: list[int], low: int, high: int) -> int:
-    return bisect.bisect_left(indexes, high) - bisect.bisect_right(indexes, low)
-
-
-def _order_anomalies(reads: list[_Read], writes: dict[str, _Write]) -> list[Anomaly]:
-    out: list[Anomaly] = []
-    last_pos: dict[str | None, Any] = {}
-    last_seq: dict[tuple[str | None, str], tuple[int, str]] = {}
-    for r in reads:
-        if r.position is not None:
-            prev = last_pos.get(r.partition)
-            if prev is not None and not prev < r.position:
-                out.append(Anomaly(
-                    "nonmonotonic-read",
-                    f"{r.value!r} at {r.position} after {prev} on {r.partition}",
-                ))
-            last_pos[r.partition] = r.position
-        w = writes.get(r.value)
-        if w is None or w.producer is None or w.seq is None:
-            continue
-        key = (r.partition, w.producer)
-        prev_seq = last_seq.get(key)
-        if prev_seq is not None and prev_seq[1] != r.value and prev_seq[0] >= w.seq:
-            out.append(Anomaly(
-                "reorder",
-                f"{r.value!r} (seq {w.seq}) read after {prev_seq[1]!r} (seq {prev_seq[0]}) "
-                f"of producer {w.producer!r} on {r.partition}",
-            ))
-        last_seq[key] = (w.seq, r.value)
-    return out
 
 
 def _jsonable(x: Any) -> Any:
