@@ -85,6 +85,7 @@ REFUSED_PARTITIONS = "partitions"  # a partition count out of bounds
 REFUSED_ADMIN_BODY_SIZE = "admin_body_size"  # an admin request body over 1 MiB
 REFUSED_ADMIN_JSON_DEPTH = "admin_json_depth"  # admin JSON nested beyond the parser
 REFUSED_SYSTEM_NAMESPACE = "system_namespace"  # deleting the system tenant or namespace
+REFUSED_TOPICS_PATTERN = "topics_pattern"  # over-long, unsupported or too costly
 
 # The reasons errors are tagged with; those the batch and ack-set bounds count
 # directly are in ``quasar.protocol.batch_limits``.
@@ -100,6 +101,7 @@ REFUSAL_REASONS = (
     REFUSED_ADMIN_BODY_SIZE,
     REFUSED_ADMIN_JSON_DEPTH,
     REFUSED_SYSTEM_NAMESPACE,
+    REFUSED_TOPICS_PATTERN,
 )
 
 _E = TypeVar("_E", bound="QuasarError")

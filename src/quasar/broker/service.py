@@ -54,6 +54,7 @@ from .read_limits import ReadLimits
 from .schema import SchemaRegistry
 from .termination import forget_terminated, is_terminated
 from .topic import PersistentTopic
+from .topic_list import TopicListWatchers
 from .transactions import TransactionService
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,9 @@ class BrokerService:
         )
         # The dispatchers' read bounds; a run-time change updates them in place.
         self.read_limits = ReadLimits.of(config.dispatch)
+        # The WATCH_TOPIC_LIST watchers of every connection, told of each topic
+        # registered or deleted below.
+        self.topic_list_watchers = TopicListWatchers()
         # Every topic's ledger gets this unless its namespace sets a retention policy.
         self._default_ledger_config = config.managed_ledger_config()
         self.ledgers = ledgers
@@ -435,6 +439,7 @@ class BrokerService:
         path = f"{TOPICS_ROOT}/{_topic_key(name)}"
         if self.store.get(path) is None:
             self.store.put(path, name.full.encode(), -1)
+            self.topic_list_watchers.topic_created(name)
 
     async def create_topic(self, name: TopicName) -> PersistentTopic:
         """Create a non-partitioned topic explicitly (admin)."""
@@ -466,6 +471,7 @@ class BrokerService:
         except NotFound:
             pass
         self.store.delete(f"{TOPICS_ROOT}/{_topic_key(name)}")
+        self.topic_list_watchers.topic_deleted(name)
         forget_terminated(self.store, name)
         if not name.is_partition:
             self.schemas.delete(_topic_key(name))
