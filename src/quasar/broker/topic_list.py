@@ -165,16 +165,18 @@ class TopicListWatchers:
     every topic created or deleted. Each connection bounds and removes its own."""
 
     def __init__(self) -> None:
-        self._by_namespace: dict[str, set[TopicListWatcher]] = {}
+        # Watchers in the order they were added (a dict keeps it), so that updates
+        # go out in a deterministic order.
+        self._by_namespace: dict[str, dict[TopicListWatcher, None]] = {}
 
     def add(self, watcher: TopicListWatcher) -> None:
-        self._by_namespace.setdefault(watcher.namespace, set()).add(watcher)
+        self._by_namespace.setdefault(watcher.namespace, {})[watcher] = None
 
     def remove(self, watcher: TopicListWatcher) -> None:
         watchers = self._by_namespace.get(watcher.namespace)
         if watchers is None:
             return
-        watchers.discard(watcher)
+        watchers.pop(watcher, None)
         if not watchers:
             del self._by_namespace[watcher.namespace]
 
