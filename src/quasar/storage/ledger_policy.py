@@ -11,6 +11,13 @@ goes if its retention time has expired *or* the managed ledger is over its reten
 size; the walk stops at the first ledger that must stay, at the current ledger, and
 at a ledger whose last entries are still being written. ``-1`` disables a limit;
 ``0`` deletes consumed data at once (the default).
+
+The last ledger that holds entries stays too, like the current ledger it usually is.
+It differs only after a restart, which opens a new, empty current ledger: Pulsar would
+then delete the topic's last messages, and a reader that was told where the topic ends
+(GET_LAST_MESSAGE_ID; the official client caches the answer and does not ask again
+while it is ahead of what it read) would wait for entries that no longer exist. A
+restart does not change what is retained.
 """
 
 from __future__ import annotations
@@ -60,6 +67,11 @@ def ledgers_to_trim(
     if not ledgers:
         return []
     current_id = ledgers[-1].ledger_id
+    # The ledger holding the last entry (see the module docstring); the current one
+    # when nothing is stored.
+    last_with_entries = next(
+        (state.ledger_id for state in reversed(ledgers) if state.entries > 0), current_id
+    )
     time_ms = retention.retention_time_minutes * 60_000
     size_bytes = retention.retention_size_mb * _MIB
     doomed: list[LedgerState] = []
@@ -67,7 +79,7 @@ def ledgers_to_trim(
     for state in ledgers:
         if (
             state.ledger_id >= consumed_before_ledger_id
-            or state.ledger_id == current_id
+            or state.ledger_id >= last_with_entries
         ):
             break
         if not state.complete:

@@ -493,7 +493,11 @@ class ManagedLedgerImpl:
                 self._ledgers.insert(state)
             raise
         first_retained = self._ledgers.first_position()
-        for cursor in list(self._non_durable):
+        # Every cursor behind the trim moves to the first retained entry, as in
+        # Pulsar: readers (non-durable cursors, which do not hold trimming back)
+        # skip what was deleted, and a durable cursor whose mark-delete was the last
+        # entry of a deleted ledger no longer points into it.
+        for cursor in [*self._non_durable, *self._cursors.values()]:
             cursor.trimmed_before(first_retained)
         ids = [s.ledger_id for s in removed]
         for ledger_id in ids:
