@@ -1,7 +1,7 @@
 """Readers and cursors over trimmed ledgers: after a restart opened a new, empty current
-ledger, trimming still keeps the ledger with the topic's last entry, a reader's cursor
-lands on the first retained entry and reads to the end, and a durable cursor that
-pointed into a deleted ledger is moved out of it (persisted)."""
+ledger, trimming keeps the ledger with the topic's last entry while a reader is open,
+the reader's cursor lands on the first retained entry and reads to the end, and a
+durable cursor that pointed into a deleted ledger is moved out of it (persisted)."""
 
 from __future__ import annotations
 
@@ -24,19 +24,23 @@ async def fill(ml: ManagedLedgerImpl, n: int) -> list[Position]:
     return list(await asyncio.gather(*(ml.add_entry(b"x" * 10) for _ in range(n))))
 
 
-def test_the_last_ledger_with_entries_stays_like_the_current_one() -> None:
+def test_the_last_ledger_with_entries_stays_while_a_reader_is_open() -> None:
     ledgers = [
         LedgerState(i, 0, entries=2, size=20, assigned=2, sealed=True) for i in (1, 2, 3)
     ]
     ledgers.append(LedgerState(4, 0))  # the empty current ledger a restart opened
-    assert [s.ledger_id for s in ledgers_to_trim(ledgers, 99, 60, RetentionPolicy(), 0)] == [
-        1, 2
-    ]
-    # With entries in the current ledger, every earlier ledger may go, as before.
+
+    def trimmed(reader_open: bool) -> list[int]:
+        chosen = ledgers_to_trim(
+            ledgers, 99, 60, RetentionPolicy(), 0, keep_last_with_entries=reader_open
+        )
+        return [s.ledger_id for s in chosen]
+
+    assert trimmed(reader_open=True) == [1, 2]
+    assert trimmed(reader_open=False) == [1, 2, 3]  # nobody may wait for ledger 3
+    # With entries in the current ledger, every earlier ledger may go either way.
     ledgers[-1] = LedgerState(4, 0, entries=1, size=10, assigned=1)
-    assert [s.ledger_id for s in ledgers_to_trim(ledgers, 99, 70, RetentionPolicy(), 0)] == [
-        1, 2, 3
-    ]
+    assert trimmed(reader_open=True) == [1, 2, 3]
 
 
 async def test_reader_reads_to_the_end_after_restart_and_trim(env: StorageEnv) -> None:
@@ -58,6 +62,11 @@ async def test_reader_reads_to_the_end_after_restart_and_trim(env: StorageEnv) -
     # stored entry.
     late = ml.new_non_durable_cursor(p[1])
     assert [e.position for e in await late.read_entries(10)] == p[4:]
+    # With no reader open, nothing holds the last ledger any more.
+    ml.delete_cursor(reader.name)
+    ml.delete_cursor(late.name)
+    assert len(await ml.trim_consumed_ledgers()) == 1
+    assert ml.number_of_entries == 0
 
 
 async def test_durable_cursor_is_moved_out_of_a_deleted_ledger(env: StorageEnv) -> None:

@@ -122,6 +122,10 @@ class ManagedCursorImpl:
         return self._durable
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def mark_delete_position(self) -> Position:
         return self._md
 

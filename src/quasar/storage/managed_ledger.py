@@ -448,6 +448,11 @@ class ManagedLedgerImpl:
         """
         cursor = self._cursors.pop(name, None)
         if cursor is None:
+            # A reader's non-durable cursor: it stops counting as an open reader now,
+            # not when a garbage collection drops it from the weak set.
+            for reader in [c for c in self._non_durable if c.name == name]:
+                reader.discard()
+                self._non_durable.discard(reader)
             return
         cursor.close()
         self._meta.delete_cursor(name)
@@ -482,6 +487,7 @@ class ManagedLedgerImpl:
             self._ledgers.total_size,
             self.config.retention,
             self._clock.wall_ms(),
+            keep_last_with_entries=any(not c.closed for c in self._non_durable),
         )
         if not doomed:
             return []
