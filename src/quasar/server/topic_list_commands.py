@@ -210,6 +210,8 @@ class TopicListCommands:
 
     def close(self) -> None:
         """The connection closed: its watchers go with it."""
+        if not self._watchers:
+            return
         registry = self._ctx.service.topic_list_watchers
         for watcher in self._watchers.values():
             registry.remove(watcher)
