@@ -115,3 +115,23 @@ def test_a_failing_watcher_does_not_stop_the_others() -> None:
     watchers.add(good)
     watchers.topic_created(TopicName.parse(NS + "pat-x"))
     assert sent == [([NS + "pat-x"], [], topics_hash([NS + "pat-x"]))]
+
+
+def test_declared_partitions_are_reported_once_each() -> None:
+    watcher, sent = _watcher([])
+    watchers = TopicListWatchers()
+    watchers.add(watcher)
+    parent = TopicName.parse(NS + "pat-p")
+    watchers.partitions_changed(parent, range(2), created=True)
+    watchers.topic_created(parent.partition(1))  # first used later: already known
+    watchers.topic_deleted(parent.partition(0))  # a used partition deleted first
+    watchers.partitions_changed(parent, range(2), created=False)  # then the metadata
+    assert [(new, deleted) for new, deleted, _ in sent] == [
+        ([NS + "pat-p-partition-0"], []),
+        ([NS + "pat-p-partition-1"], []),
+        ([], [NS + "pat-p-partition-0"]),
+        ([], [NS + "pat-p-partition-1"]),
+    ]
+    # Nobody watches another namespace: nothing is walked there.
+    watchers.partitions_changed(TopicName.parse("persistent://public/x/pat-q"), range(10**4), True)
+    assert len(sent) == 4

@@ -68,6 +68,18 @@ def test_watch_reports_created_and_deleted_topics(broker: BrokerProcess) -> None
     deleted = watcher.recv_type(T.WATCH_TOPIC_UPDATE).watchTopicUpdate
     assert (list(deleted.new_topics), list(deleted.deleted_topics)) == ([], [prefix + "a"])
     assert deleted.topics_hash == topics_hash([prefix + "b"])
+    # A partitioned topic declared through the admin API: its partitions, at once.
+    path = (prefix + "p").replace("persistent://", "/admin/v2/persistent/") + "/partitions"
+    request = urllib.request.Request(
+        broker.admin_url + path, data=b"2", method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.status in (200, 204)
+    declared = [watcher.recv_type(T.WATCH_TOPIC_UPDATE).watchTopicUpdate for _ in range(2)]
+    assert [list(u.new_topics) for u in declared] == [
+        [prefix + "p-partition-0"], [prefix + "p-partition-1"]
+    ]
     close = T(type=T.WATCH_TOPIC_LIST_CLOSE)
     close.watchTopicListClose.request_id, close.watchTopicListClose.watcher_id = 2, 5
     closed = watcher.request(close, T.WATCH_TOPIC_LIST_SUCCESS).watchTopicListSuccess

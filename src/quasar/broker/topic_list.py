@@ -189,6 +189,15 @@ class TopicListWatchers:
     def topic_deleted(self, name: TopicName) -> None:
         self._notify(name, created=False)
 
+    def partitions_changed(self, name: TopicName, indexes: range, created: bool) -> None:
+        """Partitions ``indexes`` of partitioned topic ``name`` were declared, or the
+        topic's metadata deleted (admin): reported like topics, each once, as
+        GET_TOPICS_OF_NAMESPACE lists every declared partition, used or not."""
+        if name.namespace_name not in self._by_namespace:
+            return  # nobody watches: no need to walk up to 10,000 partitions
+        for index in indexes:
+            self._notify(name.partition(index), created)
+
     def _notify(self, name: TopicName, created: bool) -> None:
         for watcher in list(self._by_namespace.get(name.namespace_name, ())):
             try:
