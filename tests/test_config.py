@@ -156,6 +156,10 @@ EXPECTED_DEFAULTS = {
     "exposeConsumerLevelMetricsInPrometheus": False,
     "exposeProducerLevelMetricsInPrometheus": False,
     "splitTopicAndPartitionLabelInPrometheus": False,
+    "enableBrokerSideSubscriptionPatternEvaluation": True,
+    "subscriptionPatternMaxLength": 50,
+    "enableBrokerTopicListWatcher": True,
+    "maxTopicListWatchersPerConnection": 100,  # quasar's key
 }
 
 

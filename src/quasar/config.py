@@ -99,6 +99,7 @@ __all__ = [
     "TLS_PROTOCOLS",
     "TlsConfig",
     "TokenAuthenticationConfig",
+    "TopicListConfig",
     "TransactionConfig",
     "config_keys",
     "snake_case",
@@ -670,6 +671,28 @@ class AuthorizationConfig(Section):
 
 
 @dataclass(frozen=True)
+class TopicListConfig(Section):
+    """Pattern subscriptions: GET_TOPICS_OF_NAMESPACE filtering and WATCH_TOPIC_LIST."""
+
+    # Pulsar default (broker.conf enableBrokerSideSubscriptionPatternEvaluation).
+    enable_broker_side_subscription_pattern_evaluation: bool = setting(
+        True, "enableBrokerSideSubscriptionPatternEvaluation"
+    )
+    # Pulsar default (broker.conf subscriptionPatternMaxLength).
+    subscription_pattern_max_length: int = setting(
+        50, "subscriptionPatternMaxLength", at_least(1)
+    )
+    # Pulsar default (broker.conf enableBrokerTopicListWatcher); the watcher is
+    # offered only to clients whose CONNECT says they support it.
+    enable_broker_topic_list_watcher: bool = setting(True, "enableBrokerTopicListWatcher")
+    # quasar's own: Pulsar does not bound them; each holds its namespace's matching
+    # topics, so a client could otherwise hold memory without limit.
+    max_topic_list_watchers_per_connection: int = setting(
+        100, "maxTopicListWatchersPerConnection", at_least(1)
+    )
+
+
+@dataclass(frozen=True)
 class MetricsConfig(Section):
     """What ``GET /metrics`` exports and how often the rates behind it and behind
     the topic stats are refreshed (``quasar.broker.stats_updater``,
@@ -718,6 +741,7 @@ class ServiceConfiguration(Section):
     )
     tls: TlsConfig = section(TlsConfig)
     metrics: MetricsConfig = section(MetricsConfig)
+    topic_list: TopicListConfig = section(TopicListConfig)
 
     def __post_init__(self) -> None:
         super().__post_init__()

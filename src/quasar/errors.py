@@ -88,6 +88,7 @@ REFUSED_SYSTEM_NAMESPACE = "system_namespace"  # deleting the system tenant or n
 REFUSED_KEY_SHARED_RANGES = "key_shared_ranges"  # STICKY hash ranges no client would send
 REFUSED_SCHEMA_DEFINITION = "schema_definition"  # an unparsable schema definition
 REFUSED_SCHEMA_VERSIONS = "schema_versions"  # a topic's schema versions over the bound
+REFUSED_TOPICS_PATTERN = "topics_pattern"  # over-long, unsupported or too costly
 
 # The reasons errors are tagged with; those the batch and ack-set bounds count
 # directly are in ``quasar.protocol.batch_limits``.
@@ -106,6 +107,7 @@ REFUSAL_REASONS = (
     REFUSED_KEY_SHARED_RANGES,
     REFUSED_SCHEMA_DEFINITION,
     REFUSED_SCHEMA_VERSIONS,
+    REFUSED_TOPICS_PATTERN,
 )
 
 _E = TypeVar("_E", bound="QuasarError")

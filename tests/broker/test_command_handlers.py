@@ -12,7 +12,7 @@ from typing import Any
 from quasar.auth import AuthorizationService
 from quasar.broker.consumer import WriteState
 from quasar.broker.hostile_input import HostileInputRefusals
-from quasar.config import BrokerConfig
+from quasar.config import BrokerConfig, TopicListConfig
 from quasar.errors import ProducerBusy, ServerError, TopicNotFound
 from quasar.protocol import Frame, FrameDecoder, pb
 from quasar.server import replies
@@ -33,6 +33,7 @@ class _Context:
         self.service = SimpleNamespace(
             transactions=transactions,
             list_topics=lambda namespace: [f"persistent://{namespace}/t"],
+            config=SimpleNamespace(topic_list=TopicListConfig()),
         )
         self.principal: str | None = None
         self.authorization: Any = AuthorizationService.allow_all()

@@ -138,9 +138,16 @@ class AdminAdapter:
     # the request costs the same for any partition count.
     async def create_partitioned_topic(self, topic: str, partitions: int) -> None:
         self.resources.partitioned_topics.create(topic, partitions)
+        self.service.topic_list_watchers.partitions_changed(
+            TopicName.parse(topic), range(partitions), created=True
+        )
 
     async def update_partitioned_topic(self, topic: str, partitions: int) -> None:
+        before = self.service.partitions_of(TopicName.parse(topic))
         self.resources.partitioned_topics.update(topic, partitions)
+        self.service.topic_list_watchers.partitions_changed(
+            TopicName.parse(topic), range(before, partitions), created=True
+        )
 
     async def delete_topic(self, topic: str, force: bool) -> None:
         name = TopicName.parse(topic)
@@ -175,7 +182,11 @@ class AdminAdapter:
             for ledger in compacted:
                 if ledger.startswith(prefix):
                     await self.service.ledgers.delete(ledger)
+        declared = self.service.partitions_of(name)
         self.resources.partitioned_topics.delete(topic)
+        self.service.topic_list_watchers.partitions_changed(
+            name, range(declared), created=False
+        )
 
     def _idle(self, name: TopicName) -> bool:
         topic = self.service.topics.get(name.full)

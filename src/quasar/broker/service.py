@@ -59,6 +59,7 @@ from .schema_policy import schema_policy_of
 from .termination import forget_terminated, is_terminated
 from .topic import PersistentTopic
 from .topic_epoch import epoch_saver, forget_topic_epoch, load_topic_epoch
+from .topic_list import TopicListWatchers
 from .transactions import TransactionService
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,9 @@ class BrokerService:
         self.key_shared_replica_points = (
             config.dispatch.subscription_key_shared_consistent_hashing_replica_points
         )
+        # The WATCH_TOPIC_LIST watchers of every connection, told of each topic
+        # registered or deleted below.
+        self.topic_list_watchers = TopicListWatchers()
         # Every topic's ledger gets this unless its namespace sets a retention policy.
         self._default_ledger_config = config.managed_ledger_config()
         self.ledgers = ledgers
@@ -465,6 +469,7 @@ class BrokerService:
         path = f"{TOPICS_ROOT}/{_topic_key(name)}"
         if self.store.get(path) is None:
             self.store.put(path, name.full.encode(), -1)
+            self.topic_list_watchers.topic_created(name)
 
     async def create_topic(self, name: TopicName) -> PersistentTopic:
         """Create a non-partitioned topic explicitly (admin)."""
@@ -496,6 +501,7 @@ class BrokerService:
         except NotFound:
             pass
         self.store.delete(f"{TOPICS_ROOT}/{_topic_key(name)}")
+        self.topic_list_watchers.topic_deleted(name)
         forget_terminated(self.store, name)
         forget_topic_epoch(self.store, name)
         if not name.is_partition:

@@ -107,6 +107,7 @@ from .limits import ConnectionLimits
 from .lookup_commands import LookupCommands
 from .producer_commands import ProducerCommands
 from .replies import BROKER_REQUEST_ID, error
+from .topic_list_commands import TopicListCommands, watchers_offered
 from .txn_commands import TransactionCommands
 
 log = logging.getLogger(__name__)
@@ -205,6 +206,7 @@ class ServerConnection(asyncio.Protocol):
         )
         self._producer_commands = ProducerCommands(self)
         self._consumer_commands = ConsumerCommands(self)
+        self._topic_list_commands = TopicListCommands(self)
         self._handlers: dict[int, CommandHandler] = {
             T.PING: lambda c, f: self.write(PONG_FRAME),
             T.PONG: lambda c, f: None,
@@ -212,6 +214,7 @@ class ServerConnection(asyncio.Protocol):
             **self._consumer_commands.handlers(),
             **LookupCommands(self).handlers(),
             **TransactionCommands(self).handlers(),
+            **self._topic_list_commands.handlers(),
         }
         self._authentication: ConnectionAuthentication | None = None
         self._authenticating = False  # CONNECT received, its check not yet done
@@ -370,6 +373,7 @@ class ServerConnection(asyncio.Protocol):
             topic.remove_producer(producer)
         for consumer, topic in list(self.consumers.values()):
             topic.remove_consumer(consumer)
+        self._topic_list_commands.close()
         self.producers.clear()
         self.consumers.clear()
         self.producer_futures.clear()
@@ -506,6 +510,8 @@ class ServerConnection(asyncio.Protocol):
         reply.connected.server_version = SERVER_VERSION
         reply.connected.protocol_version = self.protocol_version
         reply.connected.max_message_size = self.settings.max_message_size
+        if watchers_offered(self.service.config.topic_list, c.feature_flags):
+            reply.connected.feature_flags.supports_topic_watchers = True
         self.send_command(reply)
 
     # -- tasks -------------------------------------------------------------------------

@@ -47,6 +47,7 @@ LIMIT_KEYS = (
     "maxConsumersPerConnection",
     "incompleteFrameTimeoutSeconds",
     "maxIncompleteFramesSizeInMB",
+    "maxTopicListWatchersPerConnection",
 )
 
 

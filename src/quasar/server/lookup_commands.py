@@ -15,6 +15,7 @@ from . import replies
 from .context import CommandHandler, ConnectionContext
 from .permissions import refuse_system_topic, require
 from .replies import error_code_and_message
+from .topic_list_commands import topics_of_namespace_answer
 from .wire import namespace_of, schema_info, topic_of
 
 T = pb.BaseCommand
@@ -110,11 +111,7 @@ class LookupCommands:
         except QuasarError as e:
             ctx.send_command(replies.error(c.request_id, ctx.refusals.counted(e)))
             return
-        cmd = T(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE)
-        r = cmd.getTopicsOfNamespaceResponse
-        r.request_id = c.request_id
-        r.topics.extend(topics)
-        ctx.send_command(cmd)
+        ctx.send_command(topics_of_namespace_answer(ctx, c, topics))
 
     def on_get_schema(self, c: pb.CommandGetSchema) -> None:
         service = self._ctx.service

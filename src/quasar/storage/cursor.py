@@ -122,6 +122,10 @@ class ManagedCursorImpl:
         return self._durable
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def mark_delete_position(self) -> Position:
         return self._md
 
@@ -316,14 +320,18 @@ class ManagedCursorImpl:
         return position
 
     def trimmed_before(self, first_retained: Position) -> None:
-        """Ledgers before ``first_retained`` were deleted: move a lagging mark-delete up.
+        """Ledgers before ``first_retained`` were deleted: move a lagging mark-delete up
+        to just before it, and the read position with it.
 
-        Only non-durable cursors can lag behind a trim (durable ones hold it back).
+        A non-durable cursor may lag anywhere (it does not hold trimming back); a
+        durable one only by pointing at the last entry of a deleted ledger, and it
+        persists the move.
         """
         floor = self._ml.previous_position(first_retained)
         if self._md < floor:
             self._md = floor
             self._after_mark_delete_moved()
+            self._changed()
 
     # ------------------------------------------------------------------ persistence
 

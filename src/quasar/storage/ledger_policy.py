@@ -11,6 +11,13 @@ goes if its retention time has expired *or* the managed ledger is over its reten
 size; the walk stops at the first ledger that must stay, at the current ledger, and
 at a ledger whose last entries are still being written. ``-1`` disables a limit;
 ``0`` deletes consumed data at once (the default).
+
+While a reader is open (a non-durable cursor), the last ledger that holds entries
+stays too, like the current ledger it usually is. It differs only after a restart,
+which opens a new, empty current ledger: Pulsar would then delete the topic's last
+messages, and a reader that was told where the topic ends (GET_LAST_MESSAGE_ID; the
+official client caches the answer and does not ask again while it has not read that
+far) would wait for entries that no longer exist.
 """
 
 from __future__ import annotations
@@ -50,16 +57,27 @@ def ledgers_to_trim(
     total_size: int,
     retention: RetentionPolicy,
     now_ms: int,
+    keep_last_with_entries: bool = False,
 ) -> list[LedgerState]:
     """Select the ledgers to delete, oldest first.
 
     ``consumed_before_ledger_id`` is the ledger holding the oldest unacknowledged
     entry of any durable cursor (or the current ledger when there is none): every
     ledger before it is consumed. The last ledger in ``ledgers`` is the current one.
+    ``keep_last_with_entries``: a reader is open, so the ledger holding the last
+    entry stays (see the module docstring).
     """
     if not ledgers:
         return []
     current_id = ledgers[-1].ledger_id
+    # The first ledger that stays whatever retention says: the current one, or the
+    # one holding the last entry while a reader is open (see the module docstring).
+    last_with_entries = current_id
+    if keep_last_with_entries:
+        last_with_entries = next(
+            (state.ledger_id for state in reversed(ledgers) if state.entries > 0),
+            current_id,
+        )
     time_ms = retention.retention_time_minutes * 60_000
     size_bytes = retention.retention_size_mb * _MIB
     doomed: list[LedgerState] = []
@@ -67,7 +85,7 @@ def ledgers_to_trim(
     for state in ledgers:
         if (
             state.ledger_id >= consumed_before_ledger_id
-            or state.ledger_id == current_id
+            or state.ledger_id >= last_with_entries
         ):
             break
         if not state.complete:

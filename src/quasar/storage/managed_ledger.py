@@ -498,6 +498,11 @@ class ManagedLedgerImpl:
         """
         cursor = self._cursors.pop(name, None)
         if cursor is None:
+            # A reader's non-durable cursor: it stops counting as an open reader now,
+            # not when a garbage collection drops it from the weak set.
+            for reader in [c for c in self._non_durable if c.name == name]:
+                reader.discard()
+                self._non_durable.discard(reader)
             return
         cursor.close()
         self._meta.delete_cursor(name)
@@ -532,6 +537,7 @@ class ManagedLedgerImpl:
             self._ledgers.total_size,
             self.config.retention,
             self._clock.wall_ms(),
+            keep_last_with_entries=any(not c.closed for c in self._non_durable),
         )
         if not doomed:
             return []
@@ -543,7 +549,11 @@ class ManagedLedgerImpl:
                 self._ledgers.insert(state)
             raise
         first_retained = self._ledgers.first_position()
-        for cursor in list(self._non_durable):
+        # Every cursor behind the trim moves to the first retained entry, as in
+        # Pulsar: readers (non-durable cursors, which do not hold trimming back)
+        # skip what was deleted, and a durable cursor whose mark-delete was the last
+        # entry of a deleted ledger no longer points into it.
+        for cursor in [*self._non_durable, *self._cursors.values()]:
             cursor.trimmed_before(first_retained)
         ids = [s.ledger_id for s in removed]
         for ledger_id in ids:
