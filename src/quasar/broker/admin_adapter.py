@@ -59,9 +59,7 @@ class AdminAdapter:
         self.service = service
         self._transaction_admin = TransactionAdmin(service)
         self.policy_operations = NamespaceAdmin(service)
-        self._schemas = SchemaAdmin(
-            service.schemas, lambda topic: service.schema_key(TopicName.parse(topic))
-        )
+        self._schemas: SchemaAdmin | None = None
 
     @property
     def resources(self) -> PulsarResources:
@@ -83,7 +81,12 @@ class AdminAdapter:
 
     @property
     def schemas(self) -> SchemaAdmin:
-        """``/admin/v2/schemas`` (``quasar.broker.schema_admin``)."""
+        """``/admin/v2/schemas`` (``quasar.broker.schema_admin``), made on first use."""
+        if self._schemas is None:
+            service = self.service
+            self._schemas = SchemaAdmin(
+                service.schemas, lambda topic: service.schema_key(TopicName.parse(topic))
+            )
         return self._schemas
 
     @property
