@@ -549,11 +549,8 @@ class SharedDispatcher(Dispatcher):
         if permits <= 0:
             return False
         want = self.read_batch_entries(permits)
-        delayed = self._delayed
-        # Delayed entries that fell due go out like redeliveries, without counting one.
-        for p in delayed.take_due(REPLAY_ENTRIES_MAX - len(self._replay)):
-            self._requeue(p)
-        replayed, wait = delayed.hold_back(await self.read_replay(want))
+        self._replay_due_delayed()
+        replayed, wait = self._delayed.hold_back(await self.read_replay(want))
         for e, _ in wait:
             self._requeue(e.position)
         if replayed and self._send(replayed):
@@ -561,17 +558,34 @@ class SharedDispatcher(Dispatcher):
         # Nothing from the replay set could go out (or there was none): read new
         # entries, which may belong to consumers that are free. Reading moves the cursor,
         # which counts as progress until the replay set is full.
-        if len(self._replay) >= REPLAY_ENTRIES_MAX or delayed.should_pause_reading():
+        if self._reading_paused():
             return False
+        fresh, moved = await self._read_new_not_delayed(want)
+        if fresh:
+            self._send(fresh)
+        return moved
+
+    # The delayed-delivery steps of a round, shared with Key_Shared.
+    def _replay_due_delayed(self) -> None:
+        """Delayed entries that fell due join the replay set: they go out like
+        redeliveries, without counting one."""
+        for p in self._delayed.take_due(REPLAY_ENTRIES_MAX - len(self._replay)):
+            self._requeue(p)
+
+    def _reading_paused(self) -> bool:
+        return len(self._replay) >= REPLAY_ENTRIES_MAX or self._delayed.should_pause_reading()
+
+    async def _read_new_not_delayed(
+        self, want: int
+    ) -> tuple[list[tuple[Entry, EntryInfo]], bool]:
+        """``read_new`` less the entries the delayed index took."""
         fresh, moved = await self.read_new(want)
-        fresh, wait = delayed.hold_back(fresh)
+        fresh, wait = self._delayed.hold_back(fresh)
         if wait:
             # The delayed index is full: read again from the first entry that did not
             # fit, once indexed entries fall due.
             self.cursor.seek(wait[0][0].position)
-        if fresh:
-            self._send(fresh)
-        return moved
+        return fresh, moved
 
     def _send(self, batch: list[tuple[Entry, EntryInfo]]) -> bool:
         sent = False

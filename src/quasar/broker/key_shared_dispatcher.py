@@ -32,7 +32,7 @@ from quasar.storage.api import Entry, Position
 
 from .api import DispatchSubscription, TopicReadView
 from .consumer import Consumer
-from .dispatcher import REPLAY_ENTRIES_MAX, SharedDispatcher
+from .dispatcher import SharedDispatcher
 from .entry_info import EntryInfo
 from .key_shared import (
     ConsistentHashSelector,
@@ -242,19 +242,16 @@ class KeySharedDispatcher(SharedDispatcher):
         if permits <= 0:
             return False
         want = self.read_batch_entries(permits)
-        delayed = self._delayed
-        # Delayed entries that fell due go out like redeliveries, without counting one;
-        # their key is learnt when they are read.
-        for p in delayed.take_due(REPLAY_ENTRIES_MAX - len(self._replay)):
-            self._requeue(p)
+        # Due delayed entries rejoin the replay set; their key is learnt when read.
+        self._replay_due_delayed()
         waiting_before = len(self._replay)
         unknown_before = waiting_before - len(self._replay_hash)
-        replayed, wait = delayed.hold_back(await self._read_replay_keyed(want))
+        replayed, wait = self._delayed.hold_back(await self._read_replay_keyed(want))
         for e, info in wait:
             self._requeue_keyed(e.position, key_hash(info.key))
         if replayed and self._send_keyed(replayed):
             return True
-        if len(self._replay) >= REPLAY_ENTRIES_MAX or delayed.should_pause_reading():
+        if self._reading_paused():
             return False
         unknown = len(self._replay) - len(self._replay_hash)
         if unknown:
@@ -262,12 +259,7 @@ class KeySharedDispatcher(SharedDispatcher):
             # next rounds before new entries may overtake them. Progress is any entry
             # that left the replay set or whose key became known.
             return len(self._replay) < waiting_before or unknown < unknown_before
-        fresh, moved = await self.read_new(want)
-        fresh, wait = delayed.hold_back(fresh)
-        if wait:
-            # The delayed index is full: read again from the first entry that did not
-            # fit, once indexed entries fall due.
-            self.cursor.seek(wait[0][0].position)
+        fresh, moved = await self._read_new_not_delayed(want)
         if fresh:
             self._send_keyed(fresh)
         return moved

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from quasar.errors import (
     ConsumerBusy,
     NotAllowedError,
-    ProducerBusy,
     RemoteProtocolError,
     ServiceNotReady,
     SubscriptionNotFound,
@@ -35,7 +34,7 @@ from .consumer import Consumer
 from .entry_info import EntryInfo
 from .non_persistent_subscription import NOT_SUPPORTED, NonPersistentSubscription
 from .producer import Producer
-from .producer_access import ProducerAccess
+from .producer_access import AccessControlledProducers, ProducerAccess
 from .stats_rates import MessageRate, average_msg_size
 
 __all__ = ["NonPersistentTopic"]
@@ -48,7 +47,7 @@ PublishedInfo = Callable[[bytes, int], EntryInfo]
 NON_PERSISTENT_POSITION = Position(0, 0)
 
 
-class NonPersistentTopic:
+class NonPersistentTopic(AccessControlledProducers):
     """Producers and subscriptions of one non-persistent topic, in memory only."""
 
     def __init__(
@@ -88,41 +87,13 @@ class NonPersistentTopic:
             ProducerFenced: an exclusive producer refused.
         """
         try:
-            if self.closed:
-                raise ServiceNotReady(f"Topic {self.name} is closing")
-            if producer.producer_name in self._named_producers:
-                raise ProducerBusy(
-                    f"Producer with name '{producer.producer_name}' is already connected"
-                )
-            producer.topic_epoch = await self.access.acquire(
-                producer, self.producers, self._fence, on_queued
-            )
-            if self.closed:  # it closed while a WaitForExclusive producer waited
-                self.access.release(producer, len(self.producers))
-                raise ServiceNotReady(f"Topic {self.name} is closing")
+            await self._attach_producer(producer, on_queued)
         except Exception:
             self.unload_if_unused()
             raise
-        self.producers[id(producer)] = producer
-        if producer.user_provided_name:
-            self._named_producers[producer.producer_name] = producer
-
-    def _fence(self, producer: Producer) -> None:
-        """Close ``producer`` for an ExclusiveWithFencing one (CLOSE_PRODUCER)."""
-        producer.connection.close_producer(producer.producer_id)
-        self.remove_producer(producer)
-
-    @property
-    def topic_epoch(self) -> int | None:
-        return self.access.topic_epoch
 
     def remove_producer(self, producer: Producer) -> None:
-        producer.closed = True
-        if self.producers.get(id(producer)) is producer:
-            del self.producers[id(producer)]
-            if self._named_producers.get(producer.producer_name) is producer:
-                del self._named_producers[producer.producer_name]
-        self.access.release(producer, len(self.producers))
+        self._detach_producer(producer)
         self.unload_if_unused()
 
     def last_sequence_id(self, producer_name: str) -> int:

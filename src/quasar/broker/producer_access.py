@@ -29,7 +29,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Mapping
 
-from quasar.errors import ProducerBusy, ProducerFenced, QuasarError
+from quasar.errors import ProducerBusy, ProducerFenced, QuasarError, ServiceNotReady
 
 from .producer import (
     ACCESS_EXCLUSIVE,
@@ -169,3 +169,62 @@ class ProducerAccess:
     @property
     def _holder_name(self) -> str | None:
         return None if self.holder is None else self.holder.producer_name
+
+
+class AccessControlledProducers:
+    """The producers of a topic, attached through its ``ProducerAccess``: shared by
+    persistent and non-persistent topics, which differ only in what they check
+    before (termination) and do after (unloading)."""
+
+    name: str
+    closed: bool
+    access: ProducerAccess
+    producers: dict[int, Producer]
+    _named_producers: dict[str, Producer]
+
+    async def _attach_producer(
+        self, producer: Producer, on_queued: Callable[[], None]
+    ) -> None:
+        """Raises:
+        ServiceNotReady: the topic is closing (the client retries).
+        ProducerBusy: the name is connected already, or a shared producer while
+            exclusive access is held or awaited.
+        ProducerFenced: an exclusive producer refused (``ProducerAccess``).
+        """
+        if self.closed:
+            raise ServiceNotReady(f"Topic {self.name} is closing")
+        if producer.producer_name in self._named_producers:
+            raise ProducerBusy(
+                f"Producer with name '{producer.producer_name}' is already connected"
+            )
+        producer.topic_epoch = await self.access.acquire(
+            producer, self.producers, self._fence, on_queued
+        )
+        if self.closed:  # it closed while a WaitForExclusive producer waited
+            self.access.release(producer, len(self.producers))
+            raise ServiceNotReady(f"Topic {self.name} is closing")
+        self.producers[id(producer)] = producer
+        if producer.user_provided_name:
+            self._named_producers[producer.producer_name] = producer
+
+    def _detach_producer(self, producer: Producer) -> None:
+        producer.closed = True
+        key = id(producer)
+        if self.producers.get(key) is producer:
+            del self.producers[key]
+            if self._named_producers.get(producer.producer_name) is producer:
+                del self._named_producers[producer.producer_name]
+        self.access.release(producer, len(self.producers))
+
+    def remove_producer(self, producer: Producer) -> None:
+        self._detach_producer(producer)
+
+    def _fence(self, producer: Producer) -> None:
+        """Close ``producer`` for an ExclusiveWithFencing one (CLOSE_PRODUCER)."""
+        producer.connection.close_producer(producer.producer_id)
+        self.remove_producer(producer)
+
+    @property
+    def topic_epoch(self) -> int | None:
+        """The epoch of the latest grant of exclusive access (None: never held)."""
+        return self.access.topic_epoch

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from quasar.errors import (
     ConsumerBusy,
     NotAllowedError,
-    ProducerBusy,
     QuasarError,
     RemoteProtocolError,
     ServiceNotReady,
@@ -52,7 +51,7 @@ from .consumer import Consumer
 from .dedup import DupStatus, MessageDeduplication
 from .entry_info import EntryInfo, entry_info
 from .producer import Producer
-from .producer_access import ProducerAccess
+from .producer_access import AccessControlledProducers, ProducerAccess
 from .stats_rates import MessageRate, average_msg_size, estimated_backlog_size
 from .subscription import SUB_KEY_SHARED, SUB_SHARED, Subscription
 from .txn_sends import TransactionalSends
@@ -66,7 +65,7 @@ PublishCallback = Callable[[Position | None, BaseException | None], None]
 TRIM_DELAY_S = 1.0  # consumed-ledger trimming runs at most this often per topic
 
 
-class PersistentTopic:
+class PersistentTopic(AccessControlledProducers):
     """One persistent topic or partition (an ``api.SubscriptionHost`` and
     ``api.LoadedTopic``)."""
 
@@ -222,47 +221,14 @@ class PersistentTopic:
                 awaited, or the name is already connected.
             ProducerFenced: an exclusive producer refused (``ProducerAccess``).
         """
-        if self.closed:
-            raise ServiceNotReady(f"Topic {self.name} is closing")
-        if self.terminated:
+        if self.terminated and not self.closed:
             raise TopicTerminatedError(f"Topic {self.name} was already terminated")
-        if producer.producer_name in self._named_producers:
-            raise ProducerBusy(
-                f"Producer with name '{producer.producer_name}' is already connected"
-            )
-        producer.topic_epoch = await self.access.acquire(
-            producer, self.producers, self._fence, on_queued
-        )
-        if self.closed:  # it closed while a WaitForExclusive producer waited
-            self.access.release(producer, len(self.producers))
-            raise ServiceNotReady(f"Topic {self.name} is closing")
-        self.producers[id(producer)] = producer
-        if producer.user_provided_name:
-            self._named_producers[producer.producer_name] = producer
-
-    def _fence(self, producer: Producer) -> None:
-        """Close ``producer`` for an ExclusiveWithFencing one (CLOSE_PRODUCER)."""
-        producer.connection.close_producer(producer.producer_id)
-        self.remove_producer(producer)
-
-    @property
-    def topic_epoch(self) -> int | None:
-        """The epoch of the latest grant of exclusive access (None: never held)."""
-        return self.access.topic_epoch
+        await self._attach_producer(producer, on_queued)
 
     @property
     def waiting_producers(self) -> int:
         """Producers queued for exclusive access."""
         return self.access.waiting_count
-
-    def remove_producer(self, producer: Producer) -> None:
-        producer.closed = True
-        key = id(producer)
-        if self.producers.get(key) is producer:
-            del self.producers[key]
-            if self._named_producers.get(producer.producer_name) is producer:
-                del self._named_producers[producer.producer_name]
-        self.access.release(producer, len(self.producers))
 
     def last_sequence_id(self, producer_name: str) -> int:
         return self.dedup.last_sequence_id(producer_name) if self.dedup else -1
