@@ -428,7 +428,7 @@ class ConsumerImpl:
         key = mid.entry_key
         self.nacks.remove(mid)
         self.unacked.remove(mid)
-        if self._parked:
+        if self.letters is not None and self._parked:
             self._parked.forget(mid)
         if isinstance(mid, ChunkMessageId):
             for chunk_key in mid.chunk_keys:
