@@ -25,7 +25,7 @@ def test_chaos_help_names_the_options(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 @pytest.mark.parametrize("argv", [
-    ["--fault-kinds", "broker-kill,disk-full"],
+    ["--fault-kinds", "broker-kill,cosmic-ray"],
     ["--duration-s", "0"],
     ["--operations", "x"],
 ])
