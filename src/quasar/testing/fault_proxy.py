@@ -234,10 +234,17 @@ class FaultProxy:
             return
         try:
             client = await asyncio.open_connection(sock=sock)
-            server = await asyncio.open_connection(*self.target)
         except OSError:
             self.refused += 1
             sock.close()
+            return
+        try:
+            server = await asyncio.open_connection(*self.target)
+        except OSError:
+            # The target is down (a broker being restarted): the client sees its
+            # connection closed and tries again; its stream owns the socket now.
+            self.refused += 1
+            client[1].close()
             return
         self.accepted += 1
         conn = ProxiedConnection(self, self.accepted, client, server)
