@@ -24,9 +24,10 @@ from pathlib import Path
 from quasar.testing.chaos.faults import FaultFactory, Targets
 from quasar.testing.chaos.schedule import DISK_FULL, FaultEvent
 
-# A run of 100,000 operations stores about 40 MiB (ledgers, the metadata store and
-# the transaction log), so 1 GiB leaves room for much longer runs and for the
-# ledgers a broker kill leaves to be rescanned.
+# Bounded runs store about 160 bytes of ledger per operation and 2-3 MiB of
+# metadata store (with its write-ahead log), so a run of 100,000 operations needs
+# some 20 MiB: 1 GiB leaves room for far longer runs, and the size is only an upper
+# bound (a tmpfs takes memory for what it holds, not for its size).
 DISK_SIZE_BYTES = 1 << 30
 FILLER_NAME = "filler"
 UNMOUNT_TIMEOUT_S = 30.0
