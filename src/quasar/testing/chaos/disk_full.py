@@ -8,9 +8,12 @@ filler file beside that directory until the file system refuses another byte, an
 permitted here at all, so ``quasar chaos`` can leave the kind out (or refuse it when
 asked for by name) instead of failing halfway.
 
-A tmpfs holds its pages in memory, so the filler costs as much memory as the free
-space it takes while the fault lasts; the run's tmpfs is sized for what a long run
-writes, not for the machine.
+A tmpfs holds its pages in memory, and writing a filler the size of all its free
+space would cost that much memory and seconds of copying per fault. So ``fill``
+first lowers the tmpfs's size limit (``mount -o remount,size=``) to what is in use
+plus :data:`FILL_MARGIN_BYTES`, and the filler takes only that margin; ``free``
+deletes it and restores the limit. To the broker it is the same: a file system
+with no free byte left.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ from quasar.testing.chaos.schedule import DISK_FULL, FaultEvent
 # bound (a tmpfs takes memory for what it holds, not for its size).
 DISK_SIZE_BYTES = 1 << 30
 FILLER_NAME = "filler"
+# What fill() leaves between the tmpfs's lowered limit and its use, for the filler
+# to take: room for what the broker writes while the limit is being lowered.
+FILL_MARGIN_BYTES = 1 << 20
+RESIZE_ATTEMPTS = 5
 UNMOUNT_TIMEOUT_S = 30.0
 
 
@@ -98,9 +105,29 @@ class SmallDisk:
         st = os.statvfs(self.mount_point)
         return st.f_bavail * st.f_frsize
 
+    def used_bytes(self) -> int:
+        st = os.statvfs(self.mount_point)
+        return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+    def resize(self, size_bytes: int) -> bool:
+        """Set the tmpfs's size limit; False when the kernel refuses it (a limit
+        below what is in use)."""
+        done = subprocess.run(
+            ["mount", "-o", f"remount,size={size_bytes}", str(self.mount_point)],
+            capture_output=True, check=False, timeout=UNMOUNT_TIMEOUT_S,
+        )
+        return done.returncode == 0
+
     def fill(self) -> int:
-        """Append to the filler until the file system refuses another byte; returns
-        the bytes written. Smaller and smaller blocks take the last free pages."""
+        """Leave no free byte: lower the limit to what is in use plus a margin
+        (the broker writing meanwhile may take part of it; asked again if it took
+        more), then append to the filler until the file system refuses another
+        byte. Returns the filler's bytes."""
+        for _ in range(RESIZE_ATTEMPTS):
+            if self.resize(min(self.size_bytes, self.used_bytes() + FILL_MARGIN_BYTES)):
+                break
+        # Should every attempt be refused, the filler takes the whole free space:
+        # slower, and as full.
         written = 0
         with open(self.filler, "ab", buffering=0) as f:
             for size in (1 << 20, 1 << 16, 1 << 12, 1):
@@ -116,8 +143,15 @@ class SmallDisk:
         return written
 
     def free(self) -> None:
-        """Delete the filler (it may not exist: a heal without an inject)."""
+        """Delete the filler (it may not exist: a heal without an inject) and give
+        the tmpfs its whole size again.
+
+        Raises:
+            OSError: the size limit could not be restored.
+        """
         self.filler.unlink(missing_ok=True)
+        if self.mounted and not self.resize(self.size_bytes):
+            raise OSError(f"cannot restore the size of the tmpfs at {self.mount_point}")
 
     def __enter__(self) -> SmallDisk:
         return self.mount()
