@@ -70,7 +70,7 @@ fuzz-admin: $(STAMP)
 		$(BIN)/python -m pytest -q -p no:cacheprovider -s tests/admin/test_admin_openapi_fuzz.py
 
 # A long chaos run (docs/reliability.md): a seeded workload under broker kill -9,
-# SIGSTOP pauses and worker kills; at least CHAOS_OPERATIONS operations and
+# SIGSTOP pauses, worker kills, proxy faults and a full disk (as root); at least CHAOS_OPERATIONS operations and
 # CHAOS_FAULTS faults. Exits non-zero on any violation; CHAOS_SEED replays a run.
 CHAOS_SEED ?= $(shell date +%s)
 CHAOS_OPERATIONS ?= 100000

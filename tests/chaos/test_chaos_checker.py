@@ -182,3 +182,32 @@ def test_one_seed_gives_one_plan() -> None:
     }
     with pytest.raises(ValueError):
         make_plan(1, duration_s=0, operations=1, faults=0)
+
+
+def test_a_fault_in_force_throughout_a_send_explains_its_duplicate() -> None:
+    # A proxy cut is armed before the send and fires at some moment before its
+    # receipt: the client resends on a new connection.
+    sent = [
+        _line("fault_start", 0, n=0, kind="proxy-cut"),
+        _line("send", 1, value="x", key="k", producer="p", seq=0, txn=None),
+        _line("send_ok", 2, value="x"),
+        _line("fault_end", 3, n=0, kind="proxy-cut"),
+    ]
+    twice = [_final("x", 4, 0), _final("x", 4.1, 1)]
+    report = build_history(sent + twice).check()
+    assert report.ok and report.counts["explained-duplicates"] == 1
+    # A fault healed before the send explains nothing.
+    before = [sent[0], dict(sent[3], t=0.5), *sent[1:3]]
+    assert _kinds(before + twice) == {"duplicate-read"}
+
+
+def test_a_transaction_overlapping_a_network_or_disk_fault_gets_its_time() -> None:
+    lines = [dict(e) for e in _committed_txn()]
+    lines[-1]["t"] = 10.0  # timeout 3 s + recovery 5 s < 10 s
+    reads = [_final("v1", 11, 0), _final("v2", 11.1, 1)]
+    for kind in ("proxy-blackhole", "proxy-delay", "disk-full"):
+        fault = [
+            _line("fault_start", 1, n=0, kind=kind),
+            _line("fault_end", 5, n=0, kind=kind),
+        ]
+        assert _kinds(sorted(lines + fault, key=lambda e: e["t"]) + reads) == set(), kind

@@ -3,10 +3,14 @@ bad ones before starting anything."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from quasar.cli.main import main
 from quasar.testing.chaos import main as chaos_main
+from quasar.testing.chaos.schedule import FAULT_KINDS
 
 
 def test_chaos_passes_its_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -25,9 +29,44 @@ def test_chaos_help_names_the_options(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 @pytest.mark.parametrize("argv", [
-    ["--fault-kinds", "broker-kill,disk-full"],
+    ["--fault-kinds", "broker-kill,cosmic-ray"],
     ["--duration-s", "0"],
     ["--operations", "x"],
 ])
 def test_chaos_usage_errors_exit_2(argv: list[str]) -> None:
     assert chaos_main.main(argv) == 2
+
+
+def test_disk_full_asked_for_where_it_cannot_mount_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(chaos_main, "unavailable_kinds",
+                        lambda: {"disk-full": "it mounts a tmpfs: not running as root"})
+    monkeypatch.setattr(chaos_main, "run", _no_run)
+    assert chaos_main.main(["--fault-kinds", "broker-kill,disk-full"]) == 2
+    assert "disk-full cannot run here: it mounts a tmpfs: not running as root" in (
+        capsys.readouterr().err
+    )
+
+
+def test_the_default_kinds_are_every_kind_this_machine_can_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setattr(chaos_main, "unavailable_kinds",
+                        lambda: {"disk-full": "it mounts a tmpfs: not running as root"})
+    planned: list[set[str]] = []
+
+    def record(plan: Any, workdir: Path) -> Any:
+        planned.append({e.kind for e in plan.faults})
+        raise KeyboardInterrupt  # stands for the run: nothing is started
+
+    monkeypatch.setattr(chaos_main, "run", record)
+    argv = ["--seed", "1", "--faults", "200", "--duration-s", "1000", "--workdir",
+            str(tmp_path)]
+    assert chaos_main.main(argv) == 1
+    assert "note: fault kind disk-full left out: it mounts a tmpfs" in capsys.readouterr().out
+    assert planned == [set(FAULT_KINDS) - {"disk-full"}]
+
+
+def _no_run(plan: Any, workdir: Path) -> Any:
+    raise AssertionError("a refused run must not start")

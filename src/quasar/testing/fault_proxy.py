@@ -171,6 +171,11 @@ class FaultProxy:
         """RST every open connection; returns how many were reset."""
         return self.run_on_loop(self._reset_all)
 
+    def disarm_cuts(self) -> int:
+        """Withdraw every cut armed and not yet fired, on the proxy and on each open
+        connection; returns how many were withdrawn."""
+        return self.run_on_loop(self._disarm_cuts)
+
     def pause_accepting(self) -> None:
         self.run_on_loop(self._accepting.clear)
 
@@ -229,10 +234,17 @@ class FaultProxy:
             return
         try:
             client = await asyncio.open_connection(sock=sock)
-            server = await asyncio.open_connection(*self.target)
         except OSError:
             self.refused += 1
             sock.close()
+            return
+        try:
+            server = await asyncio.open_connection(*self.target)
+        except OSError:
+            # The target is down (a broker being restarted): the client sees its
+            # connection closed and tries again; its stream owns the socket now.
+            self.refused += 1
+            client[1].close()
             return
         self.accepted += 1
         conn = ProxiedConnection(self, self.accepted, client, server)
@@ -273,6 +285,13 @@ class FaultProxy:
         for conn in conns:
             conn._reset()
         return len(conns)
+
+    def _disarm_cuts(self) -> int:
+        scopes = [self.faults, *(conn.faults for conn in self._open.values())]
+        armed = sum(len(scope.cuts) for scope in scopes)
+        for scope in scopes:
+            scope.cuts.clear()
+        return armed
 
     def _clear(self) -> None:
         self.faults.clear()  # in place: every writer holds this object

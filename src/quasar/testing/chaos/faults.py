@@ -29,6 +29,7 @@ from quasar.testing.chaos.schedule import (
     WORKER_KILL,
     FaultEvent,
 )
+from quasar.testing.fault_proxy import FaultProxy
 from quasar.testing.process import BrokerProcess
 
 
@@ -53,12 +54,24 @@ class WorkerHandle(Protocol):
     def start(self) -> None: ...
 
 
+class DiskHandle(Protocol):
+    """What a fault needs of the broker's small file system."""
+
+    def fill(self) -> int: ...
+
+    def free(self) -> None: ...
+
+
 @dataclass
 class Targets:
-    """What faults act on: the broker and the workers of the plan, by index."""
+    """What faults act on: the broker and the workers of the plan, by index; the
+    proxy between the workers and the broker; the file system of the broker's
+    data directory when the run mounted one of its own (``disk_full.SmallDisk``)."""
 
     broker: BrokerProcess
     workers: list[WorkerHandle]
+    proxy: FaultProxy | None = None
+    disk: DiskHandle | None = None
 
 
 FaultFactory = Callable[[FaultEvent, Targets], Fault]

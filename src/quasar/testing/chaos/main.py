@@ -13,8 +13,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from quasar.testing.chaos.registry import unavailable_kinds
 from quasar.testing.chaos.runner import run
-from quasar.testing.chaos.schedule import FAULT_KINDS, make_plan
+from quasar.testing.chaos.schedule import DISK_FULL, FAULT_KINDS, make_plan
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,8 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="operations to reach before stopping early (default 2000)")
     parser.add_argument("--faults", type=int, default=5,
                         help="faults spread over the run (default 5)")
-    parser.add_argument("--fault-kinds", default=",".join(FAULT_KINDS),
-                        help=f"comma-separated subset of {','.join(FAULT_KINDS)}")
+    parser.add_argument("--fault-kinds",
+                        help=f"comma-separated subset of {','.join(FAULT_KINDS)} "
+                        "(default: every kind this machine can run)")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--workdir", type=Path,
                         help="keeps histories and logs here (default: a temporary "
@@ -45,10 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    kinds = tuple(k for k in args.fault_kinds.split(",") if k)
-    unknown = set(kinds) - set(FAULT_KINDS)
-    if unknown:
-        print(f"error: unknown fault kinds {sorted(unknown)}", file=sys.stderr)
+    kinds = _fault_kinds(args.fault_kinds)
+    if kinds is None:
         return 2
     seed = args.seed if args.seed is not None else random.SystemRandom().getrandbits(31)
     try:
@@ -71,6 +71,29 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(summary.text(), flush=True)
     return 0 if summary.ok else 1
+
+
+def _fault_kinds(asked: str | None) -> tuple[str, ...] | None:
+    """The kinds to plan: those asked for, or by default every kind this machine
+    can run (the others named in a note); None after printing a usage error."""
+    if asked is None:
+        unavailable = unavailable_kinds()
+        for kind, why in sorted(unavailable.items()):
+            print(f"note: fault kind {kind} left out: {why}", flush=True)
+        return tuple(k for k in FAULT_KINDS if k not in unavailable)
+    kinds = tuple(k for k in asked.split(",") if k)
+    unknown = set(kinds) - set(FAULT_KINDS)
+    if unknown:
+        print(f"error: unknown fault kinds {sorted(unknown)}", file=sys.stderr)
+        return None
+    # Only a kind with a requirement is probed (disk-full mounts a tmpfs to find out).
+    unavailable = unavailable_kinds() if DISK_FULL in kinds else {}
+    for kind in kinds:
+        if kind in unavailable:
+            print(f"error: fault kind {kind} cannot run here: {unavailable[kind]}",
+                  file=sys.stderr)
+            return None
+    return kinds
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -28,13 +28,23 @@ def build_history(lines: Iterable[dict[str, Any]]) -> History:
     whose conflicting transaction outcomes are anomalies, not errors."""
     h = History(conflicts_are_anomalies=True)
     faults: dict[int, dict[str, Any]] = {}
+    # The faults in force when each pending send was made. A fault that lasted
+    # through a whole send (a proxy cut, a blackhole, a full disk) may have broken
+    # its connection at any moment in between, not only at inject or heal, so it
+    # counts as a disruption between that send and its receipt.
+    in_force_at_send: dict[str, set[int]] = {}
     for e in lines:
         op = e.get("op")
         if op == "send":
             h.write(e.get("txn"), e["value"], key=e.get("key"),
                     producer=e.get("producer"), seq=e.get("seq"))
+            in_force_at_send[e["value"]] = set(faults)
         elif op == "send_ok":
+            for n in sorted(in_force_at_send.pop(e["value"], set()) & set(faults)):
+                h.disruption(f"{faults[n]['kind']} in force throughout a send")
             h.write_done(e["value"])
+        elif op == "send_fail":
+            in_force_at_send.pop(e["value"], None)
         elif op == "begin":
             h.begin(e["txn"], at=e["t"], timeout_s=e.get("timeout_s"))
         elif op == "committing":

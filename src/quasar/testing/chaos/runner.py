@@ -1,6 +1,7 @@
 """Run a chaos plan against a real broker process and judge its history.
 
-:func:`run` starts a broker (``BrokerProcess``) in a work directory, creates the
+:func:`run` starts a broker (``BrokerProcess``) in a work directory, with the fault
+proxy the workers connect through in front of it (``environment``), creates the
 partitioned topic and a ``chaos-verify`` subscription (so nothing is trimmed before
 the final drain reads it), starts the plan's workers, and fires the plan's faults at
 their times while sampling the broker's RSS. When the workload phase ends (its
@@ -31,8 +32,11 @@ from pathlib import Path
 
 import quasar.client as qc
 from quasar.errors import QuasarError, Timeout
-from quasar.testing.chaos.faults import PROCESS_FAULTS, FaultFactory, Targets
+from quasar.testing.chaos.disk_full import DISK_SIZE_BYTES
+from quasar.testing.chaos.environment import RunEnvironment
+from quasar.testing.chaos.faults import FaultFactory, Targets
 from quasar.testing.chaos.recorder import Recorder, merged
+from quasar.testing.chaos.registry import FAULTS
 from quasar.testing.chaos.report import (
     OPERATION_KINDS,
     RunSummary,
@@ -150,13 +154,18 @@ def run(
     plan: Plan,
     workdir: Path,
     *,
-    faults: Mapping[str, FaultFactory] = PROCESS_FAULTS,
+    faults: Mapping[str, FaultFactory] = FAULTS,
     broker_settings: dict[str, str] | None = None,
+    disk_size_bytes: int = DISK_SIZE_BYTES,
 ) -> RunSummary:
     """Run ``plan`` in ``workdir`` (created if missing) and return its summary.
+    The workers reach the broker through a fault proxy; a plan with ``disk-full``
+    faults puts the broker's data on a tmpfs of ``disk_size_bytes`` (unmounted at
+    the end, the data with it).
 
     Raises:
         KeyError: the plan names a fault kind ``faults`` has no factory for.
+        MountRefused: the plan fills the disk and a tmpfs cannot be mounted here.
         RuntimeError, TimeoutError: the broker did not start or the topic could not
             be created (no verdict is possible).
     """
@@ -164,11 +173,25 @@ def run(
         if e.kind not in faults:
             raise KeyError(f"no fault factory for {e.kind!r}")
     workdir.mkdir(parents=True, exist_ok=True)
+    with RunEnvironment(plan, workdir, disk_size_bytes) as env:
+        return _run(plan, workdir, env, faults, broker_settings)
+
+
+def _run(
+    plan: Plan,
+    workdir: Path,
+    env: RunEnvironment,
+    faults: Mapping[str, FaultFactory],
+    broker_settings: dict[str, str] | None,
+) -> RunSummary:
     began = time.monotonic()
     summary = RunSummary(plan.seed)
     rec = Recorder(workdir / "runner.jsonl", "runner", 0)
-    broker = BrokerProcess(workdir / "data", log_path=workdir / "broker.log",
-                           settings=broker_settings).start()
+    broker = BrokerProcess(env.data_dir, log_path=workdir / "broker.log",
+                           settings=broker_settings,
+                           advertised_address=env.advertised_address)
+    worker_url = env.start_proxy(broker.port)
+    broker.start()
     topic = f"persistent://public/default/chaos-{plan.seed}"
     _admin_put(broker, f"/admin/v2/persistent/public/default/chaos-{plan.seed}/partitions",
                str(plan.partitions).encode())
@@ -179,7 +202,7 @@ def run(
     client.close()
     producers = [s for s in plan.workers if s.role != CONSUMER]
     per_producer = max(1, plan.operations // (2 * len(producers)))
-    workers = [WorkerProcess(s, broker.url, topic, workdir, per_producer)
+    workers = [WorkerProcess(s, worker_url, topic, workdir, per_producer)
                for s in plan.workers]
     counter = OperationCounter([w.history for w in workers])
 
@@ -207,7 +230,7 @@ def run(
             w.start()
         _await_ready(workers)
         started = time.monotonic()
-        targets = Targets(broker, list(workers))
+        targets = Targets(broker, list(workers), env.proxy, env.disk)
         for n, event in enumerate(plan.faults):
             idle_until(started + event.at_s)
             fault = faults[event.kind](event, targets)

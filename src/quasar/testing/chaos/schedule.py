@@ -18,7 +18,17 @@ from dataclasses import dataclass, field
 BROKER_KILL = "broker-kill"
 BROKER_PAUSE = "broker-pause"
 WORKER_KILL = "worker-kill"
-FAULT_KINDS = (BROKER_KILL, BROKER_PAUSE, WORKER_KILL)
+# Faults of the fault-injecting proxy between the workers and the broker.
+PROXY_BLACKHOLE = "proxy-blackhole"
+PROXY_RESET = "proxy-reset"
+PROXY_CUT = "proxy-cut"
+PROXY_DELAY = "proxy-delay"
+# The broker's data directory fills up (a tmpfs the runner mounts; needs root).
+DISK_FULL = "disk-full"
+FAULT_KINDS = (
+    BROKER_KILL, BROKER_PAUSE, WORKER_KILL,
+    PROXY_BLACKHOLE, PROXY_RESET, PROXY_CUT, PROXY_DELAY, DISK_FULL,
+)
 
 # Worker roles and the subscription types consumers use (Pulsar's names).
 PRODUCER = "producer"
@@ -28,6 +38,14 @@ SUBSCRIPTION_TYPES = ("Shared", "KeyShared", "Failover", "Exclusive")
 
 PAUSE_S = (1.0, 10.0)  # SIGSTOP lasts this long (uniform)
 KILL_DOWN_S = (0.0, 2.0)  # a killed process stays down this long before restart
+# How long each kind lasts from inject() to heal() (uniform); a kind not listed
+# lasts KILL_DOWN_S (a reset has its after-effects only, a cut waits for traffic).
+DURATION_S = {
+    BROKER_PAUSE: PAUSE_S,
+    PROXY_BLACKHOLE: (1.0, 10.0),
+    PROXY_DELAY: (1.0, 10.0),
+    DISK_FULL: (1.0, 10.0),
+}
 
 
 @dataclass(frozen=True)
@@ -98,10 +116,7 @@ def make_plan(
     for n in range(faults):
         kind = rng.choice(kinds)
         at = lead + n * slot + rng.uniform(0.1, 0.4) * slot
-        if kind == BROKER_PAUSE:
-            duration = rng.uniform(*PAUSE_S)
-        else:
-            duration = rng.uniform(*KILL_DOWN_S)
+        duration = rng.uniform(*DURATION_S.get(kind, KILL_DOWN_S))
         duration = min(duration, max(0.5, slot * 0.5))
         target = rng.randrange(len(workers))
         events.append(FaultEvent(round(at, 3), kind, round(duration, 3), target))
