@@ -28,9 +28,11 @@ import urllib.request
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import quasar.client as qc
 from quasar.errors import QuasarError, Timeout
+from quasar.testing.chaos.evidence import dump, fetch_partition_stats, stall_evidence
 from quasar.testing.chaos.faults import PROCESS_FAULTS, FaultFactory, Targets
 from quasar.testing.chaos.recorder import Recorder, merged
 from quasar.testing.chaos.report import (
@@ -61,8 +63,9 @@ class WorkerProcess:
     """One worker of the plan; every start is a new incarnation."""
 
     def __init__(self, spec: WorkerSpec, url: str, topic: str, workdir: Path,
-                 operations: int) -> None:
+                 operations: int, send_rate: float | None = None) -> None:
         self.spec = spec
+        self.send_rate = send_rate
         self.name = spec.name
         self.url, self.topic, self.operations = url, topic, operations
         self.history = workdir / f"{spec.name}.jsonl"
@@ -81,6 +84,8 @@ class WorkerProcess:
         ]
         if self.spec.subscription_type:
             cmd += ["--subscription-type", self.spec.subscription_type]
+        if self.send_rate is not None and self.spec.role != CONSUMER:
+            cmd += ["--send-rate", str(self.send_rate)]
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
 
@@ -152,8 +157,12 @@ def run(
     *,
     faults: Mapping[str, FaultFactory] = PROCESS_FAULTS,
     broker_settings: dict[str, str] | None = None,
+    send_rate: float | None = None,
 ) -> RunSummary:
     """Run ``plan`` in ``workdir`` (created if missing) and return its summary.
+
+    ``send_rate`` is each producer's sends per second (0: unpaced; None: the
+    workload's default pace).
 
     Raises:
         KeyError: the plan names a fault kind ``faults`` has no factory for.
@@ -179,7 +188,7 @@ def run(
     client.close()
     producers = [s for s in plan.workers if s.role != CONSUMER]
     per_producer = max(1, plan.operations // (2 * len(producers)))
-    workers = [WorkerProcess(s, broker.url, topic, workdir, per_producer)
+    workers = [WorkerProcess(s, broker.url, topic, workdir, per_producer, send_rate)
                for s in plan.workers]
     counter = OperationCounter([w.history for w in workers])
 
@@ -225,7 +234,7 @@ def run(
         _stop_all([w for w in workers if w.spec.role != CONSUMER])
         rec.record("phase", name="sentinels")
         sentinels = _write_sentinels(broker, partitions, rec)
-        _await_progress(workers, sentinels, rec)
+        _await_progress(workers, sentinels, rec, broker.admin_url, workdir)
         rec.record("phase", name="stop consumers")
         _stop_all(workers)
         rec.record("phase", name="final drain")
@@ -277,11 +286,13 @@ def _write_sentinels(broker: BrokerProcess, partitions: list[str], rec: Recorder
 
 
 def _await_progress(
-    workers: list[WorkerProcess], sentinels: set[str], rec: Recorder
+    workers: list[WorkerProcess], sentinels: set[str], rec: Recorder,
+    admin_url: str, workdir: Path,
 ) -> None:
     """Every consumer subscription reads every sentinel. A backlog may take a
     while; a partition of a subscription that reads nothing for ``STALL_S`` before
-    its sentinel is stuck (``no-progress``)."""
+    its sentinel is stuck (``no-progress``), and its record carries the broker's
+    stats of that subscription taken then (``evidence.py``)."""
     consumers = [w for w in workers if w.spec.role == CONSUMER]
     subs = {f"chaos-{w.spec.subscription_type}" for w in consumers}
     began = time.monotonic()
@@ -309,10 +320,16 @@ def _await_progress(
                 rec.record("no_progress", what=f"{w.name} exited with {w.proc.returncode}")
                 w.start()
         time.sleep(SAMPLE_INTERVAL_S)  # polling interval of a bounded wait
+    fetched: dict[str, dict[str, Any]] = {}
     for sub, partition in sorted(pending):
         quiet = now - max(last.get((sub, partition), 0.0), began)
+        if partition not in fetched:
+            fetched[partition] = fetch_partition_stats(admin_url, partition)
+            dump(workdir, partition, fetched[partition])
         rec.record("no_progress", what=f"{sub} did not reach the sentinel of "
-                   f"{partition}; nothing read there for {quiet:.0f}s")
+                   f"{partition}; nothing read there for {quiet:.0f}s",
+                   sub=sub, partition=partition,
+                   stats=stall_evidence(fetched[partition], sub))
 
 
 def _drain(broker: BrokerProcess, topic: str, sentinels: set[str], rec: Recorder) -> None:
