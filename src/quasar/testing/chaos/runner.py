@@ -291,12 +291,27 @@ def _await_progress(
 ) -> None:
     """Every consumer subscription reads every sentinel. A backlog may take a
     while; a partition of a subscription that reads nothing for ``STALL_S`` before
-    its sentinel is stuck (``no-progress``), and its record carries the broker's
-    stats of that subscription taken then (``evidence.py``)."""
+    its sentinel is stuck (``no-progress``), even while other partitions move (one
+    starved partition is the finding), and its record carries the broker's stats
+    of that subscription taken at that moment (``evidence.py``). The wait ends when
+    every subscription has read every sentinel or every one still missing is stuck."""
     consumers = [w for w in workers if w.spec.role == CONSUMER]
     subs = {f"chaos-{w.spec.subscription_type}" for w in consumers}
     began = time.monotonic()
     deadline = began + PROGRESS_TIMEOUT_S
+    declared: set[tuple[str, str]] = set()
+    fetched: dict[str, dict[str, Any]] = {}
+
+    def declare(key: tuple[str, str], quiet: float, why: str) -> None:
+        sub, partition = key
+        if partition not in fetched:  # one fetch per partition and moment
+            fetched[partition] = fetch_partition_stats(admin_url, partition)
+            dump(workdir, partition, fetched[partition])
+        rec.record("no_progress", what=f"{sub} {why} the sentinel of {partition}; "
+                   f"nothing read there for {quiet:.0f}s", sub=sub, partition=partition,
+                   stats=stall_evidence(fetched[partition], sub))
+        declared.add(key)
+
     while True:
         seen: dict[str, set[str]] = {}
         last: dict[tuple[str, str], float] = {}
@@ -310,26 +325,20 @@ def _await_progress(
             (sub, s[len(SENTINEL_PREFIX):])
             for sub in subs for s in sentinels - seen.get(sub, set())
         }
-        stalled = {
-            k for k in pending if now - max(last.get(k, 0.0), began) > STALL_S
-        }
-        if not pending or stalled == pending or now > deadline:
+        fetched.clear()
+        for k in sorted(pending - declared):
+            quiet = now - max(last.get(k, 0.0), began)
+            if quiet > STALL_S:
+                declare(k, quiet, "stalled before")
+        if not pending or pending <= declared or now > deadline:
             break
         for w in consumers:  # a consumer that died on its own is a finding too
             if w.proc is not None and w.proc.poll() not in (None, 0):
                 rec.record("no_progress", what=f"{w.name} exited with {w.proc.returncode}")
                 w.start()
         time.sleep(SAMPLE_INTERVAL_S)  # polling interval of a bounded wait
-    fetched: dict[str, dict[str, Any]] = {}
-    for sub, partition in sorted(pending):
-        quiet = now - max(last.get((sub, partition), 0.0), began)
-        if partition not in fetched:
-            fetched[partition] = fetch_partition_stats(admin_url, partition)
-            dump(workdir, partition, fetched[partition])
-        rec.record("no_progress", what=f"{sub} did not reach the sentinel of "
-                   f"{partition}; nothing read there for {quiet:.0f}s",
-                   sub=sub, partition=partition,
-                   stats=stall_evidence(fetched[partition], sub))
+    for k in sorted(pending - declared):  # still moving at the deadline
+        declare(k, now - max(last.get(k, 0.0), began), "did not reach")
 
 
 def _drain(broker: BrokerProcess, topic: str, sentinels: set[str], rec: Recorder) -> None:
