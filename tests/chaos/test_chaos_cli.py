@@ -31,3 +31,18 @@ def test_chaos_help_names_the_options(capsys: pytest.CaptureFixture[str]) -> Non
 ])
 def test_chaos_usage_errors_exit_2(argv: list[str]) -> None:
     assert chaos_main.main(argv) == 2
+
+
+def test_send_rate_reaches_the_runner(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    seen: list[float | None] = []
+
+    def fake_run(plan, workdir, *, send_rate=None):
+        seen.append(send_rate)
+        raise KeyboardInterrupt  # no run: only the hand-over is under test
+
+    monkeypatch.setattr(chaos_main, "run", fake_run)
+    monkeypatch.setattr(chaos_main.signal, "signal", lambda *a: None)
+    args = ["--seed", "1", "--workdir", str(tmp_path)]
+    assert chaos_main.main([*args, "--send-rate", "0"]) == 1
+    assert chaos_main.main(args) == 1
+    assert seen == [0.0, None]
