@@ -116,7 +116,7 @@ class ReceiveQueue:
         return msg
 
     def peek(self) -> Message | None:
-        """The oldest message, left in the queue; None when it is empty."""
+        """The message ``get`` would take next, left in the queue; None when empty."""
         return self._by_child[self._turns[0]][0] if self._count else None
 
     async def wait_for_message(self, timeout_s: float | None) -> bool:
