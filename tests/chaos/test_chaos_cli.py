@@ -56,7 +56,7 @@ def test_the_default_kinds_are_every_kind_this_machine_can_run(
                         lambda: {"disk-full": "it mounts a tmpfs: not running as root"})
     planned: list[set[str]] = []
 
-    def record(plan: Any, workdir: Path) -> Any:
+    def record(plan: Any, workdir: Path, **options: Any) -> Any:
         planned.append({e.kind for e in plan.faults})
         raise KeyboardInterrupt  # stands for the run: nothing is started
 
@@ -68,5 +68,18 @@ def test_the_default_kinds_are_every_kind_this_machine_can_run(
     assert planned == [set(FAULT_KINDS) - {"disk-full"}]
 
 
-def _no_run(plan: Any, workdir: Path) -> Any:
+def _no_run(plan: Any, workdir: Path, **options: Any) -> Any:
     raise AssertionError("a refused run must not start")
+def test_send_rate_reaches_the_runner(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    seen: list[float | None] = []
+
+    def fake_run(plan, workdir, *, send_rate=None):
+        seen.append(send_rate)
+        raise KeyboardInterrupt  # no run: only the hand-over is under test
+
+    monkeypatch.setattr(chaos_main, "run", fake_run)
+    monkeypatch.setattr(chaos_main.signal, "signal", lambda *a: None)
+    args = ["--seed", "1", "--workdir", str(tmp_path)]
+    assert chaos_main.main([*args, "--send-rate", "0"]) == 1
+    assert chaos_main.main(args) == 1
+    assert seen == [0.0, None]

@@ -4,6 +4,16 @@ One queue may be shared by the child consumers of a multi-topic or partitioned
 consumer; each message remembers its child (``Message._consumer``) so that taking it
 from the queue returns a permit to the right child, and a child that resubscribes can
 remove just its own messages.
+
+Children take turns: each child's messages wait in their own FIFO, and ``get``
+takes one message from each child that has any, in rotation. One FIFO by arrival
+would let a partition whose messages always arrive last starve: a redelivery of
+everything unacknowledged (after an aborted transactional ack, a nack on an
+Exclusive or Failover subscription) empties the queue, and the broker sends the
+children's messages again in the order it received their requests, so an
+application that redelivers every few messages would only ever see the first
+partitions while they have a backlog. Order within one child is kept; Pulsar
+promises no order across partitions.
 """
 
 from __future__ import annotations
@@ -18,19 +28,42 @@ from quasar.errors import AlreadyClosed, Timeout
 
 
 class ReceiveQueue:
-    """FIFO of received messages with waiters for ``get``."""
+    """Received messages, a FIFO per child taken in turns, with waiters for ``get``."""
 
     def __init__(self) -> None:
-        self._items: deque[Message] = deque()
+        # Each child's messages in arrival order; a child's entry stays once made
+        # (a queue has a fixed, small set of children).
+        self._by_child: dict[Any, deque[Message]] = {}
+        # The children that have messages, next turn first.
+        self._turns: deque[Any] = deque()
+        self._count = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._closed = False
 
     def __len__(self) -> int:
-        return len(self._items)
+        return self._count
 
     def put(self, msg: Message) -> None:
-        self._items.append(msg)
+        child = msg._consumer
+        mine = self._by_child.get(child)
+        if mine is None:
+            mine = self._by_child[child] = deque()
+        if not mine:
+            self._turns.append(child)
+        mine.append(msg)
+        self._count += 1
         self._wake_one()
+
+    def _take(self) -> Message:
+        """The next child's oldest message; that child goes to the back of the turns."""
+        turns = self._turns
+        child = turns.popleft()
+        mine = self._by_child[child]
+        msg = mine.popleft()
+        if mine:
+            turns.append(child)
+        self._count -= 1
+        return msg
 
     def _wake_one(self) -> None:
         while self._waiters:
@@ -46,11 +79,10 @@ class ReceiveQueue:
             Timeout: nothing arrived in time.
             AlreadyClosed: the consumer closed while waiting.
         """
-        items = self._items
-        if items:
+        if self._count:
             # A message is waiting (the common case under load): no deadline needed.
-            msg = items.popleft()
-            if items and self._waiters:
+            msg = self._take()
+            if self._count and self._waiters:
                 self._wake_one()
             owner: Any = msg._consumer
             if owner is not None:
@@ -58,7 +90,7 @@ class ReceiveQueue:
             return msg
         loop = asyncio.get_running_loop()
         deadline = None if timeout_s is None else loop.time() + timeout_s
-        while not self._items:
+        while not self._count:
             if self._closed:
                 raise AlreadyClosed("consumer is closed")
             remaining = None if deadline is None else deadline - loop.time()
@@ -73,8 +105,8 @@ class ReceiveQueue:
             finally:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
-        msg = self._items.popleft()
-        if self._items:
+        msg = self._take()
+        if self._count:
             # Another waiter may be parked while messages remain (e.g. put() raced a
             # cancelled waiter): pass the baton on.
             self._wake_one()
@@ -84,8 +116,8 @@ class ReceiveQueue:
         return msg
 
     def peek(self) -> Message | None:
-        """The oldest message, left in the queue; None when it is empty."""
-        return self._items[0] if self._items else None
+        """The message ``get`` would take next, left in the queue; None when empty."""
+        return self._by_child[self._turns[0]][0] if self._count else None
 
     async def wait_for_message(self, timeout_s: float | None) -> bool:
         """Wait until a message is queued, without taking it; False after
@@ -96,7 +128,7 @@ class ReceiveQueue:
         """
         loop = asyncio.get_running_loop()
         deadline = None if timeout_s is None else loop.time() + timeout_s
-        while not self._items:
+        while not self._count:
             if self._closed:
                 raise AlreadyClosed("consumer is closed")
             remaining = None if deadline is None else deadline - loop.time()
@@ -115,13 +147,23 @@ class ReceiveQueue:
 
     def holds_message_of(self, consumer: object) -> bool:
         """Whether a message received by ``consumer`` (one child) is waiting here."""
-        return any(m._consumer is consumer for m in self._items)
+        return bool(self._by_child.get(consumer))
 
     def remove_where(self, predicate: Callable[[Message], bool]) -> int:
         """Drop the messages matching ``predicate``; returns how many."""
-        kept = [m for m in self._items if not predicate(m)]
-        removed = len(self._items) - len(kept)
-        self._items = deque(kept)
+        removed = 0
+        for child, mine in self._by_child.items():
+            if not mine:
+                continue
+            kept = [m for m in mine if not predicate(m)]
+            if len(kept) == len(mine):
+                continue
+            removed += len(mine) - len(kept)
+            mine.clear()
+            mine.extend(kept)
+            if not mine:
+                self._turns.remove(child)
+        self._count -= removed
         return removed
 
     def close(self) -> None:

@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"comma-separated subset of {','.join(FAULT_KINDS)} "
                         "(default: every kind this machine can run)")
     parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--send-rate", type=float,
+                        help="each producer's sends per second (default 15; 0: unpaced, "
+                        "producers send as fast as the broker answers)")
     parser.add_argument("--workdir", type=Path,
                         help="keeps histories and logs here (default: a temporary "
                         "directory, kept)")
@@ -65,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
     try:
-        summary = run(plan, workdir)
+        summary = run(plan, workdir, send_rate=args.send_rate)
     except KeyboardInterrupt:
         print(f"interrupted; histories so far in {workdir}", file=sys.stderr)
         return 1

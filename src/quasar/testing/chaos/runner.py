@@ -29,11 +29,13 @@ import urllib.request
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import quasar.client as qc
 from quasar.errors import QuasarError, Timeout
 from quasar.testing.chaos.disk_full import DISK_SIZE_BYTES
 from quasar.testing.chaos.environment import RunEnvironment
+from quasar.testing.chaos.evidence import dump, fetch_partition_stats, stall_evidence
 from quasar.testing.chaos.faults import FaultFactory, Targets
 from quasar.testing.chaos.recorder import Recorder, merged
 from quasar.testing.chaos.registry import FAULTS
@@ -65,8 +67,9 @@ class WorkerProcess:
     """One worker of the plan; every start is a new incarnation."""
 
     def __init__(self, spec: WorkerSpec, url: str, topic: str, workdir: Path,
-                 operations: int) -> None:
+                 operations: int, send_rate: float | None = None) -> None:
         self.spec = spec
+        self.send_rate = send_rate
         self.name = spec.name
         self.url, self.topic, self.operations = url, topic, operations
         self.history = workdir / f"{spec.name}.jsonl"
@@ -85,6 +88,8 @@ class WorkerProcess:
         ]
         if self.spec.subscription_type:
             cmd += ["--subscription-type", self.spec.subscription_type]
+        if self.send_rate is not None and self.spec.role != CONSUMER:
+            cmd += ["--send-rate", str(self.send_rate)]
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
 
@@ -157,11 +162,15 @@ def run(
     faults: Mapping[str, FaultFactory] = FAULTS,
     broker_settings: dict[str, str] | None = None,
     disk_size_bytes: int = DISK_SIZE_BYTES,
+    send_rate: float | None = None,
 ) -> RunSummary:
     """Run ``plan`` in ``workdir`` (created if missing) and return its summary.
     The workers reach the broker through a fault proxy; a plan with ``disk-full``
     faults puts the broker's data on a tmpfs of ``disk_size_bytes`` (unmounted at
     the end, the data with it).
+
+    ``send_rate`` is each producer's sends per second (0: unpaced; None: the
+    workload's default pace).
 
     Raises:
         KeyError: the plan names a fault kind ``faults`` has no factory for.
@@ -174,7 +183,7 @@ def run(
             raise KeyError(f"no fault factory for {e.kind!r}")
     workdir.mkdir(parents=True, exist_ok=True)
     with RunEnvironment(plan, workdir, disk_size_bytes) as env:
-        return _run(plan, workdir, env, faults, broker_settings)
+        return _run(plan, workdir, env, faults, broker_settings, send_rate)
 
 
 def _run(
@@ -183,6 +192,7 @@ def _run(
     env: RunEnvironment,
     faults: Mapping[str, FaultFactory],
     broker_settings: dict[str, str] | None,
+    send_rate: float | None,
 ) -> RunSummary:
     began = time.monotonic()
     summary = RunSummary(plan.seed)
@@ -202,7 +212,7 @@ def _run(
     client.close()
     producers = [s for s in plan.workers if s.role != CONSUMER]
     per_producer = max(1, plan.operations // (2 * len(producers)))
-    workers = [WorkerProcess(s, worker_url, topic, workdir, per_producer)
+    workers = [WorkerProcess(s, worker_url, topic, workdir, per_producer, send_rate)
                for s in plan.workers]
     counter = OperationCounter([w.history for w in workers])
 
@@ -248,7 +258,7 @@ def _run(
         _stop_all([w for w in workers if w.spec.role != CONSUMER])
         rec.record("phase", name="sentinels")
         sentinels = _write_sentinels(broker, partitions, rec)
-        _await_progress(workers, sentinels, rec)
+        _await_progress(workers, sentinels, rec, broker.admin_url, workdir)
         rec.record("phase", name="stop consumers")
         _stop_all(workers)
         rec.record("phase", name="final drain")
@@ -300,15 +310,32 @@ def _write_sentinels(broker: BrokerProcess, partitions: list[str], rec: Recorder
 
 
 def _await_progress(
-    workers: list[WorkerProcess], sentinels: set[str], rec: Recorder
+    workers: list[WorkerProcess], sentinels: set[str], rec: Recorder,
+    admin_url: str, workdir: Path,
 ) -> None:
     """Every consumer subscription reads every sentinel. A backlog may take a
     while; a partition of a subscription that reads nothing for ``STALL_S`` before
-    its sentinel is stuck (``no-progress``)."""
+    its sentinel is stuck (``no-progress``), even while other partitions move (one
+    starved partition is the finding), and its record carries the broker's stats
+    of that subscription taken at that moment (``evidence.py``). The wait ends when
+    every subscription has read every sentinel or every one still missing is stuck."""
     consumers = [w for w in workers if w.spec.role == CONSUMER]
     subs = {f"chaos-{w.spec.subscription_type}" for w in consumers}
     began = time.monotonic()
     deadline = began + PROGRESS_TIMEOUT_S
+    declared: set[tuple[str, str]] = set()
+    fetched: dict[str, dict[str, Any]] = {}
+
+    def declare(key: tuple[str, str], quiet: float, why: str) -> None:
+        sub, partition = key
+        if partition not in fetched:  # one fetch per partition and moment
+            fetched[partition] = fetch_partition_stats(admin_url, partition)
+            dump(workdir, partition, fetched[partition])
+        rec.record("no_progress", what=f"{sub} {why} the sentinel of {partition}; "
+                   f"nothing read there for {quiet:.0f}s", sub=sub, partition=partition,
+                   stats=stall_evidence(fetched[partition], sub))
+        declared.add(key)
+
     while True:
         seen: dict[str, set[str]] = {}
         last: dict[tuple[str, str], float] = {}
@@ -322,20 +349,20 @@ def _await_progress(
             (sub, s[len(SENTINEL_PREFIX):])
             for sub in subs for s in sentinels - seen.get(sub, set())
         }
-        stalled = {
-            k for k in pending if now - max(last.get(k, 0.0), began) > STALL_S
-        }
-        if not pending or stalled == pending or now > deadline:
+        fetched.clear()
+        for k in sorted(pending - declared):
+            quiet = now - max(last.get(k, 0.0), began)
+            if quiet > STALL_S:
+                declare(k, quiet, "stalled before")
+        if not pending or pending <= declared or now > deadline:
             break
         for w in consumers:  # a consumer that died on its own is a finding too
             if w.proc is not None and w.proc.poll() not in (None, 0):
                 rec.record("no_progress", what=f"{w.name} exited with {w.proc.returncode}")
                 w.start()
         time.sleep(SAMPLE_INTERVAL_S)  # polling interval of a bounded wait
-    for sub, partition in sorted(pending):
-        quiet = now - max(last.get((sub, partition), 0.0), began)
-        rec.record("no_progress", what=f"{sub} did not reach the sentinel of "
-                   f"{partition}; nothing read there for {quiet:.0f}s")
+    for k in sorted(pending - declared):  # still moving at the deadline
+        declare(k, now - max(last.get(k, 0.0), began), "did not reach")
 
 
 def _drain(broker: BrokerProcess, topic: str, sentinels: set[str], rec: Recorder) -> None:
