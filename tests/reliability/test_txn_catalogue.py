@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 
@@ -180,6 +181,34 @@ def test_client_silent_past_its_timeout_gets_a_definite_abort(broker: BrokerProc
     assert p.send(b"sentinel").type == T.SEND_RECEIPT
     assert _read_to(consumer, b"sentinel") == [b"sentinel"]
     assert _read_all(client, topic) == [b"sentinel"]
+    client.close()
+
+
+def test_unload_mid_transaction_then_commit_is_whole(broker: BrokerProcess) -> None:
+    """Catalogue 23: the topic is unloaded while a transaction holds entries on it
+    (its producer and consumer are disconnected, its transaction buffer closed). The
+    commit that follows reaches the reloaded topic, which recovered the buffer first:
+    the transaction's messages and the plain message held behind them are delivered,
+    once each and in order, to the consumer that reconnected by itself."""
+    topic = _topic("unload-mid-txn")
+    p = RawTxnClient(broker.port, topic)
+    client = _client(broker)
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    txn = p.begin()
+    assert p.send(b"t-1", txn).type == T.SEND_RECEIPT
+    assert p.send(b"plain").type == T.SEND_RECEIPT
+    assert p.send(b"t-2", txn).type == T.SEND_RECEIPT
+    path = topic[len("persistent://"):]
+    request = urllib.request.Request(
+        f"{broker.admin_url}/admin/v2/persistent/{path}/unload", method="PUT"
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.status in (200, 204)
+    after = RawTxnClient(broker.port, topic)  # the unload closed the first producer
+    assert not after.end(txn, pb.COMMIT).HasField("error")
+    assert after.send(b"sentinel").type == T.SEND_RECEIPT
+    assert _read_to(consumer, b"sentinel") == [b"t-1", b"plain", b"t-2", b"sentinel"]
+    assert _read_all(client, topic) == [b"t-1", b"plain", b"t-2", b"sentinel"]
     client.close()
 
 
