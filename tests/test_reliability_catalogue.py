@@ -22,17 +22,32 @@ ROW_ID = re.compile(r"^\| \*\*([^*]+)\*\*", re.MULTILINE)
 
 ANCHORS = [f"A{i}" for i in range(1, 18)]
 BUGS = [
-    "#19629", "#19744 (PIP-254)", "#14370", "#19200 / #19201 / #18923",
-    "#12705, #14810, #10146, #8723", "#12382 / #12386, #14192, #26234",
-    "#18833 / #18971, #17040 / #17051", "#14286, #22944 (#19169)",
-    "#16042 (PIP-178), #16913 (PIP-196)", "#19814, #22610, KoP #1283",
-    "#15423 / #15424 (PIP-163), #12312", "#14327, #19581", "#14371, #25107", "#19449",
-    "#10306", "#13767, #20927 / #21274, #21760, #18886, #14781, #16248",
-    "#9722, #15530, #15524", "#15157 (PIP-154)", "#24898 (#23027)",
+    "#19629",
+    "#19744 (PIP-254)",
+    "#14370",
+    "#19200 / #19201 / #18923",
+    "#12705, #14810, #10146, #8723",
+    "#12382 / #12386, #14192, #26234",
+    "#18833 / #18971, #17040 / #17051",
+    "#14286, #22944 (#19169)",
+    "#16042 (PIP-178), #16913 (PIP-196)",
+    "#19814, #22610, KoP #1283",
+    "#15423 / #15424 (PIP-163), #12312",
+    "#14327, #19581",
+    "#14371, #25107",
+    "#19449",
+    "#10306",
+    "#13767, #20927 / #21274, #21760, #18886, #14781, #16248",
+    "#9722, #15530, #15524",
+    "#15157 (PIP-154)",
+    "#24898 (#23027)",
     "#19467, #19976, #22978, #26644, #18716 / #22744",
 ]
 LESSONS = [str(i) for i in range(1, 7)]
-INVARIANTS = [f"INV-{n}" for n in ("ATOM", "G1A", "DUR", "EO", "ORD", "TERM", "LIVE", "FENCE", "REC")]
+INVARIANTS = [
+    f"INV-{n}"
+    for n in ("ATOM", "G1A", "DUR", "EO", "ORD", "TERM", "LIVE", "FENCE", "REC")
+]
 SCENARIOS = [str(i) for i in range(1, 46)]
 SECURITY = [f"S{i}" for i in range(1, 16)]
 CATALOGUE_ORDER = ANCHORS + BUGS + LESSONS + INVARIANTS + SCENARIOS + SECURITY
@@ -73,14 +88,18 @@ def test_every_named_test_exists() -> None:
             missing.append(f"{file} (no such file)")
         elif name not in defined_tests(path):
             missing.append(f"{file}::{name} (no such test)")
-    assert not missing, "docs/reliability.md names tests that do not exist:\n" + "\n".join(missing)
+    assert not missing, (
+        "docs/reliability.md names tests that do not exist:\n" + "\n".join(missing)
+    )
 
 
 def test_every_entry_has_its_row_in_the_catalogues_order() -> None:
     rows = [row.strip() for row in ROW_ID.findall(catalogue_section())]
     assert rows == CATALOGUE_ORDER, (
-        "missing: " + ", ".join(i for i in CATALOGUE_ORDER if i not in rows)
-        + "; unexpected: " + ", ".join(r for r in rows if r not in CATALOGUE_ORDER)
+        "missing: "
+        + ", ".join(i for i in CATALOGUE_ORDER if i not in rows)
+        + "; unexpected: "
+        + ", ".join(r for r in rows if r not in CATALOGUE_ORDER)
     )
 
 

@@ -59,7 +59,9 @@ class RawTxnClient:
         self.topic = topic
         self.seq = 0
         assert not self.tc.connect(0).HasField("error")
-        answer = self.raw.producer(topic, producer_id=1, request_id=self.tc.next_request_id())
+        answer = self.raw.producer(
+            topic, producer_id=1, request_id=self.tc.next_request_id()
+        )
         assert answer.type == T.PRODUCER_SUCCESS, answer
 
     def begin(self, ttl_ms: int = 60_000) -> tuple[int, int]:
@@ -69,11 +71,15 @@ class RawTxnClient:
         assert not self.tc.add_partition(*txn, self.topic).HasField("error")
         return txn
 
-    def send(self, payload: bytes, txn: tuple[int, int] | None = None) -> pb.BaseCommand:
+    def send(
+        self, payload: bytes, txn: tuple[int, int] | None = None
+    ) -> pb.BaseCommand:
         cmd = T(type=T.SEND)
         cmd.send.producer_id = 1
         cmd.send.sequence_id = self.seq
-        md = pb.MessageMetadata(producer_name="catalogue", sequence_id=self.seq, publish_time=1)
+        md = pb.MessageMetadata(
+            producer_name="catalogue", sequence_id=self.seq, publish_time=1
+        )
         if txn is not None:
             cmd.send.txnid_most_bits, cmd.send.txnid_least_bits = txn
             md.txnid_most_bits, md.txnid_least_bits = txn
@@ -87,14 +93,18 @@ class RawTxnClient:
     def end(self, txn: tuple[int, int], action: int) -> pb.CommandEndTxnResponse:
         return self.tc.end(*txn, action)
 
-    def end_on_partition(self, txn: tuple[int, int], action: int) -> pb.CommandEndTxnOnPartitionResponse:
+    def end_on_partition(
+        self, txn: tuple[int, int], action: int
+    ) -> pb.CommandEndTxnOnPartitionResponse:
         """The coordinator's marker command to a partition, sent as a late copy would arrive."""
         cmd = T(type=T.END_TXN_ON_PARTITION)
         e = cmd.endTxnOnPartition
         e.request_id = self.tc.next_request_id()
         e.txnid_most_bits, e.txnid_least_bits = txn
         e.topic, e.txn_action = self.topic, action
-        return self.raw.request(cmd, T.END_TXN_ON_PARTITION_RESPONSE).endTxnOnPartitionResponse
+        return self.raw.request(
+            cmd, T.END_TXN_ON_PARTITION_RESPONSE
+        ).endTxnOnPartitionResponse
 
     def wait_until_timed_out(self, txn: tuple[int, int]) -> None:
         """Wait for the coordinator's timeout abort: a registration is refused once
@@ -140,7 +150,9 @@ def test_late_marker_of_an_ended_transaction_leaves_the_next_one_alone(
     topic = _topic("late-marker")
     p = RawTxnClient(broker.port, topic)
     client = _client(broker)
-    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    consumer = client.subscribe(
+        topic, "s", initial_position=pulsar.InitialPosition.Earliest
+    )
     t1 = p.begin()
     assert p.send(b"t1", t1).type == T.SEND_RECEIPT
     assert not p.end(t1, pb.COMMIT).HasField("error")
@@ -159,7 +171,9 @@ def test_late_marker_of_an_ended_transaction_leaves_the_next_one_alone(
     client.close()
 
 
-def test_client_silent_past_its_timeout_gets_a_definite_abort(broker: BrokerProcess) -> None:
+def test_client_silent_past_its_timeout_gets_a_definite_abort(
+    broker: BrokerProcess,
+) -> None:
     """Catalogue 6 and 41: a client stalls between its send and its commit for longer
     than the transaction's timeout. The coordinator aborts; the stalled client's later
     send in the transaction is refused, its commit gets a definite error (asking again
@@ -167,7 +181,9 @@ def test_client_silent_past_its_timeout_gets_a_definite_abort(broker: BrokerProc
     topic = _topic("paused-client")
     p = RawTxnClient(broker.port, topic)
     client = _client(broker)
-    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    consumer = client.subscribe(
+        topic, "s", initial_position=pulsar.InitialPosition.Earliest
+    )
     txn = p.begin(ttl_ms=500)
     assert p.send(b"before-pause", txn).type == T.SEND_RECEIPT
     p.wait_until_timed_out(txn)  # the client's pause: it sends nothing meanwhile
@@ -193,12 +209,14 @@ def test_unload_mid_transaction_then_commit_is_whole(broker: BrokerProcess) -> N
     topic = _topic("unload-mid-txn")
     p = RawTxnClient(broker.port, topic)
     client = _client(broker)
-    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    consumer = client.subscribe(
+        topic, "s", initial_position=pulsar.InitialPosition.Earliest
+    )
     txn = p.begin()
     assert p.send(b"t-1", txn).type == T.SEND_RECEIPT
     assert p.send(b"plain").type == T.SEND_RECEIPT
     assert p.send(b"t-2", txn).type == T.SEND_RECEIPT
-    path = topic[len("persistent://"):]
+    path = topic[len("persistent://") :]
     request = urllib.request.Request(
         f"{broker.admin_url}/admin/v2/persistent/{path}/unload", method="PUT"
     )
@@ -241,9 +259,15 @@ def test_kill_9_with_open_transaction_rearms_its_timeout_and_reuses_no_id(
         assert not p.end(after, pb.ABORT).HasField("error")
         assert p.send(b"sentinel").type == T.SEND_RECEIPT
         client = _client(proc)
-        consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        consumer = client.subscribe(
+            topic, "s", initial_position=pulsar.InitialPosition.Earliest
+        )
         # Delivered only once the coordinator has aborted the open transaction by itself.
-        assert _read_to(consumer, b"sentinel") == [b"committed", b"plain-behind", b"sentinel"]
+        assert _read_to(consumer, b"sentinel") == [
+            b"committed",
+            b"plain-behind",
+            b"sentinel",
+        ]
         answer = p.end(still_open, pb.COMMIT)
         assert answer.HasField("error"), answer
         assert _read_all(client, topic) == [b"committed", b"plain-behind", b"sentinel"]

@@ -62,7 +62,9 @@ async def _template(
     await env.close()
     path = root / "data" / "ledgers" / f"{ledger}.log"
     data = path.read_bytes()
-    offsets = fmt.scan(lambda off, n: data[off : off + n], len(data), verify=True).offsets
+    offsets = fmt.scan(
+        lambda off, n: data[off : off + n], len(data), verify=True
+    ).offsets
     assert len(offsets) == ACKED + in_flight
     return path, payloads, offsets[ACKED]
 
@@ -84,7 +86,9 @@ def _materialise(template: Path, state: Path, ledger: Path, edit: object) -> Pat
     return path
 
 
-async def test_every_prefix_and_zeroed_suffix_of_the_group_recovers(tmp_path: Path) -> None:
+async def test_every_prefix_and_zeroed_suffix_of_the_group_recovers(
+    tmp_path: Path,
+) -> None:
     template = tmp_path / "template"
     ledger, payloads, start = await _template(template, payload_size=6)
     end = ledger.stat().st_size

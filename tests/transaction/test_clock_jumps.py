@@ -52,7 +52,11 @@ async def test_wall_clock_jumps_neither_fire_nor_hold_back_a_timeout() -> None:
         await env.sched.advance(1)
         assert tc.active_transactions() == 0
         # The decided transactions kept their markers; the timed-out one got an abort.
-        assert env.client.ended_txns(P1) == [(committed, COMMIT), (aborted, ABORT), (txn, ABORT)]
+        assert env.client.ended_txns(P1) == [
+            (committed, COMMIT),
+            (aborted, ABORT),
+            (txn, ABORT),
+        ]
         assert tc.stats.timed_out == 1 and tc.stats.committed == 1
     finally:
         await env.close()

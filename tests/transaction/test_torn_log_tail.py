@@ -27,9 +27,15 @@ TIMEOUT_MS = 600_000  # far beyond the test: no timeout abort interferes
 def _tear_last_record(ledgers: Path, where: str) -> None:
     [path] = sorted(ledgers.glob("*.log"))
     data = path.read_bytes()
-    offsets = fmt.scan(lambda off, n: data[off : off + n], len(data), verify=True).offsets
+    offsets = fmt.scan(
+        lambda off, n: data[off : off + n], len(data), verify=True
+    ).offsets
     last, size = offsets[-1], len(data)
-    cut = {"in-header": last + 3, "half": last + (size - last) // 2, "last-byte": size - 1}[where]
+    cut = {
+        "in-header": last + 3,
+        "half": last + (size - last) // 2,
+        "last-byte": size - 1,
+    }[where]
     with open(path, "r+b") as f:
         f.truncate(cut)
 
@@ -37,7 +43,10 @@ def _tear_last_record(ledgers: Path, where: str) -> None:
 @pytest.mark.parametrize("where", ["in-header", "half", "last-byte"])
 @pytest.mark.parametrize(
     ("torn", "survives"),
-    [(TxnStatus.COMMITTED, TxnStatus.COMMITTING), (TxnStatus.COMMITTING, TxnStatus.OPEN)],
+    [
+        (TxnStatus.COMMITTED, TxnStatus.COMMITTING),
+        (TxnStatus.COMMITTING, TxnStatus.OPEN),
+    ],
     ids=["committed-torn", "committing-torn"],
 )
 async def test_torn_last_record_leaves_the_state_of_the_record_before(
