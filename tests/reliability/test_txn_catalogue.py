@@ -230,6 +230,37 @@ def test_unload_mid_transaction_then_commit_is_whole(broker: BrokerProcess) -> N
     client.close()
 
 
+def test_send_to_a_partition_never_added_stays_invisible_after_the_commit(
+    broker: BrokerProcess,
+) -> None:
+    """Catalogue 39: a transactional send reaches a partition that was never added to
+    the transaction. As in Pulsar, the broker does not ask the coordinator, so the
+    commit sends that partition no marker and never shows the send; the next
+    transaction of the coordinator that ends there carries a low watermark past it,
+    which aborts it and releases what waited behind it."""
+    topic = _topic("unregistered")
+    p = RawTxnClient(broker.port, topic)
+    client = _client(broker)
+    consumer = client.subscribe(
+        topic, "s", initial_position=pulsar.InitialPosition.Earliest
+    )
+    r = p.tc.new_txn(0, ttl_ms=60_000)
+    assert not r.HasField("error"), r.message
+    unregistered = (r.txnid_most_bits, r.txnid_least_bits)
+    # Accepted, as Pulsar does: the broker does not check membership with the coordinator.
+    assert p.send(b"unregistered", unregistered).type == T.SEND_RECEIPT
+    assert p.send(b"plain").type == T.SEND_RECEIPT
+    assert not p.end(unregistered, pb.COMMIT).HasField("error")
+    later = p.begin()
+    assert p.send(b"later", later).type == T.SEND_RECEIPT
+    assert not p.end(later, pb.COMMIT).HasField("error")
+    assert p.send(b"sentinel").type == T.SEND_RECEIPT
+    expected = [b"plain", b"later", b"sentinel"]
+    assert _read_to(consumer, b"sentinel") == expected
+    assert _read_all(client, topic) == expected
+    client.close()
+
+
 def test_kill_9_with_open_transaction_rearms_its_timeout_and_reuses_no_id(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
