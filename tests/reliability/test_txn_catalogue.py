@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -106,13 +107,20 @@ class RawTxnClient:
             cmd, T.END_TXN_ON_PARTITION_RESPONSE
         ).endTxnOnPartitionResponse
 
-    def wait_until_timed_out(self, txn: tuple[int, int]) -> None:
-        """Wait for the coordinator's timeout abort: a registration is refused once
-        the transaction is no longer open (bounded poll of the broker's state)."""
-        probe = _topic("probe")
+    def wait_until_ended(self, admin_url: str, txn: tuple[int, int]) -> None:
+        """Wait until the coordinator's timeout abort has ended ``txn`` everywhere: the
+        coordinator forgets a transaction only after every participant acknowledged
+        its end, so the admin API's 404 means the partition has its abort marker
+        (bounded poll of the broker's state; the request changes nothing)."""
+        url = f"{admin_url}/admin/v3/transactions/transactionMetadata/{txn[0]}/{txn[1]}"
         deadline = time.monotonic() + TIMEOUT_WAIT_S
-        while not self.tc.add_partition(*txn, probe).HasField("error"):
-            assert time.monotonic() < deadline, f"transaction {txn} never timed out"
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=10).close()
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 404, exc
+                return
+            assert time.monotonic() < deadline, f"transaction {txn} never ended"
             time.sleep(0.05)
 
 
@@ -186,7 +194,7 @@ def test_client_silent_past_its_timeout_gets_a_definite_abort(
     )
     txn = p.begin(ttl_ms=500)
     assert p.send(b"before-pause", txn).type == T.SEND_RECEIPT
-    p.wait_until_timed_out(txn)  # the client's pause: it sends nothing meanwhile
+    p.wait_until_ended(broker.admin_url, txn)  # the client's pause: it sends nothing
     late = p.send(b"after-pause", txn)
     assert late.type == T.SEND_ERROR, late
     commits = [p.end(txn, pb.COMMIT) for _ in range(2)]
