@@ -94,7 +94,10 @@ def make_plan(
     ]
     for i, sub_type in enumerate(SUBSCRIPTION_TYPES):
         workers.append(WorkerSpec(f"c{i}", CONSUMER, rng.getrandbits(32), sub_type))
-    workers.append(WorkerSpec("r0", COMPACTED_READER, rng.getrandbits(32)))
+    # The compacted reader and the compaction times come from a stream of their own,
+    # so that they leave the rest of a seed's plan as it was without them.
+    compaction_rng = random.Random(f"{seed}/compaction")
+    workers.append(WorkerSpec("r0", COMPACTED_READER, compaction_rng.getrandbits(32)))
     # Faults fall from 10% of the run (30 s at most) to 80%: the workload gets
     # going first, and consumers catch up after the last one.
     lead = min(duration_s * 0.1, 30.0)
@@ -114,7 +117,7 @@ def make_plan(
         target = rng.randrange(len(workers))
         events.append(FaultEvent(round(at, 3), kind, round(duration, 3), target))
     return Plan(seed, duration_s, operations, partitions, tuple(workers), tuple(events),
-                _compaction_times(rng, duration_s, lead))
+                _compaction_times(compaction_rng, duration_s, lead))
 
 
 def _compaction_times(rng: random.Random, duration_s: float, lead: float) -> tuple[float, ...]:
