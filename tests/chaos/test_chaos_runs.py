@@ -1,6 +1,6 @@
 """Bounded chaos runs: a few seeds of the seeded workload under broker kill -9,
-SIGSTOP pauses and worker kills must end with zero violations (``make chaos`` runs
-a long one; docs/reliability.md)."""
+SIGSTOP pauses and worker kills, with compactions racing them, must end with zero
+violations (``make chaos`` runs a long one; docs/reliability.md)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,11 @@ def test_a_bounded_chaos_run_finds_no_violation(
     for op in ("send", "begin", "committing", "recv", "ack"):
         assert summary.operations[op] > 0, (op, summary.operations)
     assert summary.report.counts["reads"] > 0 and summary.rss_max_bytes > 0
+    # Compaction ran during the workload (whatever the faults made of it), and at
+    # least the last one completed and was read by a complete compacted pass.
+    assert summary.operations["compact"] > 0, summary.operations
+    assert summary.report.counts["compactions"] > 0
+    assert summary.report.counts["compacted-complete-passes"] > 0
 
 
 def test_the_bounded_seeds_cover_every_fault_kind() -> None:
