@@ -21,6 +21,7 @@ compacted pass started after it reads that view or a newer one.
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import threading
@@ -42,6 +43,9 @@ REQUEST_TIMEOUT_S = 5.0
 COMPACTION_WAIT_S = 30.0
 POLL_INTERVAL_S = 0.1
 COMPACTOR = "compactor"
+# What a request to a broker that is down, paused or restarting may raise: refused
+# or reset connections, timeouts, a response cut short, a body that is not JSON.
+REQUEST_FAILED = (OSError, http.client.HTTPException, ValueError)
 
 
 def _admin_path(partition: str) -> str:
@@ -70,14 +74,14 @@ def compact_partition(
         code, body = _request(admin_url, "PUT", path + "/compaction")
         if code not in (204, 409):  # 409: one runs already (a retried request)
             log.info("compact %s: HTTP %s %s", partition, code, body)
-    except OSError as exc:  # refused while the broker is down, timed out while paused
+    except REQUEST_FAILED as exc:
         log.info("compact %s: %r", partition, exc)
     status = "unknown"
     deadline = time.monotonic() + COMPACTION_WAIT_S
     while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
         try:
             code, body = _request(admin_url, "GET", path + "/compaction")
-        except OSError as exc:
+        except REQUEST_FAILED as exc:
             log.info("compaction status %s: %r", partition, exc)
             code, body = 0, None
         if code == 200 and isinstance(body, dict) and body.get("status") != "RUNNING":
@@ -90,13 +94,13 @@ def compact_partition(
     try:
         code, stats = _request(admin_url, "GET", path + "/internalStats")
         cursor = stats["cursors"]["__compaction"] if code == 200 else None
-    except (OSError, KeyError, TypeError) as exc:
+        ledger, entry = (int(x) for x in cursor["markDeletePosition"].split(":"))
+    except (*REQUEST_FAILED, KeyError, TypeError) as exc:
         log.info("internal stats %s: %r", partition, exc)
         cursor = None
     if cursor is None:
         rec.record("compact_done", partition=partition, status="unknown")
         return "unknown"
-    ledger, entry = (int(x) for x in cursor["markDeletePosition"].split(":"))
     rec.record("compact_done", partition=partition, status=status, horizon=[ledger, entry],
                generation=cursor["properties"].get("compactedLedgerGeneration"))
     return status
