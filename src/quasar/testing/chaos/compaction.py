@@ -91,10 +91,12 @@ def compact_partition(
     if status != "SUCCESS":
         rec.record("compact_done", partition=partition, status=status)
         return status
+    cursor: dict[str, Any] | None = None
     try:
         code, stats = _request(admin_url, "GET", path + "/internalStats")
-        cursor = stats["cursors"]["__compaction"] if code == 200 else None
-        ledger, entry = (int(x) for x in cursor["markDeletePosition"].split(":"))
+        if code == 200:
+            cursor = stats["cursors"]["__compaction"]
+            ledger, entry = (int(x) for x in cursor["markDeletePosition"].split(":"))
     except (*REQUEST_FAILED, KeyError, TypeError) as exc:
         log.info("internal stats %s: %r", partition, exc)
         cursor = None
