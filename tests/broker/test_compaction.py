@@ -481,6 +481,11 @@ async def test_state_is_recovered_and_the_cursor_stays_hidden(broker: Broker) ->
     assert COMPACTION_CURSOR not in topic.subscriptions
     assert COMPACTION_CURSOR not in topic.stats()["subscriptions"]  # type: ignore[operator]
     assert topic.internal_stats()["compactedLedger"]["entries"] == 2  # type: ignore[index]
+    # Internal stats list the compactor's cursor, as Pulsar's do: its mark-delete
+    # position is the horizon, and its properties the durable state.
+    cursor = topic.internal_stats()["cursors"][COMPACTION_CURSOR]  # type: ignore[index]
+    assert state is not None and cursor["markDeletePosition"] == str(state.horizon)
+    assert cursor["properties"] == state.properties()
     consumer = Consumer(consumer_id=1, consumer_name="c", subscription_name=COMPACTION_CURSOR,
                         sub_type=SUB_EXCLUSIVE, connection=FakeConnection())
     with pytest.raises(NotAllowedError):

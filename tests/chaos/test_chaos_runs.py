@@ -1,7 +1,7 @@
 """Bounded chaos runs: a few seeds of the seeded workload under every fault kind
 (broker kill -9, SIGSTOP pauses, worker kills, the proxy's blackholes, resets,
-mid-frame cuts and delays, a full disk) must end with zero violations (``make
-chaos`` runs a long one; docs/reliability.md)."""
+mid-frame cuts and delays, a full disk), with compactions racing them, must end with
+zero violations (``make chaos`` runs a long one; docs/reliability.md)."""
 
 from __future__ import annotations
 
@@ -70,6 +70,11 @@ def test_a_bounded_chaos_run_finds_no_violation(
     assert summary.report.counts["reads"] > 0 and summary.rss_max_bytes > 0
     # The run's tmpfs is gone with it.
     assert not os.path.ismount(tmp_path / "disk")
+    # Compaction ran during the workload (whatever the faults made of it), and at
+    # least the last one completed and was read by a complete compacted pass.
+    assert summary.operations["compact"] > 0, summary.operations
+    assert summary.report.counts["compactions"] > 0
+    assert summary.report.counts["compacted-complete-passes"] > 0
 
 
 def test_the_bounded_seeds_cover_every_fault_kind() -> None:

@@ -349,6 +349,24 @@ class CompactionService:
         if self.view is not None:
             await self.view.close()
 
+    def cursor_internal_stats(self) -> dict[str, object] | None:
+        """The ``__compaction`` cursor as Pulsar's internal stats list it (its
+        mark-delete position is the horizon of the current compacted view), or None
+        before the first compaction opened it."""
+        cursor = self._ledger.cursors().get(COMPACTION_CURSOR)
+        if cursor is None:
+            return None
+        return {
+            "markDeletePosition": str(cursor.mark_delete_position),
+            "readPosition": str(cursor.read_position),
+            "individuallyDeletedMessages": "[]",
+            "numberOfEntriesSinceFirstNotAckedMessage": 0,
+            "totalNonContiguousDeletedMessagesRange": 0,
+            "properties": dict(cursor.properties),
+            "active": False,
+            "state": "Open",
+        }
+
     def status_json(self) -> dict[str, str]:
         """Pulsar's LongRunningProcessStatus."""
         return {"status": self.status.value, "lastError": self.last_error}

@@ -675,9 +675,15 @@ class PersistentTopic(AccessControlledProducers):
                 n: c_stats
                 for n, s in self.subscriptions.items()
                 for c_stats in [s.internal_stats()]
-            },
+            } | self._compaction_cursor_stats(),
             "compactedLedger": self._compacted_ledger_stats(),
         }
+
+    def _compaction_cursor_stats(self) -> dict[str, object]:
+        # Pulsar lists the compactor's cursor among the cursors: its mark-delete
+        # position is the horizon of the current compacted view.
+        c_stats = self.compaction.cursor_internal_stats()
+        return {} if c_stats is None else {COMPACTION_CURSOR: c_stats}
 
     def _compacted_ledger_stats(self) -> dict[str, object]:
         """Pulsar's ``compactedLedger`` internal stats (-1 when never compacted)."""

@@ -50,7 +50,16 @@ kind                        meaning                                            i
                             the recovery bound and the faults inside it
 ``no-progress``             a consumer did not read what it had to after the   INV-LIVE
                             faults stopped
+``compacted-key-reorder``   a compacted pass read a key's values out of order  INV-ORD
+``resurrected-value``       a compacted pass returned a value a completed      INV-DUR
+                            compaction had superseded
+``lost-latest-value``       a complete compacted pass missed a key's latest    INV-DUR
+                            value up to a completed compaction's horizon
 ==========================  =================================================  =========
+
+Compacted reads (``compaction_done``, ``compacted_pass_start``, ``compacted_read``,
+``compacted_pass_end``) are checked by ``history_compacted.py``, and for phantom,
+aborted and uncommitted values like every other reader's.
 
 A duplicate of a value written outside a transaction, read by the final reader, is
 explained when a disruption (reconnect) happened between its send and its receipt:
@@ -72,6 +81,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from quasar.testing.history_compacted import CompactedReads, compacted_anomalies
 from quasar.testing.history_model import (
     DEFAULT_READER,
     DEFAULT_SUBSCRIPTION,
@@ -109,6 +119,7 @@ class History:
         self._delivered: list[tuple[int, str, str]] = []  # (index, subscription, id)
         self._received: list[tuple[int, str, str]] = []  # during the run, same form
         self._disruptions: list[int] = []  # event numbers
+        self._compacted = CompactedReads()
 
     # ------------------------------------------------------------------ recording
 
@@ -311,6 +322,40 @@ class History:
         else:
             self._received.append((index, sub, input_id))
 
+    def compaction_done(self, partition: str, horizon: tuple[int, int]) -> None:
+        """A compaction of ``partition`` completed (durably) up to ``horizon``."""
+        index = self._event(op="compaction_done", partition=partition,
+                            horizon=list(horizon))
+        self._compacted.compaction(index, partition, (horizon[0], horizon[1]))
+
+    def compacted_pass_start(self, pass_id: str, partition: str) -> None:
+        """A compacted reader is about to read ``partition`` from the earliest.
+
+        Raises:
+            ValueError: the pass was started before.
+        """
+        index = self._event(op="compacted_pass_start", pass_id=pass_id, partition=partition)
+        self._compacted.start(index, pass_id, partition)
+
+    def compacted_read(self, pass_id: str, value: str, *, position: Any) -> None:
+        """Pass ``pass_id`` read ``value`` at ``position`` ((ledger, entry, batch)).
+
+        Raises:
+            ValueError: the pass was not started.
+        """
+        index = self._event(op="compacted_read", pass_id=pass_id, value=value,
+                            position=_jsonable(position))
+        self._compacted.read(index, pass_id, value, position)
+
+    def compacted_pass_end(self, pass_id: str, *, complete: bool) -> None:
+        """Pass ``pass_id`` ended; ``complete``: it read to the end of the partition.
+
+        Raises:
+            ValueError: the pass was not started.
+        """
+        self._event(op="compacted_pass_end", pass_id=pass_id, complete=complete)
+        self._compacted.end(pass_id, complete)
+
     # ------------------------------------------------------------------ queries
 
     def outcome(self, txn: TxnKey) -> Outcome | None:
@@ -412,6 +457,12 @@ class History:
         live = [r for r in self._reads if r.reader != reader]
         anomalies.extend(self._live_read_anomalies(live))
         anomalies.extend(self._uncommitted_reads(self._reads))
+        compacted = self._compacted.as_reads()
+        anomalies.extend(self._live_read_anomalies(compacted))
+        anomalies.extend(self._uncommitted_reads(compacted))
+        anomalies.extend(compacted_anomalies(
+            self._compacted, self._writes, reads, self._disruptions
+        ))
         if recovery_bound_s is not None:
             anomalies.extend(self._overruns(recovery_bound_s))
         live_count = Counter((r.reader, r.value) for r in live)
@@ -426,6 +477,7 @@ class History:
             "explained-duplicates": explained,
             "live-reads": len(live),
             "live-redeliveries": sum(n - 1 for n in live_count.values()),
+            **self._compacted.counts(),
         }
         return Report(anomalies, resolved, counts)
 

@@ -19,6 +19,7 @@ from quasar.testing.history import History, Outcome, Report
 # reported; outcome lines (send_ok, end, ack_done, ...) belong to them.
 OPERATION_KINDS = frozenset({
     "send", "begin", "committing", "commit_retry", "abort", "abandon", "recv", "ack",
+    "compact",
 })
 FINAL_READER = "final"
 
@@ -69,6 +70,14 @@ def build_history(lines: Iterable[dict[str, Any]]) -> History:
             h.fault(start["t"], e["t"], e["kind"])
         elif op == "no_progress":
             h.no_progress(e["what"])
+        elif op == "compact_done" and e.get("status") == "SUCCESS":
+            h.compaction_done(e["partition"], tuple(e["horizon"]))
+        elif op == "cpass_start":
+            h.compacted_pass_start(e["pass"], e["partition"])
+        elif op == "cread":
+            h.compacted_read(e["pass"], e["value"], position=tuple(e["position"]))
+        elif op == "cpass_end":
+            h.compacted_pass_end(e["pass"], complete=e["complete"])
     return h
 
 

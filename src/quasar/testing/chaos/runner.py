@@ -10,7 +10,9 @@ duration, or the operation budget once every fault has fired) it:
 1. stops the producers (SIGTERM; an open transaction is left to its timeout);
 2. writes one sentinel to each partition and waits until every consumer's
    subscription has read them all (consumers make progress after the faults);
-3. stops the consumers and drains ``chaos-verify`` from the start: a complete,
+3. stops the consumers, compacts every partition once more and reads each one
+   compacted (``compaction.py``; compactions also run at the plan's times during
+   the workload), then drains ``chaos-verify`` from the start: a complete,
    read-committed read of everything stored;
 4. replays every worker's history and its own into the checker.
 
@@ -33,6 +35,7 @@ from typing import Any
 
 import quasar.client as qc
 from quasar.errors import QuasarError, Timeout
+from quasar.testing.chaos.compaction import CompactionDriver, final_compaction
 from quasar.testing.chaos.disk_full import DISK_SIZE_BYTES
 from quasar.testing.chaos.environment import RunEnvironment
 from quasar.testing.chaos.evidence import dump, fetch_partition_stats, stall_evidence
@@ -44,7 +47,13 @@ from quasar.testing.chaos.report import (
     RunSummary,
     build_history,
 )
-from quasar.testing.chaos.schedule import CONSUMER, Plan, WorkerSpec
+from quasar.testing.chaos.schedule import (
+    CONSUMER,
+    PRODUCER,
+    TXN_PRODUCER,
+    Plan,
+    WorkerSpec,
+)
 from quasar.testing.chaos.workload import SENTINEL_PREFIX
 from quasar.testing.process import BrokerProcess
 
@@ -210,11 +219,13 @@ def _run(
     client.subscribe(topic, VERIFY_SUBSCRIPTION,
                      initial_position=qc.InitialPosition.Earliest).close()
     client.close()
-    producers = [s for s in plan.workers if s.role != CONSUMER]
+    producers = [s for s in plan.workers if s.role in (PRODUCER, TXN_PRODUCER)]
     per_producer = max(1, plan.operations // (2 * len(producers)))
     workers = [WorkerProcess(s, worker_url, topic, workdir, per_producer, send_rate)
                for s in plan.workers]
-    counter = OperationCounter([w.history for w in workers])
+    compactions = CompactionDriver(broker.admin_url, partitions, plan.compactions,
+                                   workdir / "compactor.jsonl")
+    counter = OperationCounter([w.history for w in workers] + [compactions.history])
 
     def sample() -> None:
         if broker.proc is not None and broker.proc.poll() is None:
@@ -241,6 +252,7 @@ def _run(
         _await_ready(workers)
         started = time.monotonic()
         targets = Targets(broker, list(workers), env.proxy, env.disk)
+        compactions.start(started)
         for n, event in enumerate(plan.faults):
             idle_until(started + event.at_s)
             fault = faults[event.kind](event, targets)
@@ -255,17 +267,21 @@ def _run(
             idle_until(min(end, time.monotonic() + 1.0))
 
         rec.record("phase", name="stop producers")
+        compactions.stop()
         _stop_all([w for w in workers if w.spec.role != CONSUMER])
         rec.record("phase", name="sentinels")
         sentinels = _write_sentinels(broker, partitions, rec)
         _await_progress(workers, sentinels, rec, broker.admin_url, workdir)
         rec.record("phase", name="stop consumers")
         _stop_all(workers)
+        rec.record("phase", name="final compaction")
+        final_compaction(broker.url, broker.admin_url, partitions, rec)
         rec.record("phase", name="final drain")
         _drain(broker, topic, sentinels, rec)
         rec.record("phase", name="done")
         sample()
     finally:
+        compactions.stop()
         for w in workers:
             w.kill()
         broker.kill()
@@ -273,7 +289,7 @@ def _run(
     counter.poll()
     summary.operations = counter.counts
     summary.duration_s = time.monotonic() - began
-    paths = [w.history for w in workers] + [workdir / "runner.jsonl"]
+    paths = [w.history for w in workers] + [compactions.history, workdir / "runner.jsonl"]
     history = build_history(merged(paths))
     (workdir / "history.jsonl").write_text(history.to_jsonl())
     summary.report = history.check(recovery_bound_s=RECOVERY_BOUND_S)

@@ -34,6 +34,7 @@ FAULT_KINDS = (
 PRODUCER = "producer"
 TXN_PRODUCER = "txn-producer"
 CONSUMER = "consumer"
+COMPACTED_READER = "compacted-reader"
 SUBSCRIPTION_TYPES = ("Shared", "KeyShared", "Failover", "Exclusive")
 
 PAUSE_S = (1.0, 10.0)  # SIGSTOP lasts this long (uniform)
@@ -46,6 +47,10 @@ DURATION_S = {
     PROXY_DELAY: (1.0, 10.0),
     DISK_FULL: (1.0, 10.0),
 }
+# Compactions of every partition follow each other at a mean gap of a quarter of the
+# workload phase, 30 s at most (jittered by half), so a short run compacts a few
+# times and a long one keeps the uncompacted tail short.
+COMPACTION_GAP_S_MAX = 30.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,8 @@ class Plan:
     partitions: int
     workers: tuple[WorkerSpec, ...]
     faults: tuple[FaultEvent, ...] = field(default_factory=tuple)
+    # Seconds after the workload starts at which every partition is compacted.
+    compactions: tuple[float, ...] = field(default_factory=tuple)
 
     @property
     def operations_per_worker(self) -> int:
@@ -88,8 +95,8 @@ def make_plan(
     kinds: tuple[str, ...] = FAULT_KINDS,
 ) -> Plan:
     """The plan for ``seed``: two producers (one transactional), one consumer per
-    subscription type, and ``faults`` faults spread from 10% of ``duration_s``
-    (30 s at most) to 80%.
+    subscription type, a compacted reader, ``faults`` faults spread from 10% of
+    ``duration_s`` (30 s at most) to 80%, and compactions of every partition.
 
     Raises:
         ValueError: a non-positive duration or operation count, or no fault kinds.
@@ -105,6 +112,10 @@ def make_plan(
     ]
     for i, sub_type in enumerate(SUBSCRIPTION_TYPES):
         workers.append(WorkerSpec(f"c{i}", CONSUMER, rng.getrandbits(32), sub_type))
+    # The compacted reader and the compaction times come from a stream of their own,
+    # so that they leave the rest of a seed's plan as it was without them.
+    compaction_rng = random.Random(f"{seed}/compaction")
+    workers.append(WorkerSpec("r0", COMPACTED_READER, compaction_rng.getrandbits(32)))
     # Faults fall from 10% of the run (30 s at most) to 80%: the workload gets
     # going first, and consumers catch up after the last one.
     lead = min(duration_s * 0.1, 30.0)
@@ -120,4 +131,17 @@ def make_plan(
         duration = min(duration, max(0.5, slot * 0.5))
         target = rng.randrange(len(workers))
         events.append(FaultEvent(round(at, 3), kind, round(duration, 3), target))
-    return Plan(seed, duration_s, operations, partitions, tuple(workers), tuple(events))
+    return Plan(seed, duration_s, operations, partitions, tuple(workers), tuple(events),
+                _compaction_times(compaction_rng, duration_s, lead))
+
+
+def _compaction_times(rng: random.Random, duration_s: float, lead: float) -> tuple[float, ...]:
+    """Compactions from ``lead`` to 90% of the workload phase: they race with the
+    faults, and the compacted reader has time to read after the last one."""
+    gap = min(duration_s / 4, COMPACTION_GAP_S_MAX)
+    times = []
+    at = lead + rng.uniform(0.5, 1.5) * gap / 2
+    while at < duration_s * 0.9:
+        times.append(round(at, 3))
+        at += rng.uniform(0.5, 1.5) * gap
+    return tuple(times)

@@ -14,7 +14,10 @@ Run as ``python -m quasar.testing.chaos.workload --url URL --topic T --name NAME
   must answer OK again;
 * ``consumer``: receives on one subscription (Shared, KeyShared, Failover or
   Exclusive) and acks each message plainly or inside a transaction it commits or
-  aborts (after an abort it asks for redelivery).
+  aborts (after an abort it asks for redelivery);
+* ``compacted-reader``: reads each partition in turn with a ``read_compacted``
+  reader from the earliest position to the end, one pass after another
+  (``compacted_reader.py``).
 
 Values are ``NAME.INCARNATION.N``, unique across restarts. The seed drives every
 choice, so one seed gives one sequence of decisions (see ``schedule.py``).
@@ -37,6 +40,7 @@ from quasar.client.exceptions import (
     TransactionOutcomeUnknown,
 )
 from quasar.errors import InvalidTxnStatus, QuasarError, Timeout
+from quasar.testing.chaos.compacted_reader import read_pass
 from quasar.testing.chaos.recorder import Recorder
 
 log = logging.getLogger("chaos.workload")
@@ -48,6 +52,9 @@ RECEIVE_MS = 200
 RETRY_INTERVAL_S = 0.2
 COMMIT_RETRIES = 10
 SENTINEL_PREFIX = "S-"
+# Pause between two compacted passes, so that re-reading does not crowd out the
+# workload on a small machine.
+PASS_INTERVAL_S = 0.3
 
 
 class Worker:
@@ -265,11 +272,28 @@ class Worker:
             except QuasarError as exc:
                 log.info("redeliver: %r", exc)
 
+    # ------------------------------------------------------------------ compacted reads
+
+    def run_compacted_reader(self) -> None:
+        partitions = self.until_done(
+            "partitions", lambda: self.client.get_topic_partitions(self.args.topic)
+        )
+        self.rec.record("ready")
+        n = 0
+        while not self.stop and partitions:
+            partition = partitions[n % len(partitions)]
+            read_pass(self.client, partition, self.rec, f"{self.prefix}.P{n}",
+                      stopping=lambda: self.stop)
+            n += 1
+            time.sleep(PASS_INTERVAL_S)
+
     def run(self) -> None:
         self.rec.record("start")
         try:
             if self.args.role == "consumer":
                 self.run_consumer()
+            elif self.args.role == "compacted-reader":
+                self.run_compacted_reader()
             else:
                 self.run_producer(self.args.role == "txn-producer")
         finally:
@@ -282,8 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--name", required=True)
-    parser.add_argument("--role", choices=["producer", "txn-producer", "consumer"],
-                        required=True)
+    parser.add_argument("--role", required=True, choices=[
+        "producer", "txn-producer", "consumer", "compacted-reader",
+    ])
     parser.add_argument("--subscription-type")
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--history", required=True)
