@@ -121,6 +121,7 @@ EXPECTED_DEFAULTS = {
     "transactionBufferSnapshotMaxTransactionCount": 1000,
     "transactionBufferSnapshotMinTimeInMillis": 5000,
     "maxActiveTransactionsPerCoordinator": 10_000,  # quasar (Pulsar: 0, unlimited)
+    "maxActiveTransactionsPerConnection": 1000,  # quasar's key
     "transactionMaxTimeoutMillis": 86_400_000,  # quasar's key
     "transactionEndRetryIntervalMs": 1000,
     "transactionMetaPersistCount": 64,  # quasar (PIP-255: 0)

@@ -195,7 +195,11 @@ def run_soak(broker: BrokerProcess, mod: ModuleType, topic: str, plan: SoakPlan)
         limited = client.subscribe(
             topic, "limited", consumer_type=mod.ConsumerType.Shared
         )
-        producer = client.create_producer(topic, batching_enabled=False)
+        # Blocking when the client's queue is full keeps the producer at the broker's
+        # pace (maxPendingPublishRequestsPerConnection) however seldom it flushes.
+        producer = client.create_producer(
+            topic, batching_enabled=False, block_if_queue_full=True
+        )
         failures: list[object] = []
 
         def sent(result: Any, _msg_id: Any) -> None:
