@@ -13,7 +13,8 @@ sampled. Every byte published is stored on disk and held back from both consumer
 so a broker that kept the backlog (or anything per message beyond the ledger's offset
 index) in memory would grow with the bytes published. ``SoakPlan.memory_bound_bytes``
 derives, from the same settings the broker runs with, how much the broker may grow
-after the warm-up; afterwards both consumers read everything, in order.
+after the warm-up; afterwards both consumers read everything, in order, while the
+samples go on (catching up reads from disk, which must not fill memory either).
 
 The test suite (``tests/reliability/test_memory_soak.py``) runs a small plan with both
 clients; ``make soak`` runs a large one (``benchmarks/memory_soak.py``) and prints the
@@ -27,6 +28,7 @@ import statistics
 import struct
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -118,7 +120,9 @@ class SoakReport:
     published_bytes: int = 0
     start_rss: int = 0  # before anything was published
     warm_rss: int = 0  # after the warm-up
-    rss: list[int] = field(default_factory=list)  # after the warm-up, end included
+    # After the warm-up, through the publishing and the drain.
+    rss: list[int] = field(default_factory=list)
+    published_rss: int = 0  # when the last message was stored
     publish_s: float = 0.0
     drain_s: float = 0.0
     limited_held: int = 0  # messages the unacking consumer had when it stalled
@@ -139,8 +143,9 @@ class SoakReport:
             f"in {self.plan.messages} messages of {self.plan.message_bytes} B, "
             f"{self.publish_s:.1f} s; drained in {self.drain_s:.1f} s",
             f"broker RSS: start {ratio(self.start_rss)}, after warm-up {ratio(self.warm_rss)}",
-            f"  after warm-up: median {ratio(statistics.median(self.rss))}, "
-            f"max {ratio(max(self.rss))}, end {ratio(self.rss[-1])}",
+            f"  after warm-up, {len(self.rss)} samples: median "
+            f"{ratio(statistics.median(self.rss))}, max {ratio(max(self.rss))}",
+            f"  all published {ratio(self.published_rss)}, all drained {ratio(self.rss[-1])}",
             f"  growth over warm-up {ratio(self.growth_bytes)}; "
             f"bound {ratio(self.plan.memory_bound_bytes())}",
         ]
@@ -154,11 +159,21 @@ def _subscription_stats(broker: BrokerProcess, topic: str, name: str) -> dict[st
     return sub
 
 
-def _receive_in_order(consumer: Any, first: int, last: int, ack: bool = True) -> list[Any]:
+def _receive_in_order(
+    consumer: Any,
+    first: int,
+    last: int,
+    ack: bool = True,
+    sample: Callable[[], None] | None = None,
+    every: int = 0,
+) -> list[Any]:
     """Receive sequence numbers ``first`` .. ``last - 1`` in order, acknowledging each
-    as it arrives (``ack``), else returning them unacknowledged."""
+    as it arrives (``ack``), else returning them unacknowledged; ``sample()`` runs
+    after every ``every`` messages."""
     received = []
     for expected in range(first, last):
+        if sample is not None and expected % every == 0:
+            sample()
         msg = consumer.receive(_RECEIVE_TIMEOUT_MS)
         got = _SEQUENCE.unpack_from(msg.data())[0]
         if got != expected:
@@ -225,6 +240,7 @@ def run_soak(broker: BrokerProcess, mod: ModuleType, topic: str, plan: SoakPlan)
                 else:
                     report.rss.append(broker.rss_bytes())
         report.publish_s = time.monotonic() - start
+        report.published_rss = report.rss[-1]
         report.published_bytes = plan.messages * plan.message_bytes
 
         # Both consumers are stalled at their bounds, with the whole topic behind them.
@@ -243,8 +259,15 @@ def run_soak(broker: BrokerProcess, mod: ModuleType, topic: str, plan: SoakPlan)
         _assert_nothing_more(limited, mod)
         for msg in given:
             limited.acknowledge(msg)
-        _receive_in_order(limited, plan.max_unacked_per_consumer, plan.messages)
-        _receive_in_order(never, 0, plan.messages)
+        # Catching up reads from disk; the samples go on through it.
+        def sample() -> None:
+            report.rss.append(broker.rss_bytes())
+
+        drain_every = max(1, plan.messages // plan.samples)
+        _receive_in_order(
+            limited, plan.max_unacked_per_consumer, plan.messages, True, sample, drain_every
+        )
+        _receive_in_order(never, 0, plan.messages, True, sample, drain_every)
         report.drain_s = time.monotonic() - start
         for consumer in (limited, never):
             _assert_nothing_more(consumer, mod)
