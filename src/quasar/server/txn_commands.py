@@ -37,7 +37,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from quasar.broker.transactions import TransactionService
-from quasar.broker.txn_limits import MAX_ACTIVE, MAX_ACTIVE_PER_CONNECTION, TIMEOUT, reason_of
+from quasar.broker.txn_limits import (
+    MAX_ACTIVE,
+    MAX_ACTIVE_PER_CONNECTION,
+    TIMEOUT,
+    reason_of,
+)
 from quasar.errors import (
     InvalidTopicName,
     NotAllowedError,
