@@ -179,7 +179,7 @@ class TransactionCommands:
     def __init__(self, ctx: ConnectionContext) -> None:
         self._ctx = ctx
         self._ownership = TxnOwnership(ctx)
-        # Made on the first NEW_TXN: a broker without transactions has no bound to read.
+        # Made on the first NEW_TXN: most connections never open a transaction.
         self._opened: ConnectionTransactions | None = None
 
     def handlers(self) -> dict[int, CommandHandler]:
@@ -282,7 +282,7 @@ class TransactionCommands:
         timeout_ms = req.txn_ttl_seconds if req.HasField("txn_ttl_seconds") else 0
         transactions = self._transactions()
         tc = transactions.registry.get(req.tc_id)
-        opened = self._opened_on_connection(transactions)
+        opened = self._opened_on_connection()
         try:
             opened.admit(lambda txn: _is_live(transactions, txn))
         except ReachMaxActiveTxn:
@@ -303,10 +303,12 @@ class TransactionCommands:
         opened.opened(txn)
         return durable, txn, _future_failure
 
-    def _opened_on_connection(self, transactions: TransactionService) -> ConnectionTransactions:
+    def _opened_on_connection(self) -> ConnectionTransactions:
         if self._opened is None:
-            limit = transactions.config.coordinator.max_active_transactions_per_connection
-            self._opened = ConnectionTransactions(limit)
+            coordinator = self._ctx.service.config.transaction.coordinator
+            self._opened = ConnectionTransactions(
+                coordinator.max_active_transactions_per_connection
+            )
         return self._opened
 
     def _start_add_partitions(self, req: Any) -> _Started:
