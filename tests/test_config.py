@@ -86,6 +86,7 @@ EXPECTED_DEFAULTS = {
     "maxConsumersPerConnection": 10000,  # quasar
     "pulsarChannelWriteBufferHighWaterMark": 65536,
     "pulsarChannelWriteBufferLowWaterMark": 32768,
+    "pulsarChannelPauseReceivingRequestsIfUnwritable": True,  # quasar (Pulsar: false)
     "incompleteFrameTimeoutSeconds": 60,  # quasar
     "maxIncompleteFramesSizeInMB": 256,  # quasar
     "maxUnackedMessagesPerConsumer": 50000,
