@@ -165,3 +165,30 @@ def test_thousands_of_producers_and_transactions_meet_bounds_others_served(
     assert publisher.sent > 0
     assert latencies[-1] < SEND_TIMEOUT_MS / 1000
     assert growth < bound
+
+
+def test_a_client_that_never_reads_its_answers_is_no_longer_read(broker: BrokerProcess) -> None:
+    """PINGs sent without ever reading a PONG: once the connection's write buffer is
+    past the high-water mark the broker reads no more of it
+    (``pulsarChannelPauseReceivingRequestsIfUnwritable``), so the client's sends block
+    after what the kernel's socket buffers hold, and the broker's memory stays put."""
+    deaf = Raw(broker.port)
+    deaf.connect()
+    deaf.sock.settimeout(2.0)  # a send that blocks this long is held back by the broker
+    chunk = encode_command(T(type=T.PING)) * 50_000  # 600 KB of requests
+    baseline = broker.rss_bytes()
+    sent, cap = 0, 200 * MiB
+    with pytest.raises(TimeoutError):
+        while sent < cap:
+            deaf.sock.sendall(chunk)
+            sent += len(chunk)
+    growth = broker.rss_bytes() - baseline
+    print(f"\nsends blocked after {sent / MiB:.1f} MiB; broker grew {growth / MiB:.1f} MiB")
+    assert growth < SLACK_BYTES + 4 * MiB  # the answers of one read, and the slack
+    # Another client is served meanwhile.
+    other = Raw(broker.port)
+    other.connect()
+    other.send(T(type=T.PING))
+    assert other.recv_type(T.PONG).type == T.PONG
+    other.close()
+    deaf.close()

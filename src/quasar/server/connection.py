@@ -38,8 +38,10 @@ the connection's consumers stop being handed entries (their shared ``WriteState`
 reads not writable), until it drains below the low-water mark and
 ``resume_writing`` wakes their dispatchers. So a consumer that grants a huge number
 of permits and never reads costs the broker one write buffer, not its backlog.
-Answers (receipts, PONGs, errors) are never held back: they are small, and bounded
-by the requests the client sends.
+Answers (receipts, PONGs, errors) are never held back; instead, while the write buffer
+is above the high-water mark the connection's requests are not read either
+(``pulsarChannelPauseReceivingRequestsIfUnwritable``), so a client that sends requests
+and never reads the answers costs one write buffer plus the answers of one read.
 
 Resources: every connection shares the broker's ``ConnectionLimits``
 (``limits.py``): a connection over ``brokerMaxConnections`` or
