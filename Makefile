@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: standalone test lint bench fuzz fuzz-admin proto clean install browser chaos
+.PHONY: standalone test lint bench fuzz fuzz-admin proto clean install browser chaos soak
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -79,6 +79,16 @@ CHAOS_DURATION_S ?= 3600
 chaos: $(STAMP)
 	$(BIN)/quasar chaos --seed $(CHAOS_SEED) --operations $(CHAOS_OPERATIONS) \
 		--faults $(CHAOS_FAULTS) --duration-s $(CHAOS_DURATION_S)
+
+# The memory soak at scale (docs/reliability.md, "Memory under load"): SOAK_MULTIPLE
+# times an entry cache of SOAK_CACHE_MB published past stalled consumers, the broker's
+# RSS sampled throughout. Exits non-zero on a lost message or growth past the bound.
+SOAK_CACHE_MB ?= 8
+SOAK_MULTIPLE ?= 100
+SOAK_CLIENT ?= quasar
+soak: $(STAMP)
+	$(BIN)/python benchmarks/memory_soak.py --cache-mb $(SOAK_CACHE_MB) \
+		--multiple $(SOAK_MULTIPLE) --client $(SOAK_CLIENT)
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

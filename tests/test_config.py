@@ -86,6 +86,7 @@ EXPECTED_DEFAULTS = {
     "maxConsumersPerConnection": 10000,  # quasar
     "pulsarChannelWriteBufferHighWaterMark": 65536,
     "pulsarChannelWriteBufferLowWaterMark": 32768,
+    "pulsarChannelPauseReceivingRequestsIfUnwritable": True,  # quasar (Pulsar: false)
     "incompleteFrameTimeoutSeconds": 60,  # quasar
     "maxIncompleteFramesSizeInMB": 256,  # quasar
     "maxUnackedMessagesPerConsumer": 50000,
@@ -121,6 +122,7 @@ EXPECTED_DEFAULTS = {
     "transactionBufferSnapshotMaxTransactionCount": 1000,
     "transactionBufferSnapshotMinTimeInMillis": 5000,
     "maxActiveTransactionsPerCoordinator": 10_000,  # quasar (Pulsar: 0, unlimited)
+    "maxActiveTransactionsPerConnection": 1000,  # quasar's key
     "transactionMaxTimeoutMillis": 86_400_000,  # quasar's key
     "transactionEndRetryIntervalMs": 1000,
     "transactionMetaPersistCount": 64,  # quasar (PIP-255: 0)

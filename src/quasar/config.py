@@ -233,6 +233,13 @@ class BrokerConfig(Section):
     pulsar_channel_write_buffer_low_water_mark: int = setting(
         32 * 1024, "pulsarChannelWriteBufferLowWaterMark", at_least(0)
     )
+    # Pulsar's key, whose default false lets a client that sends requests and never
+    # reads the answers (receipts, PONGs, errors) grow the broker's write buffer
+    # without end. quasar stops reading such a connection while its write buffer is
+    # above the high-water mark, until it drains below the low-water mark.
+    pulsar_channel_pause_receiving_requests_if_unwritable: bool = setting(
+        True, "pulsarChannelPauseReceivingRequestsIfUnwritable"
+    )
     # quasar's own: a frame whose first bytes arrived must be complete within this
     # time, or the connection is closed. Long enough for a maxMessageSize frame on a
     # slow link (5 MiB at 1 Mbit/s takes 42 s); short enough that a client dripping

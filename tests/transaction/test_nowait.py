@@ -93,3 +93,17 @@ async def test_an_end_cut_short_by_close_is_answered_retryable(env: TcEnv) -> No
     assert failure.retryable
     await tc.ledger.close()
     env.tc = None
+
+
+async def test_counts_holds_a_transaction_from_its_new_txn_to_its_end(env: TcEnv) -> None:
+    """What ``maxActiveTransactionsPerConnection`` asks: a transaction counts while its
+    NEW_TXN record is written, while it is live, and no longer once it ended."""
+    tc = await env.start()
+    txn, durable = tc.new_txn_nowait(60_000)
+    assert tc.counts(txn)  # being written
+    await durable
+    assert tc.counts(txn)
+    assert not tc.counts(TxnID(0, 99))  # never opened
+    assert not tc.counts(TxnID(1, txn.least_bits))  # another coordinator's
+    await tc.end_txn(txn, ABORT)
+    assert not tc.counts(txn)

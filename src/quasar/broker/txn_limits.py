@@ -2,8 +2,8 @@
 
 A transaction may only name participants its end can reach: ADD_PARTITION_TO_TXN and
 ADD_SUBSCRIPTION_TO_TXN refuse the others (``server/txn_participants.py``), and NEW_TXN
-is refused over ``maxActiveTransactionsPerCoordinator`` or
-``transactionMaxTimeoutMillis``. Each refusal is counted in
+is refused over ``maxActiveTransactionsPerCoordinator``,
+``maxActiveTransactionsPerConnection`` or ``transactionMaxTimeoutMillis``. Each refusal is counted in
 ``quasar_txn_refused_total{reason}``.
 
 A participant that became unreachable for good after it was added (its namespace or
@@ -24,6 +24,7 @@ from quasar.errors import InvalidTopicName, NotAllowedError, TopicNotFound
 __all__ = [
     "INVALID_NAME",
     "MAX_ACTIVE",
+    "MAX_ACTIVE_PER_CONNECTION",
     "NOT_ALLOWED",
     "NOT_FOUND",
     "REFUSED_METRIC",
@@ -43,8 +44,9 @@ NOT_ALLOWED = "not_allowed"  # non-persistent, or a partitioned topic's base nam
 _PARTICIPANT_REASONS = (INVALID_NAME, NOT_FOUND, NOT_ALLOWED)
 # Why a NEW_TXN is refused.
 MAX_ACTIVE = "max_active_transactions"
+MAX_ACTIVE_PER_CONNECTION = "max_active_transactions_per_connection"
 TIMEOUT = "timeout"
-_REASONS = (*_PARTICIPANT_REASONS, MAX_ACTIVE, TIMEOUT)
+_REASONS = (*_PARTICIPANT_REASONS, MAX_ACTIVE, MAX_ACTIVE_PER_CONNECTION, TIMEOUT)
 
 
 def reason_of(error: BaseException) -> str:

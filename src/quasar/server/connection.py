@@ -38,8 +38,10 @@ the connection's consumers stop being handed entries (their shared ``WriteState`
 reads not writable), until it drains below the low-water mark and
 ``resume_writing`` wakes their dispatchers. So a consumer that grants a huge number
 of permits and never reads costs the broker one write buffer, not its backlog.
-Answers (receipts, PONGs, errors) are never held back: they are small, and bounded
-by the requests the client sends.
+Answers (receipts, PONGs, errors) are never held back; instead, while the write buffer
+is above the high-water mark the connection's requests are not read either
+(``pulsarChannelPauseReceivingRequestsIfUnwritable``), so a client that sends requests
+and never reads the answers costs one write buffer plus the answers of one read.
 
 Resources: every connection shares the broker's ``ConnectionLimits``
 (``limits.py``): a connection over ``brokerMaxConnections`` or
@@ -187,6 +189,9 @@ class ServerConnection(asyncio.Protocol):
         self.pending_publish = 0
         self.max_pending_publish = max_pending_publish
         self._reading_paused = False  # back-pressure: too many publishes in flight
+        # Back-pressure: the peer does not read its answers (the write buffer is above
+        # the high-water mark, under pulsarChannelPauseReceivingRequestsIfUnwritable).
+        self._unwritable = False
         self._read_yielded = False  # a turn given up after a large read
         self._frames_held = False  # decoded frames wait for later turns
         # Decoded frames held back by publish back-pressure, and where they resume.
@@ -383,13 +388,20 @@ class ServerConnection(asyncio.Protocol):
 
     # -- writing back-pressure ---------------------------------------------------------
     def pause_writing(self) -> None:
-        """The transport's write buffer passed the high-water mark: stop dispatch."""
+        """The transport's write buffer passed the high-water mark: stop dispatch, and
+        reading requests whose answers would queue behind it."""
         self.write_state.writable = False
+        if self.settings.pulsar_channel_pause_receiving_requests_if_unwritable:
+            self._unwritable = True
+            self._update_reading()
 
     def resume_writing(self) -> None:
         """The write buffer drained below the low-water mark: dispatch again to the
         consumers that may take entries."""
         self.write_state.writable = True
+        if self._unwritable:
+            self._unwritable = False
+            self._update_reading()
         for consumer, topic in list(self.consumers.values()):
             if consumer.permits > 0:
                 topic.resume_dispatch(consumer)
@@ -400,9 +412,12 @@ class ServerConnection(asyncio.Protocol):
         self._update_reading()
 
     def _update_reading(self) -> None:
-        """Pause or resume the transport: it reads unless back-pressure, a yielded
-        turn or frames of a read still to handle hold it."""
-        want = not (self._reading_paused or self._read_yielded or self._frames_held)
+        """Pause or resume the transport: it reads unless back-pressure (publishes in
+        flight, answers unread), a yielded turn or frames of a read still to handle hold
+        it."""
+        want = not (
+            self._reading_paused or self._read_yielded or self._frames_held or self._unwritable
+        )
         if want is self._reading or self.closed or self._transport is None:
             return
         self._reading = want
@@ -413,7 +428,7 @@ class ServerConnection(asyncio.Protocol):
 
     def _hearing(self) -> bool:
         """Whether an answer to a keep-alive PING could be read now."""
-        return not self._reading_paused
+        return not (self._reading_paused or self._unwritable)
 
     def publish_started(self) -> None:
         self.pending_publish += 1

@@ -20,7 +20,8 @@ of the request is registered. The broker's own topics cannot be added at all
 participant the transaction's end could never reach (``txn_participants.py``): a name
 that is not V2 or too long, a non-persistent topic, a missing namespace or subscribed
 topic; so a commit never leaves some participants committed and one failing for ever.
-NEW_TXN is bounded by ``maxActiveTransactionsPerCoordinator`` and
+NEW_TXN is bounded by ``maxActiveTransactionsPerCoordinator``,
+``maxActiveTransactionsPerConnection`` (``connection_transactions.py``) and
 ``transactionMaxTimeoutMillis``; each refusal is counted (``broker/txn_limits.py``).
 END_TXN_ON_PARTITION and END_TXN_ON_SUBSCRIPTION, which one broker sends another, are
 for super-users when authorization is on. Every refusal goes out in the request's
@@ -36,7 +37,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from quasar.broker.transactions import TransactionService
-from quasar.broker.txn_limits import MAX_ACTIVE, TIMEOUT, reason_of
+from quasar.broker.txn_limits import (
+    MAX_ACTIVE,
+    MAX_ACTIVE_PER_CONNECTION,
+    TIMEOUT,
+    reason_of,
+)
 from quasar.errors import (
     InvalidTopicName,
     NotAllowedError,
@@ -57,6 +63,7 @@ from quasar.transaction.errors import (
 )
 from quasar.transaction.txn_status import TxnAction
 
+from .connection_transactions import ConnectionTransactions
 from .context import CommandHandler, ConnectionContext
 from .permissions import refuse_system_topic, require
 from .replies import TRANSACTIONS_NOT_ENABLED, error_code_and_message
@@ -138,6 +145,16 @@ def _counted(transactions: TransactionService) -> Iterator[None]:
         raise
 
 
+def _is_live(transactions: TransactionService, txn: TxnID) -> bool:
+    """Whether ``txn`` is open, committing or aborting, or being opened; one whose
+    coordinator is gone counts as ended (that coordinator's own bound applies when it
+    is back)."""
+    try:
+        return transactions.registry.get(txn.most_bits).counts(txn)
+    except TransactionCoordinatorNotFound:
+        return False
+
+
 def _future_failure(f: asyncio.Future[Any]) -> BaseException | None:
     if f.cancelled():  # the coordinator closed under the request: ask again
         return TransactionCoordinatorNotFound("Transaction coordinator closed")
@@ -162,6 +179,8 @@ class TransactionCommands:
     def __init__(self, ctx: ConnectionContext) -> None:
         self._ctx = ctx
         self._ownership = TxnOwnership(ctx)
+        # Made on the first NEW_TXN: most connections never open a transaction.
+        self._opened: ConnectionTransactions | None = None
 
     def handlers(self) -> dict[int, CommandHandler]:
         # The coordinator's hot requests wait by callback on the future of their log
@@ -263,6 +282,12 @@ class TransactionCommands:
         timeout_ms = req.txn_ttl_seconds if req.HasField("txn_ttl_seconds") else 0
         transactions = self._transactions()
         tc = transactions.registry.get(req.tc_id)
+        opened = self._opened_on_connection()
+        try:
+            opened.admit(lambda txn: _is_live(transactions, txn))
+        except ReachMaxActiveTxn:
+            transactions.limit_metrics.refused(MAX_ACTIVE_PER_CONNECTION)
+            raise
         try:
             txn, durable = tc.new_txn_nowait(
                 timeout_ms or DEFAULT_TXN_TIMEOUT_MS,
@@ -275,7 +300,16 @@ class TransactionCommands:
         except TransactionTimeoutTooLong:
             transactions.limit_metrics.refused(TIMEOUT)
             raise
+        opened.opened(txn)
         return durable, txn, _future_failure
+
+    def _opened_on_connection(self) -> ConnectionTransactions:
+        if self._opened is None:
+            coordinator = self._ctx.service.config.transaction.coordinator
+            self._opened = ConnectionTransactions(
+                coordinator.max_active_transactions_per_connection
+            )
+        return self._opened
 
     def _start_add_partitions(self, req: Any) -> _Started:
         txn = _txn_of(req)

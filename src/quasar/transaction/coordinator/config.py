@@ -31,6 +31,12 @@ class CoordinatorConfig(Section):
     max_active_transactions_per_coordinator: int = setting(
         10_000, "maxActiveTransactionsPerCoordinator", at_least(0)
     )
+    # quasar's own key (Pulsar has none): live transactions one connection may have
+    # opened, so that one client cannot take every place the coordinator bound leaves
+    # (server/connection_transactions.py). 0 = unlimited.
+    max_active_transactions_per_connection: int = setting(
+        1_000, "maxActiveTransactionsPerConnection", at_least(0)
+    )
     # quasar's own key; Pulsar takes any timeout a client asks for. An open
     # transaction holds back what consumers of its partitions may read until it ends
     # or times out, so a client asking for years could stall them for years. A NEW_TXN

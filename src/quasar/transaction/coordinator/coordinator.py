@@ -266,6 +266,14 @@ class TransactionCoordinator:
         """
         self._live(txn_id)
 
+    def counts(self, txn_id: TxnID) -> bool:
+        """Whether ``txn_id`` counts against ``max_active_transactions_per_coordinator``
+        here: live, or its NEW_TXN record is still being written."""
+        if txn_id.most_bits != self._tc_id:
+            return False
+        seq = txn_id.least_bits
+        return seq in self._pending_new or self._state.get(seq) is not None
+
     def refuses(self, txn_id: TxnID, caller: Caller) -> bool:
         """Whether ``txn_id`` is live here and ``caller`` may not act on it (a
         transaction this coordinator does not know is not refused here: whoever uses
