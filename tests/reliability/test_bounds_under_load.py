@@ -35,6 +35,9 @@ PRODUCER_BYTES = 6 * 1024
 TRANSACTION_BYTES = 4 * 1024
 # The allocator's slack (freed memory it keeps, which RSS still counts).
 SLACK_BYTES = 8 * MiB
+# One 256 KiB read of the smallest frames (12-byte PINGs), decoded: about 22,000
+# command objects and their answers, at up to 2 KiB each with the allocator's overhead.
+ONE_READ_BYTES = (256 * 1024 // 12) * 2048
 SEND_TIMEOUT_MS = 10_000  # every send of the other client completes within this
 
 
@@ -167,24 +170,37 @@ def test_thousands_of_producers_and_transactions_meet_bounds_others_served(
     assert growth < bound
 
 
-def test_a_client_that_never_reads_its_answers_is_no_longer_read(broker: BrokerProcess) -> None:
-    """PINGs sent without ever reading a PONG: once the connection's write buffer is
-    past the high-water mark the broker reads no more of it
-    (``pulsarChannelPauseReceivingRequestsIfUnwritable``), so the client's sends block
-    after what the kernel's socket buffers hold, and the broker's memory stays put."""
+def _flood_until_held_back(broker: BrokerProcess) -> tuple[Raw, int]:
+    """PINGs on a new connection, never reading a PONG, until a send blocks for 2 s
+    (the broker stopped reading); returns the connection and the bytes sent."""
     deaf = Raw(broker.port)
     deaf.connect()
     deaf.sock.settimeout(2.0)  # a send that blocks this long is held back by the broker
     chunk = encode_command(T(type=T.PING)) * 50_000  # 600 KB of requests
-    baseline = broker.rss_bytes()
     sent, cap = 0, 200 * MiB
     with pytest.raises(TimeoutError):
         while sent < cap:
             deaf.sock.sendall(chunk)
             sent += len(chunk)
+    return deaf, sent
+
+
+def test_a_client_that_never_reads_its_answers_is_no_longer_read(broker: BrokerProcess) -> None:
+    """PINGs sent without ever reading a PONG: once the connection's write buffer is
+    past the high-water mark the broker reads no more of it
+    (``pulsarChannelPauseReceivingRequestsIfUnwritable``), so the client's sends block
+    after what the kernel's socket buffers hold, and the broker's memory stays put.
+
+    What one such connection costs the broker is its write buffer plus the frames of
+    one read, decoded: a 256 KiB read of 12-byte PINGs is some 22,000 command objects
+    and their answers (``ONE_READ_BYTES``), whose memory the allocator keeps. Without
+    the bound the sends never block and the broker grows by more than every byte
+    sent (some 300 MiB for the 200 MiB cap)."""
+    baseline = broker.rss_bytes()
+    deaf, sent = _flood_until_held_back(broker)
     growth = broker.rss_bytes() - baseline
     print(f"\nsends blocked after {sent / MiB:.1f} MiB; broker grew {growth / MiB:.1f} MiB")
-    assert growth < SLACK_BYTES + 4 * MiB  # the answers of one read, and the slack
+    assert growth < ONE_READ_BYTES + SLACK_BYTES
     # Another client is served meanwhile.
     other = Raw(broker.port)
     other.connect()
