@@ -452,8 +452,21 @@ class ManagedCursorImpl:
         )
         self._in_flight = written
         asyncio.wrap_future(written, loop=self._ml.loop).add_done_callback(
-            lambda _: self._write_done(written, waiters)
+            lambda mirror: self._mirror_done(mirror, written, waiters)
         )
+
+    def _mirror_done(
+        self,
+        mirror: asyncio.Future[int],
+        written: concurrent.futures.Future[int],
+        waiters: list[asyncio.Future[None]],
+    ) -> None:
+        # The outcome is read from ``written``; the loop's mirror of it is marked
+        # retrieved too, or a failed write (a full disk) would also be logged as a
+        # "Future exception was never retrieved" when the mirror is collected.
+        if not mirror.cancelled():
+            mirror.exception()
+        self._write_done(written, waiters)
 
     def _write_done(
         self, written: concurrent.futures.Future[int], waiters: list[asyncio.Future[None]]

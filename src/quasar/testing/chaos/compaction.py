@@ -78,11 +78,14 @@ def compact_partition(
         log.info("compact %s: %r", partition, exc)
     status = "unknown"
     deadline = time.monotonic() + COMPACTION_WAIT_S
+    unreachable = False  # said once per compaction, not once per poll of a broker down
     while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
         try:
             code, body = _request(admin_url, "GET", path + "/compaction")
         except REQUEST_FAILED as exc:
-            log.info("compaction status %s: %r", partition, exc)
+            if not unreachable:
+                log.info("compaction status %s: %r (asking again)", partition, exc)
+            unreachable = True
             code, body = 0, None
         if code == 200 and isinstance(body, dict) and body.get("status") != "RUNNING":
             status = str(body.get("status"))
