@@ -426,14 +426,16 @@ class PulsarResources:
             store, self.namespaces, max_partitions
         )
 
-    def bootstrap_standalone(self, cluster_name: str) -> None:
-        """Create what a Pulsar standalone starts with, if missing.
+    def bootstrap_standalone(self, cluster_name: str) -> list[str]:
+        """Create what a Pulsar standalone starts with, if missing; returns what it
+        created (``tenant public``, ``namespace public/default``, ...).
 
         Tenants ``public`` and ``pulsar``; namespaces ``public/default`` and
         ``pulsar/system``. Idempotent, so it runs on every start.
         """
         info = TenantInfo(allowed_clusters=(cluster_name,))
         policies = Policies(replication_clusters=(cluster_name,))
+        created: list[str] = []
         for tenant, namespace in (
             ("public", "public/default"),
             ("pulsar", "pulsar/system"),
@@ -441,10 +443,13 @@ class PulsarResources:
             if not self.tenants.exists(tenant):
                 try:
                     self.tenants.create(tenant, info)
+                    created.append(f"tenant {tenant}")
                 except AlreadyExistsError:
                     pass
             if not self.namespaces.exists(namespace):
                 try:
                     self.namespaces.create(namespace, policies)
+                    created.append(f"namespace {namespace}")
                 except AlreadyExistsError:
                     pass
+        return created

@@ -19,20 +19,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from kazoo.client import KazooClient  # type: ignore[import-untyped]
-from kazoo.exceptions import (  # type: ignore[import-untyped]
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
     BadVersionError,
     KazooException,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
 )
-from kazoo.handlers.threading import KazooTimeoutError  # type: ignore[import-untyped]
-from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
 
-from quasar.errors import MetadataError
+from quasar.errors import MetadataError, QuasarError
 from quasar.storage.metadata.url import ZooKeeperUrl
 
 __all__ = ["ZooKeeperSession"]
@@ -76,7 +77,7 @@ class ZooKeeperSession:
             deadline = self.deadline()
             self.wait(
                 "create chroot", self.chroot, deadline,
-                lambda: self.client.ensure_path_async(self.chroot),
+                partial(self.client.ensure_path_async, self.chroot),
             )
 
     def znode(self, path: str) -> str:
@@ -101,11 +102,14 @@ class ZooKeeperSession:
             MetadataError: timed out, connection or session lost, or any other
                 ZooKeeper failure.
         """
+        return self._await(what, path, deadline, start())
+
+    def _await(self, what: str, path: str, deadline: float, pending: Any) -> Any:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise self._timed_out(what, path)
         try:
-            return start().get(timeout=remaining)
+            return pending.get(timeout=remaining)
         except _EXPECTED:
             raise
         except KazooTimeoutError:
@@ -130,7 +134,7 @@ class ZooKeeperSession:
         out: list[Any] = []
         for path, pending in started:
             try:
-                out.append(self.wait(what, path, deadline, lambda p=pending: p))
+                out.append(self._await(what, path, deadline, pending))
             except _EXPECTED as exc:
                 out.append(exc)
         return out
@@ -146,7 +150,7 @@ class ZooKeeperSession:
             log.debug("stopping the ZooKeeper client: %s", exc)
         self.client.close()
 
-    def _timed_out(self, what: str, path: str) -> MetadataError:
+    def _timed_out(self, what: str, path: str) -> QuasarError:
         return MetadataError(
             f"ZooKeeper {self.url.connect_string}: {what} {path} timed out after "
             f"{self.operation_timeout_s:g}s (session state {self.client.state})"

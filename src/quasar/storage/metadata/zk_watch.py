@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kazoo.protocol.states import KazooState  # type: ignore[import-untyped]
+from kazoo.protocol.states import KazooState
 
 from quasar.errors import MetadataError
 from quasar.storage.api import Versioned

@@ -34,16 +34,17 @@ session-state listeners: see ``zk_watch``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from kazoo.exceptions import (  # type: ignore[import-untyped]
+from kazoo.exceptions import (
     BadVersionError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
 )
 
-from quasar.errors import BadVersion, MetadataError, NotFound
+from quasar.errors import BadVersion, MetadataError, NotFound, QuasarError
 from quasar.storage.api import Versioned
 from quasar.storage.metadata import paths, zk_node
 from quasar.storage.metadata.memory import check_version
@@ -143,11 +144,11 @@ class ZooKeeperMetadataStore:
             try:
                 if stat.numChildren > 0:
                     # Keys live below: keep the znode as an implicit parent.
-                    self._zk.wait("delete", path, deadline, lambda: self._zk.client.set_async(
-                        znode, b"", version=stat.version))
+                    self._zk.wait("delete", path, deadline, partial(
+                        self._zk.client.set_async, znode, b"", version=stat.version))
                 else:
-                    self._zk.wait("delete", path, deadline, lambda: self._zk.client.delete_async(
-                        znode, version=stat.version))
+                    self._zk.wait("delete", path, deadline, partial(
+                        self._zk.client.delete_async, znode, version=stat.version))
                     self._prune(paths_parent(path), deadline)
                 return
             except (BadVersionError, NoNodeError, NotEmptyError):
@@ -266,11 +267,11 @@ class ZooKeeperMetadataStore:
         for _ in range(WRITE_ATTEMPTS_MAX):
             try:
                 data, stat = self._zk.wait(
-                    "get", path, deadline, lambda: client.get_async(znode, watch=watch)
+                    "get", path, deadline, partial(client.get_async, znode, watch=watch)
                 )
             except NoNodeError:
                 if watch is None or self._zk.wait(
-                    "exists", path, deadline, lambda: client.exists_async(znode, watch=watch)
+                    "exists", path, deadline, partial(client.exists_async, znode, watch=watch)
                 ) is None:
                     return None, 0, None
                 continue  # created between the two calls: read it
@@ -302,17 +303,18 @@ class ZooKeeperMetadataStore:
             try:
                 if stat is None:
                     data = zk_node.encode(value, 0)
-                    self._zk.wait("create", path, deadline, lambda: client.create_async(
-                        znode, data, ephemeral=ephemeral, makepath=True))
+                    self._zk.wait("create", path, deadline, partial(
+                        client.create_async, znode, data, ephemeral=ephemeral, makepath=True))
                     return 0
                 if ephemeral:
                     raise BadVersion(f"{path} already exists as a parent of keys")
                 # A new key on an implicit parent starts at the next znode version.
                 new_base = stat.version + 1 if current is None else base
                 data = zk_node.encode(value, new_base)
-                self._zk.wait("set", path, deadline, lambda: client.set_async(
-                    znode, data, version=stat.version))
-                return stat.version + 1 - new_base
+                self._zk.wait("set", path, deadline, partial(
+                    client.set_async, znode, data, version=stat.version))
+                new_version: int = stat.version + 1 - new_base
+                return new_version
             except (BadVersionError, NodeExistsError, NoNodeError):
                 # Another writer changed the znode, or removed an implicit parent
                 # between our read and our write: read again and re-check.
@@ -325,11 +327,11 @@ class ZooKeeperMetadataStore:
         for _ in range(WRITE_ATTEMPTS_MAX):
             try:
                 names = self._zk.wait("children", path, deadline,
-                                      lambda: client.get_children_async(znode, watch=watch))
+                                      partial(client.get_children_async, znode, watch=watch))
                 break
             except NoNodeError:
                 if watch is None or self._zk.wait(
-                    "exists", path, deadline, lambda: client.exists_async(znode, watch=watch)
+                    "exists", path, deadline, partial(client.exists_async, znode, watch=watch)
                 ) is None:
                     return []
         else:
@@ -338,7 +340,7 @@ class ZooKeeperMetadataStore:
             names = [n for n in names if n != _ZOOKEEPER_RESERVED]
         base = "" if path == "/" else path
         stats = self._zk.wait_all("children", deadline, [
-            (f"{base}/{name}", lambda n=name: client.exists_async(self._zk.znode(f"{base}/{n}")))
+            (f"{base}/{name}", partial(client.exists_async, self._zk.znode(f"{base}/{name}")))
             for name in names
         ])
         # An empty implicit parent (left by an expired ephemeral key or a crash
@@ -359,10 +361,14 @@ class ZooKeeperMetadataStore:
             level = [path]
         found: list[str] = []
         while level:
-            found.extend(level)
             listed = self._zk.wait_all("delete_recursive", deadline, [
-                (p, lambda p=p: client.get_children_async(self._zk.znode(p))) for p in level
+                (p, partial(client.get_children_async, self._zk.znode(p))) for p in level
             ])
+            # A znode that is gone (never there, or deleted meanwhile) is not listed.
+            found.extend(
+                p for p, names in zip(level, listed, strict=True)
+                if not isinstance(names, Exception)
+            )
             level = [
                 ("" if p == "/" else p) + "/" + name
                 for p, names in zip(level, listed, strict=True)
@@ -375,7 +381,7 @@ class ZooKeeperMetadataStore:
         try:
             names: list[str] = self._zk.wait(
                 "children", path, deadline,
-                lambda: self._zk.client.get_children_async(self._zk.znode(path)),
+                partial(self._zk.client.get_children_async, self._zk.znode(path)),
             )
         except NoNodeError:
             return []
@@ -386,6 +392,8 @@ class ZooKeeperMetadataStore:
     def _delete_all(self, doomed: list[str], deadline: float) -> bool:
         """Delete the znodes, children first; False if the tree changed meanwhile."""
         ordered = list(reversed(doomed))
+        if not ordered:
+            return True
         for start in range(0, len(ordered), DELETE_BATCH_MAX):
             txn = self._zk.client.transaction()
             for p in ordered[start : start + DELETE_BATCH_MAX]:
@@ -407,12 +415,12 @@ class ZooKeeperMetadataStore:
             znode = self._zk.znode(path)
             try:
                 stat = self._zk.wait(
-                    "prune", path, deadline, lambda: self._zk.client.exists_async(znode)
+                    "prune", path, deadline, partial(self._zk.client.exists_async, znode)
                 )
                 if stat is None or stat.dataLength > 0 or stat.numChildren > 0:
                     return
-                self._zk.wait("prune", path, deadline, lambda: self._zk.client.delete_async(
-                    znode, version=stat.version))
+                self._zk.wait("prune", path, deadline, partial(
+                    self._zk.client.delete_async, znode, version=stat.version))
             except (BadVersionError, NotEmptyError):
                 return
             except NoNodeError:
@@ -425,7 +433,7 @@ class ZooKeeperMetadataStore:
         ):
             raise ValueError(f"{path} is ZooKeeper's own subtree; use a chroot")
 
-    def _contended(self, what: str, path: str) -> MetadataError:
+    def _contended(self, what: str, path: str) -> QuasarError:
         return MetadataError(
             f"{what} {path}: other writers changed it {WRITE_ATTEMPTS_MAX} times in a row"
         )
