@@ -3,7 +3,7 @@
 ``ZooKeeperProcess`` writes a ``zoo.cfg`` for a standalone server on a free loopback
 port with its own data directory, starts it with ``java -cp`` on the package's jars
 (``/usr/share/java/zookeeper.jar``, whose manifest names its dependencies), waits
-until it answers the ``ruok`` four-letter word with ``imok`` (a bounded wait), and
+until the ``srvr`` four-letter word reports it serving (a bounded wait), and
 stops it politely (SIGTERM) or kills it (SIGKILL), then starts it again on the same
 port and data: what a ZooKeeper outage looks like to the brokers.
 
@@ -122,7 +122,9 @@ class ZooKeeperProcess:
                 raise RuntimeError(
                     f"ZooKeeper exited with {self.proc.returncode}; log:\n{self.read_log()}"
                 )
-            if self.four_letter_word("ruok") == "imok":
+            # "ruok" answers "imok" before the server accepts sessions; "srvr"
+            # reports a Mode only once it serves requests.
+            if "Mode:" in (self.four_letter_word("srvr") or ""):
                 return
             time.sleep(0.05)  # polling interval of a bounded readiness loop
         raise TimeoutError(f"ZooKeeper not ready after {timeout_s}s; log:\n{self.read_log()}")

@@ -4,8 +4,10 @@ A ZooKeeper watch fires once; these re-arm themselves after every event, so a
 listener sees every *state* it must react to (not necessarily every intermediate
 write: two quick writes may be reported as one, with the latest value, as with any
 ZooKeeper watch). After a new session (the old one expired) ZooKeeper has forgotten
-the watches: on every ``CONNECTED`` they read again and re-arm, so a listener may be
-called again with an unchanged value.
+the watches: on every ``CONNECTED`` they read again and re-arm. A listener is called
+once at the start and then only when what it watches differs from what it was last
+told (an event that changed nothing it can see, such as the creation of an implicit
+parent, is not passed on).
 
 Threading: kazoo delivers watch events on its event thread and session changes on
 its connection thread, which must never block. Listeners therefore run on kazoo's
@@ -131,13 +133,16 @@ class ValueWatch(_Watch):
     ) -> None:
         self._read = read
         self._listener = listener
+        self._told = False
+        self._last: Versioned | None = None
         super().__init__(zk, path)
         with self._lock:
             self._read_and_notify()
 
     def _read_and_notify(self) -> None:
         value = self._read(self.path, self._zk.deadline(), self._on_event)
-        if not self._cancelled:
+        if not self._cancelled and (not self._told or value != self._last):
+            self._told, self._last = True, value
             self._listener(value)
 
 
@@ -158,11 +163,14 @@ class ChildrenWatch(_Watch):
     ) -> None:
         self._list = list_children
         self._listener = listener
+        self._told = False
+        self._last: list[str] = []
         super().__init__(zk, path)
         with self._lock:
             self._read_and_notify()
 
     def _read_and_notify(self) -> None:
         names = self._list(self.path, self._zk.deadline(), self._on_event)
-        if not self._cancelled:
+        if not self._cancelled and (not self._told or names != self._last):
+            self._told, self._last = True, names
             self._listener(names)
