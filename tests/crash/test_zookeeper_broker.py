@@ -1,0 +1,134 @@
+"""A standalone broker whose metadata is in ZooKeeper survives kill -9.
+
+The cluster is initialized with ``quasar initialize-cluster-metadata``, the broker
+starts with ``metadataStoreUrl`` on a real ZooKeeper server, and the official client
+produces to a partitioned topic and acknowledges part of it. After ``kill -9`` and a
+restart on the same ZooKeeper and data directory: the partitioned topic, every
+acknowledged message and the subscription's cursor are there, and the metadata is in
+ZooKeeper, not in the data directory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pulsar
+import pytest
+
+from quasar.cli.main import main
+from quasar.storage.metadata.zookeeper import ZooKeeperMetadataStore
+from quasar.testing.process import BrokerProcess
+
+pytestmark = [pytest.mark.crash, pytest.mark.usefixtures("restore_logging")]
+
+TOPIC = "persistent://public/default/zk-orders"
+PARTITIONS = 3
+MESSAGES = 30
+ACKED = 10
+
+
+def _admin(broker: BrokerProcess, method: str, path: str, body: Any = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(broker.admin_url + path, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        text = r.read()
+        return json.loads(text) if text else None
+
+
+def _backlog(broker: BrokerProcess, subscription: str) -> int:
+    stats = _admin(broker, "GET", "/admin/v2/persistent/public/default/zk-orders/partitioned-stats")
+    return int(stats["subscriptions"][subscription]["msgBacklog"])
+
+
+def _wait_until(predicate: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.05)  # polling interval of a bounded wait
+
+
+def _receive_all(consumer: Any, expected: int) -> list[bytes]:
+    got = []
+    for _ in range(expected):
+        msg = consumer.receive(15_000)
+        got.append(msg.data())
+        consumer.acknowledge(msg)
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(500)  # and nothing more
+    return got
+
+
+def test_broker_on_zookeeper_keeps_everything_across_kill9(
+    zk_url: str, tmp_path: Path
+) -> None:
+    assert main(["initialize-cluster-metadata", "--log-level", "WARNING",
+                 "--cluster", "standalone", "--metadata-store", zk_url,
+                 "--initial-num-transaction-coordinators", "2"]) == 0
+    broker = BrokerProcess(tmp_path / "data", settings={
+        "metadataStoreUrl": zk_url,
+        "metadataStoreOperationTimeoutSeconds": "10",
+        # Persist a cursor on every acknowledgement, so what the broker has taken
+        # is exactly what survives the kill.
+        "managedLedgerDefaultMarkDeleteRateLimit": "0",
+    }).start()
+    logger = logging.getLogger("pulsar-client")
+    logger.setLevel(logging.ERROR)
+    try:
+        _admin(broker, "PUT", "/admin/v2/persistent/public/default/zk-orders/partitions",
+               PARTITIONS)
+        client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=logger)
+        consumer = client.subscribe(TOPIC, "orders", consumer_type=pulsar.ConsumerType.Shared,
+                                    initial_position=pulsar.InitialPosition.Earliest)
+        producer = client.create_producer(TOPIC, batching_enabled=False)
+        sent = [f"order-{i}".encode() for i in range(MESSAGES)]
+        for payload in sent:
+            producer.send(payload)  # returns once the broker acknowledged it
+        taken = []
+        for _ in range(ACKED):
+            msg = consumer.receive(15_000)
+            taken.append(msg.data())
+            consumer.acknowledge(msg)
+        _wait_until(lambda: _backlog(broker, "orders") == MESSAGES - ACKED, 30,
+                    "the broker to take the acknowledgements")
+        client.close()
+
+        broker.kill()
+        assert not (tmp_path / "data" / "metadata.db").exists()
+        broker.start()
+        assert "metadata in ZooKeeper zk:" in broker.read_log()
+
+        assert _admin(broker, "GET",
+                      "/admin/v2/persistent/public/default/zk-orders/partitions") == {
+            "partitions": PARTITIONS
+        }
+        client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=logger)
+        consumer = client.subscribe(TOPIC, "orders", consumer_type=pulsar.ConsumerType.Shared)
+        rest = _receive_all(consumer, MESSAGES - ACKED)
+        assert sorted(rest + taken) == sorted(sent), "cursor kept: the rest, exactly"
+        audit = client.subscribe(TOPIC, "audit",
+                                 initial_position=pulsar.InitialPosition.Earliest)
+        assert sorted(_receive_all(audit, MESSAGES)) == sorted(sent)
+        client.close()
+    finally:
+        broker.stop()
+
+    store = ZooKeeperMetadataStore(zk_url, operation_timeout_s=10)
+    try:
+        assert store.get(
+            "/admin/partitioned-topics/public/default/persistent/zk-orders"
+        ) is not None
+        assert store.children("/managed-ledgers") != []
+        # The coordinators the cluster was initialized with, not the broker default.
+        assert json.loads(store.get(
+            "/admin/partitioned-topics/pulsar/system/persistent/"
+            "transaction_coordinator_assign"
+        ).value) == {"partitions": 2}
+    finally:
+        store.close()
