@@ -186,3 +186,52 @@ def test_znode_format_roundtrip_and_versions() -> None:
             zk_node.decode("/k", bad, 0)
     with pytest.raises(MetadataError):
         zk_node.decode("/k", zk_node.encode(b"", 9), 3)  # base above the znode version
+
+
+def test_concurrent_writers_on_two_sessions_lose_no_update(zk_url: str) -> None:
+    """Two brokers' stores: compare-and-set increments of one counter, and keys
+    created and deleted under one shared implicit parent, at the same time."""
+    import threading
+
+    stores = [ZooKeeperMetadataStore(zk_url, operation_timeout_s=10) for _ in range(2)]
+    errors: list[BaseException] = []
+
+    def increment(store: ZooKeeperMetadataStore, times: int) -> None:
+        done = 0
+        while done < times:
+            current = store.get("/counter")
+            value = 0 if current is None else int(current.value)
+            try:
+                store.put("/counter", str(value + 1).encode(),
+                          expected_version=-1 if current is None else current.version)
+                done += 1
+            except BadVersion:
+                continue
+
+    def churn(store: ZooKeeperMetadataStore, name: str) -> None:
+        for _ in range(15):
+            store.put(f"/shared/parent/{name}", b"x")
+            store.delete(f"/shared/parent/{name}")
+
+    def run(target: Any, *args: Any) -> threading.Thread:
+        def guarded() -> None:
+            try:
+                target(*args)
+            except BaseException as exc:  # reported by the assertion below
+                errors.append(exc)
+        thread = threading.Thread(target=guarded)
+        thread.start()
+        return thread
+
+    try:
+        threads = [run(increment, stores[0], 20), run(increment, stores[1], 20),
+                   run(churn, stores[0], "a"), run(churn, stores[1], "b")]
+        for thread in threads:
+            thread.join(60)
+        assert not errors, errors
+        final = stores[0].get("/counter")
+        assert final is not None and (int(final.value), final.version) == (40, 39)
+        assert stores[1].children("/") == ["counter"]  # no parent left behind
+    finally:
+        for store in stores:
+            store.close()

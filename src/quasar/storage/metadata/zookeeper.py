@@ -33,6 +33,7 @@ session-state listeners: see ``zk_watch``.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -100,6 +101,7 @@ class ZooKeeperMetadataStore:
         self._closed = False
         # Cancelled at close, so no listener runs against a closed store.
         self._watches: list[ValueWatch | ChildrenWatch] = []
+        self._watches_lock = threading.Lock()
 
     # -- MetadataStore -----------------------------------------------------------------
     def get(self, path: str) -> Versioned | None:
@@ -187,7 +189,9 @@ class ZooKeeperMetadataStore:
     def close(self) -> None:
         """End the session (ephemeral keys are removed) (idempotent)."""
         if not self._closed:
-            for watch in self._watches:
+            with self._watches_lock:
+                watches, self._watches = self._watches, []
+            for watch in watches:
                 watch.cancel()
             self._closed = True
             self._zk.close()
@@ -254,7 +258,8 @@ class ZooKeeperMetadataStore:
     def _keep(self, watch: ValueWatch | ChildrenWatch) -> None:
         # Only live watches are kept: a cluster layer that watches and cancels as
         # bundles come and go does not grow this list.
-        self._watches = [w for w in self._watches if not w.cancelled] + [watch]
+        with self._watches_lock:
+            self._watches = [w for w in self._watches if not w.cancelled] + [watch]
 
     def _read(
         self, path: str, deadline: float, watch: Any = None
