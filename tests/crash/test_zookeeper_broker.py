@@ -1,4 +1,5 @@
-"""A standalone broker whose metadata is in ZooKeeper survives kill -9.
+"""A standalone broker whose metadata is in ZooKeeper survives kill -9, and a
+ZooKeeper outage.
 
 The cluster is initialized with ``quasar initialize-cluster-metadata``, the broker
 starts with ``metadataStoreUrl`` on a real ZooKeeper server, and the official client
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,8 @@ import pytest
 from quasar.cli.main import main
 from quasar.storage.metadata.zookeeper import ZooKeeperMetadataStore
 from quasar.testing.process import BrokerProcess
+from quasar.testing.zookeeper import ZooKeeperProcess
+from tests.conftest import require_zookeeper
 
 pytestmark = [pytest.mark.crash, pytest.mark.usefixtures("restore_logging")]
 
@@ -132,3 +136,53 @@ def test_broker_on_zookeeper_keeps_everything_across_kill9(
         ).value) == {"partitions": 2}
     finally:
         store.close()
+
+
+def test_zookeeper_outage_fails_admin_within_the_timeout_and_topics_keep_serving(
+    tmp_path: Path,
+) -> None:
+    """ZooKeeper killed under a running broker: an admin request that needs metadata
+    answers 500 within metadataStoreOperationTimeoutSeconds, a loaded topic keeps
+    taking and delivering messages, and all is well once ZooKeeper is back."""
+    require_zookeeper()
+    with ZooKeeperProcess(tmp_path / "zk") as server:
+        broker = BrokerProcess(tmp_path / "data", settings={
+            "metadataStoreUrl": server.url("/outage"),
+            "metadataStoreOperationTimeoutSeconds": "1",
+        }).start()
+        logger = logging.getLogger("pulsar-client")
+        logger.setLevel(logging.ERROR)
+        try:
+            client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=logger)
+            topic = "persistent://public/default/zk-outage"
+            consumer = client.subscribe(topic, "s")
+            producer = client.create_producer(topic, batching_enabled=False)
+            producer.send(b"before")
+            assert consumer.receive(15_000).data() == b"before"
+
+            server.kill()
+            producer.send(b"during")
+            assert consumer.receive(15_000).data() == b"during"
+            started = time.monotonic()
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                _admin(broker, "GET", "/admin/v2/tenants")
+            assert refused.value.code == 500
+            refused.value.close()
+            assert time.monotonic() - started < 10.0  # bounded by the 1 s timeout
+
+            server.start()
+            _wait_until(lambda: _tenants_or_none(broker) == ["public", "pulsar"], 30,
+                        "admin to answer again")
+            producer.send(b"after")
+            assert consumer.receive(15_000).data() == b"after"
+            client.close()
+        finally:
+            broker.stop()
+
+
+def _tenants_or_none(broker: BrokerProcess) -> Any:
+    try:
+        return _admin(broker, "GET", "/admin/v2/tenants")
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        return None
