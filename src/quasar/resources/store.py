@@ -41,6 +41,7 @@ from quasar.protocol.namespace_name import (
     validate_tenant,
 )
 from quasar.protocol.topic_name import PARTITION_SUFFIX, SYSTEM_NAMESPACE, SYSTEM_TENANT
+from quasar.resources.clusters import ClusterResources
 from quasar.resources.models import PartitionedTopicMetadata, Policies, TenantInfo
 from quasar.resources.partitions import check_partition_count
 from quasar.storage.api import MetadataStore
@@ -420,6 +421,7 @@ class PulsarResources:
 
     def __init__(self, store: MetadataStore, *, max_partitions: int = 0) -> None:
         self.store = store
+        self.clusters = ClusterResources(store)
         self.tenants = TenantResources(store)
         self.namespaces = NamespaceResources(store, self.tenants)
         self.partitioned_topics = PartitionedTopicResources(
