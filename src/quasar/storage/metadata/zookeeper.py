@@ -12,8 +12,10 @@ with the key's base version; parents created only to hold a key below them have
 empty data and read back as "no key". Deleting a key that still has children turns
 its znode back into such a parent; deleting the last key below an implicit parent
 removes the parent too, so ``children`` never lists a name with nothing below it.
-(A parent left empty by a crash or an expired ephemeral node is skipped by
-``children`` the same way.)
+(A parent left empty by a crash or an expired ephemeral key is skipped by
+``children`` the same way. Its own parent, if it holds nothing else, still lists it
+until the next delete below clears the chain: ephemeral keys belong under parents
+the cluster layer lists itself, such as ``/loadbalance/brokers``.)
 
 Every write is a compare-and-set on the znode's version, retried a bounded number of
 times when another writer got in between: version checks, creation of implicit
@@ -215,8 +217,12 @@ class ZooKeeperMetadataStore:
         """Call ``listener`` with the key at ``path`` now and after every change
         (``None`` while it does not exist), until the returned watch is cancelled.
 
-        Listeners run on kazoo's event thread: they must not block, and they hand
-        work to the broker's loop with ``loop.call_soon_threadsafe``.
+        The first call happens on the caller's thread before this returns; later
+        ones on kazoo's event thread, so a listener must not block and hands work
+        to the broker's loop with ``loop.call_soon_threadsafe``.
+
+        Raises:
+            MetadataError: the first read failed.
         """
         paths.validate(path)
         self._check_open()
@@ -229,7 +235,11 @@ class ZooKeeperMetadataStore:
     ) -> ChildrenWatch:
         """Call ``listener`` with ``children(path)`` now and whenever the set of
         children changes, until the returned watch is cancelled (same threading rule
-        as ``watch_value``)."""
+        as ``watch_value``).
+
+        Raises:
+            MetadataError: the first listing failed.
+        """
         paths.validate(path)
         self._check_open()
         watch = ChildrenWatch(self._zk, path, self._children, listener)
@@ -241,7 +251,10 @@ class ZooKeeperMetadataStore:
         the session and its ephemeral keys may still be alive), ``CONNECTED``
         (connected again, or to a new session after ``LOST``) and ``LOST`` (the
         session expired: this broker's ephemeral keys are gone and another broker
-        may already have taken what they claimed). Runs on kazoo's thread."""
+        may already have taken what they claimed).
+
+        Runs on kazoo's connection thread, which must never block: the listener
+        only records the state or hands it on (``loop.call_soon_threadsafe``)."""
         self._zk.client.add_listener(lambda state: listener(session_state_of(state)))
 
     @property
