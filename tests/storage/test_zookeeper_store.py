@@ -56,6 +56,8 @@ def test_ephemeral_key_goes_with_the_session_and_the_listener_hears_it(
     try:
         states: queue.Queue[SessionState] = queue.Queue()
         owner.add_session_listener(states.put)
+        seen_by_owner: queue.Queue[list[str]] = queue.Queue()
+        owner.watch_children("/brokers", seen_by_owner.put)
         assert owner.create_ephemeral("/brokers/b1", b"owner") == 0
         with pytest.raises(BadVersion):
             observer.create_ephemeral("/brokers/b1", b"thief")
@@ -72,6 +74,10 @@ def test_ephemeral_key_goes_with_the_session_and_the_listener_hears_it(
         assert observer.children("/") == []
         # The new session may claim it again (what a re-registering broker does).
         assert owner.create_ephemeral("/brokers/b1", b"owner again") == 0
+        # The owner's watch was set again on the new session: it sees a newcomer.
+        observer.create_ephemeral("/brokers/b2", b"observer")
+        while "b2" not in (names := _next(seen_by_owner)):
+            assert names in ([], ["b1"])
     finally:
         owner.close()
         observer.close()
