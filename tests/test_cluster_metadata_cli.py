@@ -94,6 +94,13 @@ def test_refusals_are_usage_errors(
     assert message in capsys.readouterr().err
 
 
+def test_an_invalid_cluster_name_is_refused(
+    zk_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _init("--cluster", "no/slash", "--metadata-store", zk_url) == 1
+    assert "Cluster name is not valid" in capsys.readouterr().err
+
+
 def _snapshot(store: ZooKeeperMetadataStore, path: str = "/") -> dict[str, object]:
     out: dict[str, object] = {}
     for name in store.children(path):

@@ -11,7 +11,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from quasar.errors import AlreadyExistsError, BadVersion, InvalidValueError
+from quasar.errors import (
+    AlreadyExistsError,
+    BadVersion,
+    InvalidResourceError,
+    InvalidValueError,
+)
 from quasar.protocol.namespace_name import validate_tenant
 from quasar.storage.api import MetadataStore
 
@@ -63,8 +68,12 @@ class ClusterResources:
 
     @staticmethod
     def path(cluster: str) -> str:
+        """Raises: InvalidResourceError: not a valid cluster name (412)."""
         # A cluster name follows the tenant-name rules in Pulsar (NamedEntity).
-        validate_tenant(cluster)
+        try:
+            validate_tenant(cluster)
+        except InvalidResourceError:
+            raise InvalidResourceError(f"Cluster name is not valid: {cluster!r}") from None
         return f"{CLUSTERS_ROOT}/{cluster}"
 
     def create(self, cluster: str, data: ClusterData) -> None:

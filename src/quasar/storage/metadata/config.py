@@ -66,9 +66,9 @@ class MetadataStoreConfig(Section):
             ValueError: an unsupported scheme or a malformed URL.
         """
         if self.metadata_store_url:
-            return parse_metadata_store_url(self.metadata_store_url)
+            return _parse("metadataStoreUrl", self.metadata_store_url)
         if self.zookeeper_servers:
-            return parse_metadata_store_url("zk:" + self.zookeeper_servers)
+            return _parse("zookeeperServers", "zk:" + self.zookeeper_servers)
         return None
 
     def configuration_url(self) -> ZooKeeperUrl | None:
@@ -83,9 +83,11 @@ class MetadataStoreConfig(Section):
         """
         url: ZooKeeperUrl | None = None
         if self.configuration_metadata_store_url:
-            url = parse_metadata_store_url(self.configuration_metadata_store_url)
+            url = _parse(
+                "configurationMetadataStoreUrl", self.configuration_metadata_store_url
+            )
         elif self.configuration_store_servers:
-            url = parse_metadata_store_url("zk:" + self.configuration_store_servers)
+            url = _parse("configurationStoreServers", "zk:" + self.configuration_store_servers)
         if url is not None and self.metadata_url() is None:
             raise ValueError(
                 "configurationMetadataStoreUrl is set but metadataStoreUrl is not: "
@@ -107,3 +109,10 @@ class MetadataStoreConfig(Section):
         if self.zoo_keeper_operation_timeout_seconds > 0:
             return self.zoo_keeper_operation_timeout_seconds
         return self.metadata_store_operation_timeout_seconds
+
+
+def _parse(key: str, url: str) -> ZooKeeperUrl:
+    try:
+        return parse_metadata_store_url(url)
+    except ValueError as exc:
+        raise ValueError(f"invalid value for {key}: {exc}") from None
