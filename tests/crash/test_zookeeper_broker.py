@@ -186,3 +186,16 @@ def _tenants_or_none(broker: BrokerProcess) -> Any:
     except urllib.error.HTTPError as exc:
         exc.close()
         return None
+
+
+def test_a_broker_whose_zookeeper_does_not_answer_does_not_start(tmp_path: Path) -> None:
+    from quasar.testing.process import free_port
+
+    broker = BrokerProcess(tmp_path / "data", settings={
+        "metadataStoreUrl": f"zk:127.0.0.1:{free_port()}/nobody",
+        "metadataStoreOperationTimeoutSeconds": "1",
+    })
+    with pytest.raises(RuntimeError, match="broker exited with 1") as failed:
+        broker.start()
+    assert "error: cannot open the metadata store: ZooKeeper" in str(failed.value)
+    assert "did not answer within 1s" in str(failed.value)

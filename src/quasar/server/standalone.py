@@ -36,6 +36,7 @@ from quasar.broker.service import BrokerService
 from quasar.broker.transactions import TransactionService
 from quasar.broker.txn_metrics import register_transaction_metrics
 from quasar.config import ServiceConfiguration
+from quasar.errors import MetadataError
 from quasar.metrics import broker_registry
 from quasar.native import log_native_extensions
 from quasar.storage import FileManagedLedgerFactory
@@ -291,7 +292,13 @@ class Standalone:
         log.info("stopped")
 
     async def run_until_signal(self) -> None:
-        await self.start()
+        try:
+            await self.start()
+        except MetadataError as exc:
+            # An unreachable ZooKeeper (metadataStoreUrl) or an unusable metadata.db
+            # is a start-up error: one line and exit status 1, not a traceback.
+            print(f"error: cannot open the metadata store: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
