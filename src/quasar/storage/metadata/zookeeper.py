@@ -49,7 +49,7 @@ from kazoo.exceptions import (
 
 from quasar.errors import BadVersion, MetadataError, NotFound, QuasarError
 from quasar.storage.api import Versioned
-from quasar.storage.metadata import paths, zk_node
+from quasar.storage.metadata import paths, zk_node, zk_tree
 from quasar.storage.metadata.memory import check_version
 from quasar.storage.metadata.url import ZooKeeperUrl, parse_metadata_store_url
 from quasar.storage.metadata.zk_client import ZooKeeperSession
@@ -66,14 +66,9 @@ __all__ = ["ZooKeeperMetadataStore"]
 # Compare-and-set rounds before a write gives up under contention (MetadataError,
 # retryable). Each lost round means another writer changed the same znode.
 WRITE_ATTEMPTS_MAX = 16
-# Deletions per ZooKeeper multi-op in delete_recursive: a subtree up to this size is
-# removed atomically; a larger one in several steps, leaves first.
-DELETE_BATCH_MAX = 500
 # ZooKeeper refuses a request larger than jute.maxbuffer (1 MiB by default) by
 # dropping the connection; refuse such a value here, with a clear error, instead.
 MAX_VALUE_BYTES_DEFAULT = 1024 * 1024 - 16 * 1024
-# The ensemble's own znodes when there is no chroot: never listed or deleted.
-_ZOOKEEPER_RESERVED = "zookeeper"
 
 
 class ZooKeeperMetadataStore:
@@ -153,7 +148,7 @@ class ZooKeeperMetadataStore:
                 else:
                     self._zk.wait("delete", path, deadline, partial(
                         self._zk.client.delete_async, znode, version=stat.version))
-                    self._prune(paths_parent(path), deadline)
+                    zk_tree.prune(self._zk, zk_tree.parent(path), deadline)
                 return
             except (BadVersionError, NoNodeError, NotEmptyError):
                 continue  # changed under us: look again
@@ -162,7 +157,8 @@ class ZooKeeperMetadataStore:
     def delete_recursive(self, path: str) -> None:
         """Delete ``path`` and everything below it; absent keys are not an error.
 
-        A subtree of up to ``DELETE_BATCH_MAX`` znodes goes in one atomic multi-op.
+        A subtree of up to ``zk_tree.DELETE_BATCH_MAX`` znodes goes in one atomic
+        multi-op.
 
         Raises:
             MetadataError: ZooKeeper failed or timed out.
@@ -171,10 +167,10 @@ class ZooKeeperMetadataStore:
         self._check_open()
         deadline = self._zk.deadline()
         for _ in range(WRITE_ATTEMPTS_MAX):
-            doomed = self._subtree(path, deadline)
-            if self._delete_all(doomed, deadline):
+            doomed = zk_tree.subtree(self._zk, path, deadline)
+            if zk_tree.delete_all(self._zk, doomed, deadline):
                 if path != "/":
-                    self._prune(paths_parent(path), deadline)
+                    zk_tree.prune(self._zk, zk_tree.parent(path), deadline)
                 return
         raise self._contended("delete_recursive", path)
 
@@ -354,100 +350,11 @@ class ZooKeeperMetadataStore:
                     return []
         else:
             raise self._contended("watch", path)
-        if path == "/" and not self._zk.chroot:
-            names = [n for n in names if n != _ZOOKEEPER_RESERVED]
-        base = "" if path == "/" else path
-        stats = self._zk.wait_all("children", deadline, [
-            (f"{base}/{name}", partial(client.exists_async, self._zk.znode(f"{base}/{name}")))
-            for name in names
-        ])
-        # An empty implicit parent (left by an expired ephemeral key or a crash
-        # between a delete and its clean-up) has nothing below it: not a child.
-        return sorted(
-            name for name, stat in zip(names, stats, strict=True)
-            if stat is not None and not isinstance(stat, Exception)
-            and (stat.dataLength > 0 or stat.numChildren > 0)
-        )
-
-    def _subtree(self, path: str, deadline: float) -> list[str]:
-        """Every znode of the subtree at ``path``, parents before children (the
-        chroot itself excluded when ``path`` is the root)."""
-        client = self._zk.client
-        if path == "/":
-            level = [f"/{n}" for n in self._raw_children("/", deadline)]
-        else:
-            level = [path]
-        found: list[str] = []
-        while level:
-            listed = self._zk.wait_all("delete_recursive", deadline, [
-                (p, partial(client.get_children_async, self._zk.znode(p))) for p in level
-            ])
-            # A znode that is gone (never there, or deleted meanwhile) is not listed.
-            found.extend(
-                p for p, names in zip(level, listed, strict=True)
-                if not isinstance(names, Exception)
-            )
-            level = [
-                ("" if p == "/" else p) + "/" + name
-                for p, names in zip(level, listed, strict=True)
-                if not isinstance(names, Exception)
-                for name in names
-            ]
-        return found
-
-    def _raw_children(self, path: str, deadline: float) -> list[str]:
-        try:
-            names: list[str] = self._zk.wait(
-                "children", path, deadline,
-                partial(self._zk.client.get_children_async, self._zk.znode(path)),
-            )
-        except NoNodeError:
-            return []
-        if path == "/" and not self._zk.chroot:
-            names = [n for n in names if n != _ZOOKEEPER_RESERVED]
-        return names
-
-    def _delete_all(self, doomed: list[str], deadline: float) -> bool:
-        """Delete the znodes, children first; False if the tree changed meanwhile."""
-        ordered = list(reversed(doomed))
-        if not ordered:
-            return True
-        for start in range(0, len(ordered), DELETE_BATCH_MAX):
-            txn = self._zk.client.transaction()
-            for p in ordered[start : start + DELETE_BATCH_MAX]:
-                txn.delete(self._zk.znode(p))
-            results = self._zk.wait(
-                "delete_recursive", ordered[-1], deadline, txn.commit_async
-            )
-            if any(isinstance(r, Exception) for r in results):
-                return False
-        return True
-
-    def _prune(self, path: str, deadline: float) -> None:
-        """Remove empty implicit parents from ``path`` upwards.
-
-        Each removal names the znode version it saw, so a parent that became a key
-        meanwhile stays; one that gained a child fails with NotEmpty and stays too.
-        """
-        while path != "/":
-            znode = self._zk.znode(path)
-            try:
-                stat = self._zk.wait(
-                    "prune", path, deadline, partial(self._zk.client.exists_async, znode)
-                )
-                if stat is None or stat.dataLength > 0 or stat.numChildren > 0:
-                    return
-                self._zk.wait("prune", path, deadline, partial(
-                    self._zk.client.delete_async, znode, version=stat.version))
-            except (BadVersionError, NotEmptyError):
-                return
-            except NoNodeError:
-                pass
-            path = paths_parent(path)
+        return zk_tree.visible_children(self._zk, path, names, deadline)
 
     def _refuse_reserved(self, path: str) -> None:
         if not self._zk.chroot and (
-            path == f"/{_ZOOKEEPER_RESERVED}" or path.startswith(f"/{_ZOOKEEPER_RESERVED}/")
+            path == f"/{zk_tree.ZOOKEEPER_RESERVED}" or path.startswith(f"/{zk_tree.ZOOKEEPER_RESERVED}/")
         ):
             raise ValueError(f"{path} is ZooKeeper's own subtree; use a chroot")
 
@@ -459,8 +366,3 @@ class ZooKeeperMetadataStore:
     def _check_open(self) -> None:
         assert not self._closed, "metadata store used after close"
 
-
-def paths_parent(path: str) -> str:
-    """The parent of an absolute path (``/`` for a top-level one)."""
-    parent = path.rsplit("/", 1)[0]
-    return parent or "/"
