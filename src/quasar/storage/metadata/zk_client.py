@@ -74,11 +74,14 @@ class ZooKeeperSession:
                 f"{self.operation_timeout_s:g}s"
             ) from None
         if self.chroot:
-            deadline = self.deadline()
-            self.wait(
-                "create chroot", self.chroot, deadline,
-                partial(self.client.ensure_path_async, self.chroot),
-            )
+            try:
+                self.wait(
+                    "create chroot", self.chroot, self.deadline(),
+                    partial(self.client.ensure_path_async, self.chroot),
+                )
+            except BaseException:
+                self._stop()  # no session thread outlives a failed constructor
+                raise
 
     def znode(self, path: str) -> str:
         """The znode path of the store key ``path``."""
