@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 from collections.abc import Iterator
 
 import pytest
 
 from quasar.testing.process import BrokerProcess
 from quasar.testing.raw import close_all
+from quasar.testing.zookeeper import ZooKeeperProcess, missing_reason
 
 
 @pytest.fixture(scope="module")
@@ -40,3 +43,33 @@ def restore_logging() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+def require_zookeeper() -> None:
+    """Fail under CI, skip elsewhere, when no ZooKeeper server can be started."""
+    reason = missing_reason()
+    if reason is None:
+        return
+    reason = f"ZooKeeper tests need Debian's zookeeper package: {reason}; `make test` installs it"
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
+    """One ZooKeeper server for the whole run; tests keep apart by chroot
+    (``zk_url``). A test that stops ZooKeeper starts its own server instead."""
+    require_zookeeper()
+    server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper")).start()
+    yield server
+    server.stop()
+
+
+_CHROOTS = itertools.count()
+
+
+@pytest.fixture
+def zk_url(zookeeper: ZooKeeperProcess) -> str:
+    """A ``metadataStoreUrl`` on the shared server with a chroot of this test's own."""
+    return zookeeper.url(f"/test-{os.getpid()}-{next(_CHROOTS)}")

@@ -162,6 +162,14 @@ EXPECTED_DEFAULTS = {
     "subscriptionPatternMaxLength": 50,
     "enableBrokerTopicListWatcher": True,
     "maxTopicListWatchersPerConnection": 100,  # quasar's key
+    "metadataStoreUrl": "",
+    "configurationMetadataStoreUrl": "",
+    "zookeeperServers": "",
+    "configurationStoreServers": "",
+    "metadataStoreSessionTimeoutMillis": 30000,
+    "metadataStoreOperationTimeoutSeconds": 30,
+    "zooKeeperSessionTimeoutMillis": -1,
+    "zooKeeperOperationTimeoutSeconds": -1,
 }
 
 
@@ -296,12 +304,12 @@ def test_unknown_file_keys_are_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = write(
-        tmp_path, "zookeeperServers=localhost\nbrokerServicePort=7000\nfoo=1\n"
+        tmp_path, "bookkeeperClientTimeoutInSeconds=30\nbrokerServicePort=7000\nfoo=1\n"
     )
     with caplog.at_level(logging.WARNING, logger="quasar.config"):
         config = load(config_file=path)
     assert config.broker.broker_service_port == 7000
-    assert "zookeeperServers, foo" in caplog.text
+    assert "bookkeeperClientTimeoutInSeconds, foo" in caplog.text
 
 
 def test_malformed_line(tmp_path: Path) -> None:

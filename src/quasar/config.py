@@ -14,6 +14,7 @@ below this module defines its section beside its code and receives that section 
 constructor argument; nothing reads settings from module-level state:
 
 * ``config.managed_ledger`` and ``config.journal``: ``quasar.storage.config``;
+* ``config.metadata_store``: ``quasar.storage.metadata.config`` (where metadata lives);
 * ``config.transaction``: ``quasar.transaction.config``, which composes the
   coordinator, transaction-buffer and batched-log sections of its packages;
 * ``config.token_authentication``: here, read by ``quasar.auth.tokens``;
@@ -81,6 +82,7 @@ from quasar.resources.models import SCHEMA_COMPATIBILITY_STRATEGIES
 from quasar.resources.partitions import JAVA_INT_MAX
 from quasar.storage.api import ManagedLedgerConfig, RetentionPolicy
 from quasar.storage.config import JournalConfig, ManagedLedgerSettings
+from quasar.storage.metadata.config import MetadataStoreConfig
 from quasar.transaction.batched_log.config import BatchedWriteConfig
 from quasar.transaction.config import TransactionConfig
 
@@ -749,6 +751,7 @@ class ServiceConfiguration(Section):
     tls: TlsConfig = section(TlsConfig)
     metrics: MetricsConfig = section(MetricsConfig)
     topic_list: TopicListConfig = section(TopicListConfig)
+    metadata_store: MetadataStoreConfig = section(MetadataStoreConfig)
 
     def __post_init__(self) -> None:
         super().__post_init__()

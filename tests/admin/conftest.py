@@ -87,14 +87,19 @@ def _memory_store() -> MetadataStore:
     return memory.MemoryMetadataStore()  # type: ignore[no-any-return]
 
 
-@pytest.fixture(params=["fake", "memory", "sqlite"])
+@pytest.fixture(params=["fake", "memory", "sqlite", "zookeeper"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetadataStore]:
-    """Every metadata-store implementation available."""
+    """Every metadata-store implementation available (ZooKeeper: a real server)."""
     made: MetadataStore
     if request.param == "fake":
         made = FakeMetadataStore()
     elif request.param == "memory":
         made = _memory_store()
+    elif request.param == "zookeeper":
+        zookeeper = pytest.importorskip("quasar.storage.metadata.zookeeper")
+        made = zookeeper.ZooKeeperMetadataStore(
+            request.getfixturevalue("zk_url"), operation_timeout_s=10
+        )
     else:
         sqlite = pytest.importorskip("quasar.storage.metadata.sqlite")
         made = sqlite.SqliteMetadataStore(tmp_path / "metadata.db")

@@ -8,6 +8,8 @@ from typing import Any
 from aiohttp.test_utils import TestClient
 
 from quasar.errors import ServiceNotReady
+from quasar.resources.clusters import ClusterData
+from quasar.resources.store import PulsarResources
 
 Client = TestClient[Any, Any]
 
@@ -99,9 +101,13 @@ async def test_tenant_with_namespaces_cannot_be_deleted(
     )
 
 
-async def test_clusters_and_health(client: Client) -> None:
+async def test_clusters_and_health(client: Client, admin_resources: PulsarResources) -> None:
     resp = await client.get("/admin/v2/clusters")
     assert (resp.status, await resp.json()) == (200, ["standalone"])
+    # Clusters recorded by initialize-cluster-metadata are listed too.
+    admin_resources.clusters.create("east", ClusterData(broker_service_url="pulsar://e:6650"))
+    resp = await client.get("/admin/v2/clusters")
+    assert (resp.status, await resp.json()) == (200, ["east", "standalone"])
     resp = await client.get("/admin/v2/brokers/health")
     assert (resp.status, await resp.text()) == (200, "ok")
 

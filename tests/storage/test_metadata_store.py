@@ -1,4 +1,5 @@
-"""One conformance suite for both ``MetadataStore`` implementations."""
+"""One conformance suite for every ``MetadataStore`` implementation: SQLite, memory
+and ZooKeeper (a real server, each test in a chroot of its own)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ import pytest
 
 from quasar.errors import BadVersion, MetadataError, NotFound
 from quasar.storage import MemoryMetadataStore, MetadataStore, SqliteMetadataStore
+from quasar.storage.metadata.zookeeper import ZooKeeperMetadataStore
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+@pytest.fixture(params=["sqlite", "memory", "zookeeper"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetadataStore]:
     s: MetadataStore
     if request.param == "sqlite":
         s = SqliteMetadataStore(tmp_path / "meta.db")
+    elif request.param == "zookeeper":
+        s = ZooKeeperMetadataStore(request.getfixturevalue("zk_url"), operation_timeout_s=10)
     else:
         s = MemoryMetadataStore()
     assert isinstance(s, MetadataStore)
@@ -78,6 +82,46 @@ def test_delete_recursive(store: MetadataStore) -> None:
     assert store.get("/t") is None and store.get("/t/a/b") is None
     assert store.get("/t-sibling") is not None and store.get("/tt") is not None
     store.delete_recursive("/absent")  # no error
+
+
+def test_parents_of_keys_are_not_keys(store: MetadataStore) -> None:
+    store.put("/p/q/r", b"leaf")
+    assert store.get("/p") is None and store.get("/p/q") is None
+    with pytest.raises(NotFound):
+        store.delete("/p/q")
+    assert store.put("/p/q", b"", expected_version=-1) == 0  # a key of its own now
+    assert store.get("/p/q") == (b"", 0)
+    assert store.put("/p/q", b"again", expected_version=0) == 1
+
+
+def test_deleting_a_key_keeps_the_keys_below(store: MetadataStore) -> None:
+    store.put("/m", b"parent")
+    store.put("/m/n", b"child")
+    store.delete("/m")
+    assert store.get("/m") is None
+    assert store.get("/m/n") == (b"child", 0)
+    assert store.children("/") == ["m"]
+    assert store.put("/m", b"back") == 0  # a new key starts at version 0 again
+    store.delete("/m/n")
+    assert store.children("/m") == []
+    store.delete("/m")
+    assert store.children("/") == []  # nothing is left below the root
+
+
+def test_deleting_the_last_key_below_a_parent_drops_the_parent(store: MetadataStore) -> None:
+    store.put("/x/y/z", b"")
+    store.put("/x/w", b"")
+    store.delete("/x/y/z")
+    assert store.children("/x") == ["w"]
+    store.delete_recursive("/x/w")
+    assert store.children("/") == []
+
+
+def test_delete_recursive_of_the_root(store: MetadataStore) -> None:
+    for path in ["/a", "/a/b", "/c/d"]:
+        store.put(path, b"1")
+    store.delete_recursive("/")
+    assert store.children("/") == [] and store.get("/a") is None
 
 
 def test_rejects_malformed_paths(store: MetadataStore) -> None:

@@ -85,5 +85,7 @@ async def delete_tenant(request: web.Request) -> web.Response:
 @routes.get("/admin/v2/clusters")
 @access(AUTHENTICATED)
 async def list_clusters(request: web.Request) -> web.Response:
-    return json_response([broker_of(request).cluster_name])
+    # This broker's cluster, and those initialize-cluster-metadata recorded.
+    broker = broker_of(request)
+    return json_response(sorted({broker.cluster_name, *broker.resources.clusters.list()}))
 

@@ -10,6 +10,8 @@ Subcommands::
     quasar tokens ... (JWT keys and tokens, see quasar.cli.tokens)
     quasar perf ...   (the benchmark tool, quasar.perf.main)
     quasar chaos ...  (the seeded chaos runner, quasar.cli.chaos)
+    quasar initialize-cluster-metadata --cluster NAME --metadata-store zk:... [...]
+                      (a new cluster's metadata in ZooKeeper, quasar.cli.cluster_metadata)
 
 Every subcommand also takes ``--log-level``. ``main`` returns the exit status:
 0 success, 1 a failed operation, 2 a usage or configuration error.
@@ -26,6 +28,7 @@ from typing import Any
 
 from quasar.cli.admin import add_admin_parser, run_admin
 from quasar.cli.chaos import run_chaos
+from quasar.cli.cluster_metadata import add_cluster_metadata_parser
 from quasar.cli.logs import LOG_LEVELS, configure_logging
 from quasar.cli.tokens import add_tokens_parser, run_tokens
 from quasar.config import ServiceConfiguration
@@ -121,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_admin_parser(commands, [common])
     add_tokens_parser(commands, [common])
+    add_cluster_metadata_parser(commands, [common])
 
     # Everything after "perf" belongs to the perf tool, which parses it itself (main
     # passes it through raw), so this subparser declares nothing, not even -h.
@@ -197,6 +201,13 @@ def _run_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_initialize_cluster_metadata(args: argparse.Namespace) -> int:
+    # Imported on use, like the broker: it loads the storage and resources layers.
+    from quasar.cli.cluster_init import run_initialize_cluster_metadata
+
+    return run_initialize_cluster_metadata(args)
+
+
 def _run_perf(args: argparse.Namespace) -> int:
     from quasar.perf.main import main as perf_main
 
@@ -227,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "tokens": run_tokens,
         "perf": _run_perf,
         "chaos": run_chaos,
+        "initialize-cluster-metadata": _run_initialize_cluster_metadata,
     }
     return runners[args.subcommand](args)
 

@@ -41,6 +41,7 @@ from quasar.protocol.namespace_name import (
     validate_tenant,
 )
 from quasar.protocol.topic_name import PARTITION_SUFFIX, SYSTEM_NAMESPACE, SYSTEM_TENANT
+from quasar.resources.clusters import ClusterResources
 from quasar.resources.models import PartitionedTopicMetadata, Policies, TenantInfo
 from quasar.resources.partitions import check_partition_count
 from quasar.storage.api import MetadataStore
@@ -420,20 +421,23 @@ class PulsarResources:
 
     def __init__(self, store: MetadataStore, *, max_partitions: int = 0) -> None:
         self.store = store
+        self.clusters = ClusterResources(store)
         self.tenants = TenantResources(store)
         self.namespaces = NamespaceResources(store, self.tenants)
         self.partitioned_topics = PartitionedTopicResources(
             store, self.namespaces, max_partitions
         )
 
-    def bootstrap_standalone(self, cluster_name: str) -> None:
-        """Create what a Pulsar standalone starts with, if missing.
+    def bootstrap_standalone(self, cluster_name: str) -> list[str]:
+        """Create what a Pulsar standalone starts with, if missing; returns what it
+        created (``tenant public``, ``namespace public/default``, ...).
 
         Tenants ``public`` and ``pulsar``; namespaces ``public/default`` and
         ``pulsar/system``. Idempotent, so it runs on every start.
         """
         info = TenantInfo(allowed_clusters=(cluster_name,))
         policies = Policies(replication_clusters=(cluster_name,))
+        created: list[str] = []
         for tenant, namespace in (
             ("public", "public/default"),
             ("pulsar", "pulsar/system"),
@@ -441,10 +445,13 @@ class PulsarResources:
             if not self.tenants.exists(tenant):
                 try:
                     self.tenants.create(tenant, info)
+                    created.append(f"tenant {tenant}")
                 except AlreadyExistsError:
                     pass
             if not self.namespaces.exists(namespace):
                 try:
                     self.namespaces.create(namespace, policies)
+                    created.append(f"namespace {namespace}")
                 except AlreadyExistsError:
                     pass
+        return created

@@ -36,10 +36,12 @@ from quasar.broker.service import BrokerService
 from quasar.broker.transactions import TransactionService
 from quasar.broker.txn_metrics import register_transaction_metrics
 from quasar.config import ServiceConfiguration
+from quasar.errors import MetadataError
 from quasar.metrics import broker_registry
 from quasar.native import log_native_extensions
-from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
+from quasar.storage import FileManagedLedgerFactory
 from quasar.storage.disk_space import DiskSpace
+from quasar.storage.metadata.factory import describe, open_metadata_store
 
 from .connection import ServerConnection
 from .dynamic_settings import register_dynamic_settings
@@ -92,8 +94,9 @@ class Standalone:
         # quasar_storage_writable).
         disk_space = DiskSpace()
         self.metrics.register(disk_space)
-        self._store = SqliteMetadataStore(
-            str(self.data_dir / "metadata.db"), disk_space=disk_space
+        # SQLite in the data directory, or ZooKeeper (metadataStoreUrl).
+        self._store = open_metadata_store(
+            self.config.metadata_store, self.data_dir, disk_space=disk_space
         )
         self._ledgers = FileManagedLedgerFactory(
             str(self.data_dir / "ledgers"),
@@ -167,9 +170,10 @@ class Standalone:
             broker.web_service_url_tls,
         ]
         log.info(
-            "quasar standalone ready: %s, data in %s",
+            "quasar standalone ready: %s, data in %s, metadata in %s",
             ", ".join(u for u in urls if u is not None),
             self.data_dir.resolve(),
+            describe(self.config.metadata_store, self.data_dir),
         )
 
     @staticmethod
@@ -288,7 +292,13 @@ class Standalone:
         log.info("stopped")
 
     async def run_until_signal(self) -> None:
-        await self.start()
+        try:
+            await self.start()
+        except MetadataError as exc:
+            # An unreachable ZooKeeper (metadataStoreUrl) or an unusable metadata.db
+            # is a start-up error: one line and exit status 1, not a traceback.
+            print(f"error: cannot open the metadata store: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,6 +1,6 @@
 """Offline check before a downgrade: which transaction logs still hold batched entries.
 
-    python -m quasar.transaction.batched_log.scan DATA_DIR
+    python -m quasar.transaction.batched_log.scan DATA_DIR [--metadata-store URL]
 
 A broker version without PIP-160 cannot read a batched entry. This scans a *stopped*
 broker's data directory (the storage lock refuses to open it while a broker runs) and
@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
+from quasar.storage import FileManagedLedgerFactory
 from quasar.storage.api import ManagedLedger
+from quasar.storage.metadata.config import MetadataStoreConfig
+from quasar.storage.metadata.factory import SQLITE_FILE, open_metadata_store
 
 from .entry_format import is_batched_entry
 
@@ -67,13 +69,18 @@ async def scan_ledger(name: str, ml: ManagedLedger) -> LogScan:
     return LogScan(name, entries, needed)
 
 
-async def scan(data_dir: Path) -> list[LogScan]:
-    """Every transaction log of a stopped broker's ``data_dir``.
+async def scan(data_dir: Path, metadata_store_url: str = "") -> list[LogScan]:
+    """Every transaction log of a stopped broker's ``data_dir``; its metadata is in
+    the data directory, or at ``metadata_store_url`` (the broker's
+    ``metadataStoreUrl``) when given.
 
     Raises:
         StorageError: the directory is locked by a running broker.
+        MetadataError: the metadata store cannot be opened.
     """
-    store = SqliteMetadataStore(str(data_dir / "metadata.db"))
+    store = open_metadata_store(
+        MetadataStoreConfig(metadata_store_url=metadata_store_url), data_dir
+    )
     factory = FileManagedLedgerFactory(str(data_dir / "ledgers"), store)
     out = []
     try:
@@ -92,8 +99,18 @@ async def scan(data_dir: Path) -> list[LogScan]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[1].strip())
     parser.add_argument("data_dir", type=Path)
+    parser.add_argument(
+        "--metadata-store", default="", metavar="URL",
+        help="the broker's metadataStoreUrl when its metadata is in ZooKeeper",
+    )
     args = parser.parse_args(argv)
-    results = asyncio.run(scan(args.data_dir))
+    if not args.metadata_store and not (args.data_dir / SQLITE_FILE).exists():
+        # Without it the scan would find no logs and call a downgrade safe.
+        parser.error(
+            f"{args.data_dir} has no {SQLITE_FILE}: for a broker whose metadata is in "
+            "ZooKeeper, pass --metadata-store with its metadataStoreUrl"
+        )
+    results = asyncio.run(scan(args.data_dir, args.metadata_store))
     blocking = [r for r in results if r.batched_entries_needed]
     for r in results:
         print(f"{r.batched_entries_needed:>8} of {r.entries:>8} entries batched and needed: "

@@ -1,0 +1,178 @@
+"""Run a real ZooKeeper server (Debian's ``zookeeper`` package) for tests.
+
+``ZooKeeperProcess`` writes a ``zoo.cfg`` for a standalone server on a free loopback
+port with its own data directory, starts it with ``java -cp`` on the package's jars
+(``/usr/share/java/zookeeper.jar``, whose manifest names its dependencies), waits
+until the ``srvr`` four-letter word reports it serving (a bounded wait), and
+stops it politely (SIGTERM) or kills it (SIGKILL), then starts it again on the same
+port and data: what a ZooKeeper outage looks like to the brokers.
+
+The server runs with a short ``tickTime`` so tests may ask for short sessions
+(ZooKeeper grants between 2 and 20 ticks unless the bounds are set, as here).
+``missing_reason()`` says why no server can be started (no Java, no package), so
+tests can fail under ``CI=true`` and skip elsewhere with that reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import IO
+
+from quasar.testing.process import free_port
+
+__all__ = ["ZOOKEEPER_JAR", "ZooKeeperProcess", "missing_reason"]
+
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+# The package's slf4j binding for plain stderr logging, when installed; without it
+# the server logs nothing (slf4j's no-op binding) but runs the same.
+_SLF4J_SIMPLE = Path("/usr/share/java/slf4j-simple.jar")
+_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+
+
+def missing_reason() -> str | None:
+    """Why a ZooKeeper server cannot be started here, or ``None`` if it can."""
+    if shutil.which("java") is None:
+        return "java is not installed (apt-get install zookeeper brings it)"
+    if not ZOOKEEPER_JAR.exists():
+        return f"{ZOOKEEPER_JAR} is missing (apt-get install zookeeper)"
+    return None
+
+
+class ZooKeeperProcess:
+    """A standalone ZooKeeper server on ``127.0.0.1:<port>``."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        *,
+        tick_time_ms: int = 100,
+        max_session_timeout_ms: int = 60_000,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.tick_time_ms = tick_time_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self.log_path = self.data_dir / "zookeeper.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def connect_string(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def url(self, chroot: str = "") -> str:
+        """A ``metadataStoreUrl`` for this server (``zk:127.0.0.1:<port><chroot>``)."""
+        return f"zk:{self.connect_string}{chroot}"
+
+    def _write_config(self) -> Path:
+        (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
+        cfg = self.data_dir / "zoo.cfg"
+        cfg.write_text(
+            "\n".join([
+                f"tickTime={self.tick_time_ms}",
+                f"dataDir={self.data_dir / 'data'}",
+                f"clientPort={self.port}",
+                "clientPortAddress=127.0.0.1",
+                f"minSessionTimeout={2 * self.tick_time_ms}",
+                f"maxSessionTimeout={self.max_session_timeout_ms}",
+                # The AdminServer would take port 8080; the 4lw probe is enough.
+                "admin.enableServer=false",
+                "4lw.commands.whitelist=ruok,srvr,stat",
+                # One server: nothing to wait for at start-up.
+                "initLimit=5",
+                "syncLimit=2",
+                "",
+            ])
+        )
+        return cfg
+
+    def start(self, ready_timeout_s: float = 30.0) -> ZooKeeperProcess:
+        reason = missing_reason()
+        if reason is not None:
+            raise RuntimeError(f"cannot start ZooKeeper: {reason}")
+        cfg = self._write_config()
+        classpath = str(ZOOKEEPER_JAR)
+        if _SLF4J_SIMPLE.exists():
+            classpath += os.pathsep + str(_SLF4J_SIMPLE)
+        cmd = [
+            "java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-cp", classpath, _MAIN, str(cfg),
+        ]
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
+        try:
+            self.wait_ready(ready_timeout_s)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"ZooKeeper exited with {self.proc.returncode}; log:\n{self.read_log()}"
+                )
+            # "ruok" answers "imok" before the server accepts sessions; "srvr"
+            # reports a Mode only once it serves requests.
+            if "Mode:" in (self.four_letter_word("srvr") or ""):
+                return
+            time.sleep(0.05)  # polling interval of a bounded readiness loop
+        raise TimeoutError(f"ZooKeeper not ready after {timeout_s}s; log:\n{self.read_log()}")
+
+    def four_letter_word(self, word: str, timeout_s: float = 1.0) -> str | None:
+        """The server's answer to a four-letter word, or ``None`` if it did not answer."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=timeout_s) as s:
+                s.settimeout(timeout_s)
+                s.sendall(word.encode())
+                chunks = []
+                while chunk := s.recv(4096):
+                    chunks.append(chunk)
+                return b"".join(chunks).decode(errors="replace")
+        except OSError:
+            return None
+
+    def read_log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-20000:]
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: an abrupt ZooKeeper outage."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+        self._close_log()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """SIGTERM and wait for the server to exit."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> ZooKeeperProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
