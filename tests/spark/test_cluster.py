@@ -214,7 +214,9 @@ def test_driver_killed_mid_batch_and_restarted_from_its_checkpoint_exactly_once(
             "test.failPoints": f"task.write@b1p0a0=hold:{hold_dir}",
         },
         "master": spark_cluster.master_url,
-        "spark_conf": spark_cluster.session_conf(),
+        # One executor is enough to catch a batch mid-way (the held task blocks it) and
+        # spares two executor starts on a shared machine.
+        "spark_conf": {**spark_cluster.session_conf(), "spark.cores.max": "1"},
     }
     proc = start_job(args, log, children)
     wait_for("a task of batch 1 held", lambda: any(hold_dir.glob("*.held")), proc, log)
