@@ -7,6 +7,9 @@ directories, on free loopback ports:
     spark-class org.apache.spark.deploy.master.Master --host 127.0.0.1 --port P --webui-port W
     spark-class org.apache.spark.deploy.worker.Worker spark://127.0.0.1:P --host 127.0.0.1 ...
 
+The master's ports are chosen up front (drivers and workers need its URL); a worker
+binds ports the kernel picks and is recognised in the master's status by the port
+its log reports.
 Readiness is read from the master's JSON status (``http://127.0.0.1:W/json/``): the
 cluster is up when every worker is ``ALIVE`` there (a bounded wait on that event).
 ``kill_worker`` is a lost machine: SIGKILL to every process of the worker's session —
@@ -28,6 +31,7 @@ import atexit
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -95,9 +99,16 @@ def _kill_session(sid: int) -> None:
             pass
 
 
+# What a worker logs once its RPC endpoint is bound (its port in the master's status).
+_WORKER_BOUND = re.compile(rb"Successfully started service 'sparkWorker' on port (\d+)")
+
+
 @dataclass
 class SparkDaemon:
-    """One master or worker process and where it keeps its files."""
+    """One master or worker process and where it keeps its files.
+
+    A port of 0 lets the kernel choose (workers: nothing needs their ports up front);
+    ``bound_port`` is then read from the daemon's log."""
 
     name: str
     port: int
@@ -109,6 +120,18 @@ class SparkDaemon:
     @property
     def log_path(self) -> Path:
         return self.directory / f"{self.name}.log"
+
+    @property
+    def bound_port(self) -> int | None:
+        if self.port:
+            return self.port
+        try:
+            m = _WORKER_BOUND.search(self.log_path.read_bytes())
+        except OSError:
+            return None
+        if m is not None:
+            self.port = int(m.group(1))
+        return self.port or None
 
     @property
     def running(self) -> bool:
@@ -252,8 +275,7 @@ class SparkCluster:
     def _launch_worker(self) -> SparkDaemon:
         self._started += 1
         worker = SparkDaemon(
-            f"worker{self._started}", free_port(), free_port(),
-            self.base_dir / f"worker{self._started}",
+            f"worker{self._started}", 0, 0, self.base_dir / f"worker{self._started}"
         )
         self._launch(
             worker,
@@ -290,7 +312,8 @@ class SparkCluster:
         """``worker``'s state in a master status (``ALIVE``, ``DEAD``...), None if unknown.
 
         A worker re-registering gets a new id; the newest entry on its port counts."""
-        entries = [w for w in state.get("workers", []) if w.get("port") == worker.port]
+        port = worker.bound_port
+        entries = [w for w in state.get("workers", []) if port and w.get("port") == port]
         return str(entries[-1]["state"]) if entries else None
 
     def alive_workers(self, state: dict[str, Any]) -> list[SparkDaemon]:
