@@ -8,7 +8,11 @@
 * Option ``test.failPoints`` (comma-separated ``<point>@b<batchId>[p<partition>]
   [a<attempt>]``): raise :class:`InjectedFault` there; e.g. ``task.write@b1p0a0``
   fails the first attempt of partition 0 of batch 1, ``sink.commit@b2`` fails the
-  driver's commit of batch 2 after its transactions were committed.
+  driver's commit of batch 2 after its transactions were committed. An item ending
+  in ``=hold:<dir>`` holds the task there instead: it writes ``<dir>/<pid>.held``
+  (the pid of the Python worker running it) and waits until ``<dir>/release``
+  exists, so a test can kill that task's executor, worker or driver while the task
+  is known to be running (``task.write``: its rows sent in its open transaction).
 
 Points: ``task.write`` (after the task sent its rows, before it returns),
 ``sink.decided`` (decision recorded, nothing committed yet), ``sink.committed``
@@ -20,11 +24,14 @@ from __future__ import annotations
 import os
 import re
 import signal
+import time
 from pathlib import Path
 
 CRASH_ENV = "QUASAR_SPARK_CRASH_POINT"
 MARKER_ENV = "QUASAR_SPARK_CRASH_MARKER"
-_SPEC = re.compile(r"^([a-z.]+)@b(\d+)(?:p(\d+))?(?:a(\d+))?$")
+_SPEC = re.compile(r"^([a-z.]+)@b(\d+)(?:p(\d+))?(?:a(\d+))?(?:=hold:(.+))?$")
+HOLD_MAX_S = 300.0  # a held task that nobody kills or releases fails after this
+_HOLD_POLL_S = 0.05
 
 
 class InjectedFault(RuntimeError):
@@ -83,4 +90,29 @@ def fail_point(
             continue
         if m.group(4) is not None and attempt != int(m.group(4)):
             continue
+        if m.group(5) is not None:
+            _hold(item.strip(), Path(m.group(5)))
+            continue
         raise InjectedFault(f"injected failure at {item.strip()}")
+
+
+def _hold(item: str, directory: Path) -> None:
+    """Announce this task and wait for the release file, bounded.
+
+    Raises:
+        InjectedFault: not released within ``HOLD_MAX_S``, or this process was orphaned
+            (its executor died without taking it along): the task must not go on.
+    """
+    parent = os.getppid()
+    marker = directory / f"{os.getpid()}.held"
+    tmp = marker.with_suffix(".tmp")
+    tmp.write_text(item + "\n")
+    tmp.rename(marker)  # the test never sees a half-written marker
+    release = directory / "release"
+    deadline = time.monotonic() + HOLD_MAX_S
+    while not release.exists():
+        if os.getppid() != parent:
+            raise InjectedFault(f"held at {item}: orphaned")
+        if time.monotonic() > deadline:
+            raise InjectedFault(f"held at {item}: not released within {HOLD_MAX_S}s")
+        time.sleep(_HOLD_POLL_S)  # polling interval of a bounded wait for a file

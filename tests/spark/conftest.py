@@ -3,28 +3,54 @@
 Each test module shares one Spark session (local mode, ``local[2,2]``: two cores and
 one task retry, so a task that fails once is retried as on a cluster) to pay the JVM
 start once; topics get unique names so tests share a broker without seeing each
-other's data. Crash tests run their queries in child processes (``jobs.py``).
+other's data. Crash tests run their queries in child processes (``jobs.py``,
+started through ``driver_jobs.py``). The helpers take any ``QuasarService`` (service
+URL and admin URL), so the cluster tests (``test_cluster.py``) can run against one
+broker process or a multi-broker cluster alike.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import urllib.request
 import uuid
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
 import quasar.client as qc
 from quasar.testing.process import BrokerProcess
 
+from .driver_jobs import kill_group
+from .spark_sessions import new_session
+
 # Spark's Python workers must run this interpreter (the venv: pyarrow, quasar, and
 # pyspark_quasar for the data-source lookup), not whatever `python3` is on PATH.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+class QuasarService(Protocol):
+    """What the helpers need of the quasar side: a ``BrokerProcess``, or any service
+    (a multi-broker cluster) reached through a service URL and an admin URL."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def admin_url(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class ServiceEndpoints:
+    url: str
+    admin_url: str
 
 
 @pytest.fixture(scope="module")
@@ -35,24 +61,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     proc.kill()
 
 
-def new_session(app: str, master: str = "local[2,2]") -> Any:
-    from pyspark.sql import SparkSession
-
-    return (
-        SparkSession.builder.master(master)
-        .appName(app)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        .config("spark.driver.memory", "1g")
-        # A Python worker connects back to the JVM within this time (default 15 s);
-        # on a loaded 2-core machine starting one can take longer.
-        .config("spark.python.authenticate.socketTimeout", "120s")
-        .getOrCreate()
-    )
-
-
 @pytest.fixture(scope="module")
 def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
     session = new_session(f"quasar-{request.module.__name__}")
@@ -61,11 +69,21 @@ def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
     session.stop()
 
 
+@pytest.fixture
+def children() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Every driver process a test started (``driver_jobs.start_job`` appends to it);
+    whatever still runs at the end is killed."""
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    while procs:
+        kill_group(procs.pop())
+
+
 def unique_topic(prefix: str = "t") -> str:
     return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def create_partitioned(broker: BrokerProcess, topic: str, partitions: int) -> None:
+def create_partitioned(broker: QuasarService, topic: str, partitions: int) -> None:
     path = topic.split("://", 1)[1]
     req = urllib.request.Request(
         f"{broker.admin_url}/admin/v2/persistent/{path}/partitions",
@@ -77,7 +95,7 @@ def create_partitioned(broker: BrokerProcess, topic: str, partitions: int) -> No
         pass
 
 
-def source(spark: Any, broker: BrokerProcess, stream: bool = False, **options: str) -> Any:
+def source(spark: Any, broker: QuasarService, stream: bool = False, **options: str) -> Any:
     reader = spark.readStream if stream else spark.read
     reader = (
         reader.format("quasar")
@@ -89,7 +107,7 @@ def source(spark: Any, broker: BrokerProcess, stream: bool = False, **options: s
     return reader.load()
 
 
-def read_all(broker: BrokerProcess, topic: str) -> list[qc.Message]:
+def read_all(broker: QuasarService, topic: str) -> list[qc.Message]:
     """Every committed message of ``topic`` (all partitions), with quasar's reader."""
     client = qc.Client(broker.url, operation_timeout_seconds=30)
     out: list[qc.Message] = []
@@ -104,7 +122,7 @@ def read_all(broker: BrokerProcess, topic: str) -> list[qc.Message]:
     return out
 
 
-def open_transactions(broker: BrokerProcess, client_names: list[str]) -> list[Any]:
+def open_transactions(broker: QuasarService, client_names: list[str]) -> list[Any]:
     client = qc.Client(broker.url, enable_transaction=True, admin_url=broker.admin_url)
     try:
         return [t for n in client_names for t in client.get_client_transactions(n).open]
@@ -113,7 +131,7 @@ def open_transactions(broker: BrokerProcess, client_names: list[str]) -> list[An
 
 
 def produce(
-    broker: BrokerProcess, topic: str, values: list[bytes], key: bool = True
+    broker: QuasarService, topic: str, values: list[bytes], key: bool = True
 ) -> None:
     client = qc.Client(broker.url)
     try:
@@ -130,6 +148,14 @@ def produce(
         producer.close()
     finally:
         client.close()
+
+
+def assert_exactly_once(service: QuasarService, topic: str, values: list[bytes]) -> None:
+    """Every value is in ``topic`` once: none missing, none twice."""
+    got = Counter(m.data() for m in read_all(service, topic))
+    dupes = {v: n for v, n in got.items() if n > 1}
+    assert not dupes, f"duplicates: {list(dupes.items())[:5]}"
+    assert sorted(got) == sorted(values), f"{len(got)} of {len(values)} values"
 
 
 def checkpoint_files(checkpoint: Path, kind: str) -> list[int]:

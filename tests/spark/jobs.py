@@ -1,10 +1,13 @@
 """A streaming query run as its own process, so that tests can kill the whole driver.
 
     python tests/spark/jobs.py '{"service_url": ..., "admin_url": ..., "src": ...,
-                                 "dst": ..., "checkpoint": ..., "options": {...}}'
+                                 "dst": ..., "checkpoint": ...,
+                                 "source_options": {...}, "sink_options": {...},
+                                 "master": ..., "spark_conf": {...}}'
 
 Reads ``src`` from earliest with AvailableNow (and the given source/sink options)
 into the quasar sink on ``dst``; exits 0 when the query finished, 1 if it failed.
+``master`` (default ``local[2,2]``) and ``spark_conf`` put the driver on a cluster.
 """
 
 from __future__ import annotations
@@ -17,13 +20,11 @@ import sys
 def main(argv: list[str]) -> int:
     args = json.loads(argv[1])
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    # This script's directory is sys.path[0]: the tests' session settings, by path.
+    from spark_sessions import new_session, start_query
 
-    spark = (
-        SparkSession.builder.master("local[2,2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
+    spark = new_session(
+        "quasar-job", args.get("master", "local[2,2]"), args.get("spark_conf")
     )
     spark.sparkContext.setLogLevel("ERROR")
     reader = (
@@ -47,7 +48,7 @@ def main(argv: list[str]) -> int:
     )
     for k, v in args.get("sink_options", {}).items():
         writer = writer.option(k, v)
-    query = writer.start()
+    query = start_query(writer.start)
     try:
         query.awaitTermination()
     except Exception as exc:
