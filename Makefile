@@ -52,8 +52,13 @@ zookeeper:
 		$$SUDO apt-get install -y --no-install-recommends zookeeper; \
 	fi
 
+# The suite runs in PYTEST_WORKERS processes (pytest-xdist), a test file to a
+# process so a module's broker fixture starts once; most tests wait on brokers,
+# ZooKeeper or Spark rather than compute, so two processes use two cores well.
+# PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 2
 test: $(STAMP) browser zookeeper
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests tools benchmarks

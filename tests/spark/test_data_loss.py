@@ -29,6 +29,7 @@ from pyspark_quasar.topics import ledger_spans
 from quasar.testing.process import BrokerProcess
 
 from .conftest import create_partitioned, produce, source, unique_topic
+from .spark_sessions import start_query
 
 pytestmark = pytest.mark.spark
 
@@ -119,9 +120,9 @@ def _run_stream(spark: Any, broker: BrokerProcess, topic: str, ckpt: Path, **opt
     """One AvailableNow run from the checkpoint; the rows it wrote."""
     rows: list[Any] = []
     df = source(spark, broker, stream=True, topic=topic, startingOffsets="earliest", **opts)
-    query = (
+    query = start_query(
         df.writeStream.foreachBatch(lambda batch, _: rows.extend(batch.collect()))
-        .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
+        .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start
     )
     query.awaitTermination()
     return rows

@@ -12,6 +12,7 @@ import quasar.client as qc
 from quasar.testing.process import BrokerProcess
 
 from .conftest import create_partitioned, produce, source, unique_topic
+from .spark_sessions import start_query
 
 pytestmark = pytest.mark.spark
 
@@ -133,8 +134,8 @@ def test_only_committed_messages_in_order_per_partition(
 def _stream_collect(spark: Any, broker: BrokerProcess, topic: str, **options: str) -> list[Any]:
     name = f"q{time.monotonic_ns()}"
     df = source(spark, broker, stream=True, topic=topic, **options)
-    query = (
-        df.writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
+    query = start_query(
+        df.writeStream.format("memory").queryName(name).trigger(availableNow=True).start
     )
     query.awaitTermination()
     assert query.exception() is None
@@ -187,7 +188,9 @@ def test_stream_admission_control_with_available_now(spark: Any, broker: BrokerP
         spark, broker, stream=True, topic=topic, startingOffsets="earliest",
         maxRecordsPerTrigger="30",
     )
-    query = df.writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
+    query = start_query(
+        df.writeStream.format("memory").queryName(name).trigger(availableNow=True).start
+    )
     query.awaitTermination()
     assert query.exception() is None
     got = _values(spark.sql(f"select * from {name}").collect())
@@ -202,7 +205,7 @@ def test_stream_starts_at_latest_and_follows(spark: Any, broker: BrokerProcess) 
     produce(broker, topic, [b"before"])
     name = f"follow{time.monotonic_ns()}"
     df = source(spark, broker, stream=True, topic=topic)
-    query = df.writeStream.format("memory").queryName(name).start()
+    query = start_query(df.writeStream.format("memory").queryName(name).start)
     try:
         query.processAllAvailable()
         produce(broker, topic, [f"after{i}".encode() for i in range(10)])
@@ -221,7 +224,7 @@ def test_stream_picks_up_partitions_added_later(spark: Any, broker: BrokerProces
     produce(broker, topic, [f"a{i}".encode() for i in range(10)])
     name = f"grow{time.monotonic_ns()}"
     df = source(spark, broker, stream=True, topic=topic, startingOffsets="earliest")
-    query = df.writeStream.format("memory").queryName(name).start()
+    query = start_query(df.writeStream.format("memory").queryName(name).start)
     try:
         query.processAllAvailable()
         path = topic.split("://", 1)[1]

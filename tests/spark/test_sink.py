@@ -23,6 +23,7 @@ from .conftest import (
     source,
     unique_topic,
 )
+from .spark_sessions import start_query
 
 pytestmark = pytest.mark.spark
 
@@ -54,7 +55,7 @@ def run_stream(
     )
     for k, v in options.items():
         writer = writer.option(k, v)
-    query = writer.start()
+    query = start_query(writer.start)
     try:
         query.awaitTermination()
     except Exception as exc:  # StreamingQueryException
