@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import socket
 import ssl
 import struct
-import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import IO
+
+from quasar.testing.daemon import LoggedProcess
 
 # Brokers are restarted in place (kill -9, then the same ports): a port from the
 # kernel's ephemeral range may meanwhile become the local port of some outgoing
@@ -91,7 +89,9 @@ def _tls_handshake_ok(port: int, timeout: float) -> bool:
         return False
 
 
-class BrokerProcess:
+class BrokerProcess(LoggedProcess):
+    name = "broker"
+
     def __init__(
         self,
         data_dir: Path,
@@ -116,9 +116,7 @@ class BrokerProcess:
         self.plaintext = plaintext
         self.settings = dict(settings or {})
         self.extra_env = dict(extra_env or {})
-        self.log_path = log_path or self.data_dir.parent / f"broker-{self.port}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
+        super().__init__(log_path or self.data_dir.parent / f"broker-{self.port}.log")
 
     @property
     def url(self) -> str:
@@ -158,7 +156,6 @@ class BrokerProcess:
         env = dict(os.environ)
         env.update(self.extra_env)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        self._log = open(self.log_path, "ab")
         cmd = [
             sys.executable,
             "-m",
@@ -170,32 +167,17 @@ class BrokerProcess:
             "--advertised-address",
             self.advertised_address,
         ]
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT)
-        try:
-            self.wait_ready(ready_timeout_s)
-        except BaseException:
-            self.kill()
-            raise
+        self._launch(cmd, env)
+        self.wait_ready(ready_timeout_s)
         return self
 
     def wait_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"broker exited with {self.proc.returncode}; log:\n{self.read_log()}"
-                )
-            if self.plaintext and _handshake_ok(self.port, 1.0):
-                return
-            if (
-                not self.plaintext
-                and self.tls_port is not None
-                and _tls_handshake_ok(self.tls_port, 1.0)
-            ):
-                return
-            time.sleep(0.05)  # polling interval of a bounded readiness loop
-        raise TimeoutError(f"broker not ready after {timeout_s}s; log:\n{self.read_log()}")
+        self._await(self._serves, timeout_s)
+
+    def _serves(self) -> bool:
+        if self.plaintext:
+            return _handshake_ok(self.port, 1.0)
+        return self.tls_port is not None and _tls_handshake_ok(self.tls_port, 1.0)
 
     def rss_bytes(self) -> int:
         """The running broker's resident memory (``VmRSS`` of ``/proc/<pid>/status``)."""
@@ -204,45 +186,12 @@ class BrokerProcess:
         kib = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))
         return int(kib) * 1024
 
-    def read_log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-20000:]
-        except OSError:
-            return ""
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown code runs (the crash tests' fault)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
-        self._close_log()
-
-    def stop(self, timeout_s: float = 30.0) -> int:
-        """SIGTERM and wait for a graceful exit; returns the exit code."""
-        code = 0
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                code = self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                code = self.proc.wait(10)
-        elif self.proc is not None:
-            code = self.proc.returncode
-        self._close_log()
-        return code
-
     def restart(self, hard: bool = True) -> BrokerProcess:
         if hard:
             self.kill()
         else:
             self.stop()
         return self.start()
-
-    def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
     def __enter__(self) -> BrokerProcess:
         return self.start()

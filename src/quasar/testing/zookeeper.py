@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
-import subprocess
-import time
 from pathlib import Path
-from typing import IO
 
+from quasar.testing.daemon import LoggedProcess
 from quasar.testing.process import free_port
 
 __all__ = ["ZOOKEEPER_JAR", "ZooKeeperProcess", "missing_reason"]
@@ -44,8 +41,10 @@ def missing_reason() -> str | None:
     return None
 
 
-class ZooKeeperProcess:
+class ZooKeeperProcess(LoggedProcess):
     """A standalone ZooKeeper server on ``127.0.0.1:<port>``."""
+
+    name = "ZooKeeper"
 
     def __init__(
         self,
@@ -59,9 +58,7 @@ class ZooKeeperProcess:
         self.port = port or free_port()
         self.tick_time_ms = tick_time_ms
         self.max_session_timeout_ms = max_session_timeout_ms
-        self.log_path = self.data_dir / "zookeeper.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
+        super().__init__(self.data_dir / "zookeeper.log")
 
     @property
     def connect_string(self) -> str:
@@ -105,29 +102,11 @@ class ZooKeeperProcess:
             "java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
             "-cp", classpath, _MAIN, str(cfg),
         ]
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
-        try:
-            self.wait_ready(ready_timeout_s)
-        except BaseException:
-            self.kill()
-            raise
+        self._launch(cmd)
+        # "ruok" answers "imok" before the server accepts sessions; "srvr" reports a
+        # Mode only once it serves requests.
+        self._await(lambda: "Mode:" in (self.four_letter_word("srvr") or ""), ready_timeout_s)
         return self
-
-    def wait_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"ZooKeeper exited with {self.proc.returncode}; log:\n{self.read_log()}"
-                )
-            # "ruok" answers "imok" before the server accepts sessions; "srvr"
-            # reports a Mode only once it serves requests.
-            if "Mode:" in (self.four_letter_word("srvr") or ""):
-                return
-            time.sleep(0.05)  # polling interval of a bounded readiness loop
-        raise TimeoutError(f"ZooKeeper not ready after {timeout_s}s; log:\n{self.read_log()}")
 
     def four_letter_word(self, word: str, timeout_s: float = 1.0) -> str | None:
         """The server's answer to a four-letter word, or ``None`` if it did not answer."""
@@ -141,35 +120,6 @@ class ZooKeeperProcess:
                 return b"".join(chunks).decode(errors="replace")
         except OSError:
             return None
-
-    def read_log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-20000:]
-        except OSError:
-            return ""
-
-    def kill(self) -> None:
-        """SIGKILL: an abrupt ZooKeeper outage."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
-        self._close_log()
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        """SIGTERM and wait for the server to exit."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._close_log()
-
-    def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
     def __enter__(self) -> ZooKeeperProcess:
         return self.start()
