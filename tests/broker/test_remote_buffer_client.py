@@ -16,10 +16,9 @@ from quasar.protocol import pb
 from quasar.protocol.txn_id import TxnID
 from quasar.server.remote_buffer_client import RemoteTransactionBufferClient
 from quasar.testing.process import BrokerProcess
+from quasar.testing.raw import RawTxnProducer
 from quasar.transaction.buffer_client import EndFailure, classify_end_failure
 from quasar.transaction.txn_status import TxnAction
-
-from .test_txn_buffer_wire import TxnProducer
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
@@ -38,7 +37,7 @@ def _read_all(broker: BrokerProcess, topic: str) -> list[bytes]:
 
 def test_end_on_partition_over_the_wire(broker: BrokerProcess) -> None:
     topic = "persistent://public/default/remote-end"
-    p = TxnProducer(broker, topic)
+    p = RawTxnProducer(broker.port, topic)
     txn = p.new_txn()
     p.send(b"via-remote", txn)
     p.send(b"plain")
@@ -67,7 +66,7 @@ def test_errors_carry_the_classes_the_coordinator_retries_on(broker: BrokerProce
                     "persistent://public/default/never-existed", TxnID(0, 1),
                     TxnAction.ABORT, -1,
                 )
-            TxnProducer(broker, "persistent://public/default/remote-sub-topic")
+            RawTxnProducer(broker.port, "persistent://public/default/remote-sub-topic")
             with pytest.raises((SubscriptionNotFound, TopicNotFound)) as gone_sub:
                 await client.end_txn_on_subscription(
                     "persistent://public/default/remote-sub-topic", "no-such-sub",

@@ -12,51 +12,14 @@ import logging
 import pulsar
 import pytest
 
-from quasar.protocol import encode_message, pb
+from quasar.protocol import pb
 from quasar.testing.process import BrokerProcess
-from quasar.testing.raw import RawCoordinator, close_all
+from quasar.testing.raw import RawTxnProducer, close_all
 
 T = pb.BaseCommand
 
 
 pytestmark = pytest.mark.usefixtures("close_raw")
-
-
-class TxnProducer:
-    """One raw connection acting as a transactional producer and a TC client."""
-
-    def __init__(self, broker: BrokerProcess, topic: str) -> None:
-        self.tc = RawCoordinator(broker.port, first_request_id=1000)
-        self.raw = self.tc.raw
-        self.seq = 0
-        assert not self.tc.connect(0).HasField("error")
-        answer = self.raw.producer(topic, producer_id=1, request_id=self.tc.next_request_id())
-        assert answer.type == T.PRODUCER_SUCCESS, answer
-        self.topic = topic
-
-    def new_txn(self) -> tuple[int, int]:
-        r = self.tc.new_txn(0, ttl_ms=60_000)
-        assert not r.HasField("error"), r.message
-        assert not self.tc.add_partition(r.txnid_most_bits, r.txnid_least_bits, self.topic).HasField("error")
-        return r.txnid_most_bits, r.txnid_least_bits
-
-    def send(self, payload: bytes, txn: tuple[int, int] | None = None) -> pb.BaseCommand:
-        cmd = T(type=T.SEND)
-        cmd.send.producer_id = 1
-        cmd.send.sequence_id = self.seq
-        md = pb.MessageMetadata(producer_name="raw-txn", sequence_id=self.seq, publish_time=1)
-        if txn is not None:
-            cmd.send.txnid_most_bits, cmd.send.txnid_least_bits = txn
-            md.txnid_most_bits, md.txnid_least_bits = txn
-        self.seq += 1
-        self.raw.send_bytes(encode_message(cmd, md, payload))
-        while True:
-            answer = self.raw.recv()
-            if answer.type in (T.SEND_RECEIPT, T.SEND_ERROR):
-                return answer
-
-    def end(self, txn: tuple[int, int], action: int) -> pb.CommandEndTxnResponse:
-        return self.tc.end(*txn, action)
 
 
 def _client(broker: BrokerProcess) -> pulsar.Client:
@@ -71,7 +34,7 @@ def _consumer(client: pulsar.Client, topic: str) -> pulsar.Consumer:
 
 def test_commit_makes_messages_visible_and_holds_later_ones_behind(broker: BrokerProcess) -> None:
     topic = "persistent://public/default/txn-commit"
-    p = TxnProducer(broker, topic)
+    p = RawTxnProducer(broker.port, topic)
     client = _client(broker)
     consumer = _consumer(client, topic)
     txn = p.new_txn()
@@ -88,7 +51,7 @@ def test_commit_makes_messages_visible_and_holds_later_ones_behind(broker: Broke
 
 def test_aborted_messages_are_never_delivered(broker: BrokerProcess) -> None:
     topic = "persistent://public/default/txn-abort"
-    p = TxnProducer(broker, topic)
+    p = RawTxnProducer(broker.port, topic)
     client = _client(broker)
     consumer = _consumer(client, topic)
     txn = p.new_txn()
@@ -108,7 +71,7 @@ def test_aborted_messages_are_never_delivered(broker: BrokerProcess) -> None:
 
 
 def test_send_after_end_is_rejected(broker: BrokerProcess) -> None:
-    p = TxnProducer(broker, "persistent://public/default/txn-late")
+    p = RawTxnProducer(broker.port, "persistent://public/default/txn-late")
     txn = p.new_txn()
     p.send(b"in-time", txn)
     assert not p.end(txn, pb.COMMIT).HasField("error")
@@ -120,7 +83,7 @@ def test_transactions_survive_restart(tmp_path_factory: pytest.TempPathFactory) 
     proc = BrokerProcess(tmp_path_factory.mktemp("txnrestart") / "data").start()
     try:
         topic = "persistent://public/default/txn-restart"
-        p = TxnProducer(proc, topic)
+        p = RawTxnProducer(proc.port, topic)
         committed = p.new_txn()
         p.send(b"c1", committed)
         assert not p.end(committed, pb.COMMIT).HasField("error")
@@ -133,7 +96,7 @@ def test_transactions_survive_restart(tmp_path_factory: pytest.TempPathFactory) 
         proc.kill()
         proc.start()
         # The open transaction can still be committed after the restart.
-        p2 = TxnProducer(proc, topic)
+        p2 = RawTxnProducer(proc.port, topic)
         assert not p2.end(still_open, pb.COMMIT).HasField("error")
         client = _client(proc)
         reader = client.create_reader(topic, pulsar.MessageId.earliest)

@@ -15,9 +15,9 @@ import pulsar
 import pytest
 
 from quasar.errors import ServerError
-from quasar.protocol import encode_message, pb
+from quasar.protocol import pb
 from quasar.testing.process import BrokerProcess
-from quasar.testing.raw import Raw, RawCoordinator
+from quasar.testing.raw import Raw, RawCoordinator, RawTxnProducer
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
@@ -97,34 +97,6 @@ def restarted(broker: BrokerProcess) -> None:
     broker.start()
 
 
-class TxnProducer:
-    """One raw connection acting as a transactional producer and a coordinator client."""
-
-    def __init__(self, broker: BrokerProcess, topic: str) -> None:
-        self.tc = RawCoordinator(broker.port, first_request_id=1000)
-        self.raw = self.tc.raw
-        self.seq = 0
-        assert not self.tc.connect(0).HasField("error")
-        answer = self.raw.producer(topic, producer_id=1, request_id=self.tc.next_request_id())
-        assert answer.type == T.PRODUCER_SUCCESS, answer
-        self.topic = topic
-
-    def new_txn(self, ttl_ms: int | None = 60_000) -> tuple[int, int]:
-        r = self.tc.new_txn(0, ttl_ms=ttl_ms)
-        assert not r.HasField("error"), r.message
-        return r.txnid_most_bits, r.txnid_least_bits
-
-    def send(self, payload: bytes, txn: tuple[int, int]) -> None:
-        cmd = T(type=T.SEND)
-        cmd.send.producer_id, cmd.send.sequence_id = 1, self.seq
-        cmd.send.txnid_most_bits, cmd.send.txnid_least_bits = txn
-        md = pb.MessageMetadata(producer_name="raw-txn", sequence_id=self.seq, publish_time=1)
-        md.txnid_most_bits, md.txnid_least_bits = txn
-        self.seq += 1
-        self.raw.send_bytes(encode_message(cmd, md, payload))
-        assert self.raw.recv_type(T.SEND_RECEIPT).send_receipt.sequence_id == self.seq - 1
-
-
 def read_all(broker: BrokerProcess, topic: str, count: int) -> list[bytes]:
     c = client(broker)
     try:
@@ -152,15 +124,15 @@ def test_a_participant_the_end_cannot_reach_is_refused_so_the_commit_is_whole(
     broker: BrokerProcess, bad: str, error: int, reason: str
 ) -> None:
     good = topic_name("whole")
-    p = TxnProducer(broker, good)
-    txn = p.new_txn()
+    p = RawTxnProducer(broker.port, good)
+    txn = p.new_txn(add_topic=False)
     assert not p.tc.add_partition(*txn, good).HasField("error")
     before = metric(broker, "quasar_txn_refused", reason)
     answer = p.tc.add_partition(*txn, bad)
     assert answer.error == error, answer
     assert metric(broker, "quasar_txn_refused", reason) == before + 1
     ping_round_trip(p.raw)  # the connection stays open
-    p.send(b"committed", txn)
+    assert p.send(b"committed", txn).type == T.SEND_RECEIPT
     assert not p.tc.end(*txn, COMMIT).HasField("error")  # covers the good partition only
     assert read_all(broker, good, 1) == [b"committed"]
     COMMITTED.append((good, b"committed"))
@@ -194,8 +166,8 @@ def test_a_subscription_the_end_cannot_reach_is_refused(
     broker: BrokerProcess, topic: str | None, sub: str, error: int
 ) -> None:
     existing = topic_name("acked")
-    p = TxnProducer(broker, existing)  # creates the topic
-    txn = p.new_txn()
+    p = RawTxnProducer(broker.port, existing)  # creates the topic
+    txn = p.new_txn(add_topic=False)
     answer = p.tc.add_subscription(*txn, topic or existing, sub)
     assert answer.error == error, answer
     assert not p.tc.add_subscription(*txn, existing, "s" * 1024).HasField("error")
@@ -210,11 +182,11 @@ def test_a_participant_whose_namespace_is_deleted_still_lets_the_commit_end(
     admin(broker, "PUT", f"/admin/v2/namespaces/{namespace}", {})
     doomed = topic_name("doomed", namespace)
     good = topic_name("kept")
-    p = TxnProducer(broker, good)
-    txn = p.new_txn()
+    p = RawTxnProducer(broker.port, good)
+    txn = p.new_txn(add_topic=False)
     assert not p.tc.add_partition(*txn, good).HasField("error")
     assert not p.tc.add_partition(*txn, doomed).HasField("error")
-    p.send(b"kept", txn)
+    assert p.send(b"kept", txn).type == T.SEND_RECEIPT
     admin(broker, "DELETE", f"/admin/v2/namespaces/{namespace}")
     before = metric(broker, "quasar_txn_end_participant_skipped", "not_found")
     assert not p.tc.end(*txn, COMMIT).HasField("error")
@@ -242,11 +214,11 @@ def test_active_transactions_are_bounded_and_survive_a_restart(broker: BrokerPro
     """Last in the module: it restarts the broker, and reads back what the tests
     before it committed."""
     topic = topic_name("bounded")
-    p = TxnProducer(broker, topic)
-    txns = [p.new_txn(ttl_ms=MAX_TIMEOUT_MS) for _ in range(MAX_ACTIVE)]
+    p = RawTxnProducer(broker.port, topic)
+    txns = [p.new_txn(ttl_ms=MAX_TIMEOUT_MS, add_topic=False) for _ in range(MAX_ACTIVE)]
     for txn in txns:
         assert not p.tc.add_partition(*txn, topic).HasField("error")
-    p.send(b"first", txns[0])
+    assert p.send(b"first", txns[0]).type == T.SEND_RECEIPT
     before = metric(broker, "quasar_txn_refused", "max_active_transactions")
     answer = p.tc.new_txn(0)
     assert answer.error == ServerError.UnknownError, answer  # as Pulsar answers

@@ -20,9 +20,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from quasar.protocol import encode_message, pb
+from quasar.protocol import pb
 from quasar.testing.process import BrokerProcess
-from quasar.testing.raw import Raw, RawCoordinator, close_all
+from quasar.testing.raw import RawTxnProducer, close_all
 
 pulsar = pytest.importorskip("pulsar")
 
@@ -51,48 +51,12 @@ def _topic(name: str) -> str:
     return f"persistent://public/default/{name}-{uuid.uuid4().hex[:8]}"
 
 
-class RawTxnClient:
-    """One raw connection that is a transaction-coordinator client and a producer."""
+class RawTxnClient(RawTxnProducer):
+    """A transactional raw producer that can also send the coordinator's marker
+    command to its partition, and wait for a transaction to end."""
 
     def __init__(self, port: int, topic: str) -> None:
-        self.tc = RawCoordinator(port, first_request_id=1000)
-        self.raw: Raw = self.tc.raw
-        self.topic = topic
-        self.seq = 0
-        assert not self.tc.connect(0).HasField("error")
-        answer = self.raw.producer(
-            topic, producer_id=1, request_id=self.tc.next_request_id()
-        )
-        assert answer.type == T.PRODUCER_SUCCESS, answer
-
-    def begin(self, ttl_ms: int = 60_000) -> tuple[int, int]:
-        r = self.tc.new_txn(0, ttl_ms=ttl_ms)
-        assert not r.HasField("error"), r.message
-        txn = (r.txnid_most_bits, r.txnid_least_bits)
-        assert not self.tc.add_partition(*txn, self.topic).HasField("error")
-        return txn
-
-    def send(
-        self, payload: bytes, txn: tuple[int, int] | None = None
-    ) -> pb.BaseCommand:
-        cmd = T(type=T.SEND)
-        cmd.send.producer_id = 1
-        cmd.send.sequence_id = self.seq
-        md = pb.MessageMetadata(
-            producer_name="catalogue", sequence_id=self.seq, publish_time=1
-        )
-        if txn is not None:
-            cmd.send.txnid_most_bits, cmd.send.txnid_least_bits = txn
-            md.txnid_most_bits, md.txnid_least_bits = txn
-        self.seq += 1
-        self.raw.send_bytes(encode_message(cmd, md, payload))
-        while True:
-            answer = self.raw.recv()
-            if answer.type in (T.SEND_RECEIPT, T.SEND_ERROR):
-                return answer
-
-    def end(self, txn: tuple[int, int], action: int) -> pb.CommandEndTxnResponse:
-        return self.tc.end(*txn, action)
+        super().__init__(port, topic, producer_name="catalogue")
 
     def end_on_partition(
         self, txn: tuple[int, int], action: int
@@ -161,10 +125,10 @@ def test_late_marker_of_an_ended_transaction_leaves_the_next_one_alone(
     consumer = client.subscribe(
         topic, "s", initial_position=pulsar.InitialPosition.Earliest
     )
-    t1 = p.begin()
+    t1 = p.new_txn()
     assert p.send(b"t1", t1).type == T.SEND_RECEIPT
     assert not p.end(t1, pb.COMMIT).HasField("error")
-    t2 = p.begin()
+    t2 = p.new_txn()
     assert t2 != t1
     assert p.send(b"t2", t2).type == T.SEND_RECEIPT
     # The copies a retrying coordinator (or a slow network) could deliver late.
@@ -192,7 +156,7 @@ def test_client_silent_past_its_timeout_gets_a_definite_abort(
     consumer = client.subscribe(
         topic, "s", initial_position=pulsar.InitialPosition.Earliest
     )
-    txn = p.begin(ttl_ms=500)
+    txn = p.new_txn(ttl_ms=500)
     assert p.send(b"before-pause", txn).type == T.SEND_RECEIPT
     p.wait_until_ended(broker.admin_url, txn)  # the client's pause: it sends nothing
     late = p.send(b"after-pause", txn)
@@ -220,7 +184,7 @@ def test_unload_mid_transaction_then_commit_is_whole(broker: BrokerProcess) -> N
     consumer = client.subscribe(
         topic, "s", initial_position=pulsar.InitialPosition.Earliest
     )
-    txn = p.begin()
+    txn = p.new_txn()
     assert p.send(b"t-1", txn).type == T.SEND_RECEIPT
     assert p.send(b"plain").type == T.SEND_RECEIPT
     assert p.send(b"t-2", txn).type == T.SEND_RECEIPT
@@ -259,7 +223,7 @@ def test_send_to_a_partition_never_added_stays_invisible_after_the_commit(
     assert p.send(b"unregistered", unregistered).type == T.SEND_RECEIPT
     assert p.send(b"plain").type == T.SEND_RECEIPT
     assert not p.end(unregistered, pb.COMMIT).HasField("error")
-    later = p.begin()
+    later = p.new_txn()
     assert p.send(b"later", later).type == T.SEND_RECEIPT
     assert not p.end(later, pb.COMMIT).HasField("error")
     assert p.send(b"sentinel").type == T.SEND_RECEIPT
@@ -281,10 +245,10 @@ def test_kill_9_with_open_transaction_rearms_its_timeout_and_reuses_no_id(
     try:
         topic = _topic("kill-open")
         p = RawTxnClient(proc.port, topic)
-        committed = p.begin()
+        committed = p.new_txn()
         assert p.send(b"committed", committed).type == T.SEND_RECEIPT
         assert not p.end(committed, pb.COMMIT).HasField("error")
-        still_open = p.begin(ttl_ms=3_000)
+        still_open = p.new_txn(ttl_ms=3_000)
         assert p.send(b"open", still_open).type == T.SEND_RECEIPT
         assert p.send(b"plain-behind").type == T.SEND_RECEIPT
         handed_out = {committed, still_open}
@@ -292,7 +256,7 @@ def test_kill_9_with_open_transaction_rearms_its_timeout_and_reuses_no_id(
         proc.kill()
         proc.start()
         p = RawTxnClient(proc.port, topic)
-        after = p.begin()
+        after = p.new_txn()
         assert after[0] == still_open[0]
         assert after[1] > max(least for _, least in handed_out), (after, handed_out)
         assert not p.end(after, pb.ABORT).HasField("error")

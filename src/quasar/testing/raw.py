@@ -2,7 +2,8 @@
 
 Tests use it to send exactly the frames they mean to, including malformed ones and
 commands no client library sends (END_TXN_ON_PARTITION, ...). RawCoordinator speaks
-the transaction-coordinator commands (TC_CLIENT_CONNECT, NEW_TXN, ..., END_TXN) on one.
+the transaction-coordinator commands (TC_CLIENT_CONNECT, NEW_TXN, ..., END_TXN) on one;
+RawTxnProducer is one connection that is both a coordinator client and a producer.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from quasar.protocol import FrameDecoder, encode_command, pb
+from quasar.protocol import FrameDecoder, encode_command, encode_message, pb
 
 T = pb.BaseCommand
 _OPEN: list[Raw] = []
@@ -194,3 +195,49 @@ class RawCoordinator:
         self, most: int, least: int, action: int, client_name: str | None = None
     ) -> pb.CommandEndTxnResponse:
         return self.wait(self.send_end(most, least, action, client_name))  # type: ignore[no-any-return]
+
+
+class RawTxnProducer:
+    """One raw connection that is a transaction-coordinator client (``tc``) and a
+    producer of ``topic`` (producer id 1)."""
+
+    def __init__(self, port: int, topic: str, producer_name: str = "raw-txn") -> None:
+        self.tc = RawCoordinator(port, first_request_id=1000)
+        self.raw: Raw = self.tc.raw
+        self.topic = topic
+        self.producer_name = producer_name
+        self.seq = 0
+        assert not self.tc.connect(0).HasField("error")
+        answer = self.raw.producer(topic, producer_id=1, request_id=self.tc.next_request_id())
+        assert answer.type == T.PRODUCER_SUCCESS, answer
+
+    def new_txn(self, ttl_ms: int | None = 60_000, *, add_topic: bool = True) -> tuple[int, int]:
+        """A new transaction on coordinator 0, with the producer's topic added to it
+        unless ``add_topic`` is False (a test that registers partitions itself)."""
+        r = self.tc.new_txn(0, ttl_ms=ttl_ms)
+        assert not r.HasField("error"), r.message
+        txn = (r.txnid_most_bits, r.txnid_least_bits)
+        if add_topic:
+            assert not self.tc.add_partition(*txn, self.topic).HasField("error")
+        return txn
+
+    def send(self, payload: bytes, txn: tuple[int, int] | None = None) -> pb.BaseCommand:
+        """Send one message (inside ``txn`` if given); the SEND_RECEIPT or SEND_ERROR."""
+        cmd = T(type=T.SEND)
+        cmd.send.producer_id = 1
+        cmd.send.sequence_id = self.seq
+        md = pb.MessageMetadata(
+            producer_name=self.producer_name, sequence_id=self.seq, publish_time=1
+        )
+        if txn is not None:
+            cmd.send.txnid_most_bits, cmd.send.txnid_least_bits = txn
+            md.txnid_most_bits, md.txnid_least_bits = txn
+        self.seq += 1
+        self.raw.send_bytes(encode_message(cmd, md, payload))
+        while True:
+            answer = self.raw.recv()
+            if answer.type in (T.SEND_RECEIPT, T.SEND_ERROR):
+                return answer
+
+    def end(self, txn: tuple[int, int], action: int) -> pb.CommandEndTxnResponse:
+        return self.tc.end(*txn, action)
