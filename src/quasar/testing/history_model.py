@@ -84,7 +84,8 @@ class Report:
     def summary(self, limit: int = 30) -> str:
         lines = [f"{len(self.anomalies)} anomalies; counts {self.counts}"]
         by_kind = Counter(a.kind for a in self.anomalies)
-        lines.append("by kind: " + ", ".join(f"{k}={n}" for k, n in sorted(by_kind.items())))
+        if by_kind:
+            lines.append("by kind: " + ", ".join(f"{k}={n}" for k, n in sorted(by_kind.items())))
         lines.extend(f"  {a}" for a in self.anomalies[:limit])
         if len(self.anomalies) > limit:
             lines.append(f"  ... {len(self.anomalies) - limit} more")

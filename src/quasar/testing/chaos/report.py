@@ -86,14 +86,34 @@ class RunSummary:
     seed: int
     operations: Counter[str] = field(default_factory=Counter)
     faults: Counter[str] = field(default_factory=Counter)
-    rss_max_bytes: int = 0
-    rss_last_bytes: int = 0
+    # The broker's RSS, sampled through the run (every half second while it runs).
+    rss_samples: list[int] = field(default_factory=list)
     duration_s: float = 0.0
     report: Report | None = None
 
     @property
     def ok(self) -> bool:
         return self.report is not None and self.report.ok
+
+    @property
+    def rss_max_bytes(self) -> int:
+        return max(self.rss_samples, default=0)
+
+    @property
+    def rss_last_bytes(self) -> int:
+        return self.rss_samples[-1] if self.rss_samples else 0
+
+    def rss_text(self) -> str:
+        """First, median, max and last sample: memory that stays flat through the
+        faults shows as a median and a last sample near the first."""
+        if not self.rss_samples:
+            return "broker RSS: not sampled"
+        mib = [b / 2**20 for b in self.rss_samples]
+        median = sorted(mib)[len(mib) // 2]
+        return (
+            f"broker RSS ({len(mib)} samples): first {mib[0]:.1f} MiB, median {median:.1f} "
+            f"MiB, max {max(mib):.1f} MiB, last {mib[-1]:.1f} MiB"
+        )
 
     def text(self, anomaly_limit: int = 30) -> str:
         ops = sum(self.operations.values())
@@ -102,8 +122,7 @@ class RunSummary:
             f"faults in {self.duration_s:.0f}s",
             "operations: " + _by_kind(self.operations),
             "faults: " + _by_kind(self.faults),
-            f"broker RSS: max {self.rss_max_bytes / 2**20:.1f} MiB, "
-            f"last {self.rss_last_bytes / 2**20:.1f} MiB",
+            self.rss_text(),
         ]
         if self.report is None:
             lines.append("no verdict: the run did not finish")

@@ -233,8 +233,7 @@ def _run(
                 rss = broker.rss_bytes()
             except (OSError, AssertionError):
                 return
-            summary.rss_max_bytes = max(summary.rss_max_bytes, rss)
-            summary.rss_last_bytes = rss
+            summary.rss_samples.append(rss)
 
     def idle_until(deadline: float) -> None:
         # The fault schedule's clock: sample RSS and count operations meanwhile.
