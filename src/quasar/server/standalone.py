@@ -105,6 +105,7 @@ class Standalone:
             cache_size_bytes_max=self.config.managed_ledger.managed_ledger_cache_size_bytes,
             on_fatal=self._on_fatal,
             disk_space=disk_space,
+            lock_file=self._data_dir_lock(),
         )
         self.service = BrokerService(
             self.config, self._ledgers, self._store, metrics=self.metrics
@@ -138,6 +139,7 @@ class Standalone:
                 refusals=service.refusals,
             )
 
+        self._before_listening()
         # Admin first, then the TLS port, then the plain one: once the last binary
         # port accepts, the whole broker is ready.
         await self._start_admin(bind)
@@ -175,6 +177,18 @@ class Standalone:
             self.data_dir.resolve(),
             describe(self.config.metadata_store, self.data_dir),
         )
+
+    def _data_dir_lock(self) -> str:
+        """The data directory's lock file: one standalone broker per directory."""
+        return "LOCK"
+
+    def _before_listening(self) -> None:
+        """Runs once the broker service is built, before any port listens (a cluster
+        member registers here: ``quasar.server.cluster_broker``)."""
+
+    def _admin_options(self) -> dict[str, Any]:
+        """Extra ``create_admin_app`` arguments (a cluster member's redirects)."""
+        return {}
 
     @staticmethod
     def _tls_on(config: ServiceConfiguration) -> bool:
@@ -248,6 +262,7 @@ class Standalone:
             operations=self.operations,
             refusals=self.service.refusals,
             dashboard=self._dashboard(),
+            **self._admin_options(),
         )
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
