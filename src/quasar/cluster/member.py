@@ -59,7 +59,10 @@ class ClusterMember:
         store: ZooKeeperMetadataStore,
         broker_id: str,
         settings: LoadBalancerConfig,
+        session_timeout_ms: int,
     ) -> None:
+        """``session_timeout_ms``: the metadata-store session's timeout; a pause of
+        the event loop longer than half of it is treated as a suspended session."""
         self._service = service
         self._store = store
         self.broker_id = broker_id
@@ -83,6 +86,13 @@ class ClusterMember:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._report_task: asyncio.Task[None] | None = None
+        # The loop's heartbeat: a process stopped (SIGSTOP, a VM pause) longer than
+        # the session timeout has lost its session, but kazoo notices only after the
+        # loop may already have taken requests. A gap this long stops serving first.
+        self._pause_limit_s = session_timeout_ms / 2000
+        self._heartbeat_s = min(0.5, self._pause_limit_s / 4)
+        self._last_beat = time.monotonic()
+        self._heartbeat_task: asyncio.Task[None] | None = None
 
     # -- life cycle --------------------------------------------------------------------
     def start(self) -> None:
@@ -97,12 +107,15 @@ class ClusterMember:
         self.serving = True
         self._store.add_session_listener(self._on_session_change)
         self._report_task = self._loop.create_task(self._report_periodically())
+        self._last_beat = time.monotonic()
+        self._heartbeat_task = self._loop.create_task(self._beat())
         log.info("registered as cluster member %s", self.broker_id)
 
     async def stop(self) -> None:
         """Release every bundle (other brokers may take them at once) and leave."""
-        if self._report_task is not None:
-            self._report_task.cancel()
+        for task in (self._report_task, self._heartbeat_task):
+            if task is not None:
+                task.cancel()
         was_serving, self.serving = self.serving, False
         for owned in sorted(self.owned):
             await self._release(owned, delete_node=was_serving)
@@ -201,6 +214,8 @@ class ClusterMember:
 
     # -- internals ---------------------------------------------------------------------
     def _require_serving(self) -> None:
+        if self.serving and time.monotonic() - self._last_beat > self._pause_limit_s:
+            self._paused()
         if not self.serving or self._store.session_state is not SessionState.CONNECTED:
             raise ServiceNotReady(
                 f"Broker {self.broker_id} is not serving: its metadata-store session "
@@ -275,6 +290,32 @@ class ClusterMember:
             await asyncio.sleep(self._report_s)
             if self.serving:
                 self._report()
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self._heartbeat_s)
+            if self.serving and time.monotonic() - self._last_beat > self._pause_limit_s:
+                self._paused()
+            self._last_beat = time.monotonic()
+
+    def _paused(self) -> None:
+        """The loop stood still long enough for the session to expire: stop serving
+        as on SUSPENDED, then serve again only once the session is confirmed."""
+        log.warning(
+            "the event loop stood still for %.1fs: treating the metadata-store session "
+            "as suspended", time.monotonic() - self._last_beat,
+        )
+        self._last_beat = time.monotonic()
+        self._session_changed(SessionState.SUSPENDED)
+        self._spawn(self._confirm_session())
+
+    async def _confirm_session(self) -> None:
+        # kazoo reports SUSPENDED / LOST / CONNECTED if the session did end; if it
+        # did not, nothing is reported, so look again until it is seen connected.
+        while not self.serving:
+            await asyncio.sleep(self._heartbeat_s)
+            if self._store.session_state is SessionState.CONNECTED:
+                await self._resume()
 
     def _on_session_change(self, state: SessionState) -> None:
         # kazoo's connection thread: hand over to the loop, never block here.

@@ -104,7 +104,7 @@ class ClusterBroker(Standalone):
         assert self.service is not None
         member = ClusterMember(
             self.service, _zookeeper_of(self._store), self.broker_id,
-            self.config.load_balancer,
+            self.config.load_balancer, self.config.metadata_store.session_timeout_ms,
         )
         member.start()
         self.member = member
