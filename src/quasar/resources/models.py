@@ -487,7 +487,8 @@ class Policies:
                 ttl, int, "message_ttl_in_seconds"
             ),
             backlog_quota_map=_backlog_quota_map(obj.get("backlog_quota_map") or {}),
-            bundles=None if bundles is None else BundlesData.from_json(bundles),
+            # An empty object (some admin clients send one) asks for nothing.
+            bundles=None if not bundles else BundlesData.from_json(bundles),
         )
 
 
