@@ -112,6 +112,11 @@ def test_requests_on_a_topic_go_to_its_owner(cluster: ClusterProcess) -> None:
     assert headers["Location"] == f"{owner.admin_url}{path}?authoritative=true"
     status, _, stats = http_request(owner, "GET", path)
     assert status == 200 and stats["msgInCounter"] == 1
+    # Namespace-wide routes are served by any broker.
+    status, _, listed = http_request(other, "GET", f"/admin/v2/persistent/{namespace}")
+    assert status == 200 and listed == [topic]
+    status, _, _ = http_request(other, "GET", f"/admin/v2/persistent/{namespace}/partitioned")
+    assert status == 200
 
     # HTTP lookup: 307 from the other broker, the owner's URLs from the owner.
     lookup = f"/lookup/v2/topic/persistent/{namespace}/t"
@@ -130,6 +135,8 @@ def test_requests_on_a_topic_go_to_its_owner(cluster: ClusterProcess) -> None:
     assert answer.response == pb.CommandLookupTopicResponse.Redirect
     assert answer.brokerServiceUrl == owner.url and answer.authoritative
     refused = raw.producer(topic, request_id=8)
+    assert refused.type == T.ERROR and refused.error.error == pb.ServiceNotReady
+    refused = raw.producer(topic.replace("persistent://", "non-persistent://"), 2, 10)
     assert refused.type == T.ERROR and refused.error.error == pb.ServiceNotReady
 
     # Partitioned metadata is answered by any broker.

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import re
-import urllib.parse
 from collections.abc import Awaitable, Callable
 
 import aiohttp
@@ -45,8 +44,10 @@ log = logging.getLogger(__name__)
 CLUSTER_KEY = web.AppKey("quasar.admin.cluster", ClusterMember)
 routes = web.RouteTableDef()
 
-_TOPIC_PATH = re.compile(
-    r"^/admin/v2/(persistent|non-persistent)/([^/]+)/([^/]+)/([^/]+)(/.*)?$"
+# Routes on one topic, by their declared path (not the request's, so that a
+# namespace route such as ``.../{namespace}/partitioned`` is never taken for one).
+_TOPIC_ROUTE = re.compile(
+    r"^/admin/v2/(persistent|non-persistent)/\{tenant\}/\{namespace\}/\{topic\}(/.*)?$"
 )
 # Served by any broker: the partitioned-topic metadata.
 _ANY_BROKER_SUFFIXES = ("/partitions",)
@@ -56,10 +57,10 @@ FORWARD_TIMEOUT_S = 30.0
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _topic_of(match: re.Match[str]) -> TopicName | None:
-    domain, tenant, namespace, topic = (urllib.parse.unquote(g) for g in match.groups()[:4])
+def _topic_of(request: web.Request, domain: str) -> TopicName | None:
+    info = request.match_info
     try:
-        return parse_topic(f"{domain}://{tenant}/{namespace}/{topic}")
+        return parse_topic(f"{domain}://{info['tenant']}/{info['namespace']}/{info['topic']}")
     except QuasarError:
         return None  # the route's own handler answers the bad name
 
@@ -73,10 +74,11 @@ def owner_redirects(member: ClusterMember) -> Callable[..., Awaitable[web.Stream
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        match = _TOPIC_PATH.match(request.path)
-        if match is None or (match.group(5) or "") in _ANY_BROKER_SUFFIXES:
+        resource = request.match_info.route.resource
+        match = _TOPIC_ROUTE.match(resource.canonical if resource is not None else "")
+        if match is None or (match.group(2) or "") in _ANY_BROKER_SUFFIXES:
             return await handler(request)
-        name = _topic_of(match)
+        name = _topic_of(request, match.group(1))
         service = broker_of(request)
         if name is None or (
             not name.is_partition and service.resources.partitioned_topics.get(name.full)

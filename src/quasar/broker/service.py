@@ -151,7 +151,12 @@ class BrokerService:
             self.namespace_exists,
             self.partitions_of,
             lambda namespace: self._auto_creation(namespace)[0],
+            check_serving=self._check_serving,
         )
+
+    def _check_serving(self, name: TopicName) -> None:
+        if self.ownership is not None:
+            self.ownership.check_serving(name)
 
     @property
     def cluster_name(self) -> str:
@@ -414,9 +419,8 @@ class BrokerService:
         """
         if self.closing:
             raise ServiceNotReady("Broker is shutting down")
-        if self.ownership is not None:
-            # A cluster member serves only the topics of the bundles it owns.
-            self.ownership.check_serving(name)
+        # A cluster member serves only the topics of the bundles it owns.
+        self._check_serving(name)
         topic = self.topics.get(name.full)
         if topic is not None:
             return topic

@@ -248,7 +248,15 @@ class ClusterMember:
 
     async def _close_topics(self, owned_bundles: Iterable[OwnedBundle]) -> None:
         service = self._service
-        for full in self._topics_of(owned_bundles):
+        wanted = set(owned_bundles)
+        for np_topic in list(service.non_persistent.topics.values()):
+            try:
+                mine = self.bundle_of(np_topic.topic_name) in wanted
+            except QuasarError:
+                mine = True
+            if mine:
+                await np_topic.close()
+        for full in self._topics_of(wanted):
             topic = service.topics.get(full)
             if topic is None:
                 continue
