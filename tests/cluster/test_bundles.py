@@ -128,3 +128,30 @@ def test_ownership_data_has_pulsars_fields() -> None:
         "advertisedListeners",
     }
     assert NamespaceEphemeralData.from_json(obj) == data
+
+
+def test_refused_bundles_are_counted_as_hostile_input() -> None:
+    from quasar.errors import REFUSED_BUNDLES, take_refusal
+
+    with pytest.raises(InvalidResourceError) as bad_count:
+        BundlesData.from_json({"numBundles": 10_000}, max_bundles=128)
+    assert take_refusal(bad_count.value) == REFUSED_BUNDLES
+    with pytest.raises(PreconditionFailedError) as bad_name:
+        BundleRange.parse("0xzz_0x10")
+    assert take_refusal(bad_name.value) == REFUSED_BUNDLES
+
+
+def test_a_namespace_asking_for_too_many_bundles_is_refused() -> None:
+    from quasar.errors import REFUSED_BUNDLES, take_refusal
+    from quasar.resources.models import TenantInfo
+    from quasar.resources.store import PulsarResources
+    from quasar.storage.metadata.memory import MemoryMetadataStore
+
+    resources = PulsarResources(MemoryMetadataStore(), default_bundles=2, max_bundles=4)
+    resources.tenants.create("t", TenantInfo())
+    resources.namespaces.create("t/default")
+    assert resources.namespaces.get("t/default").bundles == BundlesData.even(2)
+    with pytest.raises(InvalidResourceError) as refused:
+        resources.namespaces.create("t/big", Policies(bundles=BundlesData.even(8)))
+    assert take_refusal(refused.value) == REFUSED_BUNDLES
+    assert not resources.namespaces.exists("t/big")

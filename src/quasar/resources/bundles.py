@@ -21,7 +21,12 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
-from quasar.errors import InvalidResourceError, PreconditionFailedError
+from quasar.errors import (
+    REFUSED_BUNDLES,
+    InvalidResourceError,
+    PreconditionFailedError,
+    tag_refusal,
+)
 
 __all__ = [
     "FULL_LOWER_BOUND",
@@ -63,8 +68,17 @@ class BundleRange:
         """Read ``0xLOW_0xHIGH``.
 
         Raises:
-            PreconditionFailedError: not a bundle name (Pulsar answers 412).
+            PreconditionFailedError: not a bundle name (Pulsar answers 412), tagged
+                as a refusal of hostile input.
         """
+        try:
+            return cls._parse(name)
+        except PreconditionFailedError as e:
+            tag_refusal(e, REFUSED_BUNDLES)
+            raise
+
+    @classmethod
+    def _parse(cls, name: str) -> BundleRange:
         parts = name.split("_")
         try:
             if len(parts) != 2 or not all(p.lower().startswith("0x") for p in parts):
@@ -134,8 +148,17 @@ class BundlesData:
 
         Raises:
             InvalidResourceError: malformed, or more than ``max_bundles`` bundles
-                (``loadBalancerNamespaceMaximumBundles``).
+                (``loadBalancerNamespaceMaximumBundles``), tagged as a refusal of
+                hostile input.
         """
+        try:
+            return cls._from_json(obj, max_bundles)
+        except InvalidResourceError as e:
+            tag_refusal(e, REFUSED_BUNDLES)
+            raise
+
+    @classmethod
+    def _from_json(cls, obj: Any, max_bundles: int | None) -> BundlesData:
         if not isinstance(obj, dict):
             raise InvalidResourceError("Invalid bundles: expected an object")
         count = obj.get("numBundles")

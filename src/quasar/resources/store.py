@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from quasar.errors import (
+    REFUSED_BUNDLES,
     REFUSED_SYSTEM_NAMESPACE,
     AlreadyExistsError,
     BadVersion,
@@ -225,9 +226,12 @@ class NamespaceResources:
             # broker of a cluster maps its topics to the same bundles.
             policies = replace(policies, bundles=BundlesData.even(self.default_bundles))
         elif policies.bundles.num_bundles > self.max_bundles:
-            raise InvalidResourceError(
-                "Invalid number of bundles. Number of bundles has to be in the range "
-                f"of (0, {self.max_bundles}]."
+            raise tag_refusal(
+                InvalidResourceError(
+                    "Invalid number of bundles. Number of bundles has to be in the "
+                    f"range of (0, {self.max_bundles}]."
+                ),
+                REFUSED_BUNDLES,
             )
         _create(self._store, path, policies.to_json(), "Namespace")
 
