@@ -155,3 +155,26 @@ def test_a_namespace_asking_for_too_many_bundles_is_refused() -> None:
         resources.namespaces.create("t/big", Policies(bundles=BundlesData.even(8)))
     assert take_refusal(refused.value) == REFUSED_BUNDLES
     assert not resources.namespaces.exists("t/big")
+
+
+def test_a_registration_carries_tls_urls_and_listeners() -> None:
+    from quasar.cluster.registry import registration_of
+    from quasar.config import ServiceConfiguration
+
+    config = ServiceConfiguration.load(env={}, overrides={
+        "advertisedAddress": "b1",
+        "brokerServicePortTls": "6651",
+        "webServicePortTls": "8443",
+        "tlsCertificateFilePath": "/c", "tlsKeyFilePath": "/k",
+        "advertisedListeners": "internal:pulsar://b1:6650,external:pulsar://x.example:7000",
+        "internalListenerName": "internal",
+    })
+    me = registration_of("b1:8080", config.broker)
+    assert me.urls == LookupData(
+        "pulsar://b1:6650", "pulsar+ssl://b1:6651", "http://b1:8080", "https://b1:8443"
+    )
+    external = me.lookup_data("external")
+    assert external is not None and external.broker_url == "pulsar://x.example:7000"
+    assert me.lookup_data("nope") is None
+    again = BrokerRegistration.from_json(me.broker_id, me.to_json())
+    assert again == me

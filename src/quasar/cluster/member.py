@@ -23,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
+from typing import Any
 
 from quasar.broker.lookup_data import LookupData, lookup_data
 from quasar.broker.service import BrokerService
@@ -366,8 +367,8 @@ class ClusterMember:
         self._report()
         log.info("metadata-store session connected: broker %s serves again", self.broker_id)
 
-    def _spawn(self, coro: object) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         assert self._loop is not None
-        task = self._loop.create_task(coro)  # type: ignore[arg-type]
+        task = self._loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

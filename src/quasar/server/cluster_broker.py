@@ -76,6 +76,8 @@ def _zookeeper_of(store: Any) -> ZooKeeperMetadataStore:
 class ClusterBroker(Standalone):
     """A standalone broker that joins a cluster before it listens."""
 
+    command = "broker"
+
     def __init__(self, config: ServiceConfiguration) -> None:
         check_cluster_config(config)
         super().__init__(config)

@@ -56,6 +56,9 @@ EXIT_FATAL_STORAGE = 70
 class Standalone:
     """The running standalone broker (also used by tests in-process)."""
 
+    # The command it runs as, in the start-up log line.
+    command = "standalone"
+
     def __init__(self, config: ServiceConfiguration) -> None:
         self.config = config
         self.data_dir = config.broker.data_path
@@ -172,7 +175,8 @@ class Standalone:
             broker.web_service_url_tls,
         ]
         log.info(
-            "quasar standalone ready: %s, data in %s, metadata in %s",
+            "quasar %s ready: %s, data in %s, metadata in %s",
+            self.command,
             ", ".join(u for u in urls if u is not None),
             self.data_dir.resolve(),
             describe(self.config.metadata_store, self.data_dir),
