@@ -351,7 +351,11 @@ class ClusterMember:
             return
         session_id = self._store.session_id
         try:
-            if session_id is not None and session_id == self._session_id:
+            if (
+                session_id is not None
+                and session_id == self._session_id
+                and self.registry.is_registered()
+            ):
                 # The same session: its nodes survived; keep those that name us.
                 self.owned = {o for o in self.owned if self.ownership.is_mine(*o)}
             else:

@@ -169,6 +169,10 @@ class BrokerRegistry:
         except BadVersion:  # the session ended: re-registered on the next one
             self._version = -1
 
+    def is_registered(self) -> bool:
+        """Whether this broker's node exists (it is gone once its session expired)."""
+        return self._version >= 0 and self._store.get(self.path) is not None
+
     def deregister(self) -> None:
         if self._version < 0:
             return
