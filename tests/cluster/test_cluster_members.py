@@ -179,3 +179,17 @@ def test_unload_gives_the_bundle_up_and_the_next_lookup_assigns_it(
     status, _, answer = http_request(other, "PUT", f"/admin/v2/namespaces/{namespace}/unload")
     assert status == 204, answer
     assert all(key not in owned_bundles(cluster, b) for b in cluster.brokers)
+
+
+def test_http_lookups_follow_redirects(cluster: ClusterProcess, pulsar_mod: Any) -> None:
+    namespace = create_namespace(cluster, "http")
+    topics = [f"persistent://{namespace}/t-{i}" for i in range(4)]
+    for service_url in (cluster.brokers[0].admin_url, cluster.brokers[1].admin_url):
+        client = make_client(pulsar_mod, service_url)
+        try:
+            for topic in topics:
+                client.create_producer(topic).send(service_url.encode())
+        finally:
+            client.close()
+    owned = set().union(*(owned_bundles(cluster, b) for b in cluster.brokers))
+    assert {bundle_key(t, BundlesData.even(4)) for t in topics} <= owned
