@@ -123,3 +123,30 @@ def test_a_paused_broker_whose_session_expired_refuses_to_serve(
         lambda: _lookup(paused.port, topic).brokerServiceUrl == survivor.url,
     )
     assert not any(k.startswith(namespace + "/") for k in owned_bundles(cluster, paused))
+
+
+def test_a_broker_restarted_at_once_waits_for_its_previous_session(
+    cluster: ClusterProcess,
+) -> None:
+    import pulsar
+
+    namespace = create_namespace(cluster, "restart")
+    topic = f"persistent://{namespace}/t"
+    client = make_client(pulsar, cluster.brokers[0].url)
+    try:
+        client.create_producer(topic).send(b"before")
+    finally:
+        client.close()
+    owner, _ = owner_and_other(cluster, bundle_key(topic, BundlesData.even(4)))
+    owner.kill()
+    # Its registration and bundle nodes live until the old session expires: the new
+    # run waits for them rather than failing or adopting the old bundles.
+    owner.start()
+    assert "registered already" in owner.read_log()
+    client = make_client(pulsar, owner.url)
+    try:
+        client.create_producer(topic).send(b"after")
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        assert [reader.read_next(15_000).data() for _ in range(2)] == [b"before", b"after"]
+    finally:
+        client.close()

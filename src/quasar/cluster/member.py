@@ -30,7 +30,13 @@ from quasar.broker.lookup_data import LookupData, lookup_data
 from quasar.broker.service import BrokerService
 from quasar.broker.topic_ownership import LookupAnswer
 from quasar.config import LoadBalancerConfig
-from quasar.errors import QuasarError, ServiceNotReady, TopicNotFound
+from quasar.errors import (
+    MetadataError,
+    QuasarError,
+    ResourceNotFoundError,
+    ServiceNotReady,
+    TopicNotFound,
+)
 from quasar.protocol.topic_name import TopicName
 from quasar.resources.bundles import BundleRange, BundlesData, bundle_of
 from quasar.storage.metadata.zk_watch import SessionState
@@ -45,6 +51,8 @@ __all__ = ["ClusterMember", "OwnedBundle"]
 log = logging.getLogger(__name__)
 
 OwnedBundle = tuple[str, BundleRange]  # (tenant/namespace, bundle)
+# How often a start-up waiting for an earlier registration to expire looks again.
+REGISTER_RETRY_S = 0.5
 
 
 def bundle_key(namespace: str, bundle: BundleRange) -> str:
@@ -82,6 +90,9 @@ class ClusterMember:
         # Bounded by the namespaces' bundles (each at most
         # loadBalancerNamespaceMaximumBundles): only real bundles are ever acquired.
         self.owned: set[OwnedBundle] = set()
+        # Bundles being given up: refused until their node is deleted, so that a
+        # lookup meanwhile never adopts a node that is about to go.
+        self._releasing: set[OwnedBundle] = set()
         self.serving = False
         self._session_id: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -103,7 +114,7 @@ class ClusterMember:
             MetadataError: another live broker has this id, or the store failed.
         """
         self._loop = asyncio.get_running_loop()
-        self.registry.register()
+        self._register_when_free()
         self._session_id = self._store.session_id
         self.serving = True
         self._store.add_session_listener(self._on_session_change)
@@ -111,6 +122,25 @@ class ClusterMember:
         self._last_beat = time.monotonic()
         self._heartbeat_task = self._loop.create_task(self._beat())
         log.info("registered as cluster member %s", self.broker_id)
+
+    def _register_when_free(self) -> None:
+        """Register; while the node of this broker id's previous run (killed before
+        its session ended) still exists, wait for ZooKeeper to expire it, at most
+        one session timeout and a half (blocking: nothing listens yet)."""
+        deadline = time.monotonic() + 3 * self._pause_limit_s
+        while True:
+            try:
+                self.registry.register()
+                return
+            except MetadataError:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning(
+                    "%s is registered already, by this broker's previous run or "
+                    "another broker with the same id: waiting for it to go",
+                    self.registry.path,
+                )
+                time.sleep(REGISTER_RETRY_S)
 
     async def stop(self) -> None:
         """Release every bundle (other brokers may take them at once) and leave."""
@@ -138,6 +168,8 @@ class ClusterMember:
         owned = self.bundle_of(name)
         if owned in self.owned:
             return LookupAnswer(lookup_data(self._service.config.broker, listener), False)
+        if owned in self._releasing:
+            raise ServiceNotReady(f"Namespace bundle {bundle_key(*owned)} is being unloaded")
         owner = self.ownership.owner(*owned)
         if owner is None:
             if not authoritative:
@@ -152,10 +184,14 @@ class ClusterMember:
             if acquired:
                 return LookupAnswer(lookup_data(self._service.config.broker, listener), False)
         if owner == self.ownership.me:
-            # Our node from this very session (acquired through another request):
-            # adopt it rather than redirecting a client to ourselves.
-            self.owned.add(owned)
-            return LookupAnswer(lookup_data(self._service.config.broker, listener), False)
+            # Our URLs, but not a bundle this session acquired (those are in
+            # ``owned``): the node of this broker's previous run, whose session has
+            # not expired yet. It is never adopted; once ZooKeeper removes it the
+            # bundle is acquired again (the client retries).
+            raise ServiceNotReady(
+                f"Namespace bundle {bundle_key(*owned)} is still held by an earlier "
+                f"session of broker {self.broker_id}"
+            )
         return self._redirect(owner.lookup_data(listener), listener)
 
     # -- bundles -----------------------------------------------------------------------
@@ -167,7 +203,7 @@ class ClusterMember:
         """
         try:
             policies = self._service.resources.namespaces.get(namespace)
-        except QuasarError:
+        except ResourceNotFoundError:
             raise TopicNotFound(f"Namespace {namespace} does not exist") from None
         if policies.bundles is not None:
             return policies.bundles
@@ -208,6 +244,7 @@ class ClusterMember:
         broker owned it."""
         if owned not in self.owned:
             return False
+        self._require_serving()
         await self._release(owned, delete_node=True)
         self._report()
         log.info("unloaded bundle %s", bundle_key(*owned))
@@ -272,12 +309,18 @@ class ClusterMember:
 
     async def _release(self, owned: OwnedBundle, delete_node: bool) -> None:
         self.owned.discard(owned)
-        await self._close_topics([owned])
-        if delete_node:
-            try:
-                self.ownership.release(*owned)
-            except QuasarError as exc:  # the session's end removes it anyway
-                log.warning("could not delete ownership of %s: %s", bundle_key(*owned), exc)
+        self._releasing.add(owned)
+        try:
+            await self._close_topics([owned])
+            if delete_node:
+                try:
+                    self.ownership.release(*owned)
+                except QuasarError as exc:  # the session's end removes it anyway
+                    log.warning(
+                        "could not delete ownership of %s: %s", bundle_key(*owned), exc
+                    )
+        finally:
+            self._releasing.discard(owned)
 
     def _report(self) -> None:
         service = self._service

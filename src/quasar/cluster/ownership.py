@@ -126,10 +126,22 @@ class BundleOwnership:
         raise MetadataError(f"{path}: ownership kept changing while acquiring it")
 
     def release(self, namespace: str, bundle: BundleRange) -> None:
-        """Delete this broker's node of the bundle (absent: nothing to do)."""
+        """Delete this broker's node of the bundle. A node that is gone, or that
+        names another broker (this broker's session expired and the bundle moved),
+        is left alone: the delete is a compare-and-set on the node we read."""
+        path = ownership_path(namespace, bundle)
+        found = self._store.get(path)
+        if found is None:
+            return
         try:
-            self._store.delete(ownership_path(namespace, bundle))
-        except NotFound:
+            mine = NamespaceEphemeralData.from_json(json.loads(found.value)) == self.me
+        except (ValueError, MetadataError):
+            mine = False
+        if not mine:
+            return
+        try:
+            self._store.delete(path, found.version)
+        except (NotFound, BadVersion):  # changed hands meanwhile: not ours to delete
             pass
 
     def is_mine(self, namespace: str, bundle: BundleRange) -> bool:
