@@ -170,6 +170,9 @@ EXPECTED_DEFAULTS = {
     "metadataStoreOperationTimeoutSeconds": 30,
     "zooKeeperSessionTimeoutMillis": -1,
     "zooKeeperOperationTimeoutSeconds": -1,
+    "defaultNumberOfNamespaceBundles": 4,
+    "loadBalancerNamespaceMaximumBundles": 128,
+    "loadBalancerReportUpdateMinIntervalMillis": 5000,
 }
 
 

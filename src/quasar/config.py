@@ -92,6 +92,7 @@ __all__ = [
     "AuthorizationConfig",
     "BatchedWriteConfig",
     "BrokerConfig",
+    "LoadBalancerConfig",
     "DelayedDeliveryConfig",
     "DispatchConfig",
     "JournalConfig",
@@ -733,6 +734,28 @@ class MetricsConfig(Section):
 
 
 @dataclass(frozen=True)
+class LoadBalancerConfig(Section):
+    """Namespace bundles and the load manager of a cluster (``quasar broker``,
+    ``docs/cluster.md``)."""
+
+    # Pulsar default (broker.conf defaultNumberOfNamespaceBundles): the bundles a
+    # namespace created without a ``bundles`` policy is divided into.
+    default_number_of_namespace_bundles: int = setting(
+        4, "defaultNumberOfNamespaceBundles", at_least(1)
+    )
+    # Pulsar default (broker.conf loadBalancerNamespaceMaximumBundles): the most
+    # bundles one namespace may have; it bounds what a broker owns per namespace.
+    load_balancer_namespace_maximum_bundles: int = setting(
+        128, "loadBalancerNamespaceMaximumBundles", at_least(1)
+    )
+    # Pulsar default (broker.conf loadBalancerReportUpdateMinIntervalMillis): how often
+    # a cluster member rewrites its load report under /loadbalance/brokers.
+    load_balancer_report_update_min_interval_millis: int = setting(
+        5000, "loadBalancerReportUpdateMinIntervalMillis", at_least(100)
+    )
+
+
+@dataclass(frozen=True)
 class ServiceConfiguration(Section):
     """The whole configuration; build it with ``ServiceConfiguration.load``."""
 
@@ -752,6 +775,7 @@ class ServiceConfiguration(Section):
     metrics: MetricsConfig = section(MetricsConfig)
     topic_list: TopicListConfig = section(TopicListConfig)
     metadata_store: MetadataStoreConfig = section(MetadataStoreConfig)
+    load_balancer: LoadBalancerConfig = section(LoadBalancerConfig)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -89,6 +89,7 @@ REFUSED_KEY_SHARED_RANGES = "key_shared_ranges"  # STICKY hash ranges no client 
 REFUSED_SCHEMA_DEFINITION = "schema_definition"  # an unparsable schema definition
 REFUSED_SCHEMA_VERSIONS = "schema_versions"  # a topic's schema versions over the bound
 REFUSED_TOPICS_PATTERN = "topics_pattern"  # over-long, unsupported or too costly
+REFUSED_BUNDLES = "bundles"  # a namespace's bundles malformed or over the bound, a bad bundle name
 
 # The reasons errors are tagged with; those the batch and ack-set bounds count
 # directly are in ``quasar.protocol.batch_limits``.
@@ -108,6 +109,7 @@ REFUSAL_REASONS = (
     REFUSED_SCHEMA_DEFINITION,
     REFUSED_SCHEMA_VERSIONS,
     REFUSED_TOPICS_PATTERN,
+    REFUSED_BUNDLES,
 )
 
 _E = TypeVar("_E", bound="QuasarError")

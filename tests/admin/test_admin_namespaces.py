@@ -42,6 +42,12 @@ async def test_create_get_delete_namespace(client: Client) -> None:
         "subscription_auth_mode": "None",
         "message_ttl_in_seconds": None,
         "backlog_quota_map": {},
+        # defaultNumberOfNamespaceBundles (4) even ranges, as Pulsar records them.
+        "bundles": {
+            "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000",
+                           "0xffffffff"],
+            "numBundles": 4,
+        },
     }
     assert (await client.delete(NS)).status == 204
     assert (await client.get(NS)).status == 404

@@ -137,3 +137,23 @@ async def test_the_document_is_served_to_any_authenticated_role(
         assert resp.content_type == "application/json"
         served: dict[str, Any] = await resp.json()
     assert served == openapi_document(app)
+
+
+def test_a_cluster_members_document_has_its_routes(admin_resources: PulsarResources) -> None:
+    from typing import cast
+
+    from quasar.admin.openapi_operations import CLUSTER_OPERATIONS
+    from quasar.cluster.member import ClusterMember
+
+    app = create_admin_app(
+        FakeAdminBroker(admin_resources), cluster=cast(ClusterMember, object())
+    )
+    assert undocumented_routes(app) == []
+    document = openapi_document(app)
+    validate(document)  # type: ignore[arg-type]
+    documented = {
+        f"{method.upper()} {path}"
+        for path, operations in document["paths"].items()
+        for method in operations
+    }
+    assert set(CLUSTER_OPERATIONS) <= documented

@@ -18,6 +18,7 @@ from quasar.errors import (
     ResourceNotFoundError,
 )
 from quasar.protocol.namespace_name import parse_namespace, parse_topic, validate_tenant
+from quasar.resources.bundles import BundlesData
 from quasar.resources.models import (
     AutoTopicCreationOverride,
     PartitionedTopicMetadata,
@@ -226,7 +227,8 @@ def test_namespace_lifecycle(resources: PulsarResources) -> None:
     make_namespace(resources, "t/a")
     make_namespace(resources, "t/b")
     assert resources.namespaces.list("t") == ["t/a", "t/b"]
-    assert resources.namespaces.get("t/a") == Policies()
+    # A new namespace is divided into defaultNumberOfNamespaceBundles bundles.
+    assert resources.namespaces.get("t/a") == Policies(bundles=BundlesData.even(4))
     resources.namespaces.delete("t/a")
     assert resources.namespaces.list("t") == ["t/b"]
     assert not resources.namespaces.exists("t/a")

@@ -21,6 +21,8 @@ from quasar.admin.api import AdminBroker
 from quasar.admin.authentication import METRICS_PATHS, authentication_middleware
 from quasar.admin.brokers import OPERATIONS_KEY
 from quasar.admin.brokers import routes as broker_routes
+from quasar.admin.cluster import CLUSTER_KEY, owner_redirects
+from quasar.admin.cluster import routes as cluster_routes
 from quasar.admin.corrupt_records import routes as corrupt_record_routes
 from quasar.admin.dashboard import DASHBOARD_ASSET_PATHS, DASHBOARD_KEY
 from quasar.admin.dashboard import routes as dashboard_routes
@@ -42,6 +44,7 @@ from quasar.auth import AuthenticationService, AuthorizationService
 from quasar.broker.dashboard import DashboardSnapshot
 from quasar.broker.hostile_input import HostileInputRefusals
 from quasar.broker.operations import BrokerOperations
+from quasar.cluster.member import ClusterMember
 from quasar.errors import REFUSED_ADMIN_BODY_SIZE, QuasarError
 from quasar.metrics import broker_registry
 from quasar.metrics import http as metrics_http
@@ -117,6 +120,7 @@ def create_admin_app(
     operations: BrokerOperations | None = None,
     refusals: HostileInputRefusals | None = None,
     dashboard: DashboardSnapshot | None = None,
+    cluster: ClusterMember | None = None,
 ) -> web.Application:
     """Build the aiohttp application serving Pulsar's ``/admin/v2`` subset.
 
@@ -132,7 +136,9 @@ def create_admin_app(
     count nobody scrapes).
     (``quasar.admin.brokers``); without it those routes answer 503. ``dashboard``
     answers the web dashboard's data (``quasar.admin.dashboard``); its page and
-    scripts are served without credentials, as they hold no data.
+    scripts are served without credentials, as they hold no data. ``cluster``
+    (``quasar broker``): topic requests go to the bundle's owner, and the bundle and
+    broker routes of ``quasar.admin.cluster`` are served.
     """
     if authorization is None:
         authorization = AuthorizationService.allow_all()
@@ -143,6 +149,8 @@ def create_admin_app(
         middlewares.append(authentication_middleware(authentication, open_paths))
     if authorization.enabled:
         middlewares.append(authorization_middleware(authorization, open_paths))
+    if cluster is not None:
+        middlewares.append(owner_redirects(cluster))
     app = web.Application(middlewares=middlewares, client_max_size=REQUEST_BYTES_MAX)
     app[BROKER_KEY] = broker
     app[AUTHORIZATION_KEY] = authorization
@@ -171,4 +179,7 @@ def create_admin_app(
     app.add_routes(dashboard_routes)
     app.add_routes(openapi_routes)
     app.add_routes(lookup_routes)
+    if cluster is not None:
+        app[CLUSTER_KEY] = cluster
+        app.add_routes(cluster_routes)
     return app

@@ -21,9 +21,16 @@ from __future__ import annotations
 from aiohttp import web
 
 from quasar.admin.access import access
+from quasar.admin.cluster import CLUSTER_KEY
 from quasar.admin.http import broker_of, json_response, namespace_param
 from quasar.auth import AuthorizationService
-from quasar.errors import REFUSED_TOPIC_NAME, InvalidTopicName, tag_refusal
+from quasar.errors import (
+    REFUSED_TOPIC_NAME,
+    InvalidTopicName,
+    ResourceNotFoundError,
+    ServiceNotReady,
+    tag_refusal,
+)
 from quasar.protocol.namespace_name import parse_topic
 from quasar.protocol.topic_name import TopicName
 
@@ -65,4 +72,20 @@ async def lookup_topic(request: web.Request) -> web.Response:
         request.query.get("listenerName") or request.headers.get(LISTENER_NAME_HEADER) or ""
     )
     topic = _topic_name(request)
-    return json_response(broker_of(request).lookup_topic(topic.full, listener.strip()))
+    member = request.app.get(CLUSTER_KEY)
+    if member is None:
+        return json_response(broker_of(request).lookup_topic(topic.full, listener.strip()))
+    # A cluster member answers for the topics it owns and redirects (307, with
+    # authoritative=true) to the owner or the load manager's choice otherwise.
+    if not broker_of(request).resources.namespaces.exists(topic.namespace_name):
+        raise ResourceNotFoundError(f"Namespace {topic.namespace_name} does not exist")
+    authoritative = request.query.get("authoritative", "false").lower() == "true"
+    answer = member.lookup(topic, authoritative, listener.strip())
+    if not answer.redirect:
+        return json_response(answer.data.to_json())
+    target = answer.data.http_url_tls if request.secure else answer.data.http_url
+    target = target or answer.data.http_url or answer.data.http_url_tls
+    if target is None:
+        raise ServiceNotReady(f"the owner of {topic.full} has no web service URL")
+    location = target.rstrip("/") + str(request.rel_url.update_query(authoritative="true"))
+    raise web.HTTPTemporaryRedirect(location)

@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from quasar.admin.access import SUPERUSER, TENANT_ADMIN, access, namespace_grant
+from quasar.admin.cluster import CLUSTER_KEY, unload_namespace_bundles
 from quasar.admin.http import (
     broker_of,
     existing_namespace,
@@ -438,6 +439,9 @@ async def remove_backlog_quota(request: web.Request) -> web.Response:
 @access(SUPERUSER)
 async def unload_namespace(request: web.Request) -> web.Response:
     namespace = existing_namespace(request)
+    if CLUSTER_KEY in request.app:  # quasar broker: every bundle, on its owner
+        await unload_namespace_bundles(request, namespace)
+        return no_content()
     await broker_of(request).policy_operations.unload_namespace(namespace)
     return no_content()
 

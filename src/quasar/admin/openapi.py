@@ -18,7 +18,12 @@ from aiohttp import web
 
 from quasar.admin.access import AUTHENTICATED, access
 from quasar.admin.http import json_response
-from quasar.admin.openapi_operations import OPERATIONS, Operation, QueryParameter
+from quasar.admin.openapi_operations import (
+    CLUSTER_OPERATIONS,
+    OPERATIONS,
+    Operation,
+    QueryParameter,
+)
 from quasar.admin.openapi_schemas import COMPONENT_SCHEMAS, PATH_PARAMETERS, ref
 
 __all__ = [
@@ -59,7 +64,10 @@ def served_operations(app: web.Application) -> list[str]:
 
 def undocumented_routes(app: web.Application) -> list[str]:
     """Routes served by ``app`` that the document has no entry for."""
-    return [key for key in served_operations(app) if key not in OPERATIONS]
+    return [
+        key for key in served_operations(app)
+        if key not in OPERATIONS and key not in CLUSTER_OPERATIONS
+    ]
 
 
 def unserved_operations(app: web.Application) -> list[str]:
@@ -129,7 +137,7 @@ def openapi_document(app: web.Application) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for key in served_operations(app):
         method, path = key.split(" ", 1)
-        tag, operation = OPERATIONS[key]
+        tag, operation = OPERATIONS[key] if key in OPERATIONS else CLUSTER_OPERATIONS[key]
         paths.setdefault(path, {})[method.lower()] = _operation_object(
             method, path, tag, operation
         )

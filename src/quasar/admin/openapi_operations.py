@@ -488,3 +488,16 @@ _table("dashboard", [
 
 OPERATIONS: dict[str, tuple[str, Operation]] = dict(_ENTRIES)
 """``"METHOD /path"`` -> (tag, operation), for every route the admin app serves."""
+
+CLUSTER_OPERATIONS: dict[str, tuple[str, Operation]] = {
+    f"PUT {NS}/{{bundle}}/unload": ("namespaces", Operation(
+        "Unload one bundle: its owner gives it up (quasar broker only)", NO_CONTENT,
+    )),
+    f"GET {BROKERS}/{{cluster}}": ("brokers", Operation(
+        "The live brokers' ids (quasar broker only)", JSON_STRINGS,
+    )),
+    f"GET {BROKERS}/{{cluster}}/{{broker}}/ownedNamespaces": ("brokers", Operation(
+        "The bundles a broker owns (quasar broker only)", JSON_OBJECT,
+    )),
+}
+"""The routes only a cluster member (``quasar broker``) serves."""

@@ -191,6 +191,10 @@ PATH_PARAMETERS: dict[str, Schema] = {
     "timeoutMs": INT64,
     "coordinatorId": {**INT32, "minimum": 0},
     "version": {**INT64, "minimum": 0},
+    "bundle": {"type": "string", "pattern": "^0x[0-9a-fA-F]{8}_0x[0-9a-fA-F]{8}$",
+               "example": "0x00000000_0x40000000"},
+    "cluster": {"type": "string", "example": "standalone"},
+    "broker": {"type": "string", "example": "127.0.0.1:8080"},
     # A file under a static resource's prefix.
     "filename": {"type": "string"},
 }

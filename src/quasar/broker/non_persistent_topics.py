@@ -45,10 +45,14 @@ class NonPersistentTopics:
         namespace_exists: Callable[[str], bool],
         partitions_of: Callable[[TopicName], int],
         auto_creation_allowed: Callable[[str], bool],
+        check_serving: Callable[[TopicName], None] | None = None,
     ) -> None:
         """``enabled``: ``enableNonPersistentTopics``; ``partitions_of``: a topic's
         partition count (0: not partitioned); ``auto_creation_allowed``: whether the
-        namespace allows a topic to be created by its first use."""
+        namespace allows a topic to be created by its first use; ``check_serving``:
+        raises when this broker does not serve the topic (a cluster member that does
+        not own its bundle)."""
+        self._check_serving = check_serving
         self.enabled = enabled
         self._published_info = published_info
         self._namespace_exists = namespace_exists
@@ -71,6 +75,8 @@ class NonPersistentTopics:
                 ``name`` is not a partition of a partitioned topic.
         """
         self.check_enabled()
+        if self._check_serving is not None:
+            self._check_serving(name)
         topic = self.topics.get(name.full)
         if topic is not None and not topic.closed:
             return topic

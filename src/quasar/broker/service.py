@@ -60,6 +60,7 @@ from .termination import forget_terminated, is_terminated
 from .topic import PersistentTopic
 from .topic_epoch import epoch_saver, forget_topic_epoch, load_topic_epoch
 from .topic_list import TopicListWatchers
+from .topic_ownership import TopicOwnership
 from .transactions import TransactionService
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,8 @@ class BrokerService:
         self.resources = PulsarResources(
             store,
             max_partitions=config.policies.max_num_partitions_per_partitioned_topic,
+            default_bundles=config.load_balancer.default_number_of_namespace_bundles,
+            max_bundles=config.load_balancer.load_balancer_namespace_maximum_bundles,
         )
         self.schemas = SchemaRegistry(
             store,
@@ -133,6 +136,9 @@ class BrokerService:
         self.closing = False
         # Set by the composition root when transactionCoordinatorEnabled.
         self.transactions: TransactionService | None = None
+        # Set by ``quasar broker``: which topics this cluster member may serve (a
+        # standalone broker serves every topic and has none).
+        self.ownership: TopicOwnership | None = None
         self.clock: Clock = SystemClock()
         # Shared by every topic's Shared and Key_Shared dispatchers.
         self.delayed_delivery = DelayedDelivery(config.delayed_delivery, self.clock, metrics)
@@ -145,7 +151,12 @@ class BrokerService:
             self.namespace_exists,
             self.partitions_of,
             lambda namespace: self._auto_creation(namespace)[0],
+            check_serving=self._check_serving,
         )
+
+    def _check_serving(self, name: TopicName) -> None:
+        if self.ownership is not None:
+            self.ownership.check_serving(name)
 
     @property
     def cluster_name(self) -> str:
@@ -408,6 +419,8 @@ class BrokerService:
         """
         if self.closing:
             raise ServiceNotReady("Broker is shutting down")
+        # A cluster member serves only the topics of the bundles it owns.
+        self._check_serving(name)
         topic = self.topics.get(name.full)
         if topic is not None:
             return topic

@@ -8,7 +8,7 @@
     quasar admin namespaces set-retention T/NS -t 3h|-1 -s 1G|-1 ; get-retention ; remove-retention
     quasar admin namespaces set-deduplication T/NS --enable|--disable ; get-deduplication
                                                                        ; remove-deduplication
-    quasar admin namespaces unload T/NS
+    quasar admin namespaces unload T/NS [--bundle 0xLOW_0xHIGH]
     quasar admin namespaces clear-backlog T/NS [-s SUB] [--force]
     quasar admin namespaces unsubscribe T/NS -s SUB
     quasar admin topics expire-messages TOPIC -s SUB (-t 1h | -p LEDGER:ENTRY [-e])
@@ -227,10 +227,18 @@ def add_namespace_policy_commands(cmds: Any) -> None:
     switch = p.add_mutually_exclusive_group(required=True)
     switch.add_argument("-e", "--enable", dest="enable", action="store_true")
     switch.add_argument("-d", "--disable", dest="enable", action="store_false")
-    _namespace_command(
+    p = _namespace_command(
         cmds, "unload",
-        lambda c, a: c.request("PUT", _policy_path(c, a.namespace, "unload")),
-        "unload the namespace's topics (clients reconnect)",
+        lambda c, a: c.request(
+            "PUT",
+            _policy_path(c, a.namespace, "unload" if a.bundle is None else f"{a.bundle}/unload"),
+        ),
+        "unload the namespace's topics (clients reconnect); in a cluster its bundles "
+        "are given up and assigned again on the next lookup",
+    )
+    p.add_argument(
+        "-b", "--bundle", default=None,
+        help="only this bundle (0xLOW_0xHIGH; quasar broker only)",
     )
     p = _namespace_command(
         cmds, "clear-backlog",

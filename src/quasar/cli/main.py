@@ -5,6 +5,7 @@ Subcommands::
     quasar standalone [--config FILE] [--data-dir DIR] [--port N] [--http-port N]
                       [--advertised-address HOST] [--set KEY=VALUE ...]
     quasar standalone --version   the version and which native extensions are active
+    quasar broker --config FILE   a cluster member (docs/cluster.md)
     quasar config     [--config FILE] [--set KEY=VALUE ...]   print the effective config
     quasar admin ...  (see quasar.cli.admin)
     quasar tokens ... (JWT keys and tokens, see quasar.cli.tokens)
@@ -117,6 +118,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the version and which native extensions are active, then exit",
     )
 
+    broker = commands.add_parser(
+        "broker", parents=[common],
+        help="run a broker as a member of a cluster (metadataStoreUrl=zk:...)",
+    )
+    _add_config_arguments(broker)
+    broker.add_argument("--data-dir", metavar="DIR", help="dataDir")
+    broker.add_argument("--port", type=int, help="brokerServicePort (default 6650)")
+    broker.add_argument("--http-port", type=int, help="webServicePort (default 8080)")
+    broker.add_argument("--advertised-address", metavar="HOST", help="advertisedAddress")
+    broker.add_argument("--bind-address", metavar="HOST", help="bindAddress")
+
     config = commands.add_parser(
         "config", parents=[common], help="print the effective configuration"
     )
@@ -191,6 +203,18 @@ def _run_standalone(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_broker(args: argparse.Namespace) -> int:
+    try:
+        config = standalone_config(args)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from quasar.server.cluster_broker import run
+
+    run(config)
+    return 0
+
+
 def _run_config(args: argparse.Namespace) -> int:
     try:
         config = standalone_config(args)
@@ -233,6 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level)
     runners = {
         "standalone": _run_standalone,
+        "broker": _run_broker,
         "config": _run_config,
         "admin": run_admin,
         "tokens": run_tokens,

@@ -18,6 +18,8 @@ from typing import Any
 from quasar.errors import InvalidResourceError, InvalidValueError
 from quasar.protocol.int64 import INT64_MAX
 
+from .bundles import BundlesData
+
 __all__ = [
     "AUTH_ACTIONS",
     "auth_actions",
@@ -391,6 +393,9 @@ class Policies:
     subscription_auth_mode: str = "None"
     message_ttl_in_seconds: int | None = None
     backlog_quota_map: dict[str, BacklogQuota] = field(default_factory=dict)
+    # The namespace's bundle boundaries (resources/bundles.py); None for a namespace
+    # created without them: the broker's defaultNumberOfNamespaceBundles applies.
+    bundles: BundlesData | None = None
 
     def __post_init__(self) -> None:
         ttl = self.message_ttl_in_seconds
@@ -429,6 +434,7 @@ class Policies:
             "backlog_quota_map": {
                 kind: quota.to_json() for kind, quota in sorted(self.backlog_quota_map.items())
             },
+            **({} if self.bundles is None else {"bundles": self.bundles.to_json()}),
         }
 
     @classmethod
@@ -452,6 +458,7 @@ class Policies:
         enforced = obj.get("schema_validation_enforced")
         auth_mode = obj.get("subscription_auth_mode") or "None"
         ttl = obj.get("message_ttl_in_seconds")
+        bundles = obj.get("bundles")
         return cls(
             replication_clusters=_str_list(
                 obj.get("replication_clusters"), "replication_clusters"
@@ -480,6 +487,8 @@ class Policies:
                 ttl, int, "message_ttl_in_seconds"
             ),
             backlog_quota_map=_backlog_quota_map(obj.get("backlog_quota_map") or {}),
+            # An empty object (some admin clients send one) asks for nothing.
+            bundles=None if not bundles else BundlesData.from_json(bundles),
         )
 
 
@@ -488,8 +497,7 @@ _POLICIES_KEYS = frozenset({
     "autoTopicCreationOverride", "schema_compatibility_strategy", "auth_policies",
     "is_allow_auto_update_schema", "schema_validation_enforced",
     "subscription_auth_mode", "message_ttl_in_seconds", "backlog_quota_map",
-    # Bundles split a namespace among brokers; one broker owns every bundle, so any
-    # layout is accepted and has no effect (docs/admin.md).
+    # Bundles split a namespace among the brokers of a cluster (docs/cluster.md).
     "bundles",
 })
 # Fields of Pulsar's Policies quasar does not implement, at the default value a Java

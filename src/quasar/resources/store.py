@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from quasar.errors import (
+    REFUSED_BUNDLES,
     REFUSED_SYSTEM_NAMESPACE,
     AlreadyExistsError,
     BadVersion,
@@ -41,10 +42,16 @@ from quasar.protocol.namespace_name import (
     validate_tenant,
 )
 from quasar.protocol.topic_name import PARTITION_SUFFIX, SYSTEM_NAMESPACE, SYSTEM_TENANT
+from quasar.resources.bundles import BundlesData
 from quasar.resources.clusters import ClusterResources
 from quasar.resources.models import PartitionedTopicMetadata, Policies, TenantInfo
 from quasar.resources.partitions import check_partition_count
 from quasar.storage.api import MetadataStore
+
+# Pulsar's defaults of defaultNumberOfNamespaceBundles and
+# loadBalancerNamespaceMaximumBundles (the broker passes its configured values).
+DEFAULT_NUMBER_OF_NAMESPACE_BUNDLES = 4
+NAMESPACE_MAXIMUM_BUNDLES = 128
 
 __all__ = [
     "NamespaceResources",
@@ -184,9 +191,21 @@ class TenantResources:
 class NamespaceResources:
     """Namespaces and their policies under ``/admin/policies/<tenant>/<namespace>``."""
 
-    def __init__(self, store: MetadataStore, tenants: TenantResources) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        tenants: TenantResources,
+        *,
+        default_bundles: int = DEFAULT_NUMBER_OF_NAMESPACE_BUNDLES,
+        max_bundles: int = NAMESPACE_MAXIMUM_BUNDLES,
+    ) -> None:
+        """``default_bundles`` (``defaultNumberOfNamespaceBundles``): the bundles a
+        namespace created without any gets; ``max_bundles``
+        (``loadBalancerNamespaceMaximumBundles``): the most one may ask for."""
         self._store = store
         self._tenants = tenants
+        self.default_bundles = default_bundles
+        self.max_bundles = max_bundles
 
     @staticmethod
     def path(namespace: str) -> str:
@@ -201,7 +220,20 @@ class NamespaceResources:
         path = self.path(namespace)
         if not self._tenants.exists(parse_namespace(namespace)[0]):
             raise ResourceNotFoundError("Tenant does not exist")
-        _create(self._store, path, (policies or Policies()).to_json(), "Namespace")
+        policies = policies or Policies()
+        if policies.bundles is None:
+            # Pulsar records the bundles when it creates the namespace, so every
+            # broker of a cluster maps its topics to the same bundles.
+            policies = replace(policies, bundles=BundlesData.even(self.default_bundles))
+        elif policies.bundles.num_bundles > self.max_bundles:
+            raise tag_refusal(
+                InvalidResourceError(
+                    "Invalid number of bundles. Number of bundles has to be in the "
+                    f"range of (0, {self.max_bundles}]."
+                ),
+                REFUSED_BUNDLES,
+            )
+        _create(self._store, path, policies.to_json(), "Namespace")
 
     def get(self, namespace: str) -> Policies:
         """Raises: InvalidResourceError, ResourceNotFoundError."""
@@ -419,11 +451,20 @@ class PulsarResources:
     ``max_partitions`` bounds partitioned topics (``PartitionedTopicResources``).
     """
 
-    def __init__(self, store: MetadataStore, *, max_partitions: int = 0) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        *,
+        max_partitions: int = 0,
+        default_bundles: int = DEFAULT_NUMBER_OF_NAMESPACE_BUNDLES,
+        max_bundles: int = NAMESPACE_MAXIMUM_BUNDLES,
+    ) -> None:
         self.store = store
         self.clusters = ClusterResources(store)
         self.tenants = TenantResources(store)
-        self.namespaces = NamespaceResources(store, self.tenants)
+        self.namespaces = NamespaceResources(
+            store, self.tenants, default_bundles=default_bundles, max_bundles=max_bundles
+        )
         self.partitioned_topics = PartitionedTopicResources(
             store, self.namespaces, max_partitions
         )

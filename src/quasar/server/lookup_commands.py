@@ -76,13 +76,28 @@ class LookupCommands:
             # through the listener the client named (lookup_data.py). Both URLs, for
             # the ports that are on: a client connected over TLS follows
             # brokerServiceUrlTls, a plaintext one brokerServiceUrl.
-            found = lookup_data(ctx.settings, c.advertised_listener_name)
-            r.response = pb.CommandLookupTopicResponse.Connect
+            ownership = ctx.service.ownership
+            if ownership is None:
+                found = lookup_data(ctx.settings, c.advertised_listener_name)
+                r.response = pb.CommandLookupTopicResponse.Connect
+                r.authoritative = True
+            else:
+                # A cluster member: Connect, or Redirect to the bundle's owner
+                # (quasar.cluster.member).
+                answer = ownership.lookup(
+                    name, c.authoritative, c.advertised_listener_name
+                )
+                found = answer.data
+                r.response = (
+                    pb.CommandLookupTopicResponse.Redirect
+                    if answer.redirect
+                    else pb.CommandLookupTopicResponse.Connect
+                )
+                r.authoritative = answer.authoritative
             if found.broker_url is not None:
                 r.brokerServiceUrl = found.broker_url
             if found.broker_url_tls is not None:
                 r.brokerServiceUrlTls = found.broker_url_tls
-            r.authoritative = True
         except QuasarError as e:
             code, message = error_code_and_message(self._ctx.refusals.counted(e))
             r.response = pb.CommandLookupTopicResponse.Failed

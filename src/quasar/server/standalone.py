@@ -56,6 +56,9 @@ EXIT_FATAL_STORAGE = 70
 class Standalone:
     """The running standalone broker (also used by tests in-process)."""
 
+    # The command it runs as, in the start-up log line.
+    command = "standalone"
+
     def __init__(self, config: ServiceConfiguration) -> None:
         self.config = config
         self.data_dir = config.broker.data_path
@@ -105,6 +108,7 @@ class Standalone:
             cache_size_bytes_max=self.config.managed_ledger.managed_ledger_cache_size_bytes,
             on_fatal=self._on_fatal,
             disk_space=disk_space,
+            lock_file=self._data_dir_lock(),
         )
         self.service = BrokerService(
             self.config, self._ledgers, self._store, metrics=self.metrics
@@ -138,6 +142,7 @@ class Standalone:
                 refusals=service.refusals,
             )
 
+        self._before_listening()
         # Admin first, then the TLS port, then the plain one: once the last binary
         # port accepts, the whole broker is ready.
         await self._start_admin(bind)
@@ -170,11 +175,24 @@ class Standalone:
             broker.web_service_url_tls,
         ]
         log.info(
-            "quasar standalone ready: %s, data in %s, metadata in %s",
+            "quasar %s ready: %s, data in %s, metadata in %s",
+            self.command,
             ", ".join(u for u in urls if u is not None),
             self.data_dir.resolve(),
             describe(self.config.metadata_store, self.data_dir),
         )
+
+    def _data_dir_lock(self) -> str:
+        """The data directory's lock file: one standalone broker per directory."""
+        return "LOCK"
+
+    def _before_listening(self) -> None:
+        """Runs once the broker service is built, before any port listens (a cluster
+        member registers here: ``quasar.server.cluster_broker``)."""
+
+    def _admin_options(self) -> dict[str, Any]:
+        """Extra ``create_admin_app`` arguments (a cluster member's redirects)."""
+        return {}
 
     @staticmethod
     def _tls_on(config: ServiceConfiguration) -> bool:
@@ -248,6 +266,7 @@ class Standalone:
             operations=self.operations,
             refusals=self.service.refusals,
             dashboard=self._dashboard(),
+            **self._admin_options(),
         )
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()

@@ -104,9 +104,12 @@ class BrokerProcess(LoggedProcess):
         https_port: int | None = None,
         plaintext: bool = True,
         advertised_address: str = "127.0.0.1",
+        command: str = "standalone",
     ) -> None:
         """``settings``: broker settings by Pulsar key (``{"authenticationEnabled":
-        "true"}``), passed as ``--set KEY=VALUE``."""
+        "true"}``), passed as ``--set KEY=VALUE``. ``command``: ``standalone``, or
+        ``broker`` for a cluster member (``quasar.testing.cluster``)."""
+        self.command = command
         self.advertised_address = advertised_address
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
@@ -160,7 +163,7 @@ class BrokerProcess(LoggedProcess):
             sys.executable,
             "-m",
             "quasar.cli.main",
-            "standalone",
+            self.command,
             "--data-dir",
             str(self.data_dir),
             *self._listener_arguments(),

@@ -46,8 +46,14 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
         loop: asyncio.AbstractEventLoop | None = None,
         disk: OsDisk | None = None,
         disk_space: DiskSpace | None = None,
+        lock_file: str = "LOCK",
     ) -> None:
         """Open ``data_dir`` (created if missing) and lock it.
+
+        ``lock_file``: the lock's name in ``data_dir``. A cluster member
+        (``quasar broker``) locks ``LOCK-<broker id>``, so several brokers share one
+        data directory while one broker id still runs only once; bundle ownership
+        keeps them from opening the same topic.
 
         ``journal`` configures group commit (default: the configuration's defaults);
         ``cache_size_bytes_max`` bounds the entry cache (default:
@@ -67,7 +73,7 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
         try:
             self._disk.makedirs(self._data_dir)
             self._lock_fd = os.open(
-                os.path.join(self._data_dir, "LOCK"), os.O_RDWR | os.O_CREAT
+                os.path.join(self._data_dir, lock_file), os.O_RDWR | os.O_CREAT
             )
         except OSError as exc:
             raise PersistenceError(

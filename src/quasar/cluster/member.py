@@ -1,0 +1,421 @@
+"""``ClusterMember``: this broker as a member of a cluster (``quasar broker``).
+
+It registers the broker (``registry``), owns the bundles it acquired (``ownership``),
+answers lookups (owned here: Connect; owned elsewhere: Redirect to the owner; unowned:
+the load manager's choice, acquired here when that is this broker or the lookup is
+authoritative), refuses to serve topics of bundles it does not own, and unloads
+bundles. It is the broker service's ``TopicOwnership``.
+
+ZooKeeper session: on SUSPENDED (connection lost) or LOST (session expired) the
+member stops serving every bundle at once: ``serving`` turns false (every topic
+load, lookup and new producer or consumer is refused) and the topics of its bundles
+are closed. A suspended session may come back within the session timeout with its
+ephemeral nodes intact; the member then keeps the bundles whose nodes still name it.
+After LOST ZooKeeper has deleted those nodes and other brokers may own the bundles:
+the member forgets them and registers again on the new session.
+
+Threading: kazoo reports session changes on its own thread; the listener only hands
+them to the event loop, where all of the member's state lives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Coroutine, Iterable
+from typing import Any
+
+from quasar.broker.lookup_data import LookupData, lookup_data
+from quasar.broker.service import BrokerService
+from quasar.broker.topic_ownership import LookupAnswer
+from quasar.config import LoadBalancerConfig
+from quasar.errors import (
+    MetadataError,
+    QuasarError,
+    ResourceNotFoundError,
+    ServiceNotReady,
+    TopicNotFound,
+)
+from quasar.protocol.topic_name import TopicName
+from quasar.resources.bundles import BundleRange, BundlesData, bundle_of
+from quasar.storage.metadata.zk_watch import SessionState
+from quasar.storage.metadata.zookeeper import ZooKeeperMetadataStore
+
+from .load_manager import LoadManager
+from .ownership import BundleOwnership, NamespaceEphemeralData
+from .registry import BrokerRegistry, LoadReport, registration_of
+
+__all__ = ["ClusterMember", "OwnedBundle"]
+
+log = logging.getLogger(__name__)
+
+OwnedBundle = tuple[str, BundleRange]  # (tenant/namespace, bundle)
+# How often a start-up waiting for an earlier registration to expire looks again.
+REGISTER_RETRY_S = 0.5
+
+
+def bundle_key(namespace: str, bundle: BundleRange) -> str:
+    return f"{namespace}/{bundle.name}"
+
+
+class ClusterMember:
+    """Implements ``quasar.broker.topic_ownership.TopicOwnership``."""
+
+    def __init__(
+        self,
+        service: BrokerService,
+        store: ZooKeeperMetadataStore,
+        broker_id: str,
+        settings: LoadBalancerConfig,
+        session_timeout_ms: int,
+    ) -> None:
+        """``session_timeout_ms``: the metadata-store session's timeout; a pause of
+        the event loop longer than half of it is treated as a suspended session."""
+        self._service = service
+        self._store = store
+        self.broker_id = broker_id
+        self._settings = settings
+        registration = registration_of(broker_id, service.config.broker)
+        self.registry = BrokerRegistry(store, registration)
+        self.ownership = BundleOwnership(
+            store, NamespaceEphemeralData(registration.urls, False, registration.listeners)
+        )
+        report_s = settings.load_balancer_report_update_min_interval_millis / 1000
+        self.load_manager = LoadManager(
+            pending_ttl_s=2 * report_s,
+            pending_max_per_broker=settings.load_balancer_namespace_maximum_bundles,
+        )
+        self._report_s = report_s
+        # Bounded by the namespaces' bundles (each at most
+        # loadBalancerNamespaceMaximumBundles): only real bundles are ever acquired.
+        self.owned: set[OwnedBundle] = set()
+        # Bundles being given up: refused until their node is deleted, so that a
+        # lookup meanwhile never adopts a node that is about to go.
+        self._releasing: set[OwnedBundle] = set()
+        self.serving = False
+        self._session_id: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._report_task: asyncio.Task[None] | None = None
+        # The loop's heartbeat: a process stopped (SIGSTOP, a VM pause) longer than
+        # the session timeout has lost its session, but kazoo notices only after the
+        # loop may already have taken requests. A gap this long stops serving first.
+        self._pause_limit_s = session_timeout_ms / 2000
+        self._heartbeat_s = min(0.5, self._pause_limit_s / 4)
+        self._last_beat = time.monotonic()
+        self._heartbeat_task: asyncio.Task[None] | None = None
+
+    # -- life cycle --------------------------------------------------------------------
+    def start(self) -> None:
+        """Register and start serving (on the running loop).
+
+        Raises:
+            MetadataError: another live broker has this id, or the store failed.
+        """
+        self._loop = asyncio.get_running_loop()
+        self._register_when_free()
+        self._session_id = self._store.session_id
+        self.serving = True
+        self._store.add_session_listener(self._on_session_change)
+        self._report_task = self._loop.create_task(self._report_periodically())
+        self._last_beat = time.monotonic()
+        self._heartbeat_task = self._loop.create_task(self._beat())
+        log.info("registered as cluster member %s", self.broker_id)
+
+    def _register_when_free(self) -> None:
+        """Register; while the node of this broker id's previous run (killed before
+        its session ended) still exists, wait for ZooKeeper to expire it, at most
+        one session timeout and a half (blocking: nothing listens yet)."""
+        deadline = time.monotonic() + 3 * self._pause_limit_s
+        while True:
+            try:
+                self.registry.register()
+                return
+            except MetadataError:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning(
+                    "%s is registered already, by this broker's previous run or "
+                    "another broker with the same id: waiting for it to go",
+                    self.registry.path,
+                )
+                time.sleep(REGISTER_RETRY_S)
+
+    async def stop(self) -> None:
+        """Release every bundle (other brokers may take them at once) and leave."""
+        for task in (self._report_task, self._heartbeat_task):
+            if task is not None:
+                task.cancel()
+        was_serving, self.serving = self.serving, False
+        for owned in sorted(self.owned):
+            await self._release(owned, delete_node=was_serving)
+        if was_serving:
+            self.registry.deregister()
+
+    # -- TopicOwnership ----------------------------------------------------------------
+    def check_serving(self, name: TopicName) -> None:
+        self._require_serving()
+        owned = self.bundle_of(name)
+        if owned not in self.owned:
+            raise ServiceNotReady(
+                f"Namespace bundle {bundle_key(*owned)} is not served by broker "
+                f"{self.broker_id}: look the topic up first"
+            )
+
+    def lookup(self, name: TopicName, authoritative: bool, listener: str) -> LookupAnswer:
+        self._require_serving()
+        owned = self.bundle_of(name)
+        if owned in self.owned:
+            return LookupAnswer(lookup_data(self._service.config.broker, listener), False)
+        if owned in self._releasing:
+            raise ServiceNotReady(f"Namespace bundle {bundle_key(*owned)} is being unloaded")
+        owner = self.ownership.owner(*owned)
+        if owner is None:
+            if not authoritative:
+                target = self.load_manager.choose(
+                    bundle_key(*owned), self.registry.live_brokers()
+                )
+                if target is None:
+                    raise ServiceNotReady("No live broker can own the topic's bundle")
+                if target.broker_id != self.broker_id:
+                    return self._redirect(target.lookup_data(listener), listener)
+            acquired, owner = self._acquire(owned)
+            if acquired:
+                return LookupAnswer(lookup_data(self._service.config.broker, listener), False)
+        if owner == self.ownership.me:
+            # Our URLs, but not a bundle this session acquired (those are in
+            # ``owned``): the node of this broker's previous run, whose session has
+            # not expired yet. It is never adopted; once ZooKeeper removes it the
+            # bundle is acquired again (the client retries).
+            raise ServiceNotReady(
+                f"Namespace bundle {bundle_key(*owned)} is still held by an earlier "
+                f"session of broker {self.broker_id}"
+            )
+        return self._redirect(owner.lookup_data(listener), listener)
+
+    # -- bundles -----------------------------------------------------------------------
+    def bundles(self, namespace: str) -> BundlesData:
+        """The namespace's bundles (its policies, else the broker's default count).
+
+        Raises:
+            TopicNotFound: the namespace does not exist.
+        """
+        try:
+            policies = self._service.resources.namespaces.get(namespace)
+        except ResourceNotFoundError:
+            raise TopicNotFound(f"Namespace {namespace} does not exist") from None
+        if policies.bundles is not None:
+            return policies.bundles
+        return BundlesData.even(self._settings.default_number_of_namespace_bundles)
+
+    def bundle_of(self, name: TopicName) -> OwnedBundle:
+        namespace = name.namespace_name
+        return namespace, bundle_of(self.bundles(namespace), name.full)
+
+    def owner_http_url(self, owned: OwnedBundle, secure: bool) -> str | None:
+        """The web URL of the bundle's owner (``None``: nobody owns it)."""
+        owner = self.ownership.owner(*owned)
+        if owner is None:
+            return None
+        urls = owner.urls
+        return (urls.http_url_tls or urls.http_url) if secure else (
+            urls.http_url or urls.http_url_tls
+        )
+
+    def admin_target(self, name: TopicName, authoritative: bool, secure: bool) -> str | None:
+        """Where an admin request on topic ``name`` must go: ``None`` when this broker
+        serves it (acquiring its bundle if it is the one to own it), else the web URL
+        of the broker that does, as Pulsar redirects admin requests (307)."""
+        answer = self.lookup(name, authoritative, "")
+        if not answer.redirect:
+            return None
+        data = answer.data
+        url = (data.http_url_tls or data.http_url) if secure else (
+            data.http_url or data.http_url_tls
+        )
+        if url is None:
+            raise ServiceNotReady(f"the owner of {name.full} has no web service URL")
+        return url
+
+    async def unload(self, owned: OwnedBundle) -> bool:
+        """Unload a bundle this broker owns: refuse its topics, close them, delete
+        the ownership node; the next lookup assigns it again. Returns whether this
+        broker owned it."""
+        if owned not in self.owned:
+            return False
+        self._require_serving()
+        await self._release(owned, delete_node=True)
+        self._report()
+        log.info("unloaded bundle %s", bundle_key(*owned))
+        return True
+
+    # -- internals ---------------------------------------------------------------------
+    def _require_serving(self) -> None:
+        if self.serving and time.monotonic() - self._last_beat > self._pause_limit_s:
+            self._paused()
+        if not self.serving or self._store.session_state is not SessionState.CONNECTED:
+            raise ServiceNotReady(
+                f"Broker {self.broker_id} is not serving: its metadata-store session "
+                "is not connected"
+            )
+
+    def _redirect(self, data: LookupData | None, listener: str) -> LookupAnswer:
+        if data is None:
+            raise ServiceNotReady(f"the broker do not have {listener} listener")
+        return LookupAnswer(data, True, True)
+
+    def _acquire(self, owned: OwnedBundle) -> tuple[bool, NamespaceEphemeralData]:
+        acquired, owner = self.ownership.try_acquire(*owned)
+        if acquired:
+            self.owned.add(owned)
+            log.info("acquired bundle %s", bundle_key(*owned))
+            self._report()
+        return acquired, owner
+
+    def _topics_of(self, owned_bundles: Iterable[OwnedBundle]) -> list[str]:
+        wanted = set(owned_bundles)
+        out = []
+        for full, topic in list(self._service.topics.items()):
+            try:
+                if self.bundle_of(topic.topic_name) in wanted:
+                    out.append(full)
+            except QuasarError:  # namespace deleted meanwhile: close it too
+                out.append(full)
+        return out
+
+    async def _close_topics(self, owned_bundles: Iterable[OwnedBundle]) -> None:
+        service = self._service
+        wanted = set(owned_bundles)
+        for np_topic in list(service.non_persistent.topics.values()):
+            try:
+                mine = self.bundle_of(np_topic.topic_name) in wanted
+            except QuasarError:
+                mine = True
+            if mine:
+                await np_topic.close()
+        for full in self._topics_of(wanted):
+            topic = service.topics.get(full)
+            if topic is None:
+                continue
+            # Closed before it leaves the table, as a namespace unload does: a client
+            # reconnecting meanwhile is refused instead of loading a second copy.
+            try:
+                await topic.close()
+            except Exception:
+                log.exception("error closing %s", full)
+            if service.topics.get(full) is topic:
+                del service.topics[full]
+
+    async def _release(self, owned: OwnedBundle, delete_node: bool) -> None:
+        self.owned.discard(owned)
+        self._releasing.add(owned)
+        try:
+            await self._close_topics([owned])
+            if delete_node:
+                try:
+                    self.ownership.release(*owned)
+                except QuasarError as exc:  # the session's end removes it anyway
+                    log.warning(
+                        "could not delete ownership of %s: %s", bundle_key(*owned), exc
+                    )
+        finally:
+            self._releasing.discard(owned)
+
+    def _report(self) -> None:
+        service = self._service
+        topics = list(service.topics.values())
+        load = LoadReport(
+            tuple(sorted(bundle_key(*o) for o in self.owned)),
+            len(topics),
+            sum(t.rate_in.msg_rate for t in topics),
+            sum(t.rate_out.msg_rate for t in topics),
+            int(time.time() * 1000),
+        )
+        try:
+            self.registry.report(load)
+        except QuasarError as exc:
+            log.warning("could not write the load report: %s", exc)
+
+    async def _report_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self._report_s)
+            if self.serving:
+                self._report()
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self._heartbeat_s)
+            if self.serving and time.monotonic() - self._last_beat > self._pause_limit_s:
+                self._paused()
+            self._last_beat = time.monotonic()
+
+    def _paused(self) -> None:
+        """The loop stood still long enough for the session to expire: stop serving
+        as on SUSPENDED, then serve again only once the session is confirmed."""
+        log.warning(
+            "the event loop stood still for %.1fs: treating the metadata-store session "
+            "as suspended", time.monotonic() - self._last_beat,
+        )
+        self._last_beat = time.monotonic()
+        self._session_changed(SessionState.SUSPENDED)
+        self._spawn(self._confirm_session())
+
+    async def _confirm_session(self) -> None:
+        # kazoo reports SUSPENDED / LOST / CONNECTED if the session did end; if it
+        # did not, nothing is reported, so look again until it is seen connected.
+        while not self.serving:
+            await asyncio.sleep(self._heartbeat_s)
+            if self._store.session_state is SessionState.CONNECTED:
+                await self._resume()
+
+    def _on_session_change(self, state: SessionState) -> None:
+        # kazoo's connection thread: hand over to the loop, never block here.
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._session_changed, state)
+
+    def _session_changed(self, state: SessionState) -> None:
+        if state is SessionState.CONNECTED:
+            self._spawn(self._resume())
+            return
+        if self.serving:
+            log.warning(
+                "metadata-store session %s: broker %s stops serving its %d bundles",
+                state.value, self.broker_id, len(self.owned),
+            )
+        self.serving = False
+        if state is SessionState.LOST:
+            self._session_id = None
+        self._spawn(self._close_topics(list(self.owned)))
+
+    async def _resume(self) -> None:
+        if self._store.session_state is not SessionState.CONNECTED or self.serving:
+            return
+        session_id = self._store.session_id
+        try:
+            if (
+                session_id is not None
+                and session_id == self._session_id
+                and self.registry.is_registered()
+            ):
+                # The same session: its nodes survived; keep those that name us.
+                self.owned = {o for o in self.owned if self.ownership.is_mine(*o)}
+            else:
+                # A new session: ZooKeeper deleted the old one's nodes, other brokers
+                # may own those bundles now.
+                self.owned.clear()
+                self.registry.register()
+                self._session_id = session_id
+        except QuasarError as exc:
+            log.warning("could not resume serving after reconnecting: %s", exc)
+            return
+        self.serving = True
+        self._report()
+        log.info("metadata-store session connected: broker %s serves again", self.broker_id)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        assert self._loop is not None
+        task = self._loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

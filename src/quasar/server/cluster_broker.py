@@ -1,0 +1,145 @@
+"""``quasar broker``: a broker that is one member of a cluster on ZooKeeper.
+
+It starts like ``quasar standalone`` (same ports, storage and admin API) with these
+differences, each checked before any port listens:
+
+* ``metadataStoreUrl`` must name ZooKeeper, and the cluster named by ``clusterName``
+  must have been initialized (``quasar initialize-cluster-metadata``): a member
+  creates no tenants or namespaces itself;
+* it locks ``LOCK-<broker id>`` in the data directory instead of ``LOCK``, so the
+  brokers of one host may share a data directory (bundle ownership keeps two of them
+  from opening the same topic);
+* it registers under ``/loadbalance/brokers`` and serves only the topics of the
+  bundles it owns (``quasar.cluster.member``); lookups redirect, admin topic requests
+  answer 307 to the owner;
+* the transaction coordinator is not available in a cluster yet:
+  ``transactionCoordinatorEnabled=true`` is refused at start-up.
+
+On SIGTERM it releases its bundles (another broker may take them at once) and
+deregisters before shutting down like a standalone broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from typing import Any
+
+from quasar.auth import AuthenticationConfigError
+from quasar.cluster.member import ClusterMember
+from quasar.config import ServiceConfiguration
+from quasar.errors import MetadataError
+from quasar.storage.metadata.routed import ConfigurationRoutedStore
+from quasar.storage.metadata.zookeeper import ZooKeeperMetadataStore
+
+from .standalone import GIL_SWITCH_INTERVAL_S, Standalone
+from .tls import TlsConfigurationError
+
+__all__ = ["ClusterBroker", "ClusterConfigurationError", "run"]
+
+log = logging.getLogger("quasar.broker")
+
+
+class ClusterConfigurationError(ValueError):
+    """The configuration cannot start a cluster member (a start-up error)."""
+
+
+def check_cluster_config(config: ServiceConfiguration) -> None:
+    """Raises: ClusterConfigurationError naming what is missing or unsupported."""
+    if config.metadata_store.metadata_url() is None:
+        raise ClusterConfigurationError(
+            "quasar broker needs metadataStoreUrl=zk:host:port[/chroot] (the "
+            "cluster's ZooKeeper); use quasar standalone for a single broker"
+        )
+    if config.transaction.transaction_coordinator_enabled:
+        raise ClusterConfigurationError(
+            "transactionCoordinatorEnabled=true is not supported by quasar broker yet "
+            "(transaction coordinators are not spread over a cluster's brokers)"
+        )
+    broker = config.broker
+    if broker.web_service_port is None and broker.web_service_port_tls is None:
+        raise ClusterConfigurationError(
+            "quasar broker needs webServicePort or webServicePortTls: the broker id "
+            "is advertisedAddress:webServicePort"
+        )
+
+
+def _zookeeper_of(store: Any) -> ZooKeeperMetadataStore:
+    if isinstance(store, ConfigurationRoutedStore):
+        store = store.local
+    if not isinstance(store, ZooKeeperMetadataStore):
+        raise ClusterConfigurationError("quasar broker needs a ZooKeeper metadata store")
+    return store
+
+
+class ClusterBroker(Standalone):
+    """A standalone broker that joins a cluster before it listens."""
+
+    command = "broker"
+
+    def __init__(self, config: ServiceConfiguration) -> None:
+        check_cluster_config(config)
+        super().__init__(config)
+        broker = config.broker
+        web_port = broker.web_service_port
+        if web_port is None:
+            web_port = broker.web_service_port_tls
+        # Pulsar's broker id: the advertised address and the web service port.
+        self.broker_id = f"{broker.advertised_address}:{web_port}"
+        self.member: ClusterMember | None = None
+
+    def _data_dir_lock(self) -> str:
+        return f"LOCK-{self.broker_id}"
+
+    def _create_system_namespaces(self) -> None:
+        # initialize-cluster-metadata's job; a member only checks it was done.
+        assert self.service is not None
+        name = self.config.broker.cluster_name
+        if self.service.resources.clusters.get(name) is None:
+            raise MetadataError(
+                f"cluster {name} is not initialized in the metadata store: run "
+                "quasar initialize-cluster-metadata first"
+            )
+
+    def _before_listening(self) -> None:
+        assert self.service is not None
+        member = ClusterMember(
+            self.service, _zookeeper_of(self._store), self.broker_id,
+            self.config.load_balancer, self.config.metadata_store.session_timeout_ms,
+        )
+        member.start()
+        self.member = member
+        self.service.ownership = member
+
+    def _admin_options(self) -> dict[str, Any]:
+        return {"cluster": self.member}
+
+    async def start(self) -> None:
+        await super().start()
+        log.info("quasar broker %s is a member of cluster %s",
+                 self.broker_id, self.config.broker.cluster_name)
+
+    async def stop(self) -> None:
+        if self.member is not None:
+            try:
+                await self.member.stop()
+            except Exception:
+                log.exception("error releasing bundles")
+        await super().stop()
+
+
+def run(config: ServiceConfiguration) -> None:
+    """Run a cluster member in the foreground until SIGTERM/SIGINT."""
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    try:
+        broker = ClusterBroker(config)
+    except (AuthenticationConfigError, TlsConfigurationError, ClusterConfigurationError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    try:
+        import uvloop
+    except ImportError:  # uvloop is optional: plain asyncio works, only slower
+        asyncio.run(broker.run_until_signal())
+        return
+    uvloop.run(broker.run_until_signal())
