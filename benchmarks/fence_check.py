@@ -20,7 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from quasar.storage import FileManagedLedgerFactory, ManagedLedgerConfig, SqliteMetadataStore
+from quasar.storage import (
+    FileManagedLedgerFactory,
+    ManagedLedgerConfig,
+    SqliteMetadataStore,
+)
 from quasar.storage.file import OsDisk
 
 CONCURRENCY = 64
