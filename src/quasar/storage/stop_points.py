@@ -21,8 +21,11 @@ Points placed so far:
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
+
+log = logging.getLogger(__name__)
 
 ENV_VAR = "QUASAR_STOP_POINT"
 
@@ -50,4 +53,6 @@ def stop_point(name: str) -> None:
         os.unlink(_armed[1])
     except FileNotFoundError:
         return  # not armed (now)
+    log.warning("stopping at stop point %s (SIGSTOP)", name)
     os.kill(os.getpid(), signal.SIGSTOP)
+    log.warning("resumed at stop point %s", name)
