@@ -157,6 +157,11 @@ def test_a_paused_owner_never_acknowledges_a_publish_the_new_owner_fenced(
     for body in [*acked, b"after"]:
         assert read[body] == 1, read
     assert read[b"in-flight"] <= 1, read
+    # On a new session the resumed broker serves again (and redirects to the owner).
+    wait_for(
+        "the resumed broker to redirect to the new owner",
+        lambda: _lookup(owner.port, topic).brokerServiceUrl == survivor.url,
+    )
 
 
 def test_an_unloaded_owner_closes_its_ledger_and_the_next_owner_opens_a_new_one(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 
 log = logging.getLogger(__name__)
 
@@ -54,5 +55,9 @@ def stop_point(name: str) -> None:
     except FileNotFoundError:
         return  # not armed (now)
     log.warning("stopping at stop point %s (SIGSTOP)", name)
-    os.kill(os.getpid(), signal.SIGSTOP)
+    # Sent to this thread, not the process: a process-directed SIGSTOP may be taken
+    # by another thread while this one runs on past the point before it is stopped
+    # too. Sent here, this thread takes it on its way out of the call, and the
+    # whole process stops with it.
+    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
     log.warning("resumed at stop point %s", name)
