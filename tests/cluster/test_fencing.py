@@ -164,6 +164,50 @@ def test_a_paused_owner_never_acknowledges_a_publish_the_new_owner_fenced(
     )
 
 
+def test_the_official_client_resends_a_fenced_publish_to_the_new_owner(
+    cluster: ClusterProcess,
+) -> None:
+    import pulsar
+
+    namespace = create_namespace(cluster, "resend")
+    topic = f"persistent://{namespace}/t"
+    client = make_client(pulsar, cluster.service_url)
+    try:
+        producer = client.create_producer(
+            topic, batching_enabled=False, send_timeout_millis=60_000
+        )
+        first = producer.send(b"acked")
+        owner, survivor = owner_and_other(cluster, bundle_key(topic, BundlesData.even(4)))
+        _arm_file(cluster, owner).touch()
+        results: list[tuple[object, object]] = []
+        producer.send_async(b"in-flight", lambda res, mid: results.append((res, mid)))
+        wait_for("the owner to stop at the stop point", lambda: _stopped(owner))
+        try:
+            wait_for(
+                "the survivor to own the bundle",
+                lambda: _lookup(survivor.port, topic).response
+                == pb.CommandLookupTopicResponse.Connect,
+            )
+            loader = make_client(pulsar, survivor.url)
+            try:  # loading the topic fences the frozen owner's ledger
+                loader.create_reader(topic, pulsar.MessageId.earliest).close()
+            finally:
+                loader.close()
+        finally:
+            cluster.resume(owner)
+        wait_for("the in-flight publish to complete", lambda: bool(results), 60)
+        result, message_id = results[0]
+        assert result == pulsar.Result.Ok, result
+        # Acknowledged by the new owner, in the ledger it opened after the fence.
+        assert message_id.ledger_id() > first.ledger_id()  # type: ignore[attr-defined]
+    finally:
+        client.close()
+    wait_for(
+        "the resumed broker to redirect to the new owner",
+        lambda: _lookup(owner.port, topic).brokerServiceUrl == survivor.url,
+    )
+
+
 def test_an_unloaded_owner_closes_its_ledger_and_the_next_owner_opens_a_new_one(
     cluster: ClusterProcess,
 ) -> None:
