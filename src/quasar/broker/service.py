@@ -491,7 +491,8 @@ class BrokerService:
 
     async def _unload_fenced(self, name: str, topic: PersistentTopic) -> None:
         try:
-            await topic.close()
+            if not topic.closed:  # an unload or session loss may have come first
+                await topic.close()
         except Exception:
             log.exception("error closing fenced topic %s", name)
         finally:

@@ -329,8 +329,9 @@ class ManagedLedgerImpl:
     ) -> None:
         self._pending_adds -= 1
         if exc is None and self._fenced is not None:
-            # Durable in a ledger this owner created after its fence and the new
-            # owner never saw: not part of the topic, so never acknowledged.
+            # Completed after this owner learnt of the fence: the new owner may or may
+            # not have counted the entry, so it is not acknowledged (the client
+            # resends it to the new owner).
             exc = self._fenced
         if exc is not None:
             self.stats.add_entry_errors += 1
