@@ -298,6 +298,18 @@ class StorageFullError(StorageError, PersistenceError):  # type: ignore[misc, va
     retryable = True
 
 
+class LedgerFencedError(StorageError):
+    """A ledger this broker was writing was fenced by the topic's new owner (BookKeeper's
+    ``LedgerFencedException``, Pulsar's ``ManagedLedgerFencedException``): the append
+    is refused, never acknowledged, and the managed ledger takes no more writes.
+
+    Retryable: the client reconnects, looks the topic up again and resends to the
+    new owner, which recovered everything acknowledged before the fence.
+    """
+
+    retryable = True
+
+
 class CorruptRecordError(StorageError):
     """A stored record cannot be read: it fails its length or checksum check, or the
     bytes are not a record this broker writes.

@@ -84,6 +84,9 @@ def test_a_killed_brokers_bundles_move_to_the_survivor(cluster: ClusterProcess) 
         mine = {k for k in owned_bundles(cluster, survivor) if k.startswith(namespace + "/")}
         hit = {bundle_key(f"{topic}-partition-{p}", BundlesData.even(8)) for p in range(6)}
         assert hit <= mine
+        # The survivor fenced the ledgers the killed broker had open before reading
+        # their length (docs/cluster.md, "Fencing a previous owner").
+        assert "fenced and recovered ledger" in survivor.read_log()
     finally:
         client.close()
 

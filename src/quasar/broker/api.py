@@ -271,6 +271,11 @@ class BrokerContext(Protocol):
         composition root sets it after the service is built."""
         ...
 
+    def topic_fenced(self, name: str) -> None:
+        """Another broker fenced the topic's ledger (it owns the topic now): close and
+        unload it here, so its clients look it up again."""
+        ...
+
 
 # -- what system tables and the transaction service need of the service ---------------
 class CompactionControl(CompactedView, Protocol):

@@ -130,6 +130,9 @@ class BrokerService:
             info_capacity(config.managed_ledger.managed_ledger_cache_size_bytes)
         )
         self.topics: dict[str, PersistentTopic] = {}
+        # Topics being unloaded because another broker fenced them (at most one task
+        # per loaded topic).
+        self._fenced_unloads: dict[str, asyncio.Task[None]] = {}
         self._loading: dict[str, asyncio.Future[PersistentTopic]] = {}
         self._producer_seq = 0
         self._generation = self._next_generation()
@@ -477,6 +480,25 @@ class BrokerService:
         self.topics[name.full] = topic
         log.info("loaded topic %s", name.full)
         return topic
+
+    def topic_fenced(self, name: str) -> None:
+        topic = self.topics.get(name)
+        if topic is None or topic.closed or name in self._fenced_unloads:
+            return
+        log.warning("%s: its ledger was fenced by another broker; unloading it", name)
+        task = asyncio.get_running_loop().create_task(self._unload_fenced(name, topic))
+        self._fenced_unloads[name] = task
+
+    async def _unload_fenced(self, name: str, topic: PersistentTopic) -> None:
+        try:
+            if not topic.closed:  # an unload or session loss may have come first
+                await topic.close()
+        except Exception:
+            log.exception("error closing fenced topic %s", name)
+        finally:
+            self._fenced_unloads.pop(name, None)
+            if self.topics.get(name) is topic:
+                del self.topics[name]
 
     def register_topic(self, name: TopicName) -> None:
         path = f"{TOPICS_ROOT}/{_topic_key(name)}"

@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from quasar.errors import (
     ConsumerBusy,
+    LedgerFencedError,
     NotAllowedError,
     QuasarError,
     RemoteProtocolError,
@@ -296,6 +297,8 @@ class PersistentTopic(AccessControlledProducers):
 
         def done(pos: Position | None, exc: BaseException | None) -> None:
             if exc is not None:
+                if isinstance(exc, LedgerFencedError):
+                    self._broker.topic_fenced(self.name)
                 if dedup is not None:
                     dedup.producer_failed(name)
                 if txn is not None:
@@ -598,13 +601,21 @@ class PersistentTopic(AccessControlledProducers):
                 sub.remove_consumer(c)
             await sub.txns.close()
             if sub.durable:
-                await sub.cursor.flush()
+                await self._save_on_close(sub.cursor.flush())
         if self.dedup is not None:
-            await self.dedup.close()
+            await self._save_on_close(self.dedup.close())
         if self.txn_buffer is not None:
             await self.txn_buffer.close()
         await self.compaction.close()
         await self.ledger.close()
+
+    async def _save_on_close(self, write: Awaitable[None]) -> None:
+        """Await a state write of ``close``. Once another broker fenced the ledger the
+        state is the new owner's: the write is refused, and the close goes on."""
+        try:
+            await write
+        except LedgerFencedError as exc:
+            log.info("%s: not saved on close: %s", self.name, exc)
 
     # -- stats -------------------------------------------------------------------------
     def backlog_size(self) -> int:

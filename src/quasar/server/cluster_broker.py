@@ -92,6 +92,11 @@ class ClusterBroker(Standalone):
     def _data_dir_lock(self) -> str:
         return f"LOCK-{self.broker_id}"
 
+    def _data_dir_shared(self) -> bool:
+        # Members share the data directory: a topic's new owner fences the ledger
+        # its previous owner was writing (docs/cluster.md, "Fencing a previous owner").
+        return True
+
     def _create_system_namespaces(self) -> None:
         # initialize-cluster-metadata's job; a member only checks it was done.
         assert self.service is not None

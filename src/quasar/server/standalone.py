@@ -109,6 +109,7 @@ class Standalone:
             on_fatal=self._on_fatal,
             disk_space=disk_space,
             lock_file=self._data_dir_lock(),
+            shared=self._data_dir_shared(),
         )
         self.service = BrokerService(
             self.config, self._ledgers, self._store, metrics=self.metrics
@@ -185,6 +186,11 @@ class Standalone:
     def _data_dir_lock(self) -> str:
         """The data directory's lock file: one standalone broker per directory."""
         return "LOCK"
+
+    def _data_dir_shared(self) -> bool:
+        """Whether other brokers write ledgers in the data directory (no: the lock
+        keeps it to this one), so ledgers are fenced on ownership changes."""
+        return False
 
     def _before_listening(self) -> None:
         """Runs once the broker service is built, before any port listens (a cluster

@@ -65,7 +65,11 @@ class BaseManagedLedgerFactory:
         clock: Clock,
         loop: asyncio.AbstractEventLoop | None,
         metadata_writer: BackgroundMetadataWriter | None = None,
+        fence_on_open: bool = False,
     ) -> None:
+        """``fence_on_open``: other brokers share the storage and the metadata; a
+        managed ledger is opened by fencing its previous writer (``managed_ledger``)."""
+        self._fence_on_open = fence_on_open
         self._storage = storage
         self._metadata = metadata_store
         # Cursor flushes go through it (None: written inline, on the caller's thread).
@@ -112,6 +116,7 @@ class BaseManagedLedgerFactory:
             allocate_ledger_id=self._allocate,
             on_closed=self._forget,
             metadata_writer=self._metadata_writer,
+            fence_on_open=self._fence_on_open,
         )
         # Opening is synchronous (metadata and recovery reads), so two concurrent
         # open() calls for one name cannot both get here: no await in between.

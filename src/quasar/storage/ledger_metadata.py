@@ -112,21 +112,32 @@ class LedgerMetadata:
 
 
 def restore_ledger(
-    rec: codec.LedgerRecord, storage: LedgerStorage, clock: Clock, owner: str
+    rec: codec.LedgerRecord,
+    storage: LedgerStorage,
+    clock: Clock,
+    owner: str,
+    *,
+    fence: bool = False,
 ) -> LedgerState:
-    """Reopen one persisted ledger: closed ones as recorded, others by recovery scan.
+    """Reopen one persisted ledger: closed ones as recorded, others by recovery scan
+    (``fence``: fence it first, another broker may still be writing it).
 
     Raises:
         CorruptRecordError: the ledger's data is damaged or missing.
+        PersistenceError: the fence could not be made durable.
     """
     if rec.closed:
         storage.open_ledger(rec.ledger_id, rec.entries, rec.size)
         entries, size, closed_at = rec.entries, rec.size, rec.closed_at_ms
     else:
-        entries, size = storage.recover_ledger(rec.ledger_id)
+        if fence:
+            entries, size = storage.fence_ledger(rec.ledger_id)
+        else:
+            entries, size = storage.recover_ledger(rec.ledger_id)
         closed_at = clock.wall_ms()
         log.info(
-            "%s: recovered ledger %d with %d entries", owner, rec.ledger_id, entries
+            "%s: %s ledger %d with %d entries",
+            owner, "fenced and recovered" if fence else "recovered", rec.ledger_id, entries,
         )
     return LedgerState(
         rec.ledger_id,

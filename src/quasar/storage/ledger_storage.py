@@ -39,6 +39,25 @@ class LedgerStorage(Protocol):
         """
         ...
 
+    def fence_ledger(self, ledger_id: int) -> tuple[int, int]:
+        """Open a ledger another writer may still be appending to (the topic's
+        previous owner): fence it, then read its length, as BookKeeper's recovery
+        open does. Returns ``(entries, size)``.
+
+        After this returns, no append of the other writer to this ledger is
+        acknowledged (its ``done`` gets ``LedgerFencedError``), and every append it
+        did acknowledge is within the returned length.
+
+        Raises:
+            CorruptRecordError: as ``recover_ledger``.
+            PersistenceError: the fence could not be made durable.
+        """
+        ...
+
+    def is_fenced(self, ledger_id: int) -> bool:
+        """True if a ledger of this managed ledger was fenced by another writer."""
+        ...
+
     def open_ledger(self, ledger_id: int, entries: int, size: int) -> None:
         """Register a closed ledger of known length for reading."""
         ...

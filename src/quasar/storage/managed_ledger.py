@@ -24,6 +24,15 @@ sealed at its last durable entry (the positions handed out after it are given up
 never reused) and the next append creates a new ledger, as Pulsar does after a failed
 bookie write. Until space is freed that creation fails too, with a retryable error;
 afterwards appends succeed without a restart.
+
+Fencing (``fence_on_open``: brokers sharing ledger storage). The topic's new owner
+opens the managed ledger with every ledger not closed in the metadata fenced
+(``LedgerStorage.fence_ledger``) before its length is read, then records those
+ledgers closed, with that length, in one compare-and-set of the ledger list on the
+version it loaded. An append of the previous owner that the fence catches fails
+with ``LedgerFencedError``: the managed ledger is then fenced for good, refuses every
+later append, and writes nothing more to the metadata (no cursor state, no ledger
+list), since the metadata is the new owner's now.
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ from weakref import WeakSet
 
 from quasar.clock import Clock
 from quasar.errors import (
+    LedgerFencedError,
     ManagedLedgerClosed,
     PersistenceError,
     QuasarError,
@@ -83,8 +93,12 @@ class ManagedLedgerImpl:
         allocate_ledger_id: Callable[[], int],
         on_closed: Callable[[ManagedLedgerImpl], None],
         metadata_writer: BackgroundMetadataWriter | None = None,
+        fence_on_open: bool = False,
     ) -> None:
+        """``fence_on_open``: other brokers may have written this managed ledger;
+        fence its unclosed ledgers when opening it."""
         self._name = name
+        self._fence_on_open = fence_on_open
         self.config = config
         self._storage = storage
         self._clock = clock
@@ -103,6 +117,7 @@ class ManagedLedgerImpl:
         self._open = False
         self._failure: BaseException | None = None  # first failed append fences appends
         self._needs_ledger = False  # the current ledger was sealed after a full disk
+        self._fenced: LedgerFencedError | None = None  # another broker fenced us
         self._pending_adds = 0
         self._idle: asyncio.Future[None] | None = None
         self.stats = ManagedLedgerStats()
@@ -119,7 +134,9 @@ class ManagedLedgerImpl:
         empty: list[int] = []
         try:
             for rec in self._meta.load_ledgers():
-                state = restore_ledger(rec, self._storage, self._clock, self._name)
+                state = restore_ledger(
+                    rec, self._storage, self._clock, self._name, fence=self._fence_on_open
+                )
                 if state.entries == 0:
                     # Dropped below, once the list without it has been saved.
                     empty.append(state.ledger_id)
@@ -150,8 +167,33 @@ class ManagedLedgerImpl:
     def _persist_info(self) -> None:
         self._meta.save_ledgers(self._ledgers)
 
+    @property
+    def fenced(self) -> bool:
+        """True once another broker fenced this managed ledger's ledger."""
+        return self._check_fenced() is not None
+
+    def _check_fenced(self) -> LedgerFencedError | None:
+        """The fence, if another broker put one on the current ledger: learnt from an
+        append, or looked up (one ``stat``) before a metadata write."""
+        if self._fenced is None and self._fence_on_open and self._ledgers:
+            ledger_id = self._ledgers.last.ledger_id
+            if self._storage.is_fenced(ledger_id):
+                self._fenced = LedgerFencedError(
+                    f"managed ledger {self._name}: ledger {ledger_id} was fenced by "
+                    "the topic's new owner"
+                )
+                self._failure = self._failure or self._fenced
+        return self._fenced
+
     def put_cursor(self, cursor_name: str, data: bytes, version: int | None) -> int:
-        """Write a cursor's state; returns the new metadata version."""
+        """Write a cursor's state; returns the new metadata version.
+
+        Raises:
+            LedgerFencedError: another broker owns the managed ledger now.
+        """
+        fenced = self._check_fenced()
+        if fenced is not None:
+            raise fenced
         return self._meta.put_cursor(cursor_name, data, version)
 
     def put_cursor_in_background(
@@ -159,7 +201,13 @@ class ManagedLedgerImpl:
     ) -> concurrent.futures.Future[int]:
         """Write a cursor's state off the event loop (``version`` -1: must not exist
         yet); the future holds the new metadata version or the failure. Writes
-        complete in call order."""
+        complete in call order. Fails with ``LedgerFencedError`` once another
+        broker owns the managed ledger."""
+        fenced = self._check_fenced()
+        if fenced is not None:
+            refused: concurrent.futures.Future[int] = concurrent.futures.Future()
+            refused.set_exception(fenced)
+            return refused
         return self._metadata_writer.put(self._meta.cursor_path(cursor_name), data, version)
 
     # ------------------------------------------------------------------ ledgers
@@ -280,8 +328,16 @@ class ManagedLedgerImpl:
         exc: BaseException | None,
     ) -> None:
         self._pending_adds -= 1
+        if exc is None and self._fenced is not None:
+            # Completed after this owner learnt of the fence: the new owner may or may
+            # not have counted the entry, so it is not acknowledged (the client
+            # resends it to the new owner).
+            exc = self._fenced
         if exc is not None:
             self.stats.add_entry_errors += 1
+            if isinstance(exc, LedgerFencedError) and self._fenced is None:
+                log.warning("%s: %s; it takes no more writes", self._name, exc)
+                self._fenced = exc
             if isinstance(exc, StorageFullError):
                 self._give_up_unwritten(state)
             elif self._failure is None:
@@ -587,6 +643,12 @@ class ManagedLedgerImpl:
         current.closed_at_ms = self._clock.wall_ms()
         self._storage.seal_ledger(current.ledger_id)
         empty = current.assigned == 0
+        if self._check_fenced() is not None:
+            # The new owner closed our ledgers in the metadata; touch nothing there.
+            log.info("%s: closed after being fenced; the metadata is left to the new "
+                     "owner", self._name)
+            self._release_ledgers()
+            return
         try:
             if empty:
                 # Nothing was written since open: drop the ledger rather than leave
@@ -597,6 +659,9 @@ class ManagedLedgerImpl:
                 self._persist_info()
         except Exception:
             log.exception("%s: failed to record ledgers on close", self._name)
+        self._release_ledgers()
+
+    def _release_ledgers(self) -> None:
         for state in self._ledgers:
             self._storage.release_ledger(state.ledger_id)
         self._on_closed(self)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from quasar.clock import Clock, SystemClock
-from quasar.errors import CorruptRecordError
+from quasar.errors import CorruptRecordError, LedgerFencedError
 from quasar.storage.api import MetadataStore
 from quasar.storage.ledger_factory import BaseManagedLedgerFactory
 from quasar.storage.ledger_storage import AppendDone
@@ -24,6 +24,7 @@ class MemoryLedgerStorage:
 
     def __init__(self) -> None:
         self._ledgers: dict[int, list[bytes]] = {}
+        self._fenced: set[int] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def create_ledger(self, ledger_id: int) -> None:
@@ -33,6 +34,14 @@ class MemoryLedgerStorage:
     def recover_ledger(self, ledger_id: int) -> tuple[int, int]:
         entries = self._existing(ledger_id)
         return len(entries), sum(len(e) for e in entries)
+
+    def fence_ledger(self, ledger_id: int) -> tuple[int, int]:
+        length = self.recover_ledger(ledger_id)
+        self._fenced.add(ledger_id)
+        return length
+
+    def is_fenced(self, ledger_id: int) -> bool:
+        return ledger_id in self._fenced
 
     def open_ledger(self, ledger_id: int, entries: int, size: int) -> None:
         stored = self._existing(ledger_id)
@@ -50,9 +59,12 @@ class MemoryLedgerStorage:
         done: AppendDone,
     ) -> None:
         entries = self._ledgers[ledger_id]
+        assert self.loop is not None, "factory binds the loop before any append"
+        if ledger_id in self._fenced:
+            self.loop.call_soon(done, LedgerFencedError(f"ledger {ledger_id} is fenced"))
+            return
         assert entry_id == len(entries), "entries must be appended in order"
         entries.append(data)
-        assert self.loop is not None, "factory binds the loop before any append"
         # call_soon is FIFO, so completions keep append order.
         self.loop.call_soon(done, None)
 
@@ -70,6 +82,7 @@ class MemoryLedgerStorage:
 
     def delete_ledger(self, ledger_id: int) -> None:
         self._ledgers.pop(ledger_id, None)
+        self._fenced.discard(ledger_id)
 
     def _existing(self, ledger_id: int) -> list[bytes]:
         entries = self._ledgers.get(ledger_id)

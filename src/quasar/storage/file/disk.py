@@ -14,6 +14,7 @@ whether they may be used. A subclass or a monkeypatch that replaces ``pwrite`` o
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 
 # The extension is optional (setup.py builds it when a C compiler is there). Without
@@ -114,6 +115,30 @@ class OsDisk:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def fence(self, fd: int) -> None:
+        """Fence the open ledger file: make it read-only, durably.
+
+        The mode bits are the fence marker a previous writer on the same data
+        directory sees with one ``fstat`` (``fenced``); being part of the inode they
+        cost no path lookup and no file of their own, and an unlinked file counts as
+        fenced too. ``fsync`` (not ``fdatasync``): the mode is inode metadata.
+        """
+        os.fchmod(fd, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+        os.fsync(fd)
+
+    def fenced(self, fd: int) -> bool:
+        """True if another writer fenced this open file (or deleted it)."""
+        st = os.fstat(fd)
+        return st.st_nlink == 0 or not st.st_mode & stat.S_IWUSR
+
+    def path_fenced(self, path: str) -> bool:
+        """``fenced`` by path; a missing file counts as fenced."""
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return True
+        return not st.st_mode & stat.S_IWUSR
 
     def truncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)

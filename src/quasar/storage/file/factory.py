@@ -47,6 +47,7 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
         disk: OsDisk | None = None,
         disk_space: DiskSpace | None = None,
         lock_file: str = "LOCK",
+        shared: bool = False,
     ) -> None:
         """Open ``data_dir`` (created if missing) and lock it.
 
@@ -62,6 +63,10 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
         append fails from then on and the process is expected to stop. ``disk`` is
         the file-operations seam (tests inject faults through it). ``disk_space``
         counts writes refused for a full disk (default: one of its own).
+        ``shared``: other brokers write ledgers in ``data_dir`` too (cluster
+        members); a managed ledger is opened by fencing its previous writer's
+        ledgers, and appends are checked for a fence before they are acknowledged
+        (see ``file/ledger_files.py``). Off, nothing of that runs.
 
         Raises:
             PersistenceError: the directory is locked by another factory or process,
@@ -97,10 +102,11 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
             buffered_writes_threshold_bytes=journal.journal_buffered_writes_threshold,
             on_fatal=self._on_fatal,
             disk_space=disk_space,
+            check_fences=shared,
         )
         self._cache = EntryCache(cache_size_bytes_max)
         self._files = FileLedgerStorage(
-            self._data_dir, self._disk, self._writer, self._cache
+            self._data_dir, self._disk, self._writer, self._cache, shared=shared
         )
         super().__init__(
             self._files,
@@ -109,6 +115,7 @@ class FileManagedLedgerFactory(BaseManagedLedgerFactory):
             loop=loop,
             # Stopped in _release (close and abandon), after the ledgers are closed.
             metadata_writer=BackgroundMetadataWriter(metadata_store),
+            fence_on_open=shared,
         )
         self._writer_started = False
 

@@ -132,18 +132,27 @@ class ScanResult:
 
 
 def scan(
-    read_at: ReadAt, file_size: int, *, verify: bool, chunk: int = 1 << 20
+    read_at: ReadAt,
+    file_size: int,
+    *,
+    verify: bool,
+    chunk: int = 1 << 20,
+    limit: int | None = None,
 ) -> ScanResult:
     """Walk the records of a ledger file from just after its header.
 
     With ``verify`` every record's CRC is checked (recovery); without it only the
-    lengths are followed (building the offset index of a closed ledger).
+    lengths are followed (building the offset index of a closed ledger). ``limit``
+    stops after that many records: a fenced ledger's length is the one recorded when
+    it was closed, and anything a fenced writer added after it is not part of it.
     """
     window = _Window(read_at, chunk)
     offsets: array[int] = array("q")
     size = 0
     pos = FILE_HEADER_SIZE
     while pos < file_size:
+        if limit is not None and len(offsets) >= limit:
+            break
         if file_size - pos < RECORD_HEADER_SIZE:
             return ScanResult(offsets, size, pos, pos)
         header = window.get(pos, RECORD_HEADER_SIZE)

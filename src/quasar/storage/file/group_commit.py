@@ -58,6 +58,16 @@ thin provisioning) is fatal like any failed sync: the kernel may have dropped th
 pages. With the native combined call a failed write and a failed sync raise the same
 way; the file sizes tell them apart (a failed write leaves a file short of its end,
 and a write failure stops the call before any sync).
+
+Fencing (``check_fences``, cluster members sharing a data directory). A topic's new
+owner fences the previous owner's open ledger before it reads the ledger's length
+(``ledger_files.py``). After a group is synced and before any of its appends is
+acknowledged, the writer looks at each file of the group that can be fenced (one
+``fstat``: see ``OsDisk.fenced``). If the check passes, those entries were durable
+before the fence, so the new owner's recovery, which reads the file after fencing
+it, has them. If a file is fenced, every append of the group's owners that wrote to
+it fails with ``LedgerFencedError`` (never acknowledged) and the file takes no more
+records.
 """
 
 from __future__ import annotations
@@ -73,11 +83,12 @@ from dataclasses import dataclass
 
 from prometheus_client import Histogram
 
-from quasar.errors import FatalStorageError, StorageFullError
+from quasar.errors import FatalStorageError, LedgerFencedError, StorageFullError
 from quasar.storage.disk_space import LEDGERS, DiskSpace, is_disk_full
 from quasar.storage.file.disk import OsDisk
 from quasar.storage.file.format import RECORD_HEADER_SIZE, record_header
 from quasar.storage.ledger_storage import AppendDone
+from quasar.storage.stop_points import stop_point
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +113,11 @@ class WriteTarget:
     # Writer thread only: a write to it was refused for lack of space; it takes no
     # more records (the loop seals its ledger; see the module docstring).
     broken: bool = False
+    # Another broker may fence it (a ledger on a shared data directory): checked
+    # after each sync that covered it, before its appends are acknowledged.
+    fenceable: bool = False
+    # Writer thread only: found fenced; it takes no more records.
+    fenced: bool = False
 
 
 class _SyncFailed(Exception):
@@ -162,8 +178,12 @@ class GroupCommitWriter:
         on_fatal: Callable[[FatalStorageError], None] | None = None,
         name: str = "quasar-group-commit",
         disk_space: DiskSpace | None = None,
+        check_fences: bool = False,
     ) -> None:
+        """``check_fences``: look for fences on ``fenceable`` files before
+        acknowledging (off for a data directory only this process writes)."""
         self._disk = disk
+        self._check_fences = check_fences
         self.disk_space = disk_space if disk_space is not None else DiskSpace()
         self._sync_data = sync_data
         self._max_wait_s = max_group_wait_ms / 1000.0
@@ -313,6 +333,7 @@ class GroupCommitWriter:
         group: list[_Append] = []
         closes: list[_Close] = []
         refused: list[AppendDone] = []  # records for broken files, never written
+        fenced: list[AppendDone] = []  # records for fenced files, never acknowledged
         group_start: dict[WriteTarget, int] = {}  # each file's offset before the group
         buffers: dict[WriteTarget, list[bytes]] = {}
         dirty: dict[WriteTarget, None] = {}  # insertion-ordered set
@@ -327,6 +348,9 @@ class GroupCommitWriter:
                         continue
                     if item.target.broken:
                         refused.append(item.done)
+                        continue
+                    if item.target.fenced:
+                        fenced.append(item.done)
                         continue
                     previous = last_target.get(id(item.owner))
                     if previous is not None and previous is not item.target:
@@ -352,14 +376,17 @@ class GroupCommitWriter:
             else:
                 self._write(buffers, dirty)
                 self._sync(dirty)
+            stop_point("storage.before_fence_check")
+            if self._check_fences:
+                group = self._refuse_fenced(group, group_start, fenced)
         except OSError as exc:
             if is_disk_full(exc):
-                self._refuse_group(exc, group, closes, refused, group_start)
+                self._refuse_group(exc, group, closes, refused + fenced, group_start)
             else:
-                self._fail(exc, group, closes, refused)
+                self._fail(exc, group, closes, refused + fenced)
             return
         except BaseException as exc:  # noqa: BLE001 - any other failure is fatal
-            self._fail(exc, group, closes, refused)
+            self._fail(exc, group, closes, refused + fenced)
             return
         self.stats.groups += 1
         self.stats.appends += len(group)
@@ -367,11 +394,37 @@ class GroupCommitWriter:
             # Before the group: a broken file's records were queued before their
             # owner moved to a new file (completions stay in append order per owner).
             self._post(refused, self._full_error("the ledger was sealed after a full disk"))
+        if fenced:
+            self._post(fenced, LedgerFencedError(
+                "the ledger was fenced by the topic's new owner; the write is not stored"
+            ))
         if group:
             self.disk_space.written(LEDGERS)
         self._post([a.done for a in group], None)
         for close in closes:
             _close_quietly(self._disk, close.target)
+
+    def _refuse_fenced(
+        self,
+        group: list[_Append],
+        group_start: dict[WriteTarget, int],
+        fenced: list[AppendDone],
+    ) -> list[_Append]:
+        """After the group's sync: move the appends of every owner that wrote to a
+        fenced file to ``fenced`` (in order); return the rest, safe to acknowledge.
+
+        An owner's appends after a fenced one fail too (they may sit in a later
+        ledger after a rollover), or the owner would see a success after a failure.
+        """
+        hit = [t for t in group_start if t.fenceable and self._disk.fenced(t.fd)]
+        if not hit:
+            return group
+        for target in hit:
+            target.fenced = True
+            log.warning("%s was fenced by another broker: refusing its appends", target.name)
+        owners = {id(a.owner) for a in group if a.target.fenced}
+        fenced.extend(a.done for a in group if id(a.owner) in owners)
+        return [a for a in group if id(a.owner) not in owners]
 
     def _buffer(self, buffers: dict[WriteTarget, list[bytes]], item: _Append) -> None:
         target = item.target

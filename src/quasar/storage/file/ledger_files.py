@@ -17,6 +17,15 @@ Crash safety of the file lifecycle:
 * delete: the ledger leaves the metadata first, then the file is unlinked; a crash
   in between leaves an orphan file, never a dangling reference (ids are not reused,
   so an orphan can never be mistaken for a live ledger).
+
+Shared data directory (``shared``: cluster members). A topic's new owner opens the
+previous owner's unclosed ledger with ``fence_ledger``: it first makes the file
+read-only (the fence, ``OsDisk.fence``), then reads its length. The previous owner's
+writer checks for the fence after each sync, before acknowledging
+(``group_commit.py``), so every entry it acknowledged was durable before the fence
+and is within the length read after it. The new owner never truncates a fenced
+file (the previous writer may still add records it will never acknowledge); the
+metadata records the length, and a closed ledger is read up to that length only.
 """
 
 from __future__ import annotations
@@ -56,8 +65,17 @@ class FileLedgerStorage:
     """Implements ``LedgerStorage`` on files in ``<data_dir>/ledgers``."""
 
     def __init__(
-        self, data_dir: str, disk: OsDisk, writer: GroupCommitWriter, cache: EntryCache
+        self,
+        data_dir: str,
+        disk: OsDisk,
+        writer: GroupCommitWriter,
+        cache: EntryCache,
+        *,
+        shared: bool = False,
     ) -> None:
+        """``shared``: other brokers write ledgers in the same directory, so ledgers
+        are fenced on recovery and checked for fences before acknowledging."""
+        self._shared = shared
         self._dir = os.path.join(data_dir, "ledgers")
         self._disk = disk
         self._writer = writer
@@ -96,7 +114,7 @@ class FileLedgerStorage:
             raise PersistenceError(f"cannot create ledger file {path}: {exc}") from exc
         ledger = _Ledger(ledger_id, path)
         ledger.offsets = array("q")
-        ledger.target = WriteTarget(fd, path, fmt.FILE_HEADER_SIZE)
+        ledger.target = WriteTarget(fd, path, fmt.FILE_HEADER_SIZE, fenceable=self._shared)
         self._ledgers[ledger_id] = ledger
 
     def recover_ledger(self, ledger_id: int) -> tuple[int, int]:
@@ -107,12 +125,35 @@ class FileLedgerStorage:
                 record followed by a valid one.
             PersistenceError: the torn tail could not be truncated durably.
         """
+        return self._recover(ledger_id, fence=False)
+
+    def fence_ledger(self, ledger_id: int) -> tuple[int, int]:
+        """Fence a ledger another writer may still hold, then scan it (no truncation).
+
+        Raises:
+            CorruptRecordError: as ``recover_ledger``.
+            PersistenceError: the fence could not be made durable.
+        """
+        return self._recover(ledger_id, fence=True)
+
+    def is_fenced(self, ledger_id: int) -> bool:
+        """True if another broker fenced the ledger (always false unless ``shared``)."""
+        return self._shared and self._disk.path_fenced(self.path(ledger_id))
+
+    def _recover(self, ledger_id: int, *, fence: bool) -> tuple[int, int]:
         path = self.path(ledger_id)
         try:
-            fd = self._disk.open(path, os.O_RDWR)
+            # Fencing needs no write access: chmod takes ownership, and a fenced
+            # file is never truncated (an earlier fence may have made it read-only).
+            fd = self._disk.open(path, os.O_RDONLY if fence else os.O_RDWR)
         except FileNotFoundError as exc:
             raise CorruptRecordError(f"ledger file {path} is missing") from exc
         try:
+            if fence:
+                try:
+                    self._disk.fence(fd)
+                except OSError as exc:
+                    raise PersistenceError(f"cannot fence {path}: {exc}") from exc
             size = self._disk.size(fd)
             fmt.check_file_header(
                 self._disk.pread(fd, fmt.FILE_HEADER_SIZE, 0), ledger_id, path
@@ -130,6 +171,12 @@ class FileLedgerStorage:
                         f"damaged and a valid record follows at offset {follower}; refusing "
                         "to skip data in the middle of a ledger"
                     )
+                if fence:
+                    log.warning(
+                        "%s: fenced with a torn tail at offset %d; %d entries count",
+                        path, result.bad_at, len(result.offsets),
+                    )
+                    return self._recovered(ledger_id, path, result)
                 log.warning(
                     "%s: truncating torn tail at offset %d (%d bytes); %d entries remain",
                     path,
@@ -144,6 +191,9 @@ class FileLedgerStorage:
                     raise PersistenceError(f"cannot truncate {path}: {exc}") from exc
         finally:
             self._disk.close(fd)
+        return self._recovered(ledger_id, path, result)
+
+    def _recovered(self, ledger_id: int, path: str, result: fmt.ScanResult) -> tuple[int, int]:
         ledger = _Ledger(ledger_id, path)
         ledger.offsets = result.offsets
         ledger.end = result.end
@@ -275,6 +325,9 @@ class FileLedgerStorage:
             size,
             verify=False,
             chunk=64 * 1024,
+            # On a shared directory a fenced writer may have added records after the
+            # length recorded at the fence; they are not part of the ledger.
+            limit=ledger.expected if self._shared else None,
         )
         if result.bad_at is not None or len(result.offsets) != ledger.expected:
             raise CorruptRecordError(
