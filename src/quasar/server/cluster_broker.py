@@ -12,8 +12,8 @@ differences, each checked before any port listens:
 * it registers under ``/loadbalance/brokers`` and serves only the topics of the
   bundles it owns (``quasar.cluster.member``); lookups redirect, admin topic requests
   answer 307 to the owner;
-* the transaction coordinator is not available in a cluster yet:
-  ``transactionCoordinatorEnabled=true`` is refused at start-up.
+* transaction coordinators are owned with their bundles and ends travel to the
+  participants' owners (``cluster_transactions.py``).
 
 On SIGTERM it releases its bundles (another broker may take them at once) and
 deregisters before shutting down like a standalone broker.
@@ -33,6 +33,7 @@ from quasar.errors import MetadataError
 from quasar.storage.metadata.routed import ConfigurationRoutedStore
 from quasar.storage.metadata.zookeeper import ZooKeeperMetadataStore
 
+from .cluster_transactions import ClusterTransactions
 from .standalone import GIL_SWITCH_INTERVAL_S, Standalone
 from .tls import TlsConfigurationError
 
@@ -51,11 +52,6 @@ def check_cluster_config(config: ServiceConfiguration) -> None:
         raise ClusterConfigurationError(
             "quasar broker needs metadataStoreUrl=zk:host:port[/chroot] (the "
             "cluster's ZooKeeper); use quasar standalone for a single broker"
-        )
-    if config.transaction.transaction_coordinator_enabled:
-        raise ClusterConfigurationError(
-            "transactionCoordinatorEnabled=true is not supported by quasar broker yet "
-            "(transaction coordinators are not spread over a cluster's brokers)"
         )
     broker = config.broker
     if broker.web_service_port is None and broker.web_service_port_tls is None:
@@ -88,6 +84,7 @@ class ClusterBroker(Standalone):
         # Pulsar's broker id: the advertised address and the web service port.
         self.broker_id = f"{broker.advertised_address}:{web_port}"
         self.member: ClusterMember | None = None
+        self.cluster_transactions: ClusterTransactions | None = None
 
     def _data_dir_lock(self) -> str:
         return f"LOCK-{self.broker_id}"
@@ -111,6 +108,13 @@ class ClusterBroker(Standalone):
         member.start()
         self.member = member
         self.service.ownership = member
+        transactions = self.service.transactions
+        if self.cluster_transactions is not None and transactions is not None:
+            self.cluster_transactions.attach(member, transactions.registry)
+
+    def _transaction_cluster_parts(self) -> ClusterTransactions:
+        self.cluster_transactions = ClusterTransactions(self._store)
+        return self.cluster_transactions
 
     def _admin_options(self) -> dict[str, Any]:
         return {"cluster": self.member}
@@ -127,6 +131,8 @@ class ClusterBroker(Standalone):
             except Exception:
                 log.exception("error releasing bundles")
         await super().stop()
+        if self.cluster_transactions is not None:
+            await self.cluster_transactions.close()
 
 
 def run(config: ServiceConfiguration) -> None:

@@ -1,0 +1,194 @@
+"""Transactions on a cluster member (``quasar broker``).
+
+What differs from one broker (``docs/cluster.md``, "Transactions in a cluster"):
+
+* **Coordinators follow their bundle.** Coordinator ``n`` is partition ``n`` of
+  ``pulsar/system/transaction_coordinator_assign``; a member hosts it only while it owns
+  that partition's bundle (``owns_coordinator``, asked by the registry before it opens
+  the coordinator's log). When the member stops serving the bundle (an unload, SIGTERM,
+  a lost ZooKeeper session) the coordinator is unloaded before the bundle's topics are
+  closed. The next owner loads it from its log, as on a restart, and drives every
+  COMMITTING/ABORTING transaction to its one outcome.
+* **Ends travel to the participants' owners.** ``ClusterTransactionBufferClient`` ends
+  a transaction on a partition or subscription this member serves directly, and on any
+  other over the binary protocol: it asks its own cluster view where the topic lives,
+  then sends LOOKUP to that broker, following Redirects (at most
+  ``MAX_LOOKUP_REDIRECTS``, the Pulsar client's default) until one answers Connect, and
+  sends END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION there. Every failure keeps its
+  code, so the coordinator's retry rules (``buffer_client.classify_end_failure``) apply
+  as in one process: an owner that moved or died meanwhile answers ServiceNotReady or
+  cannot be reached, and the end is sent again after ``transactionEndRetryIntervalMs``.
+* **Buffer snapshots** go to the metadata store (``broker/txn_snapshot_metadata.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from quasar.broker.transactions import LocalTransactionBufferClient
+from quasar.broker.txn_snapshot_metadata import MetadataSnapshotStore
+from quasar.cluster.coordinator_topics import assign_partition
+from quasar.cluster.member import ClusterMember, OwnedBundle
+from quasar.errors import QuasarError, ServiceNotReady, error_for_code
+from quasar.protocol import pb
+from quasar.protocol.topic_name import TopicName
+from quasar.protocol.txn_id import TxnID
+from quasar.storage.api import MetadataStore
+from quasar.transaction.buffer.snapshot_store import SnapshotStore
+from quasar.transaction.buffer_client import TransactionBufferClient
+from quasar.transaction.coordinator_registry import TransactionCoordinatorRegistry
+from quasar.transaction.txn_status import TxnAction
+
+from .remote_buffer_client import RemoteTransactionBufferClient
+
+__all__ = ["MAX_LOOKUP_REDIRECTS", "ClusterTransactionBufferClient", "ClusterTransactions"]
+
+log = logging.getLogger(__name__)
+
+# Redirects a participant lookup follows before it fails (retryably): Pulsar's
+# client default (maxLookupRedirects).
+MAX_LOOKUP_REDIRECTS = 20
+_LookupType = pb.CommandLookupTopicResponse
+
+
+class ClusterTransactions:
+    """``ClusterTransactionParts`` of a cluster member. The member is attached once it
+    exists (it is built after the transaction service); until then this broker owns no
+    coordinator."""
+
+    def __init__(
+        self, store: MetadataStore, auth: tuple[str, bytes] | None = None
+    ) -> None:
+        """``auth``: the broker's own credentials for its connections to other
+        members (CONNECT's ``auth_method_name`` and ``auth_data``)."""
+        self._member: ClusterMember | None = None
+        self._registry: TransactionCoordinatorRegistry | None = None
+        self._snapshots = MetadataSnapshotStore(store)
+        self.remote = RemoteTransactionBufferClient(_no_default_route, auth)
+
+    @property
+    def snapshot_store(self) -> SnapshotStore:
+        return self._snapshots
+
+    def coordinator_client(self, local: TransactionBufferClient) -> TransactionBufferClient:
+        assert isinstance(local, LocalTransactionBufferClient)
+        return ClusterTransactionBufferClient(self, local, self.remote)
+
+    def attach(self, member: ClusterMember, registry: TransactionCoordinatorRegistry) -> None:
+        """Start following ``member``'s bundles for ``registry``'s coordinators."""
+        self._member = member
+        self._registry = registry
+        member.on_bundles_closing.append(self._bundles_closing)
+
+    @property
+    def member(self) -> ClusterMember:
+        """Raises: ServiceNotReady before the member is attached (start-up)."""
+        if self._member is None:
+            raise ServiceNotReady("the broker has not joined its cluster yet")
+        return self._member
+
+    def owns_coordinator(self, tc_id: int) -> bool:
+        if self._member is None:
+            return False
+        try:
+            self._member.check_serving(assign_partition(tc_id))
+        except QuasarError:
+            return False
+        return True
+
+    def check_coordinator_owned(self, tc_id: int) -> None:
+        """TC_CLIENT_CONNECT's check, as Pulsar checks the assign partition's
+        ownership before it loads a coordinator.
+
+        Raises:
+            ServiceNotReady: another broker owns the coordinator (or nobody does):
+                the client looks partition ``tc_id`` up again.
+        """
+        self.member.check_serving(assign_partition(tc_id))
+
+    async def _bundles_closing(self, bundles: set[OwnedBundle]) -> None:
+        registry, member = self._registry, self._member
+        if registry is None or member is None:
+            return
+        for tc_id in registry.loaded():
+            if member.bundle_of(assign_partition(tc_id)) in bundles:
+                log.info("unloading transaction coordinator %d: its bundle moves", tc_id)
+                await registry.unload(tc_id)
+
+    async def close(self) -> None:
+        await self.remote.close()
+
+
+def _no_default_route(topic: str) -> str:
+    # Every end names its broker (``*_at``); this is never asked.
+    raise ServiceNotReady(f"no route to the owner of {topic}")
+
+
+class ClusterTransactionBufferClient:
+    """A coordinator's ``TransactionBufferClient`` on a cluster member."""
+
+    def __init__(
+        self,
+        cluster: ClusterTransactions,
+        local: LocalTransactionBufferClient,
+        remote: RemoteTransactionBufferClient,
+    ) -> None:
+        self._cluster = cluster
+        self._local = local
+        self._remote = remote
+
+    async def end_txn_on_partition(
+        self, topic: str, txn_id: TxnID, action: TxnAction, low_watermark: int
+    ) -> None:
+        url = await self._owner_url(topic)
+        if url is None:
+            await self._local.end_txn_on_partition(topic, txn_id, action, low_watermark)
+        else:
+            await self._remote.end_txn_on_partition_at(
+                url, topic, txn_id, action, low_watermark
+            )
+
+    async def end_txn_on_subscription(
+        self,
+        topic: str,
+        subscription: str,
+        txn_id: TxnID,
+        action: TxnAction,
+        low_watermark: int,
+    ) -> None:
+        url = await self._owner_url(topic)
+        if url is None:
+            await self._local.end_txn_on_subscription(
+                topic, subscription, txn_id, action, low_watermark
+            )
+        else:
+            await self._remote.end_txn_on_subscription_at(
+                url, topic, subscription, txn_id, action, low_watermark
+            )
+
+    async def _owner_url(self, topic: str) -> str | None:
+        """The binary URL of ``topic``'s owner; ``None`` when it is this member.
+
+        Raises:
+            InvalidTopicName, TopicNotFound: the topic can never be reached (the
+                coordinator counts it as ended).
+            ServiceNotReady: the owner is not known yet, or too many redirects.
+        """
+        name = TopicName.parse(topic)
+        answer = self._cluster.member.lookup(name, False, "")
+        if not answer.redirect:
+            return None
+        url, authoritative = answer.data.broker_url, answer.authoritative
+        for _ in range(MAX_LOOKUP_REDIRECTS):
+            if url is None:
+                raise ServiceNotReady(f"the owner of {topic} has no pulsar:// URL")
+            found = await self._remote.lookup(url, topic, authoritative)
+            if found.response == _LookupType.Connect:
+                return url
+            if found.response != _LookupType.Redirect:
+                raise error_for_code(found.error, found.message)
+            url = found.brokerServiceUrl if found.HasField("brokerServiceUrl") else None
+            authoritative = found.authoritative
+        raise ServiceNotReady(
+            f"{topic}: more than {MAX_LOOKUP_REDIRECTS} lookup redirects"
+        )
