@@ -1,7 +1,8 @@
 """Transactions across the brokers of a cluster: participants on three members commit
-atomically and abort cleanly, and a coordinator whose owner is killed between the
-commit decision and the participants' markers moves to a survivor, which completes
-the transaction with its one outcome. quasar's client only: the ``pulsar`` package
+atomically and abort cleanly; a coordinator is served only by its bundle's owner and
+moves with an unload; and a coordinator whose owner is killed between the commit
+decision and the participants' markers moves to a survivor, which completes the
+transaction with its one outcome. quasar's client only: the ``pulsar`` package
 has no transaction API.
 
 One cluster of three members and two coordinators. The tests place each bundle by
@@ -25,10 +26,10 @@ from quasar.protocol import pb
 from quasar.resources.bundles import BundlesData, bundle_of
 from quasar.testing.cluster import ClusterProcess
 from quasar.testing.process import BrokerProcess
-from quasar.testing.raw import Raw
+from quasar.testing.raw import Raw, RawCoordinator
 from quasar.testing.zookeeper import ZooKeeperProcess
 
-from .conftest import wait_for
+from .conftest import http_request, wait_for
 from .test_cluster_members import create_namespace
 
 pytestmark = pytest.mark.usefixtures("close_raw")
@@ -153,6 +154,42 @@ def test_a_transaction_over_three_brokers_commits_and_another_aborts(
         assert nothing_delivered(consumers)  # the aborted messages never come
     finally:
         observer.close()
+
+
+def test_a_coordinator_is_served_by_the_owner_of_its_bundle_and_moves_with_it(
+    cluster: ClusterProcess,
+) -> None:
+    # Coordinator 0 is member 1's: member 2 refuses it the way Pulsar does, so the
+    # client looks partition 0 up again.
+    elsewhere = RawCoordinator(cluster.brokers[2].port)
+    try:
+        refused = elsewhere.connect(0)
+        assert refused.error == pb.ServiceNotReady, refused
+        assert elsewhere.new_txn(0).error == pb.TransactionCoordinatorNotFound
+    finally:
+        elsewhere.raw.close()
+    owner = RawCoordinator(cluster.brokers[1].port)
+    try:
+        assert not owner.connect(0).HasField("error")
+        opened = owner.new_txn(0)
+        assert not opened.HasField("error") and opened.txnid_most_bits == 0
+        # Unloading the coordinator's bundle moves it: the old owner answers no more,
+        # and the next owner recovers the open transaction from the log.
+        bundle = bundle_of(BundlesData.even(4), f"{ASSIGN}-partition-0").name
+        path = f"/admin/v2/namespaces/pulsar/system/{bundle}/unload"
+        status, _, answer = http_request(cluster.brokers[1], "PUT", path)
+        assert status == 204, answer
+        gone = owner.end(0, opened.txnid_least_bits, pb.COMMIT)
+        assert gone.error == pb.TransactionCoordinatorNotFound
+    finally:
+        owner.raw.close()
+    place(cluster.brokers[2], f"{ASSIGN}-partition-0")
+    moved = RawCoordinator(cluster.brokers[2].port)
+    try:
+        assert not moved.connect(0).HasField("error")
+        assert not moved.end(0, opened.txnid_least_bits, pb.COMMIT).HasField("error")
+    finally:
+        moved.raw.close()
 
 
 def test_a_coordinator_killed_after_its_commit_decision_completes_on_a_survivor(

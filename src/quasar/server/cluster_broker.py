@@ -33,7 +33,7 @@ from quasar.errors import MetadataError
 from quasar.storage.metadata.routed import ConfigurationRoutedStore
 from quasar.storage.metadata.zookeeper import ZooKeeperMetadataStore
 
-from .cluster_transactions import ClusterTransactions
+from .cluster_transactions import ClusterTransactions, broker_client_auth
 from .standalone import GIL_SWITCH_INTERVAL_S, Standalone
 from .tls import TlsConfigurationError
 
@@ -85,6 +85,12 @@ class ClusterBroker(Standalone):
         self.broker_id = f"{broker.advertised_address}:{web_port}"
         self.member: ClusterMember | None = None
         self.cluster_transactions: ClusterTransactions | None = None
+        self._broker_client_auth: tuple[str, bytes] | None = None
+        if config.transaction.transaction_coordinator_enabled:
+            try:
+                self._broker_client_auth = broker_client_auth(config.authentication)
+            except ValueError as exc:
+                raise ClusterConfigurationError(str(exc)) from None
 
     def _data_dir_lock(self) -> str:
         return f"LOCK-{self.broker_id}"
@@ -113,7 +119,7 @@ class ClusterBroker(Standalone):
             self.cluster_transactions.attach(member, transactions.registry)
 
     def _transaction_cluster_parts(self) -> ClusterTransactions:
-        self.cluster_transactions = ClusterTransactions(self._store)
+        self.cluster_transactions = ClusterTransactions(self._store, self._broker_client_auth)
         return self.cluster_transactions
 
     def _admin_options(self) -> dict[str, Any]:

@@ -19,6 +19,9 @@ What differs from one broker (``docs/cluster.md``, "Transactions in a cluster"):
   as in one process: an owner that moved or died meanwhile answers ServiceNotReady or
   cannot be reached, and the end is sent again after ``transactionEndRetryIntervalMs``.
 * **Buffer snapshots** go to the metadata store (``broker/txn_snapshot_metadata.py``).
+* **Credentials.** With authentication on, a member connects to the others as its own
+  role (``brokerClientAuthenticationPlugin`` / ``brokerClientAuthenticationParameters``,
+  Pulsar's keys; the token plugin only), which must be a super-user there.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from quasar.broker.transactions import LocalTransactionBufferClient
 from quasar.broker.txn_snapshot_metadata import MetadataSnapshotStore
 from quasar.cluster.coordinator_topics import assign_partition
 from quasar.cluster.member import ClusterMember, OwnedBundle
+from quasar.config import AuthenticationConfig
 from quasar.errors import QuasarError, ServiceNotReady, error_for_code
 from quasar.protocol import pb
 from quasar.protocol.topic_name import TopicName
@@ -41,7 +45,12 @@ from quasar.transaction.txn_status import TxnAction
 
 from .remote_buffer_client import RemoteTransactionBufferClient
 
-__all__ = ["MAX_LOOKUP_REDIRECTS", "ClusterTransactionBufferClient", "ClusterTransactions"]
+__all__ = [
+    "MAX_LOOKUP_REDIRECTS",
+    "ClusterTransactionBufferClient",
+    "ClusterTransactions",
+    "broker_client_auth",
+]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +58,52 @@ log = logging.getLogger(__name__)
 # client default (maxLookupRedirects).
 MAX_LOOKUP_REDIRECTS = 20
 _LookupType = pb.CommandLookupTopicResponse
+# Pulsar's token plugin (its class name, and the short name its clients also accept).
+TOKEN_PLUGINS = ("org.apache.pulsar.client.impl.auth.AuthenticationToken", "token")
+
+
+def broker_client_auth(config: AuthenticationConfig) -> tuple[str, bytes] | None:
+    """The method name and data this member's CONNECT to another member carries.
+
+    ``None`` when authentication is off. The token is read once, at start-up.
+
+    Raises:
+        ValueError: authentication is on and the broker's client has no credentials,
+            or a plugin other than the token plugin, or parameters it cannot read.
+    """
+    plugin = config.broker_client_authentication_plugin.strip()
+    params = config.broker_client_authentication_parameters.strip()
+    if not plugin:
+        if config.authentication_enabled:
+            raise ValueError(
+                "authenticationEnabled=true on a cluster member with transactions needs "
+                "brokerClientAuthenticationPlugin and brokerClientAuthenticationParameters "
+                "(the broker's own super-user token)"
+            )
+        return None
+    if plugin not in TOKEN_PLUGINS:
+        raise ValueError(
+            f"brokerClientAuthenticationPlugin={plugin} is not supported by quasar: "
+            f"use {TOKEN_PLUGINS[0]}"
+        )
+    if params.startswith("token:"):
+        token = params.removeprefix("token:")
+    elif params.startswith("file:"):
+        path = params.removeprefix("file:")
+        path = path.removeprefix("//") if path.startswith("///") else path
+        try:
+            with open(path, encoding="utf-8") as f:
+                token = f.read()
+        except OSError as exc:
+            raise ValueError(f"brokerClientAuthenticationParameters: {exc}") from None
+    else:
+        raise ValueError(
+            "brokerClientAuthenticationParameters must be token:<jwt> or file:<path>"
+        )
+    token = token.strip()
+    if not token:
+        raise ValueError("brokerClientAuthenticationParameters names an empty token")
+    return "token", token.encode()
 
 
 class ClusterTransactions:
