@@ -54,6 +54,18 @@ def check_cluster_config(config: ServiceConfiguration) -> None:
             "cluster's ZooKeeper); use quasar standalone for a single broker"
         )
     broker = config.broker
+    if config.transaction.transaction_coordinator_enabled:
+        if broker.broker_service_port is None:
+            # Members end transactions on each other over pulsar:// only.
+            raise ClusterConfigurationError(
+                "transactionCoordinatorEnabled=true on quasar broker needs "
+                "brokerServicePort: members send each other the ends of "
+                "transactions over the plaintext port"
+            )
+        try:
+            broker_client_auth(config.authentication)
+        except ValueError as exc:
+            raise ClusterConfigurationError(str(exc)) from None
     if broker.web_service_port is None and broker.web_service_port_tls is None:
         raise ClusterConfigurationError(
             "quasar broker needs webServicePort or webServicePortTls: the broker id "
@@ -87,10 +99,7 @@ class ClusterBroker(Standalone):
         self.cluster_transactions: ClusterTransactions | None = None
         self._broker_client_auth: tuple[str, bytes] | None = None
         if config.transaction.transaction_coordinator_enabled:
-            try:
-                self._broker_client_auth = broker_client_auth(config.authentication)
-            except ValueError as exc:
-                raise ClusterConfigurationError(str(exc)) from None
+            self._broker_client_auth = broker_client_auth(config.authentication)
 
     def _data_dir_lock(self) -> str:
         return f"LOCK-{self.broker_id}"
