@@ -6,9 +6,9 @@ standalone start). Each keeps its log on a managed ledger of the same storage as
 topics. When a coordinator ends a transaction it calls every registered partition and
 subscription through ``TransactionBufferClient``; in one process that is
 ``LocalTransactionBufferClient`` below, which calls the topics directly. The same calls
-arrive over the wire as END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION (a future
-multi-broker mode sends them between brokers), and the server routes those to the same
-topic methods, so both paths share one implementation.
+arrive over the wire as END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION (cluster members
+send them to each other, ``ClusterTransactionParts``), and the server routes those to
+the same topic methods, so both paths share one implementation.
 
 Each coordinator's terminated-transaction preserver (PIP-255 idempotent commit/abort)
 keeps its outcomes in a ``SystemTopicTable`` over the compacted topic
