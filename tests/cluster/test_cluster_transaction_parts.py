@@ -1,20 +1,34 @@
 """The pure parts of transactions on a cluster member: where a coordinator's own
-topics are placed, buffer snapshots in the metadata store, and the broker client's
-credentials."""
+topics are placed, buffer snapshots in the metadata store, the broker client's
+credentials, and how an end finds a participant's owner (with fakes for the member
+and the other brokers)."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from quasar.broker.hostile_input import HostileInputRefusals
+from quasar.broker.lookup_data import LookupData
+from quasar.broker.topic_ownership import LookupAnswer
 from quasar.broker.txn_snapshot_metadata import MetadataSnapshotStore
 from quasar.cluster.coordinator_topics import assign_partition, placement_of
 from quasar.config import AuthenticationConfig
+from quasar.errors import REFUSED_BROKER_REDIRECT, ServiceNotReady, TopicNotFound
+from quasar.protocol import pb
 from quasar.protocol.topic_name import TopicName
-from quasar.server.cluster_transactions import broker_client_auth
+from quasar.protocol.txn_id import TxnID
+from quasar.server.cluster_transactions import (
+    MAX_LOOKUP_REDIRECTS,
+    ClusterTransactionBufferClient,
+    ClusterTransactions,
+    broker_client_auth,
+)
 from quasar.storage.metadata.memory import MemoryMetadataStore
+from quasar.transaction.txn_status import TxnAction
 
 ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
 
@@ -107,3 +121,128 @@ def test_broker_client_credentials_refused(values: dict[str, object], message: s
 def test_the_broker_token_is_masked_in_the_configurations_repr() -> None:
     config = _auth(broker_client_authentication_parameters="token:secret-jwt")
     assert "secret-jwt" not in repr(config)
+
+
+# -- the coordinator's way to participants on other members ------------------------
+
+LookupType = pb.CommandLookupTopicResponse
+ME = "pulsar://10.0.0.1:6650"
+OTHER = "pulsar://10.0.0.2:6650"
+THIRD = "pulsar://10.0.0.3:6650"
+
+
+class _Member:
+    """The member's lookup answers, and the live members' registrations."""
+
+    def __init__(self, answer: LookupAnswer, live: list[str]) -> None:
+        self.answer = answer
+        self.on_bundles_closing: list[object] = []
+        self.registry = SimpleNamespace(
+            live_brokers=lambda: [
+                SimpleNamespace(urls=LookupData(u, None, None, None)) for u in live
+            ]
+        )
+
+    def lookup(self, name: TopicName, authoritative: bool, listener: str) -> LookupAnswer:
+        return self.answer
+
+
+class _Remote:
+    """LOOKUP answers by URL, and the ends sent (URL, topic)."""
+
+    def __init__(self, answers: dict[str, tuple[int, str | None]]) -> None:
+        self.answers = answers
+        self.asked: list[tuple[str, bool]] = []
+        self.ended: list[tuple[str, str]] = []
+
+    async def lookup(self, url: str, topic: str, authoritative: bool) -> object:
+        self.asked.append((url, authoritative))
+        response, target = self.answers[url]
+        found = pb.CommandLookupTopicResponse(request_id=1, response=response,
+                                               authoritative=True)
+        if target is not None:
+            found.brokerServiceUrl = target
+        if response == LookupType.Failed:
+            found.error, found.message = pb.TopicNotFound, "Namespace gone"
+        return found
+
+    async def end_txn_on_partition_at(self, url: str, topic: str, *args: object) -> None:
+        self.ended.append((url, topic))
+
+
+class _Local:
+    def __init__(self) -> None:
+        self.ended: list[str] = []
+
+    async def end_txn_on_partition(self, topic: str, *args: object) -> None:
+        self.ended.append(topic)
+
+
+def _router(
+    answer: LookupAnswer, live: list[str], answers: dict[str, tuple[int, str | None]]
+) -> tuple[ClusterTransactionBufferClient, _Local, _Remote, HostileInputRefusals]:
+    cluster = ClusterTransactions(MemoryMetadataStore())
+    refusals = HostileInputRefusals()
+    cluster.attach(_Member(answer, live), SimpleNamespace(), refusals)  # type: ignore[arg-type]
+    local, remote = _Local(), _Remote(answers)
+    router = ClusterTransactionBufferClient(cluster, local, remote)  # type: ignore[arg-type]
+    return router, local, remote, refusals
+
+
+TOPIC = "persistent://public/default/t"
+
+
+def _end(router: ClusterTransactionBufferClient) -> None:
+    asyncio.run(router.end_txn_on_partition(TOPIC, TxnID(0, 1), TxnAction.COMMIT, -1))
+
+
+def test_an_end_on_a_topic_this_member_serves_stays_local() -> None:
+    router, local, remote, _ = _router(
+        LookupAnswer(LookupData(ME, None, None, None), False), [ME], {}
+    )
+    _end(router)
+    assert local.ended == [TOPIC] and remote.asked == [] and remote.ended == []
+
+
+def test_an_end_follows_redirects_to_the_owner() -> None:
+    router, local, remote, refusals = _router(
+        LookupAnswer(LookupData(OTHER, None, None, None), True),
+        [ME, OTHER, THIRD],
+        {OTHER: (LookupType.Redirect, THIRD), THIRD: (LookupType.Connect, None)},
+    )
+    _end(router)
+    assert remote.asked == [(OTHER, True), (THIRD, True)]
+    assert remote.ended == [(THIRD, TOPIC)] and local.ended == []
+
+
+def test_a_redirect_to_no_live_member_is_refused_and_counted() -> None:
+    router, _, remote, refusals = _router(
+        LookupAnswer(LookupData(OTHER, None, None, None), True),
+        [ME, OTHER],
+        {OTHER: (LookupType.Redirect, "pulsar://evil.example:6650")},
+    )
+    with pytest.raises(ServiceNotReady, match="no live member"):
+        _end(router)
+    assert remote.ended == []
+    assert refusals._refused.labels(REFUSED_BROKER_REDIRECT)._value.get() == 1
+
+
+def test_a_redirect_loop_ends_after_the_bound() -> None:
+    router, _, remote, _ = _router(
+        LookupAnswer(LookupData(OTHER, None, None, None), True),
+        [ME, OTHER, THIRD],
+        {OTHER: (LookupType.Redirect, THIRD), THIRD: (LookupType.Redirect, OTHER)},
+    )
+    with pytest.raises(ServiceNotReady, match="redirects"):
+        _end(router)
+    assert len(remote.asked) == MAX_LOOKUP_REDIRECTS and remote.ended == []
+
+
+def test_a_failed_lookup_keeps_its_code() -> None:
+    router, _, remote, _ = _router(
+        LookupAnswer(LookupData(OTHER, None, None, None), True), [ME, OTHER],
+        {OTHER: (LookupType.Failed, None)},
+    )
+    # TopicNotFound: the coordinator counts the participant as ended.
+    with pytest.raises(TopicNotFound, match="Namespace gone"):
+        _end(router)

@@ -125,7 +125,9 @@ class ClusterBroker(Standalone):
         self.service.ownership = member
         transactions = self.service.transactions
         if self.cluster_transactions is not None and transactions is not None:
-            self.cluster_transactions.attach(member, transactions.registry)
+            self.cluster_transactions.attach(
+                member, transactions.registry, self.service.refusals
+            )
 
     def _transaction_cluster_parts(self) -> ClusterTransactions:
         self.cluster_transactions = ClusterTransactions(self._store, self._broker_client_auth)

@@ -14,7 +14,10 @@ What differs from one broker (``docs/cluster.md``, "Transactions in a cluster"):
   other over the binary protocol: it asks its own cluster view where the topic lives,
   then sends LOOKUP to that broker, following Redirects (at most
   ``MAX_LOOKUP_REDIRECTS``, the Pulsar client's default) until one answers Connect, and
-  sends END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION there. Every failure keeps its
+  sends END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION there. A Redirect is followed
+  only to a live member's registered URL (anything else is counted as hostile input,
+  ``broker_redirect``), so the connection pool holds at most one connection per
+  member. Every failure keeps its
   code, so the coordinator's retry rules (``buffer_client.classify_end_failure``) apply
   as in one process: an owner that moved or died meanwhile answers ServiceNotReady or
   cannot be reached, and the end is sent again after ``transactionEndRetryIntervalMs``.
@@ -28,12 +31,18 @@ from __future__ import annotations
 
 import logging
 
+from quasar.broker.hostile_input import HostileInputRefusals
 from quasar.broker.transactions import LocalTransactionBufferClient
 from quasar.broker.txn_snapshot_metadata import MetadataSnapshotStore
 from quasar.cluster.coordinator_topics import assign_partition
 from quasar.cluster.member import ClusterMember, OwnedBundle
 from quasar.config import AuthenticationConfig
-from quasar.errors import QuasarError, ServiceNotReady, error_for_code
+from quasar.errors import (
+    REFUSED_BROKER_REDIRECT,
+    QuasarError,
+    ServiceNotReady,
+    error_for_code,
+)
 from quasar.protocol import pb
 from quasar.protocol.topic_name import TopicName
 from quasar.protocol.txn_id import TxnID
@@ -118,6 +127,7 @@ class ClusterTransactions:
         members (CONNECT's ``auth_method_name`` and ``auth_data``)."""
         self._member: ClusterMember | None = None
         self._registry: TransactionCoordinatorRegistry | None = None
+        self._refusals = HostileInputRefusals()
         self._snapshots = MetadataSnapshotStore(store)
         self.remote = RemoteTransactionBufferClient(_no_default_route, auth)
 
@@ -129,10 +139,17 @@ class ClusterTransactions:
         assert isinstance(local, LocalTransactionBufferClient)
         return ClusterTransactionBufferClient(self, local, self.remote)
 
-    def attach(self, member: ClusterMember, registry: TransactionCoordinatorRegistry) -> None:
-        """Start following ``member``'s bundles for ``registry``'s coordinators."""
+    def attach(
+        self,
+        member: ClusterMember,
+        registry: TransactionCoordinatorRegistry,
+        refusals: HostileInputRefusals,
+    ) -> None:
+        """Start following ``member``'s bundles for ``registry``'s coordinators;
+        ``refusals``: the broker's count of hostile input."""
         self._member = member
         self._registry = registry
+        self._refusals = refusals
         member.on_bundles_closing.append(self._bundles_closing)
 
     @property
@@ -150,6 +167,20 @@ class ClusterTransactions:
         except QuasarError:
             return False
         return True
+
+    def require_member_url(self, topic: str, url: str | None) -> str:
+        """``url`` if it is a live member's binary URL.
+
+        Raises:
+            ServiceNotReady: it is not (a peer's redirect to anywhere else is refused
+                and counted; the end is tried again, from a fresh lookup).
+        """
+        live = {b.urls.broker_url for b in self.member.registry.live_brokers()}
+        if url is None or url not in live:
+            self._refusals.count(REFUSED_BROKER_REDIRECT)
+            log.warning("lookup of %s redirected to %s, which is no live member", topic, url)
+            raise ServiceNotReady(f"{topic}: redirect to {url}, which is no live member")
+        return url
 
     def check_coordinator_owned(self, tc_id: int) -> None:
         """TC_CLIENT_CONNECT's check, as Pulsar checks the assign partition's
@@ -242,7 +273,9 @@ class ClusterTransactionBufferClient:
                 return url
             if found.response != _LookupType.Redirect:
                 raise error_for_code(found.error, found.message)
-            url = found.brokerServiceUrl if found.HasField("brokerServiceUrl") else None
+            url = self._cluster.require_member_url(
+                topic, found.brokerServiceUrl if found.HasField("brokerServiceUrl") else None
+            )
             authoritative = found.authoritative
         raise ServiceNotReady(
             f"{topic}: more than {MAX_LOOKUP_REDIRECTS} lookup redirects"
