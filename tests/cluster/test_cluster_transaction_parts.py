@@ -27,6 +27,7 @@ from quasar.server.cluster_transactions import (
     ClusterTransactions,
     broker_client_auth,
 )
+from quasar.storage.memory import MemoryManagedLedgerFactory
 from quasar.storage.metadata.memory import MemoryMetadataStore
 from quasar.transaction.txn_status import TxnAction
 
@@ -246,3 +247,32 @@ def test_a_failed_lookup_keeps_its_code() -> None:
     # TopicNotFound: the coordinator counts the participant as ended.
     with pytest.raises(TopicNotFound, match="Namespace gone"):
         _end(router)
+
+
+def test_a_coordinators_log_refuses_appends_while_the_member_does_not_serve() -> None:
+    serving = [True]
+
+    def require_serving() -> None:
+        if not serving[0]:
+            raise ServiceNotReady("not serving")
+
+    member = _Member(LookupAnswer(LookupData(ME, None, None, None), False), [ME])
+    member.require_serving = require_serving  # type: ignore[attr-defined]
+    cluster = ClusterTransactions(MemoryMetadataStore())
+    cluster.attach(member, SimpleNamespace(), HostileInputRefusals())  # type: ignore[arg-type]
+
+    async def run() -> None:
+        ledgers = MemoryManagedLedgerFactory()
+        log = await cluster.coordinator_ledgers(ledgers).open("pulsar/system/persistent/log")
+        first = await log.add_entry(b"one")
+        serving[0] = False
+        with pytest.raises(ServiceNotReady):
+            log.add_entry(b"two")
+        with pytest.raises(ServiceNotReady):
+            log.append_entry(b"two", lambda position, error: None)
+        assert log.number_of_entries == 1  # reads and the rest are the ledger's own
+        assert (await log.read_entries(first, 10))[0].data == b"one"
+        await log.close()
+        await ledgers.close()
+
+    asyncio.run(run())

@@ -41,7 +41,7 @@ from quasar.errors import (
 from quasar.protocol.namespace_name import PERSISTENT, parse_topic
 from quasar.protocol.topic_name import TRANSACTION_BUFFER_SNAPSHOT, TopicName
 from quasar.protocol.txn_id import TxnID
-from quasar.storage.api import ManagedCursor, ManagedLedger
+from quasar.storage.api import ManagedCursor, ManagedLedger, ManagedLedgerFactory
 from quasar.transaction.batched_log import BatchedLogs
 from quasar.transaction.buffer import TopicTransactionBuffer
 from quasar.transaction.buffer.snapshot_store import SnapshotStore
@@ -148,6 +148,10 @@ class ClusterTransactionParts(Protocol):
         """Whether this broker owns coordinator ``tc_id``'s bundle now."""
         ...
 
+    def coordinator_ledgers(self, ledgers: ManagedLedgerFactory) -> ManagedLedgerFactory:
+        """Where coordinators open their logs, given the broker's ledgers."""
+        ...
+
     @property
     def snapshot_store(self) -> SnapshotStore:
         """Where transaction-buffer snapshots are kept. A namespace's
@@ -199,7 +203,7 @@ class TransactionService:
         self.corrupt_records = CorruptRecords(service.cluster_name)
         metrics.register(self.corrupt_records)
         self.registry = TransactionCoordinatorRegistry(
-            service.ledgers,
+            cluster.coordinator_ledgers(service.ledgers) if cluster else service.ledgers,
             # The coordinator side: in a cluster, ends travel to the owning brokers.
             cluster.coordinator_client(self.buffer_client) if cluster else self.buffer_client,
             coordinator_count=self.coordinator_count,

@@ -256,6 +256,15 @@ class ClusterMember:
         log.info("unloaded bundle %s", bundle_key(*owned))
         return True
 
+    def require_serving(self) -> None:
+        """Return if this member serves now: its session is connected and its loop
+        was not paused (a pause is noticed here, at once).
+
+        Raises:
+            ServiceNotReady: it does not.
+        """
+        self._require_serving()
+
     # -- internals ---------------------------------------------------------------------
     def _require_serving(self) -> None:
         if self.serving and time.monotonic() - self._last_beat > self._pause_limit_s:

@@ -8,7 +8,10 @@ What differs from one broker (``docs/cluster.md``, "Transactions in a cluster"):
   the coordinator's log). When the member stops serving the bundle (an unload, SIGTERM,
   a lost ZooKeeper session) the coordinator is unloaded before the bundle's topics are
   closed. The next owner loads it from its log, as on a restart, and drives every
-  COMMITTING/ABORTING transaction to its one outcome.
+  COMMITTING/ABORTING transaction to its one outcome. Every append to a coordinator's
+  log first asks the member whether it still serves (``ServingLedgers``): a member
+  whose loop was paused past its session notices there, before anything is written,
+  and the coordinator fences itself instead of writing beside the next owner.
 * **Ends travel to the participants' owners.** ``ClusterTransactionBufferClient`` ends
   a transaction on a partition or subscription this member serves directly, and on any
   other over the binary protocol: it asks its own cluster view where the topic lives,
@@ -29,7 +32,10 @@ What differs from one broker (``docs/cluster.md``, "Transactions in a cluster"):
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
+from typing import Any, cast
 
 from quasar.broker.hostile_input import HostileInputRefusals
 from quasar.broker.transactions import LocalTransactionBufferClient
@@ -46,7 +52,13 @@ from quasar.errors import (
 from quasar.protocol import pb
 from quasar.protocol.topic_name import TopicName
 from quasar.protocol.txn_id import TxnID
-from quasar.storage.api import MetadataStore
+from quasar.storage.api import (
+    ManagedLedger,
+    ManagedLedgerConfig,
+    ManagedLedgerFactory,
+    MetadataStore,
+    Position,
+)
 from quasar.transaction.buffer.snapshot_store import SnapshotStore
 from quasar.transaction.buffer_client import TransactionBufferClient
 from quasar.transaction.coordinator_registry import TransactionCoordinatorRegistry
@@ -135,6 +147,9 @@ class ClusterTransactions:
     def snapshot_store(self) -> SnapshotStore:
         return self._snapshots
 
+    def coordinator_ledgers(self, ledgers: ManagedLedgerFactory) -> ManagedLedgerFactory:
+        return cast(ManagedLedgerFactory, ServingLedgers(ledgers, self))
+
     def coordinator_client(self, local: TransactionBufferClient) -> TransactionBufferClient:
         assert isinstance(local, LocalTransactionBufferClient)
         return ClusterTransactionBufferClient(self, local, self.remote)
@@ -203,6 +218,43 @@ class ClusterTransactions:
 
     async def close(self) -> None:
         await self.remote.close()
+
+
+class ServingLedgers:
+    """The broker's ledger factory, whose ledgers refuse appends (``ServiceNotReady``)
+    while the member does not serve; everything else is the factory's."""
+
+    def __init__(self, ledgers: ManagedLedgerFactory, cluster: ClusterTransactions) -> None:
+        self._ledgers = ledgers
+        self._cluster = cluster
+
+    async def open(
+        self, name: str, config: ManagedLedgerConfig | None = None
+    ) -> ManagedLedger:
+        ledger = await self._ledgers.open(name, config)
+        return cast(ManagedLedger, _ServingLedger(ledger, self._cluster))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ledgers, name)
+
+
+class _ServingLedger:
+    def __init__(self, ledger: ManagedLedger, cluster: ClusterTransactions) -> None:
+        self._ledger = ledger
+        self._cluster = cluster
+
+    def add_entry(self, data: bytes) -> asyncio.Future[Position]:
+        self._cluster.member.require_serving()
+        return self._ledger.add_entry(data)
+
+    def append_entry(
+        self, data: bytes, callback: Callable[[Position | None, BaseException | None], None]
+    ) -> None:
+        self._cluster.member.require_serving()
+        self._ledger.append_entry(data, callback)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ledger, name)
 
 
 def _no_default_route(topic: str) -> str:
