@@ -184,6 +184,11 @@ def test_a_coordinator_is_served_by_the_owner_of_its_bundle_and_moves_with_it(
     finally:
         owner.raw.close()
     place(cluster.brokers[2], f"{ASSIGN}-partition-0")
+    # The next owner loads the coordinator as it acquires the bundle, as Pulsar's do.
+    log_path = cluster.brokers[2].log_path
+    assert log_path is not None
+    wait_for("coordinator 0 to load on member 2",
+             lambda: "tc 0 ready: 1 live transactions" in log_path.read_text(), 15)
     moved = RawCoordinator(cluster.brokers[2].port)
     try:
         assert not moved.connect(0).HasField("error")

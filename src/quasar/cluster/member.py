@@ -109,6 +109,8 @@ class ClusterMember:
         # Told before the topics of bundles this member stops serving are closed,
         # so what lives beside those topics (transaction coordinators) stops first.
         self.on_bundles_closing: list[Callable[[set[OwnedBundle]], Awaitable[None]]] = []
+        # Told (on the loop, synchronously) of each bundle this member acquires.
+        self.on_bundle_acquired: list[Callable[[OwnedBundle], None]] = []
 
     # -- life cycle --------------------------------------------------------------------
     def start(self) -> None:
@@ -286,6 +288,8 @@ class ClusterMember:
             self.owned.add(owned)
             log.info("acquired bundle %s", bundle_key(*owned))
             self._report()
+            for listener in self.on_bundle_acquired:
+                listener(owned)
         return acquired, owner
 
     def _topics_of(self, owned_bundles: Iterable[OwnedBundle]) -> list[str]:

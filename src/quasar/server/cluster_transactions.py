@@ -5,7 +5,8 @@ What differs from one broker (``docs/cluster.md``, "Transactions in a cluster"):
 * **Coordinators follow their bundle.** Coordinator ``n`` is partition ``n`` of
   ``pulsar/system/transaction_coordinator_assign``; a member hosts it only while it owns
   that partition's bundle (``owns_coordinator``, asked by the registry before it opens
-  the coordinator's log). When the member stops serving the bundle (an unload, SIGTERM,
+  the coordinator's log), and loads it as soon as it acquires the bundle, as Pulsar's
+  brokers do (a client's TC_CLIENT_CONNECT also loads it). When the member stops serving the bundle (an unload, SIGTERM,
   a lost ZooKeeper session) the coordinator is unloaded before the bundle's topics are
   closed. The next owner loads it from its log, as on a restart, and drives every
   COMMITTING/ABORTING transaction to its one outcome. Every append to a coordinator's
@@ -50,7 +51,7 @@ from quasar.errors import (
     error_for_code,
 )
 from quasar.protocol import pb
-from quasar.protocol.topic_name import TopicName
+from quasar.protocol.topic_name import SYSTEM_NAMESPACE, TopicName
 from quasar.protocol.txn_id import TxnID
 from quasar.storage.api import (
     ManagedLedger,
@@ -140,6 +141,9 @@ class ClusterTransactions:
         self._member: ClusterMember | None = None
         self._registry: TransactionCoordinatorRegistry | None = None
         self._refusals = HostileInputRefusals()
+        # Coordinator loads started by an acquired bundle (held so they are not
+        # collected; at most one per coordinator at a time, as the registry shares them).
+        self._loads: set[asyncio.Task[None]] = set()
         self._snapshots = MetadataSnapshotStore(store)
         self.remote = RemoteTransactionBufferClient(_no_default_route, auth)
 
@@ -166,6 +170,7 @@ class ClusterTransactions:
         self._registry = registry
         self._refusals = refusals
         member.on_bundles_closing.append(self._bundles_closing)
+        member.on_bundle_acquired.append(self._bundle_acquired)
 
     @property
     def member(self) -> ClusterMember:
@@ -207,6 +212,23 @@ class ClusterTransactions:
         """
         self.member.check_serving(assign_partition(tc_id))
 
+    def _bundle_acquired(self, bundle: OwnedBundle) -> None:
+        registry, member = self._registry, self._member
+        if registry is None or member is None or bundle[0] != SYSTEM_NAMESPACE:
+            return
+        for tc_id in range(registry.coordinator_count):
+            if member.bundle_of(assign_partition(tc_id)) == bundle:
+                task = asyncio.get_running_loop().create_task(self._load(registry, tc_id))
+                self._loads.add(task)
+                task.add_done_callback(self._loads.discard)
+
+    @staticmethod
+    async def _load(registry: TransactionCoordinatorRegistry, tc_id: int) -> None:
+        try:
+            await registry.connect(tc_id)
+        except QuasarError as exc:  # a client's TC_CLIENT_CONNECT tries again
+            log.warning("transaction coordinator %d did not load: %s", tc_id, exc)
+
     async def _bundles_closing(self, bundles: set[OwnedBundle]) -> None:
         registry, member = self._registry, self._member
         if registry is None or member is None:
@@ -217,6 +239,8 @@ class ClusterTransactions:
                 await registry.unload(tc_id)
 
     async def close(self) -> None:
+        for task in list(self._loads):
+            task.cancel()
         await self.remote.close()
 
 
