@@ -138,6 +138,7 @@ class _Member:
     def __init__(self, answer: LookupAnswer, live: list[str]) -> None:
         self.answer = answer
         self.on_bundles_closing: list[object] = []
+        self.on_bundle_acquired: list[object] = []
         self.registry = SimpleNamespace(
             live_brokers=lambda: [
                 SimpleNamespace(urls=LookupData(u, None, None, None)) for u in live
