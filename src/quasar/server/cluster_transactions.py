@@ -6,9 +6,9 @@ What differs from one broker (``docs/cluster.md``, "Transactions in a cluster"):
   ``pulsar/system/transaction_coordinator_assign``; a member hosts it only while it owns
   that partition's bundle (``owns_coordinator``, asked by the registry before it opens
   the coordinator's log), and loads it as soon as it acquires the bundle, as Pulsar's
-  brokers do (a client's TC_CLIENT_CONNECT also loads it). When the member stops serving the bundle (an unload, SIGTERM,
-  a lost ZooKeeper session) the coordinator is unloaded before the bundle's topics are
-  closed. The next owner loads it from its log, as on a restart, and drives every
+  brokers do (a client's TC_CLIENT_CONNECT also loads it). When the member stops
+  serving the bundle (an unload, SIGTERM, a lost ZooKeeper session) the coordinator is
+  unloaded before the bundle's topics are closed. The next owner loads it from its log, as on a restart, and drives every
   COMMITTING/ABORTING transaction to its one outcome. Every append to a coordinator's
   log first asks the member whether it still serves (``ServingLedgers``): a member
   whose loop was paused past its session notices there, before anything is written,
@@ -21,9 +21,8 @@ What differs from one broker (``docs/cluster.md``, "Transactions in a cluster"):
   sends END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION there. A Redirect is followed
   only to a live member's registered URL (anything else is counted as hostile input,
   ``broker_redirect``), so the connection pool holds at most one connection per
-  member. Every failure keeps its
-  code, so the coordinator's retry rules (``buffer_client.classify_end_failure``) apply
-  as in one process: an owner that moved or died meanwhile answers ServiceNotReady or
+  member. Every failure keeps its code, so the coordinator's retry rules
+  (``buffer_client.classify_end_failure``) apply as in one process: an owner that moved or died meanwhile answers ServiceNotReady or
   cannot be reached, and the end is sent again after ``transactionEndRetryIntervalMs``.
 * **Buffer snapshots** go to the metadata store (``broker/txn_snapshot_metadata.py``).
 * **Credentials.** With authentication on, a member connects to the others as its own
@@ -87,7 +86,8 @@ TOKEN_PLUGINS = ("org.apache.pulsar.client.impl.auth.AuthenticationToken", "toke
 def broker_client_auth(config: AuthenticationConfig) -> tuple[str, bytes] | None:
     """The method name and data this member's CONNECT to another member carries.
 
-    ``None`` when authentication is off. The token is read once, at start-up.
+    ``None`` when no plugin is set (which authentication on refuses). The token is
+    read once, at start-up.
 
     Raises:
         ValueError: authentication is on and the broker's client has no credentials,
@@ -202,16 +202,6 @@ class ClusterTransactions:
             raise ServiceNotReady(f"{topic}: redirect to {url}, which is no live member")
         return url
 
-    def check_coordinator_owned(self, tc_id: int) -> None:
-        """TC_CLIENT_CONNECT's check, as Pulsar checks the assign partition's
-        ownership before it loads a coordinator.
-
-        Raises:
-            ServiceNotReady: another broker owns the coordinator (or nobody does):
-                the client looks partition ``tc_id`` up again.
-        """
-        self.member.check_serving(assign_partition(tc_id))
-
     def _bundle_acquired(self, bundle: OwnedBundle) -> None:
         registry, member = self._registry, self._member
         if registry is None or member is None or bundle[0] != SYSTEM_NAMESPACE:
@@ -234,7 +224,11 @@ class ClusterTransactions:
         if registry is None or member is None:
             return
         for tc_id in registry.loaded():
-            if member.bundle_of(assign_partition(tc_id)) in bundles:
+            try:
+                closing = member.bundle_of(assign_partition(tc_id)) in bundles
+            except QuasarError:  # the metadata store is out of reach: stop it too
+                closing = True
+            if closing:
                 log.info("unloading transaction coordinator %d: its bundle moves", tc_id)
                 await registry.unload(tc_id)
 

@@ -25,8 +25,8 @@ NEW_TXN is bounded by ``maxActiveTransactionsPerCoordinator``,
 ``transactionMaxTimeoutMillis``; each refusal is counted (``broker/txn_limits.py``).
 END_TXN_ON_PARTITION and END_TXN_ON_SUBSCRIPTION, which one broker sends another, are
 for super-users when authorization is on. On a cluster member TC_CLIENT_CONNECT for a
-coordinator whose bundle another broker owns is ``ServiceNotReady``. Every refusal goes out in the request's
-response; the connection stays open.
+coordinator whose bundle another broker owns is ``ServiceNotReady``. Every refusal
+goes out in the request's response; the connection stays open.
 """
 
 from __future__ import annotations
