@@ -101,6 +101,8 @@ EXPECTED_DEFAULTS = {
     "basicAuthConf": "",
     "authenticationRefreshCheckSeconds": 60,
     "authenticateMetricsEndpoint": False,
+    "brokerClientAuthenticationPlugin": "",
+    "brokerClientAuthenticationParameters": "",
     "authorizationEnabled": False,
     "authorizationProvider": (
         "org.apache.pulsar.broker.authorization.PulsarAuthorizationProvider"

@@ -580,7 +580,7 @@ class DelayedDeliveryConfig(Section):
 # Settings whose value may be a secret itself (a key inline as base64 or a data: URL).
 # Output shows them masked, unless the value is a file: URL, which names where the
 # secret is, not the secret.
-SECRET_KEYS = frozenset({"tokenSecretKey"})
+SECRET_KEYS = frozenset({"tokenSecretKey", "brokerClientAuthenticationParameters"})
 MASKED_SECRET = "********"
 
 
@@ -630,7 +630,7 @@ class TokenAuthenticationConfig(Section):
         return f"{type(self).__name__}({fields})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class AuthenticationConfig(Section):
     """Who may connect: the authentication providers and the anonymous role
     (``quasar.auth`` builds its ``AuthenticationService`` from this section)."""
@@ -650,6 +650,22 @@ class AuthenticationConfig(Section):
     )
     # Pulsar default (broker.conf authenticateMetricsEndpoint): /metrics is open.
     authenticate_metrics_endpoint: bool = setting(False, "authenticateMetricsEndpoint")
+    # Pulsar's keys for the broker's own client: how a cluster member authenticates
+    # to the others (ends of transactions). Unset: it connects without credentials.
+    broker_client_authentication_plugin: str = setting("", "brokerClientAuthenticationPlugin")
+    # Pulsar default: unset; for the token plugin "token:<jwt>" or "file:<path>".
+    broker_client_authentication_parameters: str = setting(
+        "", "brokerClientAuthenticationParameters"
+    )
+
+    def __repr__(self) -> str:
+        # The broker's own token must not reach a log line showing the configuration.
+        fields = ", ".join(
+            f"{f.name}={masked(f.metadata['key'], str(getattr(self, f.name)))!r}"
+            if f.metadata["key"] in SECRET_KEYS else f"{f.name}={getattr(self, f.name)!r}"
+            for f in dataclasses.fields(self)
+        )
+        return f"{type(self).__name__}({fields})"
 
 
 # The one authorization provider quasar has: Pulsar's default, whose rules it follows.

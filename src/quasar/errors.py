@@ -90,6 +90,7 @@ REFUSED_SCHEMA_DEFINITION = "schema_definition"  # an unparsable schema definiti
 REFUSED_SCHEMA_VERSIONS = "schema_versions"  # a topic's schema versions over the bound
 REFUSED_TOPICS_PATTERN = "topics_pattern"  # over-long, unsupported or too costly
 REFUSED_BUNDLES = "bundles"  # a namespace's bundles malformed or over the bound, a bad bundle name
+REFUSED_BROKER_REDIRECT = "broker_redirect"  # a peer's LOOKUP redirect to no live member
 
 # The reasons errors are tagged with; those the batch and ack-set bounds count
 # directly are in ``quasar.protocol.batch_limits``.
@@ -110,6 +111,7 @@ REFUSAL_REASONS = (
     REFUSED_SCHEMA_VERSIONS,
     REFUSED_TOPICS_PATTERN,
     REFUSED_BUNDLES,
+    REFUSED_BROKER_REDIRECT,
 )
 
 _E = TypeVar("_E", bound="QuasarError")

@@ -20,8 +20,19 @@ def _config(**overrides: str) -> ServiceConfiguration:
     [
         ({"transactionCoordinatorEnabled": "false"}, "metadataStoreUrl"),
         (
-            {"metadataStoreUrl": "zk:127.0.0.1:2181", "transactionCoordinatorEnabled": "true"},
-            "transactionCoordinatorEnabled",
+            {"metadataStoreUrl": "zk:127.0.0.1:2181", "brokerServicePort": "",
+             "brokerServicePortTls": "6651", "tlsCertificateFilePath": "/tls/broker.pem",
+             "tlsKeyFilePath": "/tls/broker.key"},
+            "brokerServicePort",
+        ),
+        (
+            {
+                "metadataStoreUrl": "zk:127.0.0.1:2181",
+                "authenticationEnabled": "true",
+                "authenticationProviders":
+                    "org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
+            },
+            "brokerClientAuthenticationPlugin",
         ),
         (
             {
@@ -33,7 +44,7 @@ def _config(**overrides: str) -> ServiceConfiguration:
         ),
     ],
 )
-def test_a_member_needs_zookeeper_and_no_coordinator(
+def test_a_member_needs_zookeeper_and_what_its_coordinators_need(
     overrides: dict[str, str], message: str
 ) -> None:
     with pytest.raises(ClusterConfigurationError, match=message):

@@ -6,9 +6,9 @@ standalone start). Each keeps its log on a managed ledger of the same storage as
 topics. When a coordinator ends a transaction it calls every registered partition and
 subscription through ``TransactionBufferClient``; in one process that is
 ``LocalTransactionBufferClient`` below, which calls the topics directly. The same calls
-arrive over the wire as END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION (a future
-multi-broker mode sends them between brokers), and the server routes those to the same
-topic methods, so both paths share one implementation.
+arrive over the wire as END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION (cluster members
+send them to each other, ``ClusterTransactionParts``), and the server routes those to
+the same topic methods, so both paths share one implementation.
 
 Each coordinator's terminated-transaction preserver (PIP-255 idempotent commit/abort)
 keeps its outcomes in a ``SystemTopicTable`` over the compacted topic
@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client.registry import CollectorRegistry
 
@@ -41,9 +41,11 @@ from quasar.errors import (
 from quasar.protocol.namespace_name import PERSISTENT, parse_topic
 from quasar.protocol.topic_name import TRANSACTION_BUFFER_SNAPSHOT, TopicName
 from quasar.protocol.txn_id import TxnID
-from quasar.storage.api import ManagedCursor, ManagedLedger
+from quasar.storage.api import ManagedCursor, ManagedLedger, ManagedLedgerFactory
 from quasar.transaction.batched_log import BatchedLogs
 from quasar.transaction.buffer import TopicTransactionBuffer
+from quasar.transaction.buffer.snapshot_store import SnapshotStore
+from quasar.transaction.buffer_client import TransactionBufferClient
 from quasar.transaction.config import TransactionConfig
 from quasar.transaction.coordinator import CoordinatorStatus
 from quasar.transaction.coordinator.ownership import Caller
@@ -135,6 +137,30 @@ class LocalTransactionBufferClient:
             raise TopicNotFound(f"{topic} cannot be reached: {e}") from None
 
 
+class ClusterTransactionParts(Protocol):
+    """What a cluster member (``quasar broker``) changes in the transaction service."""
+
+    def coordinator_client(self, local: TransactionBufferClient) -> TransactionBufferClient:
+        """The coordinators' way to their participants, given the local one."""
+        ...
+
+    def owns_coordinator(self, tc_id: int) -> bool:
+        """Whether this broker owns coordinator ``tc_id``'s bundle now."""
+        ...
+
+    def coordinator_ledgers(self, ledgers: ManagedLedgerFactory) -> ManagedLedgerFactory:
+        """Where coordinators open their logs, given the broker's ledgers."""
+        ...
+
+    @property
+    def snapshot_store(self) -> SnapshotStore:
+        """Where transaction-buffer snapshots are kept. A namespace's
+        ``__transaction_buffer_snapshot`` topic lives in one bundle, but the
+        namespace's topics are spread over every member, each the only writer of its
+        own snapshots."""
+        ...
+
+
 class TransactionService:
     """Owns the coordinator registry of this broker, and builds the transaction parts
     of its topics and subscriptions (``api.TransactionComponents``)."""
@@ -147,9 +173,11 @@ class TransactionService:
         *,
         metrics: CollectorRegistry,
         batch_size_max: int | None = None,
+        cluster: ClusterTransactionParts | None = None,
     ) -> None:
         """``batch_size_max``: the most members of a batch the broker accepts
-        (``InputBounds.max_batch_records``); pending-ack replay holds records to it."""
+        (``InputBounds.max_batch_records``); pending-ack replay holds records to it.
+        ``cluster``: what differs on a cluster member (``ClusterTransactionParts``)."""
         self.config = config
         self._batch_size_max = batch_size_max
         # The topic checks each published entry's metadata once itself
@@ -158,9 +186,11 @@ class TransactionService:
             config.buffer, verify_client_entries=False
         )
         self.service = service
+        self._cluster = cluster
         self.coordinator_count = self._coordinator_count()
         # quasar_txn_refused_total and quasar_txn_end_participant_skipped_total.
         self.limit_metrics = TxnLimitMetrics(metrics)
+        # The participant side: ends for topics this broker serves.
         self.buffer_client = LocalTransactionBufferClient(service, self.limit_metrics)
         self._snapshot_tables: dict[str, SystemTopicTable] = {}
         self._preserver_tables: dict[int, SystemTopicTable] = {}
@@ -173,14 +203,16 @@ class TransactionService:
         self.corrupt_records = CorruptRecords(service.cluster_name)
         metrics.register(self.corrupt_records)
         self.registry = TransactionCoordinatorRegistry(
-            service.ledgers,
-            self.buffer_client,
+            cluster.coordinator_ledgers(service.ledgers) if cluster else service.ledgers,
+            # The coordinator side: in a cluster, ends travel to the owning brokers.
+            cluster.coordinator_client(self.buffer_client) if cluster else self.buffer_client,
             coordinator_count=self.coordinator_count,
             clock=clock or SystemClock(),
             config=config.coordinator,
             preserver_store=self.preserver_table,
             batched_log=self.batched_logs.coordinator,
             corrupt_records=self.corrupt_records,
+            owns=cluster.owns_coordinator if cluster else None,
         )
         self.preserver_metrics = PreserverMetrics(
             service.cluster_name,
@@ -189,8 +221,11 @@ class TransactionService:
         self._metrics = metrics
         metrics.register(self.preserver_metrics)
 
-    def snapshot_table(self, namespace: str) -> SystemTopicTable:
-        """The namespace's ``__transaction_buffer_snapshot`` table (one per namespace)."""
+    def snapshot_table(self, namespace: str) -> SnapshotStore:
+        """The namespace's ``__transaction_buffer_snapshot`` table (one per namespace);
+        on a cluster member, the store ``ClusterTransactionParts`` names."""
+        if self._cluster is not None:
+            return self._cluster.snapshot_store
         table = self._snapshot_tables.get(namespace)
         if table is None:
             topic = f"persistent://{namespace}/{SNAPSHOT_TOPIC}"
@@ -286,7 +321,10 @@ class TransactionService:
         partition, so changing ``transactionCoordinatorCount`` later must not drop any.
         """
         stored = self.service.partitions_of(TopicName.parse(TC_ASSIGN_TOPIC))
-        if stored and stored != self.config.transaction_coordinator_count:
+        # A cluster's count is initialize-cluster-metadata's, never this setting's.
+        if stored and stored != self.config.transaction_coordinator_count and (
+            self._cluster is None
+        ):
             log.warning(
                 "%s has %d partitions: keeping %d transaction coordinators "
                 "(transactionCoordinatorCount=%d applies when the topic is created)",

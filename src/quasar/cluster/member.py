@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any
 
 from quasar.broker.lookup_data import LookupData, lookup_data
@@ -42,6 +42,7 @@ from quasar.resources.bundles import BundleRange, BundlesData, bundle_of
 from quasar.storage.metadata.zk_watch import SessionState
 from quasar.storage.metadata.zookeeper import ZooKeeperMetadataStore
 
+from .coordinator_topics import placement_of
 from .load_manager import LoadManager
 from .ownership import BundleOwnership, NamespaceEphemeralData
 from .registry import BrokerRegistry, LoadReport, registration_of
@@ -105,6 +106,11 @@ class ClusterMember:
         self._heartbeat_s = min(0.5, self._pause_limit_s / 4)
         self._last_beat = time.monotonic()
         self._heartbeat_task: asyncio.Task[None] | None = None
+        # Told before the topics of bundles this member stops serving are closed,
+        # so what lives beside those topics (transaction coordinators) stops first.
+        self.on_bundles_closing: list[Callable[[set[OwnedBundle]], Awaitable[None]]] = []
+        # Told (on the loop, synchronously) of each bundle this member acquires.
+        self.on_bundle_acquired: list[Callable[[OwnedBundle], None]] = []
 
     # -- life cycle --------------------------------------------------------------------
     def start(self) -> None:
@@ -210,6 +216,8 @@ class ClusterMember:
         return BundlesData.even(self._settings.default_number_of_namespace_bundles)
 
     def bundle_of(self, name: TopicName) -> OwnedBundle:
+        # A coordinator's own topics are served with the coordinator's bundle.
+        name = placement_of(name)
         namespace = name.namespace_name
         return namespace, bundle_of(self.bundles(namespace), name.full)
 
@@ -250,6 +258,15 @@ class ClusterMember:
         log.info("unloaded bundle %s", bundle_key(*owned))
         return True
 
+    def require_serving(self) -> None:
+        """Return if this member serves now: its session is connected and its loop
+        was not paused (a pause is noticed here, at once).
+
+        Raises:
+            ServiceNotReady: it does not.
+        """
+        self._require_serving()
+
     # -- internals ---------------------------------------------------------------------
     def _require_serving(self) -> None:
         if self.serving and time.monotonic() - self._last_beat > self._pause_limit_s:
@@ -271,6 +288,8 @@ class ClusterMember:
             self.owned.add(owned)
             log.info("acquired bundle %s", bundle_key(*owned))
             self._report()
+            for listener in self.on_bundle_acquired:
+                listener(owned)
         return acquired, owner
 
     def _topics_of(self, owned_bundles: Iterable[OwnedBundle]) -> list[str]:
@@ -287,6 +306,11 @@ class ClusterMember:
     async def _close_topics(self, owned_bundles: Iterable[OwnedBundle]) -> None:
         service = self._service
         wanted = set(owned_bundles)
+        for listener in self.on_bundles_closing:
+            try:
+                await listener(wanted)
+            except Exception:
+                log.exception("error stopping what the closing bundles hold")
         for np_topic in list(service.non_persistent.topics.values()):
             try:
                 mine = self.bundle_of(np_topic.topic_name) in wanted

@@ -12,8 +12,8 @@ differences, each checked before any port listens:
 * it registers under ``/loadbalance/brokers`` and serves only the topics of the
   bundles it owns (``quasar.cluster.member``); lookups redirect, admin topic requests
   answer 307 to the owner;
-* the transaction coordinator is not available in a cluster yet:
-  ``transactionCoordinatorEnabled=true`` is refused at start-up.
+* transaction coordinators are owned with their bundles and ends travel to the
+  participants' owners (``cluster_transactions.py``).
 
 On SIGTERM it releases its bundles (another broker may take them at once) and
 deregisters before shutting down like a standalone broker.
@@ -33,6 +33,7 @@ from quasar.errors import MetadataError
 from quasar.storage.metadata.routed import ConfigurationRoutedStore
 from quasar.storage.metadata.zookeeper import ZooKeeperMetadataStore
 
+from .cluster_transactions import ClusterTransactions, broker_client_auth
 from .standalone import GIL_SWITCH_INTERVAL_S, Standalone
 from .tls import TlsConfigurationError
 
@@ -52,12 +53,19 @@ def check_cluster_config(config: ServiceConfiguration) -> None:
             "quasar broker needs metadataStoreUrl=zk:host:port[/chroot] (the "
             "cluster's ZooKeeper); use quasar standalone for a single broker"
         )
-    if config.transaction.transaction_coordinator_enabled:
-        raise ClusterConfigurationError(
-            "transactionCoordinatorEnabled=true is not supported by quasar broker yet "
-            "(transaction coordinators are not spread over a cluster's brokers)"
-        )
     broker = config.broker
+    if config.transaction.transaction_coordinator_enabled:
+        if broker.broker_service_port is None:
+            # Members end transactions on each other over pulsar:// only.
+            raise ClusterConfigurationError(
+                "transactionCoordinatorEnabled=true on quasar broker needs "
+                "brokerServicePort: members send each other the ends of "
+                "transactions over the plaintext port"
+            )
+        try:
+            broker_client_auth(config.authentication)
+        except ValueError as exc:
+            raise ClusterConfigurationError(str(exc)) from None
     if broker.web_service_port is None and broker.web_service_port_tls is None:
         raise ClusterConfigurationError(
             "quasar broker needs webServicePort or webServicePortTls: the broker id "
@@ -88,6 +96,10 @@ class ClusterBroker(Standalone):
         # Pulsar's broker id: the advertised address and the web service port.
         self.broker_id = f"{broker.advertised_address}:{web_port}"
         self.member: ClusterMember | None = None
+        self.cluster_transactions: ClusterTransactions | None = None
+        self._broker_client_auth: tuple[str, bytes] | None = None
+        if config.transaction.transaction_coordinator_enabled:
+            self._broker_client_auth = broker_client_auth(config.authentication)
 
     def _data_dir_lock(self) -> str:
         return f"LOCK-{self.broker_id}"
@@ -116,6 +128,15 @@ class ClusterBroker(Standalone):
         member.start()
         self.member = member
         self.service.ownership = member
+        transactions = self.service.transactions
+        if self.cluster_transactions is not None and transactions is not None:
+            self.cluster_transactions.attach(
+                member, transactions.registry, self.service.refusals
+            )
+
+    def _transaction_cluster_parts(self) -> ClusterTransactions:
+        self.cluster_transactions = ClusterTransactions(self._store, self._broker_client_auth)
+        return self.cluster_transactions
 
     def _admin_options(self) -> dict[str, Any]:
         return {"cluster": self.member}
@@ -132,6 +153,8 @@ class ClusterBroker(Standalone):
             except Exception:
                 log.exception("error releasing bundles")
         await super().stop()
+        if self.cluster_transactions is not None:
+            await self.cluster_transactions.close()
 
 
 def run(config: ServiceConfiguration) -> None:

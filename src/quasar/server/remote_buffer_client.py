@@ -8,7 +8,11 @@ client keeps one connection per broker URL, correlates responses by request id, 
 turns error responses into ``quasar.errors`` exceptions carrying ``retryable``, which is
 what the coordinator's end fan-out retries on. A lost connection fails the calls in
 flight with a retryable error; the coordinator sends them again (participants are
-idempotent).
+idempotent). ``lookup`` asks a broker where a topic lives (LOOKUP), so a cluster
+member can follow redirects to a participant's owner (``cluster_transactions.py``).
+With ``auth`` the connection authenticates as the broker's own role (CONNECT's
+``auth_method_name`` and ``auth_data``), which the receiving broker requires of
+END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION when authorization is on.
 """
 
 from __future__ import annotations
@@ -37,7 +41,12 @@ REQUEST_TIMEOUT_S = 30.0  # operation timeout, as the Pulsar clients use
 
 
 class _BrokerConnection(asyncio.Protocol):
-    def __init__(self, on_lost: Callable[[_BrokerConnection], None]) -> None:
+    def __init__(
+        self,
+        on_lost: Callable[[_BrokerConnection], None],
+        auth: tuple[str, bytes] | None = None,
+    ) -> None:
+        self._auth = auth
         self._decoder = FrameDecoder(DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING)
         self._transport: asyncio.Transport | None = None
         loop = asyncio.get_running_loop()
@@ -55,6 +64,8 @@ class _BrokerConnection(asyncio.Protocol):
         cmd = T(type=T.CONNECT)
         cmd.connect.client_version = CLIENT_VERSION
         cmd.connect.protocol_version = PROTOCOL_VERSION_MAX
+        if self._auth is not None:
+            cmd.connect.auth_method_name, cmd.connect.auth_data = self._auth
         self.write(cmd)
 
     def data_received(self, data: bytes) -> None:
@@ -79,6 +90,10 @@ class _BrokerConnection(asyncio.Protocol):
                     else cmd.endTxnOnSubscriptionResponse
                 )
                 fut = self._pending.pop(resp.request_id, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(cmd)
+            elif cmd.type == T.LOOKUP_RESPONSE:
+                fut = self._pending.pop(cmd.lookupTopicResponse.request_id, None)
                 if fut is not None and not fut.done():
                     fut.set_result(cmd)
             elif cmd.type == T.ERROR:
@@ -127,8 +142,12 @@ class RemoteTransactionBufferClient:
     in a cluster it is a lookup, for a test it can be a constant.
     """
 
-    def __init__(self, broker_url_for: Callable[[str], str]) -> None:
+    def __init__(
+        self, broker_url_for: Callable[[str], str], auth: tuple[str, bytes] | None = None
+    ) -> None:
+        """``auth``: the authentication method's name and data CONNECT carries."""
         self._url_for = broker_url_for
+        self._auth = auth
         self._connections: dict[str, _BrokerConnection] = {}
         self._connecting: dict[str, asyncio.Task[_BrokerConnection]] = {}
         self._request_ids = itertools.count(1)
@@ -152,7 +171,7 @@ class RemoteTransactionBufferClient:
         loop = asyncio.get_running_loop()
         try:
             _, conn = await loop.create_connection(
-                lambda: _BrokerConnection(self._forget), host, int(port)
+                lambda: _BrokerConnection(self._forget, self._auth), host, int(port)
             )
             await asyncio.wait_for(conn.connected, REQUEST_TIMEOUT_S)
         except (OSError, TimeoutError) as exc:
@@ -165,9 +184,36 @@ class RemoteTransactionBufferClient:
             if c is conn:
                 del self._connections[url]
 
+    async def lookup(
+        self, url: str, topic: str, authoritative: bool
+    ) -> pb.CommandLookupTopicResponse:
+        """The LOOKUP answer of the broker at ``url`` for ``topic``.
+
+        Raises:
+            ServiceNotReady: the broker cannot be reached or did not answer.
+        """
+        rid = next(self._request_ids)
+        cmd = T(type=T.LOOKUP)
+        cmd.lookupTopic.request_id, cmd.lookupTopic.topic = rid, topic
+        cmd.lookupTopic.authoritative = authoritative
+        conn = await self._connection(url)
+        return (await conn.request(rid, cmd)).lookupTopicResponse
+
     async def end_txn_on_partition(
         self, topic: str, txn_id: TxnID, action: TxnAction, low_watermark: int
     ) -> None:
+        await self.end_txn_on_partition_at(
+            self._url_for(topic), topic, txn_id, action, low_watermark
+        )
+
+    async def end_txn_on_partition_at(
+        self, url: str, topic: str, txn_id: TxnID, action: TxnAction, low_watermark: int
+    ) -> None:
+        """END_TXN_ON_PARTITION to the broker at ``url``.
+
+        Raises:
+            QuasarError: the broker's error (with its code), or ServiceNotReady.
+        """
         rid = next(self._request_ids)
         cmd = T(type=T.END_TXN_ON_PARTITION)
         c = cmd.endTxnOnPartition
@@ -175,7 +221,7 @@ class RemoteTransactionBufferClient:
         c.txnid_most_bits, c.txnid_least_bits = txn_id.most_bits, txn_id.least_bits
         if low_watermark >= 0:  # uint64 on the wire: "nothing ended yet" is left out
             c.txnid_least_bits_of_low_watermark = low_watermark
-        conn = await self._connection(self._url_for(topic))
+        conn = await self._connection(url)
         _raise_if_error((await conn.request(rid, cmd)).endTxnOnPartitionResponse)
 
     async def end_txn_on_subscription(
@@ -186,6 +232,21 @@ class RemoteTransactionBufferClient:
         action: TxnAction,
         low_watermark: int,
     ) -> None:
+        await self.end_txn_on_subscription_at(
+            self._url_for(topic), topic, subscription, txn_id, action, low_watermark
+        )
+
+    async def end_txn_on_subscription_at(
+        self,
+        url: str,
+        topic: str,
+        subscription: str,
+        txn_id: TxnID,
+        action: TxnAction,
+        low_watermark: int,
+    ) -> None:
+        """END_TXN_ON_SUBSCRIPTION to the broker at ``url``; raises as
+        ``end_txn_on_partition_at``."""
         rid = next(self._request_ids)
         cmd = T(type=T.END_TXN_ON_SUBSCRIPTION)
         c = cmd.endTxnOnSubscription
@@ -194,7 +255,7 @@ class RemoteTransactionBufferClient:
         c.txnid_most_bits, c.txnid_least_bits = txn_id.most_bits, txn_id.least_bits
         if low_watermark >= 0:
             c.txnid_least_bits_of_low_watermark = low_watermark
-        conn = await self._connection(self._url_for(topic))
+        conn = await self._connection(url)
         _raise_if_error((await conn.request(rid, cmd)).endTxnOnSubscriptionResponse)
 
     async def close(self) -> None:

@@ -33,7 +33,7 @@ from quasar.broker.health_check import HealthChecker
 from quasar.broker.metrics_broker import BrokerMetrics
 from quasar.broker.operations import BrokerOperations
 from quasar.broker.service import BrokerService
-from quasar.broker.transactions import TransactionService
+from quasar.broker.transactions import ClusterTransactionParts, TransactionService
 from quasar.broker.txn_metrics import register_transaction_metrics
 from quasar.config import ServiceConfiguration
 from quasar.errors import MetadataError
@@ -220,10 +220,15 @@ class Standalone:
         service = TransactionService(
             self.service, txn, metrics=self.metrics,
             batch_size_max=self.service.input_bounds.max_batch_records,
+            cluster=self._transaction_cluster_parts(),
         )
         service.create_assign_topic()
         self.service.transactions = service
         register_transaction_metrics(self.metrics, self.service, service)
+
+    def _transaction_cluster_parts(self) -> ClusterTransactionParts | None:
+        """What a cluster member changes in the transaction service (none here)."""
+        return None
 
     def _broker_operations(self) -> BrokerOperations:
         """The brokers admin API's view of this broker; applies the dynamic

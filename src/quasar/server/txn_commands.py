@@ -24,8 +24,9 @@ NEW_TXN is bounded by ``maxActiveTransactionsPerCoordinator``,
 ``maxActiveTransactionsPerConnection`` (``connection_transactions.py``) and
 ``transactionMaxTimeoutMillis``; each refusal is counted (``broker/txn_limits.py``).
 END_TXN_ON_PARTITION and END_TXN_ON_SUBSCRIPTION, which one broker sends another, are
-for super-users when authorization is on. Every refusal goes out in the request's
-response; the connection stays open.
+for super-users when authorization is on. On a cluster member TC_CLIENT_CONNECT for a
+coordinator whose bundle another broker owns is ``ServiceNotReady``. Every refusal
+goes out in the request's response; the connection stays open.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from quasar.broker.transactions import TransactionService
+from quasar.broker.transactions import TC_ASSIGN_TOPIC, TransactionService
 from quasar.broker.txn_limits import (
     MAX_ACTIVE,
     MAX_ACTIVE_PER_CONNECTION,
@@ -52,7 +53,7 @@ from quasar.errors import (
     take_refusal,
 )
 from quasar.protocol import pb
-from quasar.protocol.topic_name import SYSTEM_TENANT
+from quasar.protocol.topic_name import SYSTEM_TENANT, TopicName
 from quasar.protocol.txn_id import TxnID
 from quasar.transaction.coordinator import TransactionCoordinator
 from quasar.transaction.coordinator.ownership import ANONYMOUS, Caller, not_owner
@@ -386,7 +387,13 @@ class TransactionCommands:
 
     # -- coordinator side, answered from a task ---------------------------------------
     async def _tc_connect(self, req: Any) -> None:
-        await self._transactions().registry.connect(req.tc_id)
+        registry = self._transactions().registry
+        ownership = self._ctx.service.ownership
+        if ownership is not None and 0 <= req.tc_id < registry.coordinator_count:
+            # A cluster member hosts only the coordinators of the bundles it owns; as
+            # Pulsar, another is ServiceNotReady, and the client looks it up again.
+            ownership.check_serving(TopicName.parse(f"{TC_ASSIGN_TOPIC}-partition-{req.tc_id}"))
+        await registry.connect(req.tc_id)
 
     # -- participant side (also reached in-process through LocalTransactionBufferClient)
     async def _end_on_partition(self, req: Any) -> None:

@@ -42,7 +42,11 @@ class ClusterProcess:
         cluster_name: str = "test-cluster",
         session_timeout_ms: int = 4000,
         settings: dict[str, str] | None = None,
+        transaction_coordinators: int | None = None,
     ) -> None:
+        """``transaction_coordinators``: the partitions of the coordinators' assign
+        topic (``initialize-cluster-metadata``'s default when ``None``)."""
+        self._coordinators = transaction_coordinators
         self.work_dir = Path(work_dir)
         self._own_zookeeper = zookeeper is None
         self.zookeeper = zookeeper or ZooKeeperProcess(self.work_dir / "zookeeper")
@@ -55,8 +59,6 @@ class ClusterProcess:
             "metadataStoreOperationTimeoutSeconds": "10",
             # Load reports every second, so load-manager choices see fresh counts.
             "loadBalancerReportUpdateMinIntervalMillis": "1000",
-            # Transaction coordinators are not spread over a cluster yet.
-            "transactionCoordinatorEnabled": "false",
             **(settings or {}),
         }
         self.brokers = [
@@ -86,6 +88,10 @@ class ClusterProcess:
         if self._own_zookeeper:
             self.zookeeper.start()
         first = self.brokers[0]
+        coordinators = (
+            [] if self._coordinators is None
+            else ["--initial-num-transaction-coordinators", str(self._coordinators)]
+        )
         subprocess.run(
             [
                 sys.executable, "-m", "quasar.cli.main", "initialize-cluster-metadata",
@@ -93,6 +99,7 @@ class ClusterProcess:
                 "--metadata-store", self.metadata_store_url,
                 "--web-service-url", first.admin_url,
                 "--broker-service-url", first.url,
+                *coordinators,
             ],
             check=True, capture_output=True, timeout=ready_timeout_s,
         )

@@ -107,7 +107,10 @@ class TransactionCoordinatorRegistry:
         preserver_store: Callable[[int], PreserverStore] | None = None,
         batched_log: BatchedLogControl | None = None,
         corrupt_records: CorruptRecords | None = None,
+        owns: Callable[[int], bool] | None = None,
     ) -> None:
+        """``owns(n)``: whether this broker may host coordinator ``n`` now (in a
+        cluster, whether it owns the coordinator's bundle); ``None``: every one."""
         if coordinator_count < 1:
             raise ValueError("coordinator_count must be >= 1")
         self._factory = factory
@@ -120,6 +123,7 @@ class TransactionCoordinatorRegistry:
         self._scheduler: Scheduler = scheduler if scheduler is not None else AsyncioScheduler()
         self._preserver_store = preserver_store
         self._batched_log = batched_log
+        self._owns = owns
         self._coordinators: dict[int, TransactionCoordinator] = {}
         self._loading: dict[int, asyncio.Task[TransactionCoordinator]] = {}
         self._unloading: dict[int, asyncio.Task[None]] = {}
@@ -159,10 +163,11 @@ class TransactionCoordinatorRegistry:
         """TC_CLIENT_CONNECT: load coordinator ``tc_id`` if needed; return it ready.
 
         Raises:
-            TransactionCoordinatorNotFound: unknown id, registry closed, or the load
-                failed (retryable; the cause is chained).
+            TransactionCoordinatorNotFound: unknown id, registry closed, not owned by
+                this broker, or the load failed (retryable; the cause is chained).
         """
         self._check_id(tc_id)
+        self._check_owned(tc_id)
         existing = self._coordinators.get(tc_id)
         if existing is not None and existing.status is CoordinatorStatus.READY:
             return existing
@@ -275,6 +280,7 @@ class TransactionCoordinatorRegistry:
                 entry is set aside all the same, and ``load_failures`` says why.
         """
         self._check_id(tc_id)
+        self._check_owned(tc_id)
         existing = self._coordinators.get(tc_id)
         if existing is not None and existing.status is CoordinatorStatus.READY:
             raise PreconditionFailedError(
@@ -349,6 +355,12 @@ class TransactionCoordinatorRegistry:
             raise TransactionCoordinatorNotFound(
                 f"Transaction coordinator with id {tc_id} not found"
             )
+
+    def _check_owned(self, tc_id: int) -> None:
+        # Only the owner of a coordinator's bundle may open its log: two brokers
+        # appending to one log would interleave two coordinators' records.
+        if self._owns is not None and not self._owns(tc_id):
+            raise self._not_found(tc_id, "its bundle is not owned by this broker")
 
     @staticmethod
     def _not_found(tc_id: int, why: str) -> BrokerError:
