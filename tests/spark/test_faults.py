@@ -89,6 +89,9 @@ def test_driver_killed_after_sink_commit_before_spark_records_it(
     assert open_transactions(broker, [f"{sink_id}-p{p}" for p in range(2)]) == []
 
 
+# Two Spark jobs, a broker restart and recovery between them: minutes on a busy
+# 2-core machine, more than the suite's default limit.
+@pytest.mark.timeout(900)
 def test_broker_killed_and_restarted_during_a_running_query(
     broker: BrokerProcess, pipe: dict[str, Any], children: list[subprocess.Popen[bytes]]
 ) -> None:

@@ -24,7 +24,9 @@ from quasar.storage.metadata.zookeeper import ZooKeeperMetadataStore
 from quasar.testing.zookeeper import ZooKeeperProcess
 from tests.conftest import require_zookeeper
 
-EVENT_TIMEOUT_S = 10.0
+# A bound on waiting for a session event: generous, as a loaded machine may take a
+# while to restart ZooKeeper's JVM and let the client reconnect.
+EVENT_TIMEOUT_S = 30.0
 
 
 @pytest.fixture
