@@ -142,9 +142,12 @@ def _connected(max_pending_publish: int = 1000) -> tuple[ServerConnection, FakeT
 
 async def test_a_read_of_many_frames_is_handled_a_turn_at_a_time() -> None:
     conn, transport, handled = _connected()
-    conn.data_received(encode_command(T(type=T.PING)) * (2 * FRAMES_PER_TURN + 100))
+    ping = encode_command(T(type=T.PING))
+    conn.data_received(ping * (2 * FRAMES_PER_TURN + 100))
     assert len(handled) == FRAMES_PER_TURN
     assert transport.calls == ["pause"], "nothing more is read while frames wait"
+    # The rest waits as bytes, decoded a turn's share at a time, not all at once.
+    assert conn._decoder.buffered_bytes == len(ping) * (FRAMES_PER_TURN + 100)
     await _one_turn()
     assert len(handled) == 2 * FRAMES_PER_TURN
     await _one_turn()

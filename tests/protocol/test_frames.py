@@ -158,6 +158,42 @@ def test_byte_by_byte() -> None:
     assert [f.payload for f in decoded] == payloads
 
 
+@pytest.mark.parametrize("limit", [1, 2, 5])
+def test_a_limit_leaves_whole_frames_as_bytes_for_later_calls(limit: int) -> None:
+    stream, commands, payloads = _stream()
+    for cut in range(0, len(stream) + 1, 7):
+        decoder = FrameDecoder(LIMIT)
+        decoded = decoder.feed(stream[:cut], limit)
+        assert len(decoded) <= limit
+        while decoder.has_frame:
+            more = decoder.feed(b"", limit)
+            assert 0 < len(more) <= limit
+            decoded += more
+        decoded += decoder.feed(stream[cut:])
+        assert [f.command for f in decoded] == commands, cut
+        assert [f.payload for f in decoded] == payloads, cut
+        assert decoder.buffered_bytes == 0 and not decoder.has_frame
+
+
+def test_has_frame_is_false_for_a_started_frame_only() -> None:
+    ping_frame = encode_command(ping())
+    decoder = FrameDecoder(LIMIT)
+    assert decoder.feed(ping_frame * 2 + ping_frame[:5], 1) != []
+    assert decoder.has_frame  # one whole PING left, then a started one
+    assert len(decoder.feed(b"", 1)) == 1
+    assert not decoder.has_frame
+    assert decoder.buffered_bytes == 5
+
+
+def test_an_oversized_frame_behind_a_limit_is_refused_on_the_next_call() -> None:
+    decoder = FrameDecoder(1000)
+    assert len(decoder.feed(encode_command(ping()) + struct.pack(">I", 5000), 1)) == 1
+    assert decoder.has_frame, "the next call must refuse it without waiting for bytes"
+    with pytest.raises(FrameTooLarge):
+        decoder.feed(b"", 1)
+    assert not decoder.has_frame
+
+
 @pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
 def test_accepts_any_bytes_like(kind: type) -> None:
     stream, commands, _ = _stream()

@@ -129,7 +129,8 @@ class Frame:
 class FrameDecoder:
     """Incremental decoder of the byte stream from one peer.
 
-    Feed it whatever the transport delivered; it returns every frame completed so far
+    Feed it whatever the transport delivered; it returns the frames completed so far
+    (at most ``limit`` of them, the rest staying buffered as bytes until asked for)
     and buffers the rest. After it has raised once, the stream is out of sync and the
     decoder refuses further input: the caller must close the connection.
     """
@@ -165,8 +166,24 @@ class FrameDecoder:
         if self._failed is None:
             self._failed = RemoteProtocolError("frame decoder discarded")
 
-    def feed(self, data: BytesLike) -> list[Frame]:
+    @property
+    def has_frame(self) -> bool:
+        """Whether the next call has a frame to decode without more bytes: a whole
+        frame left buffered by a ``limit`` (or the size of one it will refuse)."""
+        end = len(self._buf)
+        pos = self._pos
+        if end - pos < 4 or self._failed is not None:
+            return False
+        total = U32.unpack_from(self._buf, pos)[0]
+        return total + 4 > self._max_frame_bytes or pos + 4 + total <= end
+
+    def feed(self, data: BytesLike, limit: int | None = None) -> list[Frame]:
         """Add received bytes and return the frames they complete, in order.
+
+        ``limit`` bounds the frames decoded by this call; whole frames beyond it stay
+        buffered as bytes (``has_frame``) for a later call, which may pass empty
+        ``data``. A large read of small frames then holds its bytes, not thousands of
+        decoded commands at once.
 
         Raises ``FrameTooLarge`` as soon as a frame's declared size exceeds the limit,
         and ``RemoteProtocolError`` for a malformed frame (commandSize beyond the frame,
@@ -183,12 +200,12 @@ class FrameDecoder:
                 "frame decoder already failed; close the connection"
             )
         try:
-            return self._feed(data)
+            return self._feed(data, limit)
         except ProtocolError as exc:
             self._failed = exc
             raise
 
-    def _feed(self, data: BytesLike) -> list[Frame]:
+    def _feed(self, data: BytesLike, limit: int | None) -> list[Frame]:
         buf = self._buf
         src: BytesLike
         if self._pos == len(buf):
@@ -201,19 +218,21 @@ class FrameDecoder:
             src, pos = buf, self._pos
         frames: list[Frame] = []
         end = len(src)
-        limit = self._max_frame_bytes
+        max_bytes = self._max_frame_bytes
+        room = -1 if limit is None else limit
         with memoryview(src) as view:
-            while end - pos >= 4:
+            while end - pos >= 4 and room:
                 total = U32.unpack_from(view, pos)[0]
-                if total + 4 > limit:
+                if total + 4 > max_bytes:
                     raise FrameTooLarge(
-                        f"frame of {total + 4} bytes exceeds the limit of {limit}"
+                        f"frame of {total + 4} bytes exceeds the limit of {max_bytes}"
                     )
                 frame_end = pos + 4 + total
                 if frame_end > end:
                     break
                 frames.append(_decode_frame(view, pos + 4, frame_end))
                 pos = frame_end
+                room -= 1
         # The view is released here: a bytearray cannot change size while exported.
         if src is not buf:
             if pos < end:

@@ -56,7 +56,9 @@ connection's reference cycles.
 
 Fair turns: after a large read (``YIELD_AFTER_READ_BYTES``) reading pauses until the
 loop has run what became ready meanwhile, and a read of many frames is handled
-``FRAMES_PER_TURN`` at a time, one loop turn each. libuv reads a busy socket up to 32
+``FRAMES_PER_TURN`` at a time, one loop turn each, the rest waiting in the decoder as
+bytes: a 256 KiB read of 12-byte PINGs would otherwise be 22,000 decoded commands at
+once. libuv reads a busy socket up to 32
 times (256 KiB each) in one go, so without the pause a publishing client's burst (1,000
 unbatched sends) would be decoded whole before any storage completion, receipt or
 dispatch could run: its receipts would come back together, the client would send its
@@ -193,9 +195,9 @@ class ServerConnection(asyncio.Protocol):
         # the high-water mark, under pulsarChannelPauseReceivingRequestsIfUnwritable).
         self._unwritable = False
         self._read_yielded = False  # a turn given up after a large read
-        self._frames_held = False  # decoded frames wait for later turns
-        # Decoded frames held back by publish back-pressure, and where they resume.
-        self._frames_waiting: tuple[list[Frame], int] | None = None
+        self._frames_held = False  # whole frames of a read wait for later turns
+        # Those frames are held back by publish back-pressure too.
+        self._frames_waiting = False
         self._reading = True  # what the transport was last told
         # The frame that has started but not ended: its bytes and its deadline.
         self._incomplete = IncompleteFrameWatch(
@@ -303,27 +305,27 @@ class ServerConnection(asyncio.Protocol):
             self._loop.call_soon(self._end_read_turn)
         decoder = self._decoder
         try:
-            frames = decoder.feed(data)
+            frames = decoder.feed(data, FRAMES_PER_TURN)
         except ProtocolError as e:
             self._close_for(e)
             return
-        held = decoder.buffered_bytes
-        incomplete = self._incomplete
-        if (held or incomplete.held_bytes) and not incomplete.after_read(held, bool(frames)):
-            return
-        if len(frames) > FRAMES_PER_TURN:
+        if decoder.has_frame:
+            # The rest of the read is decoded and handled in later turns, reading
+            # paused meanwhile; what is buffered is whole frames, not a started one.
             self._frames_held = True
             self._update_reading()
-            self._handle_frames(frames, 0)
+            self._handle_frames(frames)
             return
-        for frame in frames:
-            if self.closed:
-                return
-            try:
-                self._handle(frame)
-            except ProtocolError as e:
-                self._close_for(e)
-                return
+        if not self._after_frames_read(bool(frames)):
+            return
+        self._handle_frames(frames)
+
+    def _after_frames_read(self, completed: bool) -> bool:
+        """Tell the incomplete-frame watch what the decoder holds once every whole
+        frame is out of it; False when that closed the connection."""
+        held = self._decoder.buffered_bytes
+        incomplete = self._incomplete
+        return not (held or incomplete.held_bytes) or incomplete.after_read(held, completed)
 
     def _close_for(self, violation: ProtocolError) -> None:
         """Close the connection for a frame the client should not have sent: one
@@ -334,27 +336,39 @@ class ServerConnection(asyncio.Protocol):
         self.refusals.count(take_refusal(violation) or REFUSED_PROTOCOL_VIOLATION)
         self.abort()
 
-    def _handle_frames(self, frames: list[Frame], start: int) -> None:
-        """Handle ``FRAMES_PER_TURN`` of a read's frames from ``start``, and the rest
-        in later loop turns (reading stays paused until they are done). While publish
-        back-pressure holds, the rest waits for it to lift, as unread bytes would."""
-        if start and self._reading_paused:
-            self._frames_waiting = (frames, start)
-            return
-        end = min(start + FRAMES_PER_TURN, len(frames))
-        for i in range(start, end):
+    def _handle_frames(self, frames: list[Frame]) -> None:
+        for frame in frames:
             if self.closed:
                 return
             try:
-                self._handle(frames[i])
+                self._handle(frame)
             except ProtocolError as e:
                 self._close_for(e)
                 return
-        if end < len(frames):
-            self._loop.call_soon(self._handle_frames, frames, end)
+        if self._frames_held and not self.closed:
+            self._loop.call_soon(self._handle_held_frames)
+
+    def _handle_held_frames(self) -> None:
+        """Decode and handle the next ``FRAMES_PER_TURN`` whole frames a read left in
+        the decoder, one loop turn each, until none is left; then read again. While
+        publish back-pressure holds, they wait for it to lift, as unread bytes would."""
+        if self.closed:
             return
-        self._frames_held = False
-        self._update_reading()
+        if self._reading_paused:
+            self._frames_waiting = True
+            return
+        decoder = self._decoder
+        try:
+            frames = decoder.feed(b"", FRAMES_PER_TURN)
+        except ProtocolError as e:
+            self._close_for(e)
+            return
+        if not decoder.has_frame:
+            self._frames_held = False
+            if not self._after_frames_read(True):
+                return
+            self._update_reading()
+        self._handle_frames(frames)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -383,7 +397,7 @@ class ServerConnection(asyncio.Protocol):
         self.consumers.clear()
         self.producer_futures.clear()
         self.consumer_futures.clear()
-        self._frames_waiting = None
+        self._frames_waiting = False
         self._transport = None
 
     # -- writing back-pressure ---------------------------------------------------------
@@ -440,10 +454,9 @@ class ServerConnection(asyncio.Protocol):
         self.pending_publish -= 1
         if self._reading_paused and self.pending_publish <= self.max_pending_publish // 2:
             self._reading_paused = False
-            waiting = self._frames_waiting
-            if waiting is not None:
-                self._frames_waiting = None
-                self._loop.call_soon(self._handle_frames, *waiting)
+            if self._frames_waiting:
+                self._frames_waiting = False
+                self._loop.call_soon(self._handle_held_frames)
             self._update_reading()
 
     # -- keep-alive ----------------------------------------------------------------------
