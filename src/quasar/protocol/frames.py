@@ -174,7 +174,7 @@ class FrameDecoder:
         pos = self._pos
         if end - pos < 4 or self._failed is not None:
             return False
-        total = U32.unpack_from(self._buf, pos)[0]
+        total: int = U32.unpack_from(self._buf, pos)[0]
         return total + 4 > self._max_frame_bytes or pos + 4 + total <= end
 
     def feed(self, data: BytesLike, limit: int | None = None) -> list[Frame]:
