@@ -31,6 +31,7 @@ import pytest
 
 from quasar.cli.main import main
 from quasar.local.probe import port_taken
+from quasar.testing.zookeeper import ZooKeeperProcess
 from tests.conftest import require_zookeeper
 
 TOPIC = "persistent://public/default/cluster-up"
@@ -62,6 +63,7 @@ class ClusterUp:
     base_port: int = 0
     base_web_port: int = 0
     zookeeper_port: int = 0
+    zookeeper: str | None = None  # an existing server's URL, or start one
 
     def start(self, out: Path) -> ClusterUp:
         base = consecutive_free_ports(2 * self.brokers + 1)
@@ -78,9 +80,12 @@ class ClusterUp:
                 "--base-web-port", str(self.base_web_port),
                 "--zookeeper-port", str(self.zookeeper_port),
                 "--transaction-coordinators", "2",
+                *([] if self.zookeeper is None else ["--zookeeper", self.zookeeper]),
             ],
             stdout=self._stdout, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            # Its own process group, as a shell gives a foreground job.
+            start_new_session=True,
         )
         return self
 
@@ -100,7 +105,8 @@ class ClusterUp:
         for line in self.output().splitlines():
             if match := _LINE.match(line):
                 self.pids[match.group(1)] = int(match.group(2))
-        assert set(self.pids) == {"ZooKeeper", *(f"broker {i}" for i in range(self.brokers))}
+        own = [] if self.zookeeper else ["ZooKeeper"]
+        assert set(self.pids) == {*own, *(f"broker {i}" for i in range(self.brokers))}
 
     def line(self, prefix: str) -> str:
         return next(
@@ -127,6 +133,11 @@ class ClusterUp:
                 os.kill(pid, signal.SIGKILL)
         if not self._stdout.closed:
             self._stdout.close()
+
+
+def session_id(pid: int) -> int:
+    """The session of ``pid`` (``/proc/<pid>/stat``'s sixth field)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
 
 
 def alive(pid: int) -> bool:
@@ -254,6 +265,29 @@ def test_second_run_finds_the_data_and_a_dead_member_stops_all(
         assert re.search(r"broker 1 \(pid \d+\) exited unexpectedly with status -9", output)
         assert "the last lines of" in output and "broker-1.log" in output
         assert [name for name, pid in up.pids.items() if alive(pid)] == []
+    finally:
+        up.stop()
+
+
+def test_up_on_an_existing_zookeeper_stops_on_ctrl_c(
+    zookeeper: ZooKeeperProcess, tmp_path: Path
+) -> None:
+    """Ctrl-C in a terminal signals the foreground process group: ``cluster up``
+    alone, since its members run in sessions of their own; it stops them and leaves
+    the ZooKeeper it did not start running."""
+    url = zookeeper.url(f"/cluster-up-{os.getpid()}")
+    up = ClusterUp(tmp_path / "cluster", brokers=1, zookeeper=url).start(tmp_path / "out")
+    try:
+        up.wait_ready()
+        assert f"metadata store: {url}" in up.output()
+        assert up.proc is not None
+        member = up.pids["broker 0"]
+        assert session_id(member) == member != session_id(up.proc.pid)
+        os.killpg(up.proc.pid, signal.SIGINT)
+        assert up.wait_exit() == 0, up.output()
+        assert "SIGINT: stopping the cluster" in up.output()
+        assert not alive(member)
+        assert zookeeper.running() and "Mode:" in (zookeeper.four_letter_word("srvr") or "")
     finally:
         up.stop()
 
