@@ -325,6 +325,14 @@ def test_bad_arguments_are_refused_before_anything_starts(
     assert code == 2 and "brokerServicePort" in err and "--base-port" in err
     code, err = refused(*base, web, "--set", "noSuchKey=1")
     assert code == 2 and "noSuchKey" in err
+    # With transactions on, members end them on each other with a token of their own.
+    code, err = refused(
+        *base, web, "--set", "authenticationEnabled=true",
+        "--set", "authenticationProviders="
+        "org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
+        "--set", "tokenSecretKey=data:;base64,c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTMy",
+    )
+    assert code == 2 and "brokerClientAuthenticationPlugin" in err
     code, err = refused(*base, web, "--zookeeper", "etcd:127.0.0.1:2379")
     assert code == 2 and "--zookeeper expects zk:host:port" in err
     monkeypatch.setattr("quasar.local.zookeeper.ZOOKEEPER_JAR", tmp_path / "none.jar")

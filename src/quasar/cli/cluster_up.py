@@ -162,11 +162,17 @@ def _plan(args: argparse.Namespace) -> tuple[LocalCluster, str]:
     data_dir = Path(args.data_dir).resolve()
     metadata_url = _metadata_url(args)
     own_settings = {"clusterName": args.cluster, "metadataStoreUrl": metadata_url}
+    # A member would refuse the same configuration, N times over, after ZooKeeper
+    # started: say it once, before anything starts.
+    from quasar.server.cluster_broker import ClusterConfigurationError, check_cluster_config
+
     try:
-        ServiceConfiguration.load(
-            config_file=config_file, overrides={**settings, **own_settings}
-        )
-    except (ValueError, OSError) as exc:
+        check_cluster_config(ServiceConfiguration.load(
+            config_file=config_file,
+            overrides={**settings, **own_settings, "brokerServicePort": args.base_port,
+                       "webServicePort": args.base_web_port},
+        ))
+    except (ValueError, OSError, ClusterConfigurationError) as exc:
         raise UsageError(str(exc)) from None
     ports = _ports(args)
     zookeeper = None
