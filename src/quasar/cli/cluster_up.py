@@ -164,7 +164,10 @@ def _plan(args: argparse.Namespace) -> tuple[LocalCluster, str]:
     own_settings = {"clusterName": args.cluster, "metadataStoreUrl": metadata_url}
     # A member would refuse the same configuration, N times over, after ZooKeeper
     # started: say it once, before anything starts.
-    from quasar.server.cluster_broker import ClusterConfigurationError, check_cluster_config
+    from quasar.server.cluster_broker import (
+        ClusterConfigurationError,
+        check_cluster_config,
+    )
 
     try:
         check_cluster_config(ServiceConfiguration.load(
