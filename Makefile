@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: standalone test lint bench fuzz fuzz-admin proto clean install browser zookeeper chaos soak
+.PHONY: standalone cluster test lint bench fuzz fuzz-admin proto clean install browser zookeeper chaos soak
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -20,6 +20,13 @@ install: $(STAMP)
 
 standalone: $(STAMP)
 	$(BIN)/quasar standalone
+
+# A cluster on this machine to try out (docs/cluster.md, "Trying it out on one
+# machine"): ZooKeeper and BROKERS members on 6650, 6651, ... (admin 8080, 8081, ...),
+# data and logs in ./quasar-cluster, in the foreground until Ctrl-C.
+BROKERS ?= 2
+cluster: $(STAMP) zookeeper
+	$(BIN)/quasar cluster up --brokers $(BROKERS)
 
 # The dashboard's browser tests (tests/dashboard) drive Debian's Chromium and its
 # chromedriver, which a fresh machine lacks: install them when either is missing

@@ -29,8 +29,9 @@ import pytest
 from quasar.auth.token_keys import create_secret_key
 from quasar.auth.tokens import create_token
 from quasar.cli.main import main
+from quasar.local.probe import pulsar_handshake_ok
 from quasar.storage import FileManagedLedgerFactory, SqliteMetadataStore
-from quasar.testing.process import BrokerProcess, _handshake_ok, free_port
+from quasar.testing.process import BrokerProcess, free_port
 from quasar.testing.raw import RawCoordinator, close_all
 from quasar.testing.secured import token_settings
 from quasar.transaction.batched_log import is_batched_entry
@@ -162,7 +163,7 @@ def test_ready_only_once_the_binary_port_serves(tmp_path: Path) -> None:
                 time.sleep(0.05)  # polling interval of a bounded readiness loop
         assert status == 500, body
         assert "not ready" in reason(body)
-        assert not _handshake_ok(port, 1.0)
+        assert not pulsar_handshake_ok(port, 1.0)
         assert http(broker.admin_url + f"{BASE}/version")[0] == 200
         gate.touch()
         broker.wait_ready(60)

@@ -13,6 +13,8 @@ Subcommands::
     quasar chaos ...  (the seeded chaos runner, quasar.cli.chaos)
     quasar initialize-cluster-metadata --cluster NAME --metadata-store zk:... [...]
                       (a new cluster's metadata in ZooKeeper, quasar.cli.cluster_metadata)
+    quasar cluster up --brokers N [--data-dir DIR] [...]
+                      (ZooKeeper and N brokers on this machine, quasar.cli.cluster_up)
 
 Every subcommand also takes ``--log-level``. ``main`` returns the exit status:
 0 success, 1 a failed operation, 2 a usage or configuration error.
@@ -30,6 +32,7 @@ from typing import Any
 from quasar.cli.admin import add_admin_parser, run_admin
 from quasar.cli.chaos import run_chaos
 from quasar.cli.cluster_metadata import add_cluster_metadata_parser
+from quasar.cli.cluster_up import add_cluster_parser, run_cluster
 from quasar.cli.logs import LOG_LEVELS, configure_logging
 from quasar.cli.tokens import add_tokens_parser, run_tokens
 from quasar.config import ServiceConfiguration
@@ -137,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_admin_parser(commands, [common])
     add_tokens_parser(commands, [common])
     add_cluster_metadata_parser(commands, [common])
+    add_cluster_parser(commands, [common])
 
     # Everything after "perf" belongs to the perf tool, which parses it itself (main
     # passes it through raw), so this subparser declares nothing, not even -h.
@@ -264,6 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "perf": _run_perf,
         "chaos": run_chaos,
         "initialize-cluster-metadata": _run_initialize_cluster_metadata,
+        "cluster": run_cluster,
     }
     return runners[args.subcommand](args)
 

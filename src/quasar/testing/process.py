@@ -20,12 +20,11 @@ from __future__ import annotations
 import os
 import random
 import socket
-import ssl
-import struct
 import sys
 from pathlib import Path
 
-from quasar.testing.daemon import LoggedProcess
+from quasar.local.probe import pulsar_handshake_ok, tls_handshake_ok
+from quasar.local.process import LoggedProcess
 
 # Brokers are restarted in place (kill -9, then the same ports): a port from the
 # kernel's ephemeral range may meanwhile become the local port of some outgoing
@@ -52,41 +51,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _handshake_ok(port: int, timeout: float) -> bool:
-    """True if the port answers CONNECT with CONNECTED, or with ERROR (a broker with
-    authentication refuses the probe's missing credentials, but it is serving)."""
-    # BaseCommand{type=CONNECT(2), connect{client_version="probe", protocol_version=20}}
-    connect = b"\x0a\x05probe" + b"\x20\x14"
-    base = b"\x08\x02" + b"\x12" + bytes([len(connect)]) + connect
-    frame = struct.pack(">II", 4 + len(base), len(base)) + base
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-            s.settimeout(timeout)
-            s.sendall(frame)
-            head = s.recv(8)
-            if len(head) < 8:
-                return False
-            # BaseCommand type field: tag 0x08, value CONNECTED (3) or ERROR (14).
-            body = s.recv(2)
-            return body[:2] in (b"\x08\x03", b"\x08\x0e")
-    except OSError:
-        return False
-
-
-def _tls_handshake_ok(port: int, timeout: float) -> bool:
-    """True if the port completes a TLS handshake (the certificate is not checked)."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
-            with ctx.wrap_socket(raw) as s:
-                s.do_handshake()
-                return True
-    except OSError:
-        return False
 
 
 class BrokerProcess(LoggedProcess):
@@ -179,8 +143,8 @@ class BrokerProcess(LoggedProcess):
 
     def _serves(self) -> bool:
         if self.plaintext:
-            return _handshake_ok(self.port, 1.0)
-        return self.tls_port is not None and _tls_handshake_ok(self.tls_port, 1.0)
+            return pulsar_handshake_ok(self.port, 1.0)
+        return self.tls_port is not None and tls_handshake_ok(self.tls_port, 1.0)
 
     def rss_bytes(self) -> int:
         """The running broker's resident memory (``VmRSS`` of ``/proc/<pid>/status``)."""

@@ -1,50 +1,26 @@
 """Run a real ZooKeeper server (Debian's ``zookeeper`` package) for tests.
 
-``ZooKeeperProcess`` writes a ``zoo.cfg`` for a standalone server on a free loopback
-port with its own data directory, starts it with ``java -cp`` on the package's jars
-(``/usr/share/java/zookeeper.jar``, whose manifest names its dependencies), waits
-until the ``srvr`` four-letter word reports it serving (a bounded wait), and
-stops it politely (SIGTERM) or kills it (SIGKILL), then starts it again on the same
-port and data: what a ZooKeeper outage looks like to the brokers.
-
-The server runs with a short ``tickTime`` so tests may ask for short sessions
-(ZooKeeper grants between 2 and 20 ticks unless the bounds are set, as here).
+``ZooKeeperProcess`` is ``quasar.local.zookeeper.ZooKeeperServer`` with what tests
+want: a free loopback port unless one is given, and a short ``tickTime`` so tests may
+ask for short sessions (ZooKeeper grants between 2 and 20 ticks unless the bounds are
+set, as here). It is stopped politely (SIGTERM) or killed (SIGKILL), then started
+again on the same port and data: what a ZooKeeper outage looks like to the brokers.
 ``missing_reason()`` says why no server can be started (no Java, no package), so
 tests can fail under ``CI=true`` and skip elsewhere with that reason.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
 from pathlib import Path
 
-from quasar.testing.daemon import LoggedProcess
+from quasar.local.zookeeper import ZOOKEEPER_JAR, ZooKeeperServer, missing_reason
 from quasar.testing.process import free_port
 
 __all__ = ["ZOOKEEPER_JAR", "ZooKeeperProcess", "missing_reason"]
 
-ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
-# The package's slf4j binding for plain stderr logging, when installed; without it
-# the server logs nothing (slf4j's no-op binding) but runs the same.
-_SLF4J_SIMPLE = Path("/usr/share/java/slf4j-simple.jar")
-_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 
-
-def missing_reason() -> str | None:
-    """Why a ZooKeeper server cannot be started here, or ``None`` if it can."""
-    if shutil.which("java") is None:
-        return "java is not installed (apt-get install zookeeper brings it)"
-    if not ZOOKEEPER_JAR.exists():
-        return f"{ZOOKEEPER_JAR} is missing (apt-get install zookeeper)"
-    return None
-
-
-class ZooKeeperProcess(LoggedProcess):
-    """A standalone ZooKeeper server on ``127.0.0.1:<port>``."""
-
-    name = "ZooKeeper"
+class ZooKeeperProcess(ZooKeeperServer):
+    """A standalone ZooKeeper server on ``127.0.0.1:<port>`` with a 100 ms tick."""
 
     def __init__(
         self,
@@ -54,75 +30,14 @@ class ZooKeeperProcess(LoggedProcess):
         tick_time_ms: int = 100,
         max_session_timeout_ms: int = 60_000,
     ) -> None:
-        self.data_dir = Path(data_dir)
-        self.port = port or free_port()
-        self.tick_time_ms = tick_time_ms
-        self.max_session_timeout_ms = max_session_timeout_ms
-        super().__init__(self.data_dir / "zookeeper.log")
-
-    @property
-    def connect_string(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def url(self, chroot: str = "") -> str:
-        """A ``metadataStoreUrl`` for this server (``zk:127.0.0.1:<port><chroot>``)."""
-        return f"zk:{self.connect_string}{chroot}"
-
-    def _write_config(self) -> Path:
-        (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
-        cfg = self.data_dir / "zoo.cfg"
-        cfg.write_text(
-            "\n".join([
-                f"tickTime={self.tick_time_ms}",
-                f"dataDir={self.data_dir / 'data'}",
-                f"clientPort={self.port}",
-                "clientPortAddress=127.0.0.1",
-                f"minSessionTimeout={2 * self.tick_time_ms}",
-                f"maxSessionTimeout={self.max_session_timeout_ms}",
-                # The AdminServer would take port 8080; the 4lw probe is enough.
-                "admin.enableServer=false",
-                "4lw.commands.whitelist=ruok,srvr,stat",
-                # One server: nothing to wait for at start-up.
-                "initLimit=5",
-                "syncLimit=2",
-                "",
-            ])
+        super().__init__(
+            data_dir, port or free_port(),
+            tick_time_ms=tick_time_ms, max_session_timeout_ms=max_session_timeout_ms,
         )
-        return cfg
 
     def start(self, ready_timeout_s: float = 30.0) -> ZooKeeperProcess:
-        reason = missing_reason()
-        if reason is not None:
-            raise RuntimeError(f"cannot start ZooKeeper: {reason}")
-        cfg = self._write_config()
-        classpath = str(ZOOKEEPER_JAR)
-        if _SLF4J_SIMPLE.exists():
-            classpath += os.pathsep + str(_SLF4J_SIMPLE)
-        cmd = [
-            "java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-cp", classpath, _MAIN, str(cfg),
-        ]
-        self._launch(cmd)
-        # "ruok" answers "imok" before the server accepts sessions; "srvr" reports a
-        # Mode only once it serves requests.
-        self._await(lambda: "Mode:" in (self.four_letter_word("srvr") or ""), ready_timeout_s)
+        super().start(ready_timeout_s)
         return self
-
-    def four_letter_word(self, word: str, timeout_s: float = 1.0) -> str | None:
-        """The server's answer to a four-letter word, or ``None`` if it did not answer."""
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=timeout_s) as s:
-                s.settimeout(timeout_s)
-                s.sendall(word.encode())
-                chunks = []
-                while chunk := s.recv(4096):
-                    chunks.append(chunk)
-                return b"".join(chunks).decode(errors="replace")
-        except OSError:
-            return None
 
     def __enter__(self) -> ZooKeeperProcess:
         return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
