@@ -55,6 +55,8 @@ def test_initializes_once_then_changes_nothing(
         assert "created" not in second
         assert "already initialized" in second and "nothing changed" in second
         assert "exists with other service URLs" in second
+        # The coordinators' count is not changed either, and the run says so.
+        assert f"{TC_ASSIGN} exists with 4 partitions, left as it is" in second
         assert _snapshot(store) == before
     finally:
         store.close()

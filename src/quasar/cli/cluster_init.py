@@ -86,7 +86,15 @@ def initialize(store: MetadataStore, args: argparse.Namespace) -> tuple[list[str
             )
     resources = PulsarResources(store)
     created += resources.bootstrap_standalone(args.cluster)
-    if not resources.partitioned_topics.exists(TC_ASSIGN_TOPIC):
+    wanted = args.initial_num_transaction_coordinators
+    coordinators = resources.partitioned_topics.get(TC_ASSIGN_TOPIC)
+    if coordinators is not None and coordinators.partitions != wanted:
+        notes.append(
+            f"partitioned topic {TC_ASSIGN_TOPIC} exists with "
+            f"{coordinators.partitions} partitions, left as it is "
+            f"(this run's --initial-num-transaction-coordinators is {wanted})"
+        )
+    if coordinators is None:
         try:
             resources.partitioned_topics.create(
                 TC_ASSIGN_TOPIC, args.initial_num_transaction_coordinators
