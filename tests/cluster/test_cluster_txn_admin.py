@@ -228,13 +228,14 @@ def test_topic_transaction_routes_go_to_the_topics_owner(
 
 def test_an_owner_out_of_reach_fails_the_gathered_answer(cluster: ClusterProcess) -> None:
     m0, m1 = cluster.brokers
+    least = open_txn(m0, 0, client_name="etl-kill")
     m1.kill()
     # Member 1's session (and so its ownership of coordinator 1) outlives it for
     # SESSION_TIMEOUT_MS: coordinator 1's owner cannot be reached meanwhile.
     status, _, body = http_request(m0, "GET", f"{TXN}/coordinatorStats")
     assert status == 503, body
     assert "coordinator 1" in body["reason"] and "cannot be reached" in body["reason"]
-    status, _, body = http_request(m0, "GET", f"{TXN}/clientTransactions/etl-all")
+    status, _, body = http_request(m0, "GET", f"{TXN}/clientTransactions/etl-kill")
     assert status == 200, body
     assert body["unavailableCoordinators"] == [1], body
-    assert [t["coordinatorId"] for t in body["open"]] == [0], body
+    assert [t["txnId"] for t in body["open"]] == [f"(0,{least})"], body
