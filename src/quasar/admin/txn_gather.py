@@ -175,8 +175,9 @@ class CoordinatorOwners:
                             )
                     return resp.status, resp.headers.get("Location"), bytes(raw)
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                log.warning("coordinator %d: owner %s unreachable: %r",
-                            tc_id, _origin(url), exc)
+                # The 503 answer says it; a client polling must not fill the log.
+                log.debug("coordinator %d: owner %s unreachable: %r",
+                          tc_id, _origin(url), exc)
                 raise ServiceNotReady(
                     f"coordinator {tc_id}: its owner {_origin(url)} cannot be reached: "
                     f"{exc or type(exc).__name__}"
