@@ -374,6 +374,8 @@ def test_bad_requests_get_pulsar_statuses(
         ("GET", "/slowTransactions/soon", 400),
         ("GET", "/slowTransactions/0?coordinatorId=5", 404),
         ("GET", "/slowTransactions/0?coordinatorId=x", 400),
+        ("GET", "/clientTransactions/etl?coordinatorId=5", 404),
+        ("GET", "/clientTransactions/etl?coordinatorId=x", 400),
         ("POST", "/abortTransaction/0/999999", 404),
         ("POST", "/abortTransaction/0/x", 400),
         ("GET", "/transactionBufferStats/public/default/no-such-topic", 404),
@@ -390,6 +392,11 @@ def test_bad_requests_get_pulsar_statuses(
         status, body = admin(broker, method, BASE + suffix)
         assert status == expected, (method, suffix, status, body)
         assert isinstance(body, dict) and body.get("reason"), (suffix, body)
+
+    # One coordinator's part of a client's transactions (what a cluster member asks
+    # each coordinator's owner for).
+    status, body = admin(broker, "GET", BASE + "/clientTransactions/etl?coordinatorId=1")
+    assert status == 200 and body["unavailableCoordinators"] == [], body
 
     assert cli(broker, "transaction-metadata", "-m", "0", "-l", "999999") == 1
     assert "404" in capsys.readouterr().err

@@ -10,7 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from quasar.client.admin import AdminClient, call_admin
+from quasar.client.admin import AdminClient, _redirect_target, call_admin
+from quasar.client.authentication import AuthenticationToken
 from quasar.errors import (
     AdminError,
     ConflictError,
@@ -147,3 +148,64 @@ def test_call_admin_runs_calls_from_blocking_code() -> None:
         call_admin(f"http://127.0.0.1:{port}", lambda admin: admin.tenants())
     with pytest.raises(ValueError):
         AdminClient("http://x", timeout_s=0)
+
+
+async def _start(app: web.Application) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}"
+
+
+async def test_a_307_is_followed_to_another_host_with_method_body_and_credentials() -> None:
+    """A cluster member answers 307 to the member that owns the topic or coordinator:
+    the client sends the same request there, credentials included (aiohttp itself
+    would drop them on a redirect to another host)."""
+    seen: list[tuple[str, str, str | None, bytes]] = []
+
+    async def owner(request: web.Request) -> web.Response:
+        seen.append((request.method, request.path_qs, request.headers.get("Authorization"),
+                     await request.read()))
+        return web.json_response({"ok": True})
+
+    owner_app = web.Application()
+    owner_app.router.add_route("*", "/owner", owner)
+    owner_runner, owner_url = await _start(owner_app)
+
+    async def asked(request: web.Request) -> web.Response:
+        seen.append((request.method, request.path_qs, request.headers.get("Authorization"),
+                     await request.read()))
+        raise web.HTTPTemporaryRedirect(f"{owner_url}/owner?authoritative=true")
+
+    async def loop(request: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect("/loop")
+
+    asked_app = web.Application()
+    asked_app.router.add_route("*", "/asked", asked)
+    asked_app.router.add_get("/loop", loop)
+    asked_runner, asked_url = await _start(asked_app)
+    try:
+        async with AdminClient(
+            asked_url, authentication=AuthenticationToken("tok")
+        ) as admin:
+            assert await admin.request("POST", "/asked", {"n": 1}) == {"ok": True}
+            assert await admin.request("GET", "/asked") == {"ok": True}
+            with pytest.raises(InvalidAdminResponse, match="redirects"):
+                await admin.request("GET", "/loop")
+    finally:
+        await asked_runner.cleanup()
+        await owner_runner.cleanup()
+    assert seen == [
+        ("POST", "/asked", "Bearer tok", b'{"n": 1}'),
+        ("POST", "/owner?authoritative=true", "Bearer tok", b'{"n": 1}'),
+        ("GET", "/asked", "Bearer tok", b""),
+        ("GET", "/owner?authoritative=true", "Bearer tok", b""),
+    ]
+
+
+def test_a_redirect_from_https_down_to_http_is_refused() -> None:
+    with pytest.raises(InvalidAdminResponse, match="not https"):
+        _redirect_target("https://broker:8443/admin/v2/x", "http://other:8080/admin/v2/x")
+    assert _redirect_target("http://a:1/x?y=1", "/z?w=2") == "http://a:1/z?w=2"

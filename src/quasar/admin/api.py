@@ -238,10 +238,12 @@ class AdminBroker(Protocol):
         ...
 
     async def client_transactions(
-        self, client_name: str, *, role: str | None, superuser: bool
+        self, client_name: str, *, role: str | None, superuser: bool,
+        tc_id: int | None = None,
     ) -> dict[str, Any]:
         """A client name's open and preserved terminated transactions, over every
-        coordinator (idempotent commit/abort; JSON shape in ``docs/admin.md``).
+        coordinator of this broker, or coordinator ``tc_id`` only (idempotent
+        commit/abort; JSON shape in ``docs/admin.md``).
 
         Only the transactions ``role`` (the request's authenticated role; None without
         authentication) may act on: those it opened and those opened without
@@ -251,6 +253,7 @@ class AdminBroker(Protocol):
 
         Raises:
             ServiceNotReady: transactions are disabled on this broker (503).
+            ResourceNotFoundError: ``tc_id`` is no coordinator's id (404).
         """
         ...
 

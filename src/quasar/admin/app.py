@@ -11,7 +11,7 @@ input (a body over ``REQUEST_BYTES_MAX``, an error a check tagged) in
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
 from prometheus_client.registry import CollectorRegistry
@@ -40,6 +40,7 @@ from quasar.admin.topic_ops import routes as topic_ops_routes
 from quasar.admin.topics import routes as topic_routes
 from quasar.admin.transactions import routes as transaction_routes
 from quasar.admin.txn_batch_log import routes as txn_batch_log_routes
+from quasar.admin.txn_gather import OWNERS_KEY, CoordinatorOwners
 from quasar.auth import AuthenticationService, AuthorizationService
 from quasar.broker.dashboard import DashboardSnapshot
 from quasar.broker.hostile_input import HostileInputRefusals
@@ -121,6 +122,7 @@ def create_admin_app(
     refusals: HostileInputRefusals | None = None,
     dashboard: DashboardSnapshot | None = None,
     cluster: ClusterMember | None = None,
+    cluster_peer_headers: Mapping[str, str] | None = None,
 ) -> web.Application:
     """Build the aiohttp application serving Pulsar's ``/admin/v2`` subset.
 
@@ -138,7 +140,9 @@ def create_admin_app(
     answers the web dashboard's data (``quasar.admin.dashboard``); its page and
     scripts are served without credentials, as they hold no data. ``cluster``
     (``quasar broker``): topic requests go to the bundle's owner, and the bundle and
-    broker routes of ``quasar.admin.cluster`` are served.
+    broker routes of ``quasar.admin.cluster`` are served; the transaction routes over
+    every coordinator ask the other members with ``cluster_peer_headers`` (this
+    broker's own ``Authorization``; ``quasar.admin.txn_gather``).
     """
     if authorization is None:
         authorization = AuthorizationService.allow_all()
@@ -182,4 +186,11 @@ def create_admin_app(
     if cluster is not None:
         app[CLUSTER_KEY] = cluster
         app.add_routes(cluster_routes)
+        owners = CoordinatorOwners(cluster, cluster_peer_headers or {})
+        app[OWNERS_KEY] = owners
+
+        async def close_owners(_: web.Application) -> None:
+            await owners.close()
+
+        app.on_cleanup.append(close_owners)
     return app

@@ -7,7 +7,9 @@ owner, bundle unloads, and the live brokers.
   ``authoritative=true``, as Pulsar redirects them. An unowned bundle goes to the
   load manager's choice (acquired here when that is this broker, or when the request
   is already ``authoritative``). Requests on a partitioned topic's base name and its
-  ``/partitions`` metadata are served by any broker.
+  ``/partitions`` metadata are served by any broker. The transaction routes about one
+  coordinator or one topic's buffer or pending acks go to that coordinator's or
+  topic's owner the same way (``quasar.admin.txn_routing``).
 * ``PUT /admin/v2/namespaces/{tenant}/{ns}/{bundle}/unload``: the owner closes the
   bundle's topics and gives the bundle up; another broker answers 307 to the owner;
   an unowned bundle needs nothing (204). ``PUT .../{ns}/unload`` unloads every
@@ -31,6 +33,7 @@ from aiohttp import web
 
 from quasar.admin.access import SUPERUSER, access
 from quasar.admin.http import broker_of, existing_namespace, json_response, no_content
+from quasar.admin.txn_routing import transaction_route_topic
 from quasar.cluster.member import ClusterMember, OwnedBundle
 from quasar.errors import AdminError, QuasarError, ResourceNotFoundError, TopicNotFound
 from quasar.protocol.namespace_name import parse_topic
@@ -69,20 +72,30 @@ def _location(base: str, request: web.Request) -> str:
     return base.rstrip("/") + str(request.rel_url.update_query(authoritative="true"))
 
 
+def _admin_v2_topic(request: web.Request, canonical: str) -> TopicName | None:
+    """The topic of an ``/admin/v2`` topic route, unless any broker serves it."""
+    match = _TOPIC_ROUTE.match(canonical)
+    if match is None or (match.group(2) or "") in _ANY_BROKER_SUFFIXES:
+        return None
+    return _topic_of(request, match.group(1))
+
+
 def owner_redirects(member: ClusterMember) -> Callable[..., Awaitable[web.StreamResponse]]:
-    """The middleware that sends a topic's admin requests to its owner (307)."""
+    """The middleware that sends a topic's admin requests, and the transaction
+    requests about one coordinator or topic (``quasar.admin.txn_routing``), to the
+    owner (307)."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         resource = request.match_info.route.resource
-        match = _TOPIC_ROUTE.match(resource.canonical if resource is not None else "")
-        if match is None or (match.group(2) or "") in _ANY_BROKER_SUFFIXES:
+        canonical = resource.canonical if resource is not None else ""
+        name = _admin_v2_topic(request, canonical) or transaction_route_topic(
+            request, canonical
+        )
+        if name is None:
             return await handler(request)
-        name = _topic_of(request, match.group(1))
         service = broker_of(request)
-        if name is None or (
-            not name.is_partition and service.resources.partitioned_topics.get(name.full)
-        ):
+        if not name.is_partition and service.resources.partitioned_topics.get(name.full):
             return await handler(request)
         authoritative = request.query.get("authoritative", "false").lower() == "true"
         try:

@@ -27,6 +27,8 @@ from aiohttp import web
 
 from quasar.admin.access import SUPERUSER, access
 from quasar.admin.http import broker_of, json_response
+from quasar.admin.txn_cluster_views import cluster_coordinator_stats
+from quasar.admin.txn_gather import coordinator_owners
 from quasar.errors import BadRequestError
 
 routes = web.RouteTableDef()
@@ -52,6 +54,10 @@ def _position(request: web.Request) -> str:
 async def coordinator_stats(request: web.Request) -> web.Response:
     raw = request.query.get("coordinatorId")
     tc_id = None if raw is None else _coordinator_id(raw)
+    owners = coordinator_owners(request)
+    if owners is not None and tc_id is None:
+        # A cluster member: every coordinator's stats, from each one's owner.
+        return json_response(await cluster_coordinator_stats(request, owners))
     return json_response(await broker_of(request).coordinator_stats(tc_id))
 
 

@@ -371,7 +371,7 @@ _table("transactions", [
     ("GET", TXN + "/txnPendingAckBatchLogStat",
      Operation("The pending-ack batched-log state", json(_BATCH_LOG_STATS))),
     ("GET", TXN + "/clientTransactions/{clientName}",
-     Operation("A client's open transactions", JSON_OBJECT)),
+     Operation("A client's open transactions", JSON_OBJECT, query=(COORDINATOR_ID,))),
     ("GET", TXN + "/coordinators", Operation(
         "Transaction coordinators",
         json({"type": "array", "items": ref("TransactionCoordinator")}),

@@ -18,7 +18,11 @@ preservers still hold (COMMITTED or ABORTED; the last ``transactionMetaPersistCo
 per coordinator, for ``transactionMetaPersistTimeInHour``), by end time. A coordinator
 that cannot be loaded is named in ``unavailableCoordinators`` and the answer is then
 partial. 503 when transactions are disabled. The client name is the path segment,
-percent-decoded.
+percent-decoded. ``?coordinatorId=N`` (quasar's) answers for coordinator N only.
+
+On a cluster member the routes about one coordinator or one topic are served by its
+owner (307 elsewhere, ``quasar.admin.txn_routing``), and those over every
+coordinator gather the whole cluster's answer (``quasar.admin.txn_cluster_views``).
 
 Pulsar's transaction admin routes (X = ``{tenant}/{namespace}/{topic}``), for
 super-users only as in Pulsar; shapes in ``docs/admin.md``::
@@ -57,6 +61,12 @@ from quasar.admin.http import (
     topic_param,
 )
 from quasar.admin.txn_api import TransactionAdminApi
+from quasar.admin.txn_cluster_views import (
+    cluster_client_transactions,
+    cluster_coordinators,
+    cluster_slow_transactions,
+)
+from quasar.admin.txn_gather import coordinator_owners
 from quasar.admin.txn_params import (
     coordinator_id_query,
     int_param,
@@ -87,12 +97,20 @@ async def client_transactions(request: web.Request) -> web.Response:
             BadRequestError(f"clientName longer than {_CLIENT_NAME_LENGTH_MAX} characters"),
             REFUSED_CLIENT_NAME,
         )
+    tc_id = coordinator_id_query(request)
     # Only the transactions the caller's role may act on (all of them for a
     # super-user, and for everyone while authorization is off).
     role = request_role(request)
     superuser = authorization_of(request).is_superuser(role)
+    owners = coordinator_owners(request)
+    if owners is not None and tc_id is None:
+        return json_response(
+            await cluster_client_transactions(request, owners, name, role, superuser)
+        )
     return json_response(
-        await broker_of(request).client_transactions(name, role=role, superuser=superuser)
+        await broker_of(request).client_transactions(
+            name, role=role, superuser=superuser, tc_id=tc_id
+        )
     )
 
 
@@ -106,6 +124,9 @@ def _txn_admin(request: web.Request) -> TransactionAdminApi:
 @routes.get(BASE + "/coordinators")
 @access(SUPERUSER)
 async def coordinators(request: web.Request) -> web.Response:
+    owners = coordinator_owners(request)
+    if owners is not None:
+        return json_response(await cluster_coordinators(request, owners))
     return json_response(await _txn_admin(request).coordinators())
 
 
@@ -132,9 +153,11 @@ async def transaction_metadata(request: web.Request) -> web.Response:
 async def slow_transactions(request: web.Request) -> web.Response:
     txn_admin = _txn_admin(request)
     timeout_ms = int_param(request, "timeoutMs")
-    return json_response(
-        await txn_admin.slow_transactions(timeout_ms, coordinator_id_query(request))
-    )
+    tc_id = coordinator_id_query(request)
+    owners = coordinator_owners(request)
+    if owners is not None and tc_id is None:
+        return json_response(await cluster_slow_transactions(request, owners, timeout_ms))
+    return json_response(await txn_admin.slow_transactions(timeout_ms, tc_id))
 
 
 @routes.post(BASE + "/abortTransaction/{mostSigBits}/{leastSigBits}")

@@ -256,14 +256,21 @@ class TransactionService:
         return table
 
     async def client_transactions(
-        self, client_name: str, *, role: str | None, superuser: bool
+        self, client_name: str, *, role: str | None, superuser: bool,
+        tc_id: int | None = None,
     ) -> dict[str, Any]:
         """The admin view of a client name's transactions (``docs/transactions.md``)
         that ``role`` may see: those it owns and those without owner; every role's
-        when ``superuser``."""
+        when ``superuser``. On every coordinator, or on coordinator ``tc_id`` only.
+
+        Raises:
+            ResourceNotFoundError: ``tc_id`` is no coordinator's id (404).
+        """
+        if tc_id is not None and not 0 <= tc_id < self.coordinator_count:
+            raise ResourceNotFoundError(f"Transaction coordinator with id {tc_id} not found")
         caller = Caller(role, superuser)
         return client_transactions_json(
-            await self.registry.client_transactions(client_name, caller)
+            await self.registry.client_transactions(client_name, caller, tc_id)
         )
 
     def new_transaction_buffer(

@@ -13,7 +13,10 @@ Topic arguments may be full names (``persistent://t/ns/x``) or Pulsar's short fo
 (``t/ns/x``, ``x`` for ``public/default/x``).
 
 Every request is bounded by ``timeout_s`` (connecting, sending and reading the whole
-answer). What a request raises:
+answer). Redirects (307 from a cluster member to the broker that owns the topic or
+transaction coordinator) are followed with the same method, body and credentials,
+at most ``MAX_REDIRECTS``, never from ``https://`` to ``http://``. What a request
+raises:
 
 * ``ConnectError``: the admin server could not be reached (refused, reset, no route);
 * ``Timeout``: no complete answer within ``timeout_s``;
@@ -34,7 +37,7 @@ import ssl
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urljoin, urlsplit
 
 import aiohttp
 
@@ -65,6 +68,10 @@ DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
 # default read timeout.
 REQUEST_TIMEOUT_S = 30.0
 
+# Redirects one request follows (aiohttp's own default bound).
+MAX_REDIRECTS = 10
+_REDIRECTS = (301, 302, 303, 307, 308)
+
 CLIENT_TRANSACTIONS_PATH = "/admin/v3/transactions/clientTransactions/"
 
 _HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -75,6 +82,19 @@ T = TypeVar("T")
 
 def _q(segment: str) -> str:
     return quote(segment, safe="")
+
+
+def _redirect_target(url: str, location: str) -> str:
+    """Where a redirect from ``url`` leads; never from https:// down to http://,
+    which would send the credentials in the clear.
+
+    Raises:
+        InvalidAdminResponse: a redirect from https:// to http://.
+    """
+    target = urljoin(url, location)
+    if urlsplit(url).scheme == "https" and urlsplit(target).scheme != "https":
+        raise InvalidAdminResponse(f"refused redirect from {url} to {target}: not https")
+    return target
 
 
 def _force(force: bool) -> str:
@@ -179,19 +199,31 @@ class AdminClient:
     ) -> tuple[bytes, str, dict[str, str]]:
         url = self.base_url + path
         data = None if body is _NO_BODY else json.dumps(body).encode()
-        headers = dict(_HEADERS)
-        if self.authentication is not None:
-            headers.update(self.authentication.http_headers())
         try:
-            async with self._open_session().request(
-                method, url, data=data, headers=headers
-            ) as resp:
-                raw = await resp.read()
-                if resp.status >= 400:
-                    raise error_for_http_status(
-                        resp.status, _reason(raw, resp.reason or "")
-                    )
-                return raw, resp.content_type, dict(resp.headers)
+            for _ in range(MAX_REDIRECTS + 1):
+                headers = dict(_HEADERS)
+                if self.authentication is not None:
+                    headers.update(self.authentication.http_headers())
+                # Redirects are followed here, not by aiohttp: it drops the
+                # credentials on a redirect to another host, which is how a cluster
+                # sends a request to the broker that owns its topic or coordinator.
+                async with self._open_session().request(
+                    method, url, data=data, headers=headers, allow_redirects=False
+                ) as resp:
+                    raw = await resp.read()
+                    location = resp.headers.get("Location")
+                    if resp.status in _REDIRECTS and location:
+                        url = _redirect_target(url, location)
+                        if resp.status == 303 or (
+                            resp.status in (301, 302) and method == "POST"
+                        ):
+                            method, data = "GET", None
+                        continue
+                    if resp.status >= 400:
+                        raise error_for_http_status(
+                            resp.status, _reason(raw, resp.reason or "")
+                        )
+                    return raw, resp.content_type, dict(resp.headers)
         except TimeoutError as exc:
             raise Timeout(
                 f"{method} {url}: no answer within {self.timeout_s}s"
@@ -200,6 +232,7 @@ class AdminClient:
             raise ValueError(f"not a valid admin URL: {self.base_url!r}") from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise ConnectError(f"cannot reach {self.base_url}: {exc}") from exc
+        raise InvalidAdminResponse(f"{method} {path}: more than {MAX_REDIRECTS} redirects")
 
     # Paths -------------------------------------------------------------------------
 

@@ -139,7 +139,13 @@ class ClusterBroker(Standalone):
         return self.cluster_transactions
 
     def _admin_options(self) -> dict[str, Any]:
-        return {"cluster": self.member}
+        # The transaction routes over every coordinator ask the other members as
+        # this broker's own role, the one its binary connections to them carry.
+        headers = {}
+        if self._broker_client_auth is not None:
+            _, token = self._broker_client_auth
+            headers["Authorization"] = f"Bearer {token.decode()}"
+        return {"cluster": self.member, "cluster_peer_headers": headers}
 
     async def start(self) -> None:
         await super().start()

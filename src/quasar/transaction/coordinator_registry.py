@@ -324,23 +324,24 @@ class TransactionCoordinatorRegistry:
         return self.get(txn_id.most_bits)
 
     async def client_transactions(
-        self, client_name: str, caller: Caller = BROKER
+        self, client_name: str, caller: Caller = BROKER, tc_id: int | None = None
     ) -> ClientTransactions:
-        """``client_name``'s live and preserved transactions on every coordinator, of
-        the owners ``caller`` may act on (``Caller.may_act_on``).
+        """``client_name``'s live and preserved transactions on every coordinator (or
+        on coordinator ``tc_id`` only), of the owners ``caller`` may act on
+        (``Caller.may_act_on``).
 
         Coordinators are loaded as a TC_CLIENT_CONNECT would load them (after a
         restart nothing may have loaded them yet); one that cannot be loaded is listed
         in ``unavailable`` rather than failing the whole answer.
         """
         out = ClientTransactions(client_name)
-        for tc_id in range(self._count):
+        for i in range(self._count) if tc_id is None else (tc_id,):
             try:
-                tc = await self.connect(tc_id)
+                tc = await self.connect(i)
                 live, terminated = tc.client_transactions(client_name, caller)
             except TransactionCoordinatorNotFound as exc:
-                log.info("client transactions: coordinator %d unavailable: %s", tc_id, exc)
-                out.unavailable.append(tc_id)
+                log.info("client transactions: coordinator %d unavailable: %s", i, exc)
+                out.unavailable.append(i)
                 continue
             out.live.extend(live)
             out.terminated.extend(terminated)
