@@ -144,6 +144,14 @@ def tls_protocol_names(value: Any) -> str | None:
     return None if not bad else "a comma-separated list of " + ", ".join(TLS_PROTOCOLS)
 
 
+def pem_files_only(value: Any) -> str | None:
+    """Refuse the key-store form of TLS settings, which quasar does not read."""
+    return None if not value else (
+        "false: quasar reads PEM files only (brokerClientTrustCertsFilePath, "
+        "brokerClientCertificateFilePath, brokerClientKeyFilePath)"
+    )
+
+
 def advertised_listeners(value: Any) -> str | None:
     """Accept Pulsar's ``advertisedListeners`` list."""
     try:
@@ -336,7 +344,9 @@ class TlsConfig(Section):
     # Pulsar default: none, which trusts the system's CAs for client certificates.
     tls_trust_certs_file_path: str = setting("", "tlsTrustCertsFilePath")
     # Pulsar default: an untrusted client certificate fails the handshake; true
-    # accepts such clients without asking for a certificate at all.
+    # accepts such clients without asking for a certificate at all, and (as Pulsar's
+    # broker client) lets a member with brokerClientTlsEnabled accept any
+    # certificate from the other members.
     tls_allow_insecure_connection: bool = setting(False, "tlsAllowInsecureConnection")
     # Pulsar default: a client certificate is optional (but checked when sent).
     tls_require_trusted_client_cert_on_connect: bool = setting(
@@ -351,6 +361,33 @@ class TlsConfig(Section):
     # connection.
     tls_cert_refresh_check_duration_sec: int = setting(
         300, "tlsCertRefreshCheckDurationSec", at_least(0)
+    )
+    # Pulsar default (broker.conf brokerClientTlsEnabled): a cluster member reaches
+    # the others at their pulsar+ssl:// and https:// URLs instead of the plaintext
+    # ones (ends of transactions, the transaction admin routes it gathers).
+    broker_client_tls_enabled: bool = setting(False, "brokerClientTlsEnabled")
+    # Pulsar default: none; the CA certificates (PEM) the other members'
+    # certificates must chain to. quasar requires it with brokerClientTlsEnabled.
+    broker_client_trust_certs_file_path: str = setting(
+        "", "brokerClientTrustCertsFilePath"
+    )
+    # Pulsar default: none; the certificate (PEM) a member presents to the others,
+    # for members with tlsRequireTrustedClientCertOnConnect=true.
+    broker_client_certificate_file_path: str = setting(
+        "", "brokerClientCertificateFilePath"
+    )
+    # Pulsar default: none; the unencrypted private key (PEM) of that certificate.
+    broker_client_key_file_path: str = setting("", "brokerClientKeyFilePath")
+    # Pulsar default (broker.conf brokerClientTlsEnabledWithKeyStore); quasar reads
+    # PEM files only, so true is refused rather than ignored.
+    broker_client_tls_enabled_with_key_store: bool = setting(
+        False, "brokerClientTlsEnabledWithKeyStore", pem_files_only
+    )
+    # Pulsar default (ServiceConfiguration tlsHostnameVerificationEnabled): a member
+    # checks the chain of another member's certificate but not that it names the
+    # host it connects to; true checks that too.
+    tls_hostname_verification_enabled: bool = setting(
+        False, "tlsHostnameVerificationEnabled"
     )
 
 

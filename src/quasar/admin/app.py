@@ -11,6 +11,7 @@ input (a body over ``REQUEST_BYTES_MAX``, an error a check tagged) in
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
@@ -123,6 +124,7 @@ def create_admin_app(
     dashboard: DashboardSnapshot | None = None,
     cluster: ClusterMember | None = None,
     cluster_peer_headers: Mapping[str, str] | None = None,
+    cluster_peer_tls: ssl.SSLContext | None = None,
 ) -> web.Application:
     """Build the aiohttp application serving Pulsar's ``/admin/v2`` subset.
 
@@ -142,7 +144,8 @@ def create_admin_app(
     (``quasar broker``): topic requests go to the bundle's owner, and the bundle and
     broker routes of ``quasar.admin.cluster`` are served; the transaction routes over
     every coordinator ask the other members with ``cluster_peer_headers`` (this
-    broker's own ``Authorization``; ``quasar.admin.txn_gather``).
+    broker's own ``Authorization``; ``quasar.admin.txn_gather``), over ``https://``
+    with ``cluster_peer_tls`` (``brokerClientTlsEnabled``).
     """
     if authorization is None:
         authorization = AuthorizationService.allow_all()
@@ -186,7 +189,7 @@ def create_admin_app(
     if cluster is not None:
         app[CLUSTER_KEY] = cluster
         app.add_routes(cluster_routes)
-        owners = CoordinatorOwners(cluster, cluster_peer_headers or {})
+        owners = CoordinatorOwners(cluster, cluster_peer_headers or {}, cluster_peer_tls)
         app[OWNERS_KEY] = owners
 
         async def close_owners(_: web.Application) -> None:

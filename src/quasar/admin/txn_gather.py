@@ -19,8 +19,11 @@ with the route's one-coordinator form (``?coordinatorId=N&authoritative=true``).
   elsewhere is ``ServiceNotReady`` (503, retryable: its coordinator moves once its
   session expires) naming the coordinator and the owner; an error answer keeps its
   status with the coordinator named in the reason; a refusal of this member's own
-  credentials (401/403) is a configuration error (500). Members are asked over their
-  plaintext web port (``webServicePort``).
+  credentials (401/403) is a configuration error (500).
+* **Transport.** Members are asked over their plaintext web URL (``webServicePort``),
+  or with a TLS context (``brokerClientTlsEnabled``) over their ``https://`` one
+  (``webServicePortTls``) only; an owner without a URL of that kind is 503, never
+  asked over the other kind.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urljoin, urlsplit
@@ -67,10 +71,18 @@ T = TypeVar("T")
 class CoordinatorOwners:
     """Asks each coordinator's owner, for the routes over every coordinator."""
 
-    def __init__(self, member: ClusterMember, headers: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        member: ClusterMember,
+        headers: Mapping[str, str],
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         """``headers``: this member's own credentials for the other members
-        (``Authorization``), empty without authentication."""
+        (``Authorization``), empty without authentication; ``tls``: the context of
+        ``https://`` requests to them (``None``: plain ``http://``)."""
         self._member = member
+        self._tls = tls
+        self._scheme = "https" if tls is not None else "http"
         self._headers = {"Accept": "application/json", **headers}
         self._session: aiohttp.ClientSession | None = None
         self._in_flight = asyncio.Semaphore(PEER_REQUESTS_IN_FLIGHT_MAX)
@@ -110,7 +122,9 @@ class CoordinatorOwners:
         shape: type,
     ) -> T:
         # Not authoritative: an unowned coordinator goes to the load manager's choice.
-        owner = self._member.admin_target(assign_partition(tc_id), False, secure=False)
+        owner = self._member.admin_target(
+            assign_partition(tc_id), False, secure=self._tls is not None
+        )
         if owner is None:
             return await local(tc_id)
         answer = await self._get(tc_id, owner.rstrip("/") + path(tc_id))
@@ -154,10 +168,11 @@ class CoordinatorOwners:
         )
 
     async def _exchange(self, tc_id: int, url: str) -> tuple[int, str | None, bytes]:
-        if urlsplit(url).scheme != "http":
+        if urlsplit(url).scheme != self._scheme:
+            port = "webServicePortTls" if self._tls is not None else "webServicePort"
             raise ServiceNotReady(
-                f"coordinator {tc_id}: its owner {_origin(url)} has no plaintext web "
-                "service (webServicePort), over which members ask each other"
+                f"coordinator {tc_id}: its owner {_origin(url)} has no {self._scheme}:// "
+                f"web service ({port}), over which members ask each other"
             )
         async with self._in_flight:
             try:
@@ -190,7 +205,7 @@ class CoordinatorOwners:
             _origin(url)
             for b in self._member.registry.live_brokers()
             for url in (b.urls.http_url, b.urls.http_url_tls)
-            if url
+            if url and urlsplit(url).scheme == self._scheme
         }
         if _origin(location) not in live:
             log.warning("coordinator %d: redirect to %s, which is no live member",
@@ -203,8 +218,12 @@ class CoordinatorOwners:
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None:
+            connector = None
+            if self._tls is not None:
+                connector = aiohttp.TCPConnector(ssl=self._tls)
             self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=PEER_REQUEST_TIMEOUT_S)
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=PEER_REQUEST_TIMEOUT_S),
             )
         return self._session
 

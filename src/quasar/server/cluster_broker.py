@@ -13,7 +13,8 @@ differences, each checked before any port listens:
   bundles it owns (``quasar.cluster.member``); lookups redirect, admin topic requests
   answer 307 to the owner;
 * transaction coordinators are owned with their bundles and ends travel to the
-  participants' owners (``cluster_transactions.py``).
+  participants' owners (``cluster_transactions.py``), over TLS with
+  ``brokerClientTlsEnabled`` (``peer_tls.py``).
 
 On SIGTERM it releases its bundles (another broker may take them at once) and
 deregisters before shutting down like a standalone broker.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import sys
 from typing import Any
 
@@ -34,6 +36,7 @@ from quasar.storage.metadata.routed import ConfigurationRoutedStore
 from quasar.storage.metadata.zookeeper import ZooKeeperMetadataStore
 
 from .cluster_transactions import ClusterTransactions, broker_client_auth
+from .peer_tls import broker_client_tls_context
 from .standalone import GIL_SWITCH_INTERVAL_S, Standalone
 from .tls import TlsConfigurationError
 
@@ -55,21 +58,50 @@ def check_cluster_config(config: ServiceConfiguration) -> None:
         )
     broker = config.broker
     if config.transaction.transaction_coordinator_enabled:
-        if broker.broker_service_port is None:
-            # Members end transactions on each other over pulsar:// only.
-            raise ClusterConfigurationError(
-                "transactionCoordinatorEnabled=true on quasar broker needs "
-                "brokerServicePort: members send each other the ends of "
-                "transactions over the plaintext port"
-            )
+        _check_peer_ports(config)
         try:
             broker_client_auth(config.authentication)
+            broker_client_tls_context(config.tls)
         except ValueError as exc:
             raise ClusterConfigurationError(str(exc)) from None
     if broker.web_service_port is None and broker.web_service_port_tls is None:
         raise ClusterConfigurationError(
             "quasar broker needs webServicePort or webServicePortTls: the broker id "
             "is advertisedAddress:webServicePort"
+        )
+
+
+def _check_peer_ports(config: ServiceConfiguration) -> None:
+    """Members reach each other on the ports their own configuration says they all
+    listen on: the TLS ones with brokerClientTlsEnabled, else the plaintext ones
+    (a member never falls back from one to the other).
+
+    Raises:
+        ClusterConfigurationError: naming the port that is missing.
+    """
+    broker = config.broker
+    if config.tls.broker_client_tls_enabled:
+        missing = [
+            key
+            for key, port in (
+                ("brokerServicePortTls", broker.broker_service_port_tls),
+                ("webServicePortTls", broker.web_service_port_tls),
+            )
+            if port is None
+        ]
+        if missing:
+            raise ClusterConfigurationError(
+                "transactionCoordinatorEnabled=true with brokerClientTlsEnabled=true "
+                f"needs {' and '.join(missing)}: members send each other the ends of "
+                "transactions over pulsar+ssl:// and gather the transaction admin "
+                "routes over https://"
+            )
+    elif broker.broker_service_port is None:
+        raise ClusterConfigurationError(
+            "transactionCoordinatorEnabled=true on quasar broker needs "
+            "brokerServicePort: members send each other the ends of transactions over "
+            "the plaintext port unless brokerClientTlsEnabled=true (then over "
+            "brokerServicePortTls)"
         )
 
 
@@ -98,8 +130,15 @@ class ClusterBroker(Standalone):
         self.member: ClusterMember | None = None
         self.cluster_transactions: ClusterTransactions | None = None
         self._broker_client_auth: tuple[str, bytes] | None = None
+        self._broker_client_tls: ssl.SSLContext | None = None
         if config.transaction.transaction_coordinator_enabled:
             self._broker_client_auth = broker_client_auth(config.authentication)
+            self._broker_client_tls = broker_client_tls_context(config.tls)
+            if self._broker_client_tls is not None and config.tls.tls_allow_insecure_connection:
+                log.warning(
+                    "tlsAllowInsecureConnection=true: this member accepts any "
+                    "certificate from the other members of its cluster"
+                )
 
     def _data_dir_lock(self) -> str:
         return f"LOCK-{self.broker_id}"
@@ -135,7 +174,9 @@ class ClusterBroker(Standalone):
             )
 
     def _transaction_cluster_parts(self) -> ClusterTransactions:
-        self.cluster_transactions = ClusterTransactions(self._store, self._broker_client_auth)
+        self.cluster_transactions = ClusterTransactions(
+            self._store, self._broker_client_auth, self._broker_client_tls
+        )
         return self.cluster_transactions
 
     def _admin_options(self) -> dict[str, Any]:
@@ -145,7 +186,11 @@ class ClusterBroker(Standalone):
         if self._broker_client_auth is not None:
             _, token = self._broker_client_auth
             headers["Authorization"] = f"Bearer {token.decode()}"
-        return {"cluster": self.member, "cluster_peer_headers": headers}
+        return {
+            "cluster": self.member,
+            "cluster_peer_headers": headers,
+            "cluster_peer_tls": self._broker_client_tls,
+        }
 
     async def start(self) -> None:
         await super().start()

@@ -28,16 +28,22 @@ What differs from one broker (``docs/cluster.md``, "Transactions in a cluster"):
 * **Credentials.** With authentication on, a member connects to the others as its own
   role (``brokerClientAuthenticationPlugin`` / ``brokerClientAuthenticationParameters``,
   Pulsar's keys; the token plugin only), which must be a super-user there.
+* **TLS.** With ``brokerClientTlsEnabled`` (``peer_tls.py``) every URL taken from a
+  lookup, a Redirect or the live members is the ``pulsar+ssl://`` one
+  (``brokerServiceUrlTls``), else the ``pulsar://`` one; an owner without a URL of
+  that kind cannot be reached (retryably), never over the other kind.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
 from typing import Any, cast
 
 from quasar.broker.hostile_input import HostileInputRefusals
+from quasar.broker.lookup_data import LookupData
 from quasar.broker.transactions import LocalTransactionBufferClient
 from quasar.broker.txn_snapshot_metadata import MetadataSnapshotStore
 from quasar.cluster.coordinator_topics import assign_partition
@@ -134,10 +140,15 @@ class ClusterTransactions:
     coordinator."""
 
     def __init__(
-        self, store: MetadataStore, auth: tuple[str, bytes] | None = None
+        self,
+        store: MetadataStore,
+        auth: tuple[str, bytes] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         """``auth``: the broker's own credentials for its connections to other
-        members (CONNECT's ``auth_method_name`` and ``auth_data``)."""
+        members (CONNECT's ``auth_method_name`` and ``auth_data``); ``tls``: the
+        context of those connections (``None``: plaintext)."""
+        self.secure = tls is not None
         self._member: ClusterMember | None = None
         self._registry: TransactionCoordinatorRegistry | None = None
         self._refusals = HostileInputRefusals()
@@ -145,7 +156,7 @@ class ClusterTransactions:
         # collected; at most one per coordinator at a time, as the registry shares them).
         self._loads: set[asyncio.Task[None]] = set()
         self._snapshots = MetadataSnapshotStore(store)
-        self.remote = RemoteTransactionBufferClient(_no_default_route, auth)
+        self.remote = RemoteTransactionBufferClient(_no_default_route, auth, tls)
 
     @property
     def snapshot_store(self) -> SnapshotStore:
@@ -188,14 +199,25 @@ class ClusterTransactions:
             return False
         return True
 
+    def binary_url(self, data: LookupData) -> str | None:
+        """The binary URL of ``data`` members reach each other at: ``pulsar+ssl://``
+        with TLS, else ``pulsar://``."""
+        return data.broker_url_tls if self.secure else data.broker_url
+
+    def redirect_url(self, found: pb.CommandLookupTopicResponse) -> str | None:
+        """The URL a Redirect answer names, of the kind ``binary_url`` picks."""
+        field = "brokerServiceUrlTls" if self.secure else "brokerServiceUrl"
+        return getattr(found, field) if found.HasField(field) else None
+
     def require_member_url(self, topic: str, url: str | None) -> str:
-        """``url`` if it is a live member's binary URL.
+        """``url`` if it is a live member's binary URL (of the kind ``binary_url``
+        picks).
 
         Raises:
             ServiceNotReady: it is not (a peer's redirect to anywhere else is refused
                 and counted; the end is tried again, from a fresh lookup).
         """
-        live = {b.urls.broker_url for b in self.member.registry.live_brokers()}
+        live = {self.binary_url(b.urls) for b in self.member.registry.live_brokers()}
         if url is None or url not in live:
             self._refusals.count(REFUSED_BROKER_REDIRECT)
             log.warning("lookup of %s redirected to %s, which is no live member", topic, url)
@@ -334,18 +356,18 @@ class ClusterTransactionBufferClient:
         answer = self._cluster.member.lookup(name, False, "")
         if not answer.redirect:
             return None
-        url, authoritative = answer.data.broker_url, answer.authoritative
+        cluster = self._cluster
+        url, authoritative = cluster.binary_url(answer.data), answer.authoritative
         for _ in range(MAX_LOOKUP_REDIRECTS):
             if url is None:
-                raise ServiceNotReady(f"the owner of {topic} has no pulsar:// URL")
+                kind = "pulsar+ssl://" if cluster.secure else "pulsar://"
+                raise ServiceNotReady(f"the owner of {topic} has no {kind} URL")
             found = await self._remote.lookup(url, topic, authoritative)
             if found.response == _LookupType.Connect:
                 return url
             if found.response != _LookupType.Redirect:
                 raise error_for_code(found.error, found.message)
-            url = self._cluster.require_member_url(
-                topic, found.brokerServiceUrl if found.HasField("brokerServiceUrl") else None
-            )
+            url = cluster.require_member_url(topic, cluster.redirect_url(found))
             authoritative = found.authoritative
         raise ServiceNotReady(
             f"{topic}: more than {MAX_LOOKUP_REDIRECTS} lookup redirects"

@@ -12,13 +12,17 @@ idempotent). ``lookup`` asks a broker where a topic lives (LOOKUP), so a cluster
 member can follow redirects to a participant's owner (``cluster_transactions.py``).
 With ``auth`` the connection authenticates as the broker's own role (CONNECT's
 ``auth_method_name`` and ``auth_data``), which the receiving broker requires of
-END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION when authorization is on.
+END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION when authorization is on. With
+``tls`` (a client ``SSLContext``) it reaches ``pulsar+ssl://`` URLs only, and without
+it ``pulsar://`` URLs only: a URL of the other kind is refused (retryably), never
+reached over the transport it did not ask for.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 from collections.abc import Callable
 
 from quasar.errors import ServiceNotReady, error_for_code
@@ -38,6 +42,8 @@ from quasar.transport.writer import FrameWriter
 T = pb.BaseCommand
 CLIENT_VERSION = "quasar-broker-txn-client"
 REQUEST_TIMEOUT_S = 30.0  # operation timeout, as the Pulsar clients use
+PLAIN_SCHEME = "pulsar://"
+TLS_SCHEME = "pulsar+ssl://"
 
 
 class _BrokerConnection(asyncio.Protocol):
@@ -143,11 +149,16 @@ class RemoteTransactionBufferClient:
     """
 
     def __init__(
-        self, broker_url_for: Callable[[str], str], auth: tuple[str, bytes] | None = None
+        self,
+        broker_url_for: Callable[[str], str],
+        auth: tuple[str, bytes] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        """``auth``: the authentication method's name and data CONNECT carries."""
+        """``auth``: the authentication method's name and data CONNECT carries;
+        ``tls``: the context of ``pulsar+ssl://`` connections (``None``: plaintext)."""
         self._url_for = broker_url_for
         self._auth = auth
+        self._tls = tls
         self._connections: dict[str, _BrokerConnection] = {}
         self._connecting: dict[str, asyncio.Task[_BrokerConnection]] = {}
         self._request_ids = itertools.count(1)
@@ -167,14 +178,27 @@ class RemoteTransactionBufferClient:
                 self._connecting.pop(url, None)
 
     async def _connect(self, url: str) -> _BrokerConnection:
-        host, port = url.removeprefix("pulsar://").rsplit(":", 1)
+        scheme = TLS_SCHEME if self._tls is not None else PLAIN_SCHEME
+        if not url.startswith(scheme):
+            raise ServiceNotReady(
+                f"broker URL {url} is not {scheme}..., the only kind this broker "
+                "connects to (brokerClientTlsEnabled)"
+            )
+        host, port = url.removeprefix(scheme).rsplit(":", 1)
         loop = asyncio.get_running_loop()
         try:
             _, conn = await loop.create_connection(
-                lambda: _BrokerConnection(self._forget, self._auth), host, int(port)
+                lambda: _BrokerConnection(self._forget, self._auth),
+                host,
+                int(port),
+                ssl=self._tls,
+                server_hostname=host if self._tls is not None else None,
+                ssl_handshake_timeout=REQUEST_TIMEOUT_S if self._tls is not None else None,
             )
             await asyncio.wait_for(conn.connected, REQUEST_TIMEOUT_S)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError) as exc:
+            # OSError covers ssl.SSLError: an untrusted certificate is retried like
+            # an unreachable broker, with its reason in the message.
             raise ServiceNotReady(f"cannot reach broker {url}: {exc}") from None
         self._connections[url] = conn
         return conn

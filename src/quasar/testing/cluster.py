@@ -10,7 +10,9 @@ and resumed (SIGCONT) one by one. ``service_url`` names every broker
 
 The ZooKeeper server is passed in (tests share one, keeping apart by chroot) or
 started here; ``session_timeout_ms`` is the members' ZooKeeper session timeout, short
-in tests that wait for a dead broker's session to expire.
+in tests that wait for a dead broker's session to expire. ``tls_only`` gives every
+member TLS ports only (``brokerServicePortTls``, ``webServicePortTls``; the
+certificate settings go in ``settings``); ``service_url`` is then ``pulsar+ssl://``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from quasar.testing.process import BrokerProcess
+from quasar.testing.process import BrokerProcess, free_port
 from quasar.testing.zookeeper import ZooKeeperProcess
 
 __all__ = ["ClusterProcess"]
@@ -43,10 +45,12 @@ class ClusterProcess:
         session_timeout_ms: int = 4000,
         settings: dict[str, str] | None = None,
         transaction_coordinators: int | None = None,
+        tls_only: bool = False,
     ) -> None:
         """``transaction_coordinators``: the partitions of the coordinators' assign
         topic (``initialize-cluster-metadata``'s default when ``None``)."""
         self._coordinators = transaction_coordinators
+        self.tls_only = tls_only
         self.work_dir = Path(work_dir)
         self._own_zookeeper = zookeeper is None
         self.zookeeper = zookeeper or ZooKeeperProcess(self.work_dir / "zookeeper")
@@ -67,6 +71,9 @@ class ClusterProcess:
                 settings=dict(settings),
                 command="broker",
                 log_path=self.work_dir / f"broker-{i}.log",
+                tls_port=free_port() if tls_only else None,
+                https_port=free_port() if tls_only else None,
+                plaintext=not tls_only,
             )
             for i in range(brokers)
         ]
@@ -78,11 +85,17 @@ class ClusterProcess:
     @property
     def service_url(self) -> str:
         """Every broker's binary address in one Pulsar service URL."""
+        if self.tls_only:
+            return "pulsar+ssl://" + ",".join(
+                f"localhost:{b.tls_port}" for b in self.brokers
+            )
         return "pulsar://" + ",".join(f"127.0.0.1:{b.port}" for b in self.brokers)
 
     def broker_id(self, broker: BrokerProcess) -> str:
-        """Pulsar's broker id of a member: advertisedAddress:webServicePort."""
-        return f"{broker.advertised_address}:{broker.http_port}"
+        """Pulsar's broker id of a member: advertisedAddress:webServicePort (the TLS
+        one when it has no plaintext port)."""
+        port = broker.https_port if self.tls_only else broker.http_port
+        return f"{broker.advertised_address}:{port}"
 
     def start(self, ready_timeout_s: float = 60.0) -> ClusterProcess:
         if self._own_zookeeper:
@@ -97,8 +110,13 @@ class ClusterProcess:
                 sys.executable, "-m", "quasar.cli.main", "initialize-cluster-metadata",
                 "--cluster", self.cluster_name,
                 "--metadata-store", self.metadata_store_url,
-                "--web-service-url", first.admin_url,
-                "--broker-service-url", first.url,
+                *(
+                    ["--web-service-url-tls", first.https_url,
+                     "--broker-service-url-tls", first.tls_url]
+                    if self.tls_only
+                    else ["--web-service-url", first.admin_url,
+                          "--broker-service-url", first.url]
+                ),
                 *coordinators,
             ],
             check=True, capture_output=True, timeout=ready_timeout_s,

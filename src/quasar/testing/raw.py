@@ -9,6 +9,7 @@ RawTxnProducer is one connection that is both a coordinator client and a produce
 from __future__ import annotations
 
 import socket
+import ssl
 from typing import Any
 
 from quasar.protocol import FrameDecoder, encode_command, encode_message, pb
@@ -26,8 +27,10 @@ def close_all() -> None:
 class Raw:
     """A raw Pulsar connection speaking through quasar.protocol (sans-IO) over a socket."""
 
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    def __init__(self, port: int, tls: ssl.SSLContext | None = None) -> None:
+        """``tls``: speak TLS (a broker's ``brokerServicePortTls``) with this context."""
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.sock = sock if tls is None else tls.wrap_socket(sock, server_hostname="localhost")
         _OPEN.append(self)
         self.decoder = FrameDecoder(16 * 1024 * 1024)
         self.pending: list[pb.BaseCommand] = []
