@@ -95,3 +95,27 @@ def test_unreachable_broker_is_retryable() -> None:
 
     exc = asyncio.run(run())
     assert classify_end_failure(exc) is EndFailure.RETRY
+
+
+@pytest.mark.parametrize(
+    ("tls", "url"),
+    [(True, "pulsar://127.0.0.1:6650"), (False, "pulsar+ssl://127.0.0.1:6651")],
+)
+def test_a_url_of_the_other_kind_is_refused_never_reached(tls: bool, url: str) -> None:
+    """With a TLS context only pulsar+ssl:// is reached, without one only pulsar://:
+    nothing falls back from TLS to plaintext (or the other way round)."""
+    import ssl
+
+    async def run() -> BaseException:
+        context = ssl.create_default_context() if tls else None
+        client = RemoteTransactionBufferClient(lambda _t: url, tls=context)
+        try:
+            await client.end_txn_on_partition("persistent://a/b/c", TxnID(0, 1),
+                                              TxnAction.COMMIT, -1)
+        except Exception as exc:  # noqa: BLE001 - the class is what is checked
+            return exc
+        raise AssertionError("a URL of the other kind must fail the call")
+
+    exc = asyncio.run(run())
+    assert "brokerClientTlsEnabled" in str(exc)
+    assert classify_end_failure(exc) is EndFailure.RETRY

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from quasar.config import ServiceConfiguration
 from quasar.server.cluster_broker import ClusterConfigurationError, check_cluster_config
+from quasar.server.peer_tls import broker_client_tls_context
+from quasar.testing.certs import TestCerts, make_test_certs
 
 
 def _config(**overrides: str) -> ServiceConfiguration:
@@ -71,3 +75,91 @@ def test_a_member_of_an_uninitialized_cluster_does_not_start(zk_url: str, tmp_pa
     )
     assert done.returncode == 1
     assert "initialize-cluster-metadata" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> TestCerts:
+    return make_test_certs(tmp_path_factory.mktemp("certs"), client_role="member")
+
+
+def _tls_member(certs: TestCerts, **overrides: str) -> dict[str, str]:
+    """A TLS-only member with transactions whose broker client uses TLS."""
+    return {
+        "metadataStoreUrl": "zk:127.0.0.1:2181",
+        "brokerServicePort": "",
+        "webServicePort": "",
+        "brokerServicePortTls": "6651",
+        "webServicePortTls": "8443",
+        "tlsCertificateFilePath": str(certs.broker_cert),
+        "tlsKeyFilePath": str(certs.broker_key),
+        "brokerClientTlsEnabled": "true",
+        "brokerClientTrustCertsFilePath": str(certs.ca_cert),
+        **overrides,
+    }
+
+
+def test_a_tls_only_member_with_a_tls_broker_client_may_run_transactions(
+    certs: TestCerts,
+) -> None:
+    check_cluster_config(_config(**_tls_member(certs)))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"brokerServicePortTls": "", "brokerServicePort": "6650"}, "needs brokerServicePortTls:"),
+        ({"webServicePortTls": "", "webServicePort": "8080"}, "needs webServicePortTls:"),
+        ({"brokerClientTrustCertsFilePath": ""}, "needs brokerClientTrustCertsFilePath"),
+        (
+            {"brokerClientTrustCertsFilePath": "/nonexistent/ca.pem"},
+            "brokerClientTrustCertsFilePath=/nonexistent/ca.pem: not readable",
+        ),
+        ({"brokerClientCertificateFilePath": "/tls/member.pem"}, "go together"),
+        ({"brokerClientKeyFilePath": "/tls/member.key"}, "go together"),
+        (
+            {"brokerClientCertificateFilePath": "/nonexistent/member.pem",
+             "brokerClientKeyFilePath": "/nonexistent/member.key"},
+            "brokerClientCertificateFilePath=/nonexistent/member.pem: the file cannot be read",
+        ),
+        # Without brokerClientTlsEnabled members use the plaintext port, never TLS.
+        ({"brokerClientTlsEnabled": "false"}, "brokerServicePort: .*brokerClientTlsEnabled"),
+    ],
+)
+def test_what_a_tls_broker_client_needs(
+    certs: TestCerts, overrides: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ClusterConfigurationError, match=message):
+        check_cluster_config(_config(**_tls_member(certs, **overrides)))
+
+
+def test_a_trust_file_that_is_not_pem_is_refused(certs: TestCerts, tmp_path: Path) -> None:
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate")
+    with pytest.raises(ClusterConfigurationError, match="not readable PEM"):
+        check_cluster_config(
+            _config(**_tls_member(certs, brokerClientTrustCertsFilePath=str(junk)))
+        )
+
+
+def test_the_key_store_form_is_refused_not_ignored() -> None:
+    with pytest.raises(ValueError, match="brokerClientTlsEnabledWithKeyStore.*PEM files only"):
+        _config(brokerClientTlsEnabledWithKeyStore="true")
+
+
+def test_the_broker_client_context_follows_pulsars_keys(certs: TestCerts) -> None:
+    assert broker_client_tls_context(_config().tls) is None
+    ctx = broker_client_tls_context(_config(**_tls_member(certs)).tls)
+    assert ctx is not None
+    assert ctx.verify_mode == ssl.CERT_REQUIRED and not ctx.check_hostname
+    checked = broker_client_tls_context(
+        _config(**_tls_member(certs, tlsHostnameVerificationEnabled="true")).tls
+    )
+    assert checked is not None and checked.check_hostname
+    # As Pulsar's broker client: tlsAllowInsecureConnection accepts any certificate,
+    # and then needs no trust file.
+    insecure = broker_client_tls_context(
+        _config(**_tls_member(
+            certs, tlsAllowInsecureConnection="true", brokerClientTrustCertsFilePath=""
+        )).tls
+    )
+    assert insecure is not None and insecure.verify_mode == ssl.CERT_NONE
