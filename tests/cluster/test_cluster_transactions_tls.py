@@ -1,8 +1,9 @@
 """Cluster members that listen on TLS ports only (``brokerServicePortTls``,
 ``webServicePortTls``, mutual TLS required) reach each other over TLS with Pulsar's
-``brokerClientTlsEnabled``: a transaction whose coordinator is on one member and
-whose partition is on the other commits and aborts (END_TXN_ON_* over
-``pulsar+ssl://``: no member has a plaintext port), and the gathered admin
+``brokerClientTlsEnabled``: with TLS authentication and authorization on, a
+transaction whose coordinator is on one member and whose partition is on the other
+commits and aborts (END_TXN_ON_* over ``pulsar+ssl://`` as the member's certificate
+role, a super-user: no member has a plaintext port), and the gathered admin
 ``coordinatorStats`` asks the other member over ``https://``. A member whose
 ``brokerClientTrustCertsFilePath`` names a CA that did not sign the others'
 certificates cannot end its transactions there: the transaction stays COMMITTING and
@@ -59,6 +60,24 @@ def member_settings(certs: TestCerts, trust: Path | None = None) -> dict[str, st
     }
 
 
+def authenticated_settings(certs: TestCerts) -> dict[str, str]:
+    """TLS authentication and authorization on; the members' role is their
+    certificate's CN, given by Pulsar's TLS plugin instead of the certificate keys."""
+    settings = member_settings(certs)
+    del settings["brokerClientCertificateFilePath"], settings["brokerClientKeyFilePath"]
+    return settings | {
+        "authenticationEnabled": "true",
+        "authenticationProviders":
+            "org.apache.pulsar.broker.authentication.AuthenticationProviderTls",
+        "authorizationEnabled": "true",
+        "superUserRoles": MEMBER_ROLE,
+        "brokerClientAuthenticationPlugin":
+            "org.apache.pulsar.client.impl.auth.AuthenticationTls",
+        "brokerClientAuthenticationParameters":
+            f"tlsCertFile:{certs.client_cert},tlsKeyFile:{certs.client_key}",
+    }
+
+
 def client_context(certs: TestCerts) -> ssl.SSLContext:
     ctx = ssl.create_default_context(cafile=str(certs.ca_cert))
     ctx.load_cert_chain(str(certs.client_cert), str(certs.client_key))
@@ -70,7 +89,7 @@ def place(broker: BrokerProcess, topic: str, certs: TestCerts) -> None:
     assert broker.tls_port is not None
     raw = Raw(broker.tls_port, client_context(certs))
     try:
-        raw.connect()
+        tls_connect(raw)
         cmd = T(type=T.LOOKUP)
         cmd.lookupTopic.topic, cmd.lookupTopic.request_id = topic, 1
         cmd.lookupTopic.authoritative = True
@@ -80,14 +99,25 @@ def place(broker: BrokerProcess, topic: str, certs: TestCerts) -> None:
     assert answer.response == pb.CommandLookupTopicResponse.Connect, answer
 
 
+def tls_connect(raw: Raw) -> None:
+    """CONNECT naming the TLS authentication method (the certificate is the role)."""
+    cmd = T(type=T.CONNECT)
+    cmd.connect.client_version = "raw-test"
+    cmd.connect.protocol_version = 20
+    cmd.connect.auth_method_name = "tls"
+    raw.send(cmd)
+    raw.recv_type(T.CONNECTED)
+
+
 def client_of(cluster: ClusterProcess, certs: TestCerts) -> Any:
     return quasar.client.Client(
         cluster.service_url,
         enable_transaction=True,
         operation_timeout_seconds=30,
         tls_trust_certs_file_path=str(certs.ca_cert),
-        tls_certificate_file_path=str(certs.client_cert),
-        tls_private_key_file_path=str(certs.client_key),
+        authentication=quasar.client.AuthenticationTLS(
+            str(certs.client_cert), str(certs.client_key)
+        ),
     )
 
 
@@ -108,7 +138,7 @@ def tls_cluster(
 ) -> Iterator[ClusterProcess]:
     with ClusterProcess(
         tmp_path_factory.mktemp("tls-cluster"), zookeeper, brokers=2,
-        transaction_coordinators=2, settings=member_settings(certs), tls_only=True,
+        transaction_coordinators=2, settings=authenticated_settings(certs), tls_only=True,
     ) as cluster:
         m0, m1 = cluster.brokers
         place(m0, f"{ASSIGN}-partition-0", certs)
@@ -187,7 +217,7 @@ def test_a_member_that_does_not_trust_the_others_retries_its_ends(
             txn = client.new_transaction()
             producer.send(b"never ended", txn=txn)
             most, least = txn.id()
-            raw.connect()
+            tls_connect(raw)
             tc = RawCoordinator(raw)
             assert not tc.connect(0).HasField("error")
             tc.send_end(most, least, pb.TxnAction.COMMIT)  # not answered while it fails

@@ -61,7 +61,7 @@ def check_cluster_config(config: ServiceConfiguration) -> None:
         _check_peer_ports(config)
         try:
             broker_client_auth(config.authentication)
-            broker_client_tls_context(config.tls)
+            broker_client_tls_context(config.tls, config.authentication)
         except ValueError as exc:
             raise ClusterConfigurationError(str(exc)) from None
     if broker.web_service_port is None and broker.web_service_port_tls is None:
@@ -133,7 +133,9 @@ class ClusterBroker(Standalone):
         self._broker_client_tls: ssl.SSLContext | None = None
         if config.transaction.transaction_coordinator_enabled:
             self._broker_client_auth = broker_client_auth(config.authentication)
-            self._broker_client_tls = broker_client_tls_context(config.tls)
+            self._broker_client_tls = broker_client_tls_context(
+                config.tls, config.authentication
+            )
             if self._broker_client_tls is not None and config.tls.tls_allow_insecure_connection:
                 log.warning(
                     "tlsAllowInsecureConnection=true: this member accepts any "
@@ -184,8 +186,10 @@ class ClusterBroker(Standalone):
         # this broker's own role, the one its binary connections to them carry.
         headers = {}
         if self._broker_client_auth is not None:
-            _, token = self._broker_client_auth
-            headers["Authorization"] = f"Bearer {token.decode()}"
+            method, token = self._broker_client_auth
+            # The TLS plugin's identity is the certificate of the HTTPS handshake.
+            if method == "token":
+                headers["Authorization"] = f"Bearer {token.decode()}"
         return {
             "cluster": self.member,
             "cluster_peer_headers": headers,

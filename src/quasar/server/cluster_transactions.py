@@ -27,7 +27,8 @@ What differs from one broker (``docs/cluster.md``, "Transactions in a cluster"):
 * **Buffer snapshots** go to the metadata store (``broker/txn_snapshot_metadata.py``).
 * **Credentials.** With authentication on, a member connects to the others as its own
   role (``brokerClientAuthenticationPlugin`` / ``brokerClientAuthenticationParameters``,
-  Pulsar's keys; the token plugin only), which must be a super-user there.
+  Pulsar's keys; the token plugin, or the TLS plugin whose certificate is presented in
+  the TLS handshake), which must be a super-user there.
 * **TLS.** With ``brokerClientTlsEnabled`` (``peer_tls.py``) every URL taken from a
   lookup, a Redirect or the live members is the ``pulsar+ssl://`` one
   (``brokerServiceUrlTls``), else the ``pulsar://`` one; an owner without a URL of
@@ -70,6 +71,7 @@ from quasar.transaction.buffer_client import TransactionBufferClient
 from quasar.transaction.coordinator_registry import TransactionCoordinatorRegistry
 from quasar.transaction.txn_status import TxnAction
 
+from .peer_tls import TLS_PLUGINS, tls_plugin_files
 from .remote_buffer_client import RemoteTransactionBufferClient
 
 __all__ = [
@@ -97,7 +99,8 @@ def broker_client_auth(config: AuthenticationConfig) -> tuple[str, bytes] | None
 
     Raises:
         ValueError: authentication is on and the broker's client has no credentials,
-            or a plugin other than the token plugin, or parameters it cannot read.
+            or a plugin other than the token and TLS plugins, or parameters it cannot
+            read.
     """
     plugin = config.broker_client_authentication_plugin.strip()
     params = config.broker_client_authentication_parameters.strip()
@@ -109,10 +112,15 @@ def broker_client_auth(config: AuthenticationConfig) -> tuple[str, bytes] | None
                 "(the broker's own super-user token)"
             )
         return None
+    if plugin in TLS_PLUGINS:
+        # The certificate is presented in the handshake (``peer_tls``); CONNECT
+        # names the method only, as Pulsar's TLS plugin does.
+        tls_plugin_files(params)
+        return "tls", b""
     if plugin not in TOKEN_PLUGINS:
         raise ValueError(
             f"brokerClientAuthenticationPlugin={plugin} is not supported by quasar: "
-            f"use {TOKEN_PLUGINS[0]}"
+            f"use {TOKEN_PLUGINS[0]} or {TLS_PLUGINS[0]}"
         )
     if params.startswith("token:"):
         token = params.removeprefix("token:")

@@ -10,6 +10,9 @@ context built here from Pulsar's keys:
   CAs for its own cluster);
 * ``brokerClientCertificateFilePath`` / ``brokerClientKeyFilePath``: the certificate
   presented to members that require one (``tlsRequireTrustedClientCertOnConnect``);
+  with ``brokerClientAuthenticationPlugin=...AuthenticationTls`` the plugin's
+  ``tlsCertFile`` / ``tlsKeyFile`` are presented instead, as in Pulsar, and name the
+  member's role;
 * ``tlsHostnameVerificationEnabled``: also check that a member's certificate names
   the host of its URL (off by default, as in Pulsar);
 * ``tlsAllowInsecureConnection``: accept any certificate, as Pulsar's broker client
@@ -21,27 +24,78 @@ URLs; a member never falls back from one to the other.
 
 from __future__ import annotations
 
+import json
 import os
 import ssl
 
-from quasar.config import TlsConfig
+from quasar.config import AuthenticationConfig, TlsConfig
 
 from .tls import TlsConfigurationError
 
-__all__ = ["broker_client_tls_context"]
+__all__ = ["TLS_PLUGINS", "broker_client_tls_context", "tls_plugin_files"]
 
 
-def broker_client_tls_context(tls: TlsConfig) -> ssl.SSLContext | None:
+TLS_PLUGINS = ("org.apache.pulsar.client.impl.auth.AuthenticationTls", "tls")
+_TLS_PARAMS = ("tlsCertFile", "tlsKeyFile")
+
+
+def tls_plugin_files(params: str) -> tuple[str, str]:
+    """The (certificate, key) files of Pulsar's TLS plugin parameters:
+    ``tlsCertFile:/p/cert.pem,tlsKeyFile:/p/key.pem`` or the same keys as JSON.
+
+    Raises:
+        TlsConfigurationError: the parameters are not in that form.
+    """
+    params = params.strip()
+    values: dict[str, str] = {}
+    if params.startswith("{"):
+        try:
+            parsed = json.loads(params)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            values = {k: v for k, v in parsed.items() if isinstance(v, str)}
+    else:
+        for part in params.split(","):
+            name, sep, value = part.partition(":")
+            if sep:
+                values[name.strip()] = value.strip()
+    if not all(values.get(name) for name in _TLS_PARAMS):
+        raise TlsConfigurationError(
+            "brokerClientAuthenticationParameters of the TLS plugin must be "
+            "tlsCertFile:<path>,tlsKeyFile:<path> (or the same keys as JSON)"
+        )
+    return values["tlsCertFile"], values["tlsKeyFile"]
+
+
+def broker_client_tls_context(
+    tls: TlsConfig, authentication: AuthenticationConfig | None = None
+) -> ssl.SSLContext | None:
     """The client context for connections to other members; ``None`` when
     ``brokerClientTlsEnabled`` is false.
 
     Raises:
         TlsConfigurationError: naming the key whose value cannot be used (a missing
-            trust file, a certificate without its key, a file that is not PEM).
+            trust file, a certificate without its key, a file that is not PEM), or
+            the TLS authentication plugin without ``brokerClientTlsEnabled``.
     """
+    plugin_files = None
+    if authentication is not None and (
+        authentication.broker_client_authentication_plugin.strip() in TLS_PLUGINS
+    ):
+        plugin_files = tls_plugin_files(authentication.broker_client_authentication_parameters)
+        if not tls.broker_client_tls_enabled:
+            raise TlsConfigurationError(
+                "brokerClientAuthenticationPlugin=AuthenticationTls needs "
+                "brokerClientTlsEnabled=true: its certificate is presented in the TLS "
+                "handshake with the other members"
+            )
     if not tls.broker_client_tls_enabled:
         return None
     cert, key = tls.broker_client_certificate_file_path, tls.broker_client_key_file_path
+    cert_keys = ("brokerClientCertificateFilePath", "brokerClientKeyFilePath")
+    if plugin_files is not None:
+        (cert, key), cert_keys = plugin_files, ("tlsCertFile", "tlsKeyFile")
     if bool(cert) != bool(key):
         raise TlsConfigurationError(
             "brokerClientCertificateFilePath and brokerClientKeyFilePath go together: "
@@ -56,17 +110,15 @@ def broker_client_tls_context(tls: TlsConfig) -> ssl.SSLContext | None:
         ctx.verify_mode = ssl.CERT_REQUIRED
         _load_trust(ctx, tls.broker_client_trust_certs_file_path)
     if cert:
-        for name, path in (
-            ("brokerClientCertificateFilePath", cert), ("brokerClientKeyFilePath", key)
-        ):
+        for name, path in zip(cert_keys, (cert, key), strict=True):
             if not os.access(path, os.R_OK):
                 raise TlsConfigurationError(f"{name}={path}: the file cannot be read")
         try:
             ctx.load_cert_chain(cert, key)
         except (ssl.SSLError, OSError) as e:
             raise TlsConfigurationError(
-                f"brokerClientCertificateFilePath={cert} and brokerClientKeyFilePath="
-                f"{key} are not a PEM certificate and its unencrypted private key: {e}"
+                f"{cert_keys[0]}={cert} and {cert_keys[1]}={key} are not a PEM "
+                f"certificate and its unencrypted private key: {e}"
             ) from None
     return ctx
 
