@@ -690,7 +690,8 @@ class AuthenticationConfig(Section):
     # Pulsar's keys for the broker's own client: how a cluster member authenticates
     # to the others (ends of transactions). Unset: it connects without credentials.
     broker_client_authentication_plugin: str = setting("", "brokerClientAuthenticationPlugin")
-    # Pulsar default: unset; for the token plugin "token:<jwt>" or "file:<path>".
+    # Pulsar default: unset; for the token plugin "token:<jwt>" or "file:<path>", for
+    # the TLS plugin "tlsCertFile:<path>,tlsKeyFile:<path>".
     broker_client_authentication_parameters: str = setting(
         "", "brokerClientAuthenticationParameters"
     )

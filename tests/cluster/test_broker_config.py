@@ -163,3 +163,45 @@ def test_the_broker_client_context_follows_pulsars_keys(certs: TestCerts) -> Non
         )).tls
     )
     assert insecure is not None and insecure.verify_mode == ssl.CERT_NONE
+
+
+TLS_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationTls"
+
+
+def test_the_tls_plugin_presents_its_certificate_to_the_other_members(
+    certs: TestCerts,
+) -> None:
+    for params in (
+        f"tlsCertFile:{certs.client_cert},tlsKeyFile:{certs.client_key}",
+        f'{{"tlsCertFile": "{certs.client_cert}", "tlsKeyFile": "{certs.client_key}"}}',
+    ):
+        config = _config(**_tls_member(
+            certs, brokerClientAuthenticationPlugin=TLS_PLUGIN,
+            brokerClientAuthenticationParameters=params,
+        ))
+        check_cluster_config(config)
+        assert broker_client_tls_context(config.tls, config.authentication) is not None
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"brokerClientTlsEnabled": "false", "brokerServicePort": "6650"},
+         "AuthenticationTls needs brokerClientTlsEnabled=true"),
+        ({"brokerClientAuthenticationParameters": "tlsCertFile:/tls/member.pem"},
+         "tlsCertFile:<path>,tlsKeyFile:<path>"),
+        ({"brokerClientAuthenticationParameters":
+          "tlsCertFile:/nonexistent/m.pem,tlsKeyFile:/nonexistent/m.key"},
+         "tlsCertFile=/nonexistent/m.pem: the file cannot be read"),
+    ],
+)
+def test_what_the_tls_plugin_needs(
+    certs: TestCerts, overrides: dict[str, str], message: str
+) -> None:
+    settings = {
+        "brokerClientAuthenticationPlugin": TLS_PLUGIN,
+        "brokerClientAuthenticationParameters": "tlsCertFile:/a.pem,tlsKeyFile:/a.key",
+        **overrides,
+    }
+    with pytest.raises(ClusterConfigurationError, match=message):
+        check_cluster_config(_config(**_tls_member(certs, **settings)))
