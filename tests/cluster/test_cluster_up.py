@@ -325,6 +325,9 @@ def test_bad_arguments_are_refused_before_anything_starts(
     assert code == 2 and "brokerServicePort" in err and "--base-port" in err
     code, err = refused(*base, web, "--set", "noSuchKey=1")
     assert code == 2 and "noSuchKey" in err
+    # The members listen in plaintext: a TLS broker client would reach nothing.
+    code, err = refused(*base, web, "--set", "brokerClientTlsEnabled=true")
+    assert code == 2 and "brokerClientTlsEnabled" in err and "plaintext" in err
     # With transactions on, members end them on each other with a token of their own.
     code, err = refused(
         *base, web, "--set", "authenticationEnabled=true",

@@ -61,6 +61,7 @@ OWNED_KEYS = {
     "webServicePort": "--base-web-port",
     "brokerServicePortTls": "nothing: the members listen in plaintext on loopback",
     "webServicePortTls": "nothing: the members listen in plaintext on loopback",
+    "brokerClientTlsEnabled": "nothing: the members listen in plaintext on loopback",
     "dataDir": "--data-dir",
     "advertisedAddress": "nothing: the members advertise 127.0.0.1",
     "bindAddress": "nothing: the members listen on 127.0.0.1",
