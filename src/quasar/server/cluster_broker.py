@@ -57,18 +57,34 @@ def check_cluster_config(config: ServiceConfiguration) -> None:
             "cluster's ZooKeeper); use quasar standalone for a single broker"
         )
     broker = config.broker
-    if config.transaction.transaction_coordinator_enabled:
+    transactions = config.transaction.transaction_coordinator_enabled
+    if transactions:
         _check_peer_ports(config)
-        try:
+    try:
+        if transactions:
             broker_client_auth(config.authentication)
-            broker_client_tls_context(config.tls, config.authentication)
-        except ValueError as exc:
-            raise ClusterConfigurationError(str(exc)) from None
+        _peer_tls(config)
+    except ValueError as exc:
+        raise ClusterConfigurationError(str(exc)) from None
     if broker.web_service_port is None and broker.web_service_port_tls is None:
         raise ClusterConfigurationError(
             "quasar broker needs webServicePort or webServicePortTls: the broker id "
             "is advertisedAddress:webServicePort"
         )
+
+
+def _peer_tls(config: ServiceConfiguration) -> ssl.SSLContext | None:
+    """The context of this member's TLS connections to the others (``None``:
+    plaintext); the credentials of its TLS plugin count only with transactions,
+    the one use of that plugin here.
+
+    Raises:
+        TlsConfigurationError: a ``brokerClient*`` TLS value cannot be used.
+    """
+    transactions = config.transaction.transaction_coordinator_enabled
+    return broker_client_tls_context(
+        config.tls, config.authentication if transactions else None
+    )
 
 
 def _check_peer_ports(config: ServiceConfiguration) -> None:
@@ -130,17 +146,16 @@ class ClusterBroker(Standalone):
         self.member: ClusterMember | None = None
         self.cluster_transactions: ClusterTransactions | None = None
         self._broker_client_auth: tuple[str, bytes] | None = None
-        self._broker_client_tls: ssl.SSLContext | None = None
         if config.transaction.transaction_coordinator_enabled:
             self._broker_client_auth = broker_client_auth(config.authentication)
-            self._broker_client_tls = broker_client_tls_context(
-                config.tls, config.authentication
+        # Built whether or not transactions are on: the admin routes gathered from
+        # the other members must not go out in plaintext with brokerClientTlsEnabled.
+        self._broker_client_tls = _peer_tls(config)
+        if self._broker_client_tls is not None and config.tls.tls_allow_insecure_connection:
+            log.warning(
+                "tlsAllowInsecureConnection=true: this member accepts any "
+                "certificate from the other members of its cluster"
             )
-            if self._broker_client_tls is not None and config.tls.tls_allow_insecure_connection:
-                log.warning(
-                    "tlsAllowInsecureConnection=true: this member accepts any "
-                    "certificate from the other members of its cluster"
-                )
 
     def _data_dir_lock(self) -> str:
         return f"LOCK-{self.broker_id}"
