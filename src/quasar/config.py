@@ -78,6 +78,7 @@ from quasar.protocol.advertised_listeners import (
     AdvertisedListener,
     parse_advertised_listeners,
 )
+from quasar.resources.bundles import RANGE_EQUALLY_DIVIDE, SPLIT_ALGORITHMS
 from quasar.resources.models import SCHEMA_COMPATIBILITY_STRATEGIES
 from quasar.resources.partitions import JAVA_INT_MAX
 from quasar.storage.api import ManagedLedgerConfig, RetentionPolicy
@@ -749,6 +750,13 @@ class MetricsConfig(Section):
     )
 
 
+def _shedding_unsupported(value: Any) -> str | None:
+    return None if value is False else (
+        "false (load shedding is not supported: bundles move only by unload, "
+        "split and a member leaving)"
+    )
+
+
 @dataclass(frozen=True)
 class LoadBalancerConfig(Section):
     """Namespace bundles and the load manager of a cluster (``quasar broker``,
@@ -768,6 +776,48 @@ class LoadBalancerConfig(Section):
     # a cluster member rewrites its load report under /loadbalance/brokers.
     load_balancer_report_update_min_interval_millis: int = setting(
         5000, "loadBalancerReportUpdateMinIntervalMillis", at_least(100)
+    )
+    # Pulsar default (broker.conf loadBalancerAutoBundleSplitEnabled): a member splits
+    # a bundle it owns that exceeds one of the four thresholds below, checked on
+    # every load report.
+    load_balancer_auto_bundle_split_enabled: bool = setting(
+        True, "loadBalancerAutoBundleSplitEnabled"
+    )
+    # Pulsar default (broker.conf loadBalancerAutoUnloadSplitBundlesEnabled): the two
+    # halves of an automatic split are unloaded, so the load manager may place them
+    # on other members.
+    load_balancer_auto_unload_split_bundles_enabled: bool = setting(
+        True, "loadBalancerAutoUnloadSplitBundlesEnabled"
+    )
+    # Pulsar default (broker.conf loadBalancerNamespaceBundleMaxTopics): topics loaded.
+    load_balancer_namespace_bundle_max_topics: int = setting(
+        1000, "loadBalancerNamespaceBundleMaxTopics", at_least(1)
+    )
+    # Pulsar default (broker.conf loadBalancerNamespaceBundleMaxSessions): producers
+    # and consumers of the bundle's topics.
+    load_balancer_namespace_bundle_max_sessions: int = setting(
+        1000, "loadBalancerNamespaceBundleMaxSessions", at_least(1)
+    )
+    # Pulsar default (broker.conf loadBalancerNamespaceBundleMaxMsgRate): messages in
+    # plus out per second.
+    load_balancer_namespace_bundle_max_msg_rate: int = setting(
+        30000, "loadBalancerNamespaceBundleMaxMsgRate", at_least(1)
+    )
+    # Pulsar default (broker.conf loadBalancerNamespaceBundleMaxBandwidthMbytes): MB
+    # in plus out per second.
+    load_balancer_namespace_bundle_max_bandwidth_mbytes: int = setting(
+        100, "loadBalancerNamespaceBundleMaxBandwidthMbytes", at_least(1)
+    )
+    # Pulsar default (broker.conf defaultNamespaceBundleSplitAlgorithm): how an
+    # automatic split, and an admin split naming no algorithm, cut a bundle.
+    default_namespace_bundle_split_algorithm: str = setting(
+        RANGE_EQUALLY_DIVIDE, "defaultNamespaceBundleSplitAlgorithm",
+        one_of(*SPLIT_ALGORITHMS),
+    )
+    # Pulsar's key, whose default there is true: load shedding (moving bundles off a
+    # member loaded above the others) is not implemented, so only false is accepted.
+    load_balancer_shedding_enabled: bool = setting(
+        False, "loadBalancerSheddingEnabled", _shedding_unsupported
     )
 
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from quasar.broker.lookup_data import LookupData, lookup_data
@@ -31,17 +32,27 @@ from quasar.broker.service import BrokerService
 from quasar.broker.topic_ownership import LookupAnswer
 from quasar.config import LoadBalancerConfig
 from quasar.errors import (
+    ConflictError,
     MetadataError,
+    PreconditionFailedError,
     QuasarError,
     ResourceNotFoundError,
     ServiceNotReady,
     TopicNotFound,
 )
 from quasar.protocol.topic_name import TopicName
-from quasar.resources.bundles import BundleRange, BundlesData, bundle_of
+from quasar.resources.bundles import (
+    BundleRange,
+    BundlesData,
+    bundle_of,
+    split_boundary,
+    topic_hash,
+)
+from quasar.resources.models import Policies
 from quasar.storage.metadata.zk_watch import SessionState
 from quasar.storage.metadata.zookeeper import ZooKeeperMetadataStore
 
+from .bundle_split import BundleLoad, SplitThresholds, bundle_to_split
 from .coordinator_topics import placement_of
 from .load_manager import LoadManager
 from .ownership import BundleOwnership, NamespaceEphemeralData
@@ -169,7 +180,9 @@ class ClusterMember:
                 f"{self.broker_id}: look the topic up first"
             )
 
-    def lookup(self, name: TopicName, authoritative: bool, listener: str) -> LookupAnswer:
+    def lookup(
+        self, name: TopicName, authoritative: bool, listener: str, *, again: bool = True
+    ) -> LookupAnswer:
         self._require_serving()
         owned = self.bundle_of(name)
         if owned in self.owned:
@@ -177,6 +190,17 @@ class ClusterMember:
         if owned in self._releasing:
             raise ServiceNotReady(f"Namespace bundle {bundle_key(*owned)} is being unloaded")
         owner = self.ownership.owner(*owned)
+        if owner is None and self.bundle_of(name) != owned:
+            # The boundaries were read before a split and the parent's ownership node
+            # after it (the splitting owner deletes that node last): handing out the
+            # parent would let two members serve its topics. This second read comes
+            # after the node's absence was seen on the same session, so it sees the
+            # split; the lookup starts over on the child.
+            if not again:
+                raise ServiceNotReady(
+                    f"Namespace bundle {bundle_key(*owned)} is being split; retry"
+                )
+            return self.lookup(name, authoritative, listener, again=False)
         if owner is None:
             if not authoritative:
                 target = self.load_manager.choose(
@@ -257,6 +281,179 @@ class ClusterMember:
         self._report()
         log.info("unloaded bundle %s", bundle_key(*owned))
         return True
+
+    @property
+    def settings(self) -> LoadBalancerConfig:
+        return self._settings
+
+    def acquire(self, owned: OwnedBundle) -> bool:
+        """Take an unowned bundle (an admin operation asked this member to act on
+        it); returns whether this member owns it now.
+
+        Raises:
+            ServiceNotReady: this member is not serving.
+            MetadataError: the store failed.
+        """
+        self._require_serving()
+        if owned in self.owned:
+            return True
+        if owned in self._releasing:
+            raise ServiceNotReady(f"Namespace bundle {bundle_key(*owned)} is being unloaded")
+        if self.ownership.owner(*owned) is not None:
+            return False
+        # Read after the node was seen absent, so a split that deleted it is seen (as
+        # in ``lookup``): a parent bundle is never acquired again.
+        if not self.bundles(owned[0]).contains(owned[1]):
+            raise ResourceNotFoundError(f"Bundle {bundle_key(*owned)} does not exist")
+        return self._acquire(owned)[0]
+
+    async def split(
+        self, owned: OwnedBundle, algorithm: str, unload: bool
+    ) -> tuple[BundleRange, BundleRange] | None:
+        """Split a bundle this broker owns in two, as Pulsar's owner does; returns
+        the two halves, or ``None`` when this broker does not own the bundle.
+
+        The halves' ownership nodes are created first (no member maps a topic to
+        them before the new boundaries are stored), then the namespace's boundaries
+        are replaced by a compare-and-set, then the parent's node is deleted. None of
+        these steps awaits, so this member's topics of the parent are served
+        throughout: each now falls in the half its hash is in. With ``unload`` the
+        halves are unloaded afterwards, for the load manager to place them.
+
+        Raises:
+            PreconditionFailedError: unknown algorithm, nothing to divide, or the
+                namespace has ``loadBalancerNamespaceMaximumBundles`` bundles.
+            ConflictError: a half's ownership node is held by another broker.
+            ServiceNotReady: this member is not serving.
+        """
+        if owned not in self.owned:
+            return None
+        self._require_serving()
+        namespace, parent = owned
+        hashes = [
+            topic_hash(placement_of(name).full)
+            for bundle, name, _ in self._loaded_topics()
+            if bundle == owned
+        ]
+        boundary = split_boundary(parent, algorithm, hashes)
+        children = (BundleRange(parent.low, boundary), BundleRange(boundary, parent.high))
+        self._own_split(owned, boundary, children)
+        log.info(
+            "split bundle %s into %s and %s", bundle_key(*owned),
+            children[0].name, children[1].name,
+        )
+        if unload:
+            for child in children:
+                if (namespace, child) in self.owned:
+                    await self._release((namespace, child), delete_node=True)
+            self._report()
+        return children
+
+    def _own_split(
+        self, owned: OwnedBundle, boundary: int, children: tuple[BundleRange, BundleRange]
+    ) -> None:
+        namespace, parent = owned
+        max_bundles = self._settings.load_balancer_namespace_maximum_bundles
+        default = self._settings.default_number_of_namespace_bundles
+
+        def change(policies: Policies) -> Policies:
+            bundles = policies.bundles or BundlesData.even(default)
+            if bundles.num_bundles >= max_bundles:
+                raise PreconditionFailedError(
+                    f"Namespace {namespace} has {bundles.num_bundles} bundles, the most "
+                    f"loadBalancerNamespaceMaximumBundles ({max_bundles}) allows"
+                )
+            return replace(policies, bundles=bundles.split(parent, boundary))
+
+        acquired: list[BundleRange] = []
+        try:
+            for child in children:
+                got, holder = self.ownership.try_acquire(namespace, child)
+                if not got and holder != self.ownership.me:
+                    raise ConflictError(
+                        f"Bundle {namespace}/{child.name} is owned by another broker"
+                    )
+                acquired.append(child)
+            self._service.resources.namespaces.update(namespace, change)
+        except QuasarError:
+            for child in acquired:
+                try:
+                    self.ownership.release(namespace, child)
+                except QuasarError as exc:  # the session's end removes it anyway
+                    log.warning("could not delete ownership of %s: %s", child.name, exc)
+            raise
+        self.owned.discard(owned)
+        self.owned.update((namespace, child) for child in children)
+        try:
+            self.ownership.release(*owned)
+        except QuasarError as exc:
+            # Harmless once the boundaries no longer name it: lookups recompute the
+            # bundle, and the session's end removes the node.
+            log.warning("could not delete ownership of %s: %s", bundle_key(*owned), exc)
+        self._report()
+
+    async def split_overloaded(self) -> OwnedBundle | None:
+        """Split the owned bundle most over Pulsar's split thresholds, if any
+        (``quasar.cluster.bundle_split``); returns the bundle split."""
+        settings = self._settings
+        loads: dict[OwnedBundle, BundleLoad] = {}
+        for owned, _, load in self._loaded_topics():
+            loads.setdefault(owned, BundleLoad()).add(*load)
+        counts = {ns: self.bundles(ns).num_bundles for ns, _ in loads}
+        choice = bundle_to_split(
+            loads, counts, SplitThresholds.of(settings),
+            settings.load_balancer_namespace_maximum_bundles,
+        )
+        if choice is None:
+            return None
+        owned, reason = choice
+        log.info("bundle %s is over a split threshold: %s", bundle_key(*owned), reason)
+        await self.split(
+            owned,
+            settings.default_namespace_bundle_split_algorithm,
+            settings.load_balancer_auto_unload_split_bundles_enabled,
+        )
+        return owned
+
+    def _loaded_topics(
+        self,
+    ) -> Iterator[tuple[OwnedBundle, TopicName, tuple[int, float, float]]]:
+        """Each loaded topic of an owned bundle: its bundle, its name and its load
+        (sessions, messages and bytes in plus out per second). Each namespace's
+        boundaries are read once per pass."""
+        service = self._service
+        namespaces: dict[str, BundlesData | None] = {}
+
+        def owned_bundle(name: TopicName) -> OwnedBundle | None:
+            placed = placement_of(name)
+            ns = placed.namespace_name
+            if ns not in namespaces:
+                try:
+                    namespaces[ns] = self.bundles(ns)
+                except QuasarError:  # deleted meanwhile: its topics are closing
+                    namespaces[ns] = None
+            bundles = namespaces[ns]
+            if bundles is None:
+                return None
+            owned = (ns, bundle_of(bundles, placed.full))
+            return owned if owned in self.owned else None
+
+        for topic in list(service.topics.values()):
+            owned = owned_bundle(topic.topic_name)
+            if owned is not None:
+                yield owned, topic.topic_name, (
+                    len(topic.producers) + topic.consumer_count(),
+                    topic.rate_in.msg_rate + topic.rate_out.msg_rate,
+                    topic.rate_in.byte_rate + topic.rate_out.byte_rate,
+                )
+        for np_topic in list(service.non_persistent.topics.values()):
+            owned = owned_bundle(np_topic.topic_name)
+            if owned is not None:
+                yield owned, np_topic.topic_name, (
+                    len(np_topic.producers) + np_topic.consumer_count(),
+                    np_topic.rate_in.msg_rate,
+                    np_topic.rate_in.byte_rate,
+                )
 
     def require_serving(self) -> None:
         """Return if this member serves now: its session is connected and its loop
@@ -364,8 +561,15 @@ class ClusterMember:
     async def _report_periodically(self) -> None:
         while True:
             await asyncio.sleep(self._report_s)
-            if self.serving:
-                self._report()
+            if not self.serving:
+                continue
+            self._report()
+            if not self._settings.load_balancer_auto_bundle_split_enabled:
+                continue
+            try:
+                await self.split_overloaded()
+            except QuasarError as exc:  # tried again on the next report
+                log.warning("could not split an overloaded bundle: %s", exc)
 
     async def _beat(self) -> None:
         while True:
