@@ -8,7 +8,12 @@ import math
 import pytest
 
 from quasar.broker.lookup_data import LookupData
-from quasar.cluster.bundle_split import BundleLoad, SplitThresholds, bundle_to_split, exceeded
+from quasar.cluster.bundle_split import (
+    BundleLoad,
+    SplitThresholds,
+    bundle_to_split,
+    exceeded,
+)
 from quasar.cluster.load_manager import (
     LOAD_PER_BUNDLE_MSG_RATE,
     LoadManager,
