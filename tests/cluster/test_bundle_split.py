@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 
@@ -20,9 +21,12 @@ from quasar.cluster.load_manager import (
     broker_load,
     choose_broker,
 )
+from quasar.cluster.member import ClusterMember
+from quasar.cluster.ownership import BundleOwnership, NamespaceEphemeralData
 from quasar.cluster.registry import BrokerRegistration, LoadReport
 from quasar.config import ServiceConfiguration
-from quasar.errors import PreconditionFailedError
+from quasar.errors import PreconditionFailedError, ResourceNotFoundError
+from quasar.protocol.namespace_name import parse_topic
 from quasar.resources.bundles import (
     RANGE_EQUALLY_DIVIDE,
     TOPIC_COUNT_EQUALLY_DIVIDE,
@@ -30,6 +34,10 @@ from quasar.resources.bundles import (
     BundlesData,
     split_boundary,
 )
+from quasar.resources.models import Policies, TenantInfo
+from quasar.resources.store import PulsarResources
+from quasar.storage.metadata.memory import MemoryMetadataStore
+from quasar.storage.metadata.zk_watch import SessionState
 
 FULL = BundleRange(0, 0xFFFFFFFF)
 
@@ -205,3 +213,61 @@ def test_a_malformed_rate_in_a_peers_report_counts_as_zero(bad: object) -> None:
     parsed = BrokerRegistration.from_json("a:1", json.loads(json.dumps(obj)))
     assert parsed.load.msg_rate_in == 0.0 and parsed.load.num_topics == 0
     assert math.isfinite(broker_load(parsed, 0))
+
+
+# -- a lookup with boundaries read before a split ------------------------------------
+class _SessionStore(MemoryMetadataStore):
+    """The memory store with the calls a cluster member makes of ZooKeeper's."""
+
+    session_state = SessionState.CONNECTED
+    session_id = 1
+
+    def create_ephemeral(self, path: str, value: bytes) -> int:
+        return self.put(path, value, -1)
+
+
+def _member_with_stale_first_read() -> tuple[ClusterMember, _SessionStore, BundlesData]:
+    """A member whose first read of ``t/ns``'s policies returns them as they were
+    before another member ("a") split its only bundle, deleting the parent's node."""
+    store = _SessionStore()
+    resources = PulsarResources(store)
+    resources.tenants.create("t", TenantInfo())
+    before = BundlesData.even(1)
+    after = before.split(before.ranges()[0], 0x80000000)
+    resources.namespaces.create("t/ns", Policies(bundles=after))
+    a_urls = LookupData("pulsar://a:6650", None, "http://a:8080", None)
+    a = BundleOwnership(store, NamespaceEphemeralData(a_urls))
+    for child in after.ranges():
+        assert a.try_acquire("t/ns", child)[0]
+    config = ServiceConfiguration.load(env={}, overrides={"advertisedAddress": "b"})
+    service = SimpleNamespace(
+        config=config, resources=resources, topics={},
+        non_persistent=SimpleNamespace(topics={}),
+    )
+    member = ClusterMember(
+        service, store, "b:8080", config.load_balancer,  # type: ignore[arg-type]
+        session_timeout_ms=30_000,
+    )
+    member.serving = True
+    reads = [Policies(bundles=before)]
+    fresh = resources.namespaces.get
+    resources.namespaces.get = lambda ns: reads.pop() if reads else fresh(ns)  # type: ignore[method-assign]
+    return member, store, after
+
+
+def test_a_lookup_with_boundaries_from_before_a_split_never_takes_the_parent() -> None:
+    member, store, after = _member_with_stale_first_read()
+    name = parse_topic("persistent://t/ns/x")
+    answer = member.lookup(name, True, "")  # authoritative: it would acquire the parent
+    assert answer.redirect and answer.data.broker_url == "pulsar://a:6650"
+    assert member.owned == set()
+    assert store.get(f"/namespace/t/ns/{FULL.name}") is None
+
+
+def test_an_admin_acquire_with_stale_boundaries_is_refused() -> None:
+    member, store, _ = _member_with_stale_first_read()
+    stale = member.bundles("t/ns")  # the stale read: the parent still listed
+    assert stale.contains(FULL)
+    with pytest.raises(ResourceNotFoundError):
+        member.acquire(("t/ns", FULL))
+    assert store.get(f"/namespace/t/ns/{FULL.name}") is None
