@@ -49,6 +49,7 @@ from quasar.resources.bundles import (
     topic_hash,
 )
 from quasar.resources.models import Policies
+from quasar.resources.store import NamespaceResources
 from quasar.storage.metadata.zk_watch import SessionState
 from quasar.storage.metadata.zookeeper import ZooKeeperMetadataStore
 
@@ -81,11 +82,15 @@ class ClusterMember:
         broker_id: str,
         settings: LoadBalancerConfig,
         session_timeout_ms: int,
+        configuration_store: ZooKeeperMetadataStore | None = None,
     ) -> None:
         """``session_timeout_ms``: the metadata-store session's timeout; a pause of
-        the event loop longer than half of it is treated as a suspended session."""
+        the event loop longer than half of it is treated as a suspended session.
+        ``configuration_store``: the store of the namespaces' policies when it is not
+        ``store`` (``configurationMetadataStoreUrl``), a session of its own."""
         self._service = service
         self._store = store
+        self._configuration_store = configuration_store
         self.broker_id = broker_id
         self._settings = settings
         registration = registration_of(broker_id, service.config.broker)
@@ -190,7 +195,7 @@ class ClusterMember:
         if owned in self._releasing:
             raise ServiceNotReady(f"Namespace bundle {bundle_key(*owned)} is being unloaded")
         owner = self.ownership.owner(*owned)
-        if owner is None and self.bundle_of(name) != owned:
+        if owner is None and self._bundle_after_seeing(name) != owned:
             # The boundaries were read before a split and the parent's ownership node
             # after it (the splitting owner deletes that node last): handing out the
             # parent would let two members serve its topics. This second read comes
@@ -238,6 +243,19 @@ class ClusterMember:
         if policies.bundles is not None:
             return policies.bundles
         return BundlesData.even(self._settings.default_number_of_namespace_bundles)
+
+    def _bundle_after_seeing(self, name: TopicName) -> OwnedBundle:
+        """The topic's bundle, read after an ownership node was read."""
+        self._sync_policies(placement_of(name).namespace_name)
+        return self.bundle_of(name)
+
+    def _sync_policies(self, namespace: str) -> None:
+        # One session reads in order, so a read of the policies after an ownership
+        # node sees what was written before that node changed. Policies in another
+        # store are read on another session: that one catches up with the leader
+        # first, which orders it after the ownership read.
+        if self._configuration_store is not None:
+            self._configuration_store.sync(NamespaceResources.path(namespace))
 
     def bundle_of(self, name: TopicName) -> OwnedBundle:
         # A coordinator's own topics are served with the coordinator's bundle.
@@ -303,6 +321,7 @@ class ClusterMember:
             return False
         # Read after the node was seen absent, so a split that deleted it is seen (as
         # in ``lookup``): a parent bundle is never acquired again.
+        self._sync_policies(owned[0])
         if not self.bundles(owned[0]).contains(owned[1]):
             raise ResourceNotFoundError(f"Bundle {bundle_key(*owned)} does not exist")
         return self._acquire(owned)[0]
