@@ -14,6 +14,7 @@ from quasar.cluster.bundle_split import (
     SplitThresholds,
     bundle_to_split,
     exceeded,
+    write_split,
 )
 from quasar.cluster.load_manager import (
     LOAD_PER_BUNDLE_MSG_RATE,
@@ -25,7 +26,7 @@ from quasar.cluster.member import ClusterMember
 from quasar.cluster.ownership import BundleOwnership, NamespaceEphemeralData
 from quasar.cluster.registry import BrokerRegistration, LoadReport
 from quasar.config import ServiceConfiguration
-from quasar.errors import PreconditionFailedError, ResourceNotFoundError
+from quasar.errors import ConflictError, PreconditionFailedError, ResourceNotFoundError
 from quasar.protocol.namespace_name import parse_topic
 from quasar.resources.bundles import (
     RANGE_EQUALLY_DIVIDE,
@@ -271,3 +272,43 @@ def test_an_admin_acquire_with_stale_boundaries_is_refused() -> None:
     with pytest.raises(ResourceNotFoundError):
         member.acquire(("t/ns", FULL))
     assert store.get(f"/namespace/t/ns/{FULL.name}") is None
+
+
+# -- the owner's metadata writes -------------------------------------------------------
+def _namespace_owned_by_b(bundles: BundlesData) -> tuple[_SessionStore, PulsarResources, BundleOwnership]:
+    store = _SessionStore()
+    resources = PulsarResources(store)
+    resources.tenants.create("t", TenantInfo())
+    resources.namespaces.create("t/ns", Policies(bundles=bundles))
+    b = BundleOwnership(store, NamespaceEphemeralData(LookupData("pulsar://b:1", None, None, None)))
+    return store, resources, b
+
+
+def test_write_split_owns_both_halves_then_stores_the_boundaries() -> None:
+    store, resources, b = _namespace_owned_by_b(BundlesData.even(2))
+    parent = BundleRange(0, 0x80000000)
+    halves = write_split(
+        b, resources.namespaces, ("t/ns", parent), 0x40000000, max_bundles=3, default_bundles=4
+    )
+    assert [h.name for h in halves] == ["0x00000000_0x40000000", "0x40000000_0x80000000"]
+    assert all(b.is_mine("t/ns", h) for h in halves)
+    assert resources.namespaces.get("t/ns").bundles.num_bundles == 3  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("refusal", ["maximum", "taken"])
+def test_a_refused_split_leaves_no_node_and_the_parent_as_it_was(refusal: str) -> None:
+    store, resources, b = _namespace_owned_by_b(BundlesData.even(2))
+    parent = BundleRange(0, 0x80000000)
+    upper = BundleRange(0x40000000, 0x80000000)
+    if refusal == "taken":
+        other = BundleOwnership(store, NamespaceEphemeralData(LookupData("pulsar://x:1", None, None, None)))
+        assert other.try_acquire("t/ns", upper)[0]
+    error = PreconditionFailedError if refusal == "maximum" else ConflictError
+    with pytest.raises(error):
+        write_split(
+            b, resources.namespaces, ("t/ns", parent), 0x40000000,
+            max_bundles=2 if refusal == "maximum" else 128, default_bundles=4,
+        )
+    assert store.get(f"/namespace/t/ns/{BundleRange(0, 0x40000000).name}") is None
+    assert not b.is_mine("t/ns", upper)
+    assert resources.namespaces.get("t/ns").bundles == BundlesData.even(2)

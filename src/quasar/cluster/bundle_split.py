@@ -1,4 +1,9 @@
-"""Which bundle a member splits on its own (``loadBalancerAutoBundleSplitEnabled``).
+"""Splitting a bundle: the metadata writes, and which bundle a member splits on its
+own (``loadBalancerAutoBundleSplitEnabled``).
+
+``write_split`` does the owner's first two steps (``docs/cluster.md``, "Splitting a
+bundle"): it creates both halves' ownership nodes, then replaces the namespace's
+boundaries with a compare-and-set; the member then swaps parent for halves.
 
 On every load report the member sums, per bundle it owns, what its loaded topics
 carry: the topics, their sessions (producers and consumers), messages in plus out per
@@ -9,18 +14,26 @@ divide its load) or its namespace already has ``loadBalancerNamespaceMaximumBund
 bundles. One candidate is split per report, the one with the most topics (then the
 highest message rate), so a member never splits much of its namespace at once.
 
-Pure functions: the member gathers the numbers, this module decides.
+The choice is pure: the member gathers the numbers, this module decides.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from quasar.config import LoadBalancerConfig
-from quasar.resources.bundles import BundleRange
+from quasar.errors import ConflictError, PreconditionFailedError, QuasarError
+from quasar.resources.bundles import BundleRange, BundlesData
+from quasar.resources.models import Policies
+from quasar.resources.store import NamespaceResources
 
-__all__ = ["BundleLoad", "SplitThresholds", "bundle_to_split", "exceeded"]
+from .ownership import BundleOwnership
+
+__all__ = ["BundleLoad", "SplitThresholds", "bundle_to_split", "exceeded", "write_split"]
+
+log = logging.getLogger(__name__)
 
 OwnedBundle = tuple[str, BundleRange]  # (tenant/namespace, bundle)
 _MEGABYTE = 1024 * 1024
@@ -93,3 +106,56 @@ def bundle_to_split(
     # The most topics first, then the highest rate; among equals the lowest bundle.
     _, _, owned, reason = min(candidates, key=lambda c: (-c[0], -c[1], c[2]))
     return owned, reason
+
+
+def write_split(
+    ownership: BundleOwnership,
+    namespaces: NamespaceResources,
+    owned: OwnedBundle,
+    boundary: int,
+    *,
+    max_bundles: int,
+    default_bundles: int,
+) -> tuple[BundleRange, BundleRange]:
+    """Own both halves of ``owned`` cut at ``boundary``, then store the namespace's
+    new boundaries; returns the halves. On failure the halves' nodes are deleted
+    and the parent stays as it was.
+
+    Raises:
+        ConflictError: a half's ownership node is held by another broker.
+        PreconditionFailedError: the namespace has ``max_bundles`` bundles
+            (``loadBalancerNamespaceMaximumBundles``), or the bundle is not one of
+            its bundles any more.
+        MetadataError, ConflictError: the store failed, or the policies kept
+            changing.
+    """
+    namespace, parent = owned
+    halves = (BundleRange(parent.low, boundary), BundleRange(boundary, parent.high))
+
+    def change(policies: Policies) -> Policies:
+        bundles = policies.bundles or BundlesData.even(default_bundles)
+        if bundles.num_bundles >= max_bundles:
+            raise PreconditionFailedError(
+                f"Namespace {namespace} has {bundles.num_bundles} bundles, the most "
+                f"loadBalancerNamespaceMaximumBundles ({max_bundles}) allows"
+            )
+        return replace(policies, bundles=bundles.split(parent, boundary))
+
+    # The halves' nodes come first: until the boundaries name them no member maps a
+    # topic to them, and once they do, their owner is already known.
+    acquired: list[BundleRange] = []
+    try:
+        for half in halves:
+            got, holder = ownership.try_acquire(namespace, half)
+            if not got and holder != ownership.me:
+                raise ConflictError(f"Bundle {namespace}/{half.name} is owned by another broker")
+            acquired.append(half)
+        namespaces.update(namespace, change)
+    except QuasarError:
+        for half in acquired:
+            try:
+                ownership.release(namespace, half)
+            except QuasarError as exc:  # the session's end removes it anyway
+                log.warning("could not delete ownership of %s: %s", half.name, exc)
+        raise
+    return halves

@@ -24,7 +24,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
-from dataclasses import replace
 from typing import Any
 
 from quasar.broker.lookup_data import LookupData, lookup_data
@@ -32,9 +31,7 @@ from quasar.broker.service import BrokerService
 from quasar.broker.topic_ownership import LookupAnswer
 from quasar.config import LoadBalancerConfig
 from quasar.errors import (
-    ConflictError,
     MetadataError,
-    PreconditionFailedError,
     QuasarError,
     ResourceNotFoundError,
     ServiceNotReady,
@@ -48,12 +45,11 @@ from quasar.resources.bundles import (
     split_boundary,
     topic_hash,
 )
-from quasar.resources.models import Policies
 from quasar.resources.store import NamespaceResources
 from quasar.storage.metadata.zk_watch import SessionState
 from quasar.storage.metadata.zookeeper import ZooKeeperMetadataStore
 
-from .bundle_split import BundleLoad, SplitThresholds, bundle_to_split
+from .bundle_split import BundleLoad, SplitThresholds, bundle_to_split, write_split
 from .coordinator_topics import placement_of
 from .load_manager import LoadManager
 from .ownership import BundleOwnership, NamespaceEphemeralData
@@ -371,36 +367,13 @@ class ClusterMember:
     def _own_split(
         self, owned: OwnedBundle, boundary: int, children: tuple[BundleRange, BundleRange]
     ) -> None:
-        namespace, parent = owned
-        max_bundles = self._settings.load_balancer_namespace_maximum_bundles
-        default = self._settings.default_number_of_namespace_bundles
-
-        def change(policies: Policies) -> Policies:
-            bundles = policies.bundles or BundlesData.even(default)
-            if bundles.num_bundles >= max_bundles:
-                raise PreconditionFailedError(
-                    f"Namespace {namespace} has {bundles.num_bundles} bundles, the most "
-                    f"loadBalancerNamespaceMaximumBundles ({max_bundles}) allows"
-                )
-            return replace(policies, bundles=bundles.split(parent, boundary))
-
-        acquired: list[BundleRange] = []
-        try:
-            for child in children:
-                got, holder = self.ownership.try_acquire(namespace, child)
-                if not got and holder != self.ownership.me:
-                    raise ConflictError(
-                        f"Bundle {namespace}/{child.name} is owned by another broker"
-                    )
-                acquired.append(child)
-            self._service.resources.namespaces.update(namespace, change)
-        except QuasarError:
-            for child in acquired:
-                try:
-                    self.ownership.release(namespace, child)
-                except QuasarError as exc:  # the session's end removes it anyway
-                    log.warning("could not delete ownership of %s: %s", child.name, exc)
-            raise
+        settings = self._settings
+        write_split(
+            self.ownership, self._service.resources.namespaces, owned, boundary,
+            max_bundles=settings.load_balancer_namespace_maximum_bundles,
+            default_bundles=settings.default_number_of_namespace_bundles,
+        )
+        namespace = owned[0]
         self.owned.discard(owned)
         self.owned.update((namespace, child) for child in children)
         try:
