@@ -148,8 +148,7 @@ async def split_bundle(request: web.Request) -> web.Response:
             f"{list(SPLIT_ALGORITHMS)})"
         )
     unload = request.query.get("unload", "false").lower() == "true"
-    if owned not in member.owned and member.owner_http_url(owned, request.secure) is None:
-        member.acquire(owned)  # nobody owns it: the broker asked takes it to split it
+    member.acquire(owned)  # when nobody owns it, the broker asked takes it to split it
     if await member.split(owned, algorithm, unload) is not None:
         return no_content()
     owner = member.owner_http_url(owned, secure=request.secure)

@@ -313,7 +313,13 @@ class ClusterMember:
             return True
         if owned in self._releasing:
             raise ServiceNotReady(f"Namespace bundle {bundle_key(*owned)} is being unloaded")
-        if self.ownership.owner(*owned) is not None:
+        owner = self.ownership.owner(*owned)
+        if owner == self.ownership.me:  # an earlier session's node (see ``lookup``)
+            raise ServiceNotReady(
+                f"Namespace bundle {bundle_key(*owned)} is still held by an earlier "
+                f"session of broker {self.broker_id}"
+            )
+        if owner is not None:
             return False
         # Read after the node was seen absent, so a split that deleted it is seen (as
         # in ``lookup``): a parent bundle is never acquired again.
