@@ -182,7 +182,11 @@ EXPECTED_DEFAULTS = {
     "loadBalancerNamespaceBundleMaxMsgRate": 30000,
     "loadBalancerNamespaceBundleMaxBandwidthMbytes": 100,
     "defaultNamespaceBundleSplitAlgorithm": "range_equally_divide",
-    "loadBalancerSheddingEnabled": False,  # Pulsar: true; shedding is not implemented
+    "loadBalancerSheddingEnabled": True,
+    "loadBalancerSheddingIntervalMinutes": 1,
+    "loadBalancerSheddingGracePeriodMinutes": 30,
+    "loadBalancerBrokerThresholdShedderPercentage": 10,
+    "loadBalancerBundleUnloadMinThroughputThreshold": 10.0,
 }
 
 

@@ -750,13 +750,6 @@ class MetricsConfig(Section):
     )
 
 
-def _shedding_unsupported(value: Any) -> str | None:
-    return None if value is False else (
-        "false (load shedding is not supported: bundles move only by unload, "
-        "split and a member leaving)"
-    )
-
-
 @dataclass(frozen=True)
 class LoadBalancerConfig(Section):
     """Namespace bundles and the load manager of a cluster (``quasar broker``,
@@ -814,10 +807,28 @@ class LoadBalancerConfig(Section):
         RANGE_EQUALLY_DIVIDE, "defaultNamespaceBundleSplitAlgorithm",
         one_of(*SPLIT_ALGORITHMS),
     )
-    # Pulsar's key, whose default there is true: load shedding (moving bundles off a
-    # member loaded above the others) is not implemented, so only false is accepted.
-    load_balancer_shedding_enabled: bool = setting(
-        False, "loadBalancerSheddingEnabled", _shedding_unsupported
+    # Pulsar default (broker.conf loadBalancerSheddingEnabled): the most loaded member
+    # unloads a bundle when its load is well above the average
+    # (``quasar.cluster.load_shedding``).
+    load_balancer_shedding_enabled: bool = setting(True, "loadBalancerSheddingEnabled")
+    # Pulsar default (broker.conf loadBalancerSheddingIntervalMinutes): how often.
+    load_balancer_shedding_interval_minutes: int = setting(
+        1, "loadBalancerSheddingIntervalMinutes", at_least(1)
+    )
+    # Pulsar default (broker.conf loadBalancerSheddingGracePeriodMinutes): a bundle a
+    # member acquired or shed this recently is not shed by it.
+    load_balancer_shedding_grace_period_minutes: int = setting(
+        30, "loadBalancerSheddingGracePeriodMinutes", at_least(0)
+    )
+    # Pulsar default (broker.conf loadBalancerBrokerThresholdShedderPercentage): how
+    # far above the average load, in percent, a member sheds.
+    load_balancer_broker_threshold_shedder_percentage: int = setting(
+        10, "loadBalancerBrokerThresholdShedderPercentage", at_least(0)
+    )
+    # Pulsar default (broker.conf loadBalancerBundleUnloadMinThroughputThreshold): MB
+    # per second below which shedding moves nothing.
+    load_balancer_bundle_unload_min_throughput_threshold: float = setting(
+        10.0, "loadBalancerBundleUnloadMinThroughputThreshold", at_least(0)
     )
 
 

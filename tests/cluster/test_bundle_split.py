@@ -22,6 +22,7 @@ from quasar.cluster.load_manager import (
     broker_load,
     choose_broker,
 )
+from quasar.cluster.load_shedding import SheddingSettings, bundle_to_shed
 from quasar.cluster.member import ClusterMember
 from quasar.cluster.ownership import BundleOwnership, NamespaceEphemeralData
 from quasar.cluster.registry import BrokerRegistration, LoadReport
@@ -164,9 +165,7 @@ def test_split_settings_have_pulsars_names_and_defaults() -> None:
     assert lb.default_namespace_bundle_split_algorithm == RANGE_EQUALLY_DIVIDE
 
 
-def test_load_shedding_is_refused_clearly() -> None:
-    with pytest.raises(ValueError, match="load shedding is not supported"):
-        ServiceConfiguration.load(env={}, overrides={"loadBalancerSheddingEnabled": "true"})
+def test_unknown_split_algorithms_are_refused_in_the_configuration() -> None:
     with pytest.raises(ValueError, match="defaultNamespaceBundleSplitAlgorithm"):
         ServiceConfiguration.load(
             env={}, overrides={"defaultNamespaceBundleSplitAlgorithm": "flow_or_qps"}
@@ -319,3 +318,58 @@ def test_a_refused_split_leaves_no_node_and_the_parent_as_it_was(refusal: str) -
     assert store.get(f"/namespace/t/ns/{BundleRange(0, 0x40000000).name}") is None
     assert not b.is_mine("t/ns", upper)
     assert resources.namespaces.get("t/ns").bundles == BundlesData.even(2)
+
+
+# -- load shedding ---------------------------------------------------------------------
+SHED = SheddingSettings(threshold_percent=10, min_throughput_bytes=1000, grace_period_s=60)
+
+
+def _shed(
+    brokers: list[BrokerRegistration],
+    mine: dict[str, BundleLoad],
+    moved: dict[str, float] | None = None,
+    settings: SheddingSettings = SHED,
+) -> tuple[str, str] | None:
+    return bundle_to_shed("a:1", brokers, mine, moved or {}, 1000.0, settings)
+
+
+def test_the_most_loaded_member_sheds_its_busiest_bundle() -> None:
+    brokers = [_broker("a:1", bundles=2, rate_in=900), _broker("b:1", bundles=2)]
+    mine = {"ns/x": _load(1, byte_rate=50_000), "ns/y": _load(1, byte_rate=80_000)}
+    chosen = _shed(brokers, mine)
+    assert chosen is not None and chosen[0] == "ns/y"
+    assert "above the average" in chosen[1]
+    # A bundle moved within the grace period stays; the next busiest goes.
+    again = _shed(brokers, mine, {"ns/y": 990.0})
+    assert again is not None and again[0] == "ns/x"
+    assert _shed(brokers, mine, {"ns/y": 990.0, "ns/x": 941.0}) is None
+    assert _shed(brokers, mine, {"ns/y": 900.0}) is not None  # grace period over
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["not the most loaded", "within the threshold", "little traffic", "one bundle", "alone"],
+)
+def test_no_shedding(case: str) -> None:
+    mine = {"ns/x": _load(1, byte_rate=50_000), "ns/y": _load(1, byte_rate=80_000)}
+    a = _broker("a:1", bundles=2, rate_in=900)
+    others = [_broker("b:1", bundles=2)]
+    settings = SHED
+    if case == "not the most loaded":
+        others.append(_broker("c:1", bundles=2, rate_in=2000))
+    elif case == "within the threshold":
+        others = [_broker("b:1", bundles=2, rate_in=800)]
+    elif case == "little traffic":
+        settings = SheddingSettings(10, min_throughput_bytes=10 * 1024 * 1024, grace_period_s=60)
+    elif case == "one bundle":
+        mine = {"ns/y": mine["ns/y"]}
+    elif case == "alone":
+        others = []
+    assert _shed([a, *others], mine, settings=settings) is None
+
+
+def test_shedding_settings_have_pulsars_names_and_defaults() -> None:
+    lb = ServiceConfiguration.load(env={}).load_balancer
+    assert lb.load_balancer_shedding_enabled is True
+    assert lb.load_balancer_shedding_interval_minutes == 1
+    assert SheddingSettings.of(lb) == SheddingSettings(10, 10 * 1024 * 1024, 30 * 60)

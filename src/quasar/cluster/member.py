@@ -52,6 +52,7 @@ from quasar.storage.metadata.zookeeper import ZooKeeperMetadataStore
 from .bundle_split import BundleLoad, SplitThresholds, bundle_to_split, write_split
 from .coordinator_topics import placement_of
 from .load_manager import LoadManager
+from .load_shedding import SheddingSettings, bundle_to_shed
 from .ownership import BundleOwnership, NamespaceEphemeralData
 from .registry import BrokerRegistry, LoadReport, registration_of
 
@@ -106,6 +107,12 @@ class ClusterMember:
         # Bundles being given up: refused until their node is deleted, so that a
         # lookup meanwhile never adopts a node that is about to go.
         self._releasing: set[OwnedBundle] = set()
+        # Bundle key -> when (monotonic) this member acquired or shed it: load
+        # shedding leaves such a bundle alone for the grace period. Expired entries
+        # go on every insertion, so it holds only bundles moved within one period.
+        self._moved_at: dict[str, float] = {}
+        self._grace_period_s = settings.load_balancer_shedding_grace_period_minutes * 60
+        self._shedding_task: asyncio.Task[None] | None = None
         self.serving = False
         self._session_id: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -137,6 +144,8 @@ class ClusterMember:
         self.serving = True
         self._store.add_session_listener(self._on_session_change)
         self._report_task = self._loop.create_task(self._report_periodically())
+        if self._settings.load_balancer_shedding_enabled:
+            self._shedding_task = self._loop.create_task(self._shed_periodically())
         self._last_beat = time.monotonic()
         self._heartbeat_task = self._loop.create_task(self._beat())
         log.info("registered as cluster member %s", self.broker_id)
@@ -162,7 +171,7 @@ class ClusterMember:
 
     async def stop(self) -> None:
         """Release every bundle (other brokers may take them at once) and leave."""
-        for task in (self._report_task, self._heartbeat_task):
+        for task in (self._report_task, self._heartbeat_task, self._shedding_task):
             if task is not None:
                 task.cancel()
         was_serving, self.serving = self.serving, False
@@ -413,6 +422,47 @@ class ClusterMember:
         )
         return owned
 
+    async def shed_load(self) -> OwnedBundle | None:
+        """Unload one bundle when this member is the most loaded one by enough
+        (``quasar.cluster.load_shedding``); returns the bundle unloaded."""
+        settings = SheddingSettings.of(self._settings)
+        now = time.monotonic()
+        loads = {bundle_key(*owned): BundleLoad() for owned in self.owned}
+        for owned, _, load in self._loaded_topics():
+            loads[bundle_key(*owned)].add(*load)
+        choice = bundle_to_shed(
+            self.broker_id, self.registry.live_brokers(), loads, self._moved_at, now,
+            settings,
+        )
+        if choice is None:
+            return None
+        key, reason = choice
+        owned = next(o for o in self.owned if bundle_key(*o) == key)
+        log.info("shedding bundle %s: %s", key, reason)
+        self._note_moved(key)
+        await self.unload(owned)
+        return owned
+
+    def _note_moved(self, key: str) -> None:
+        if not self._settings.load_balancer_shedding_enabled:
+            return
+        now = time.monotonic()
+        for moved, at in list(self._moved_at.items()):
+            if now - at >= self._grace_period_s:
+                del self._moved_at[moved]
+        self._moved_at[key] = now
+
+    async def _shed_periodically(self) -> None:
+        interval_s = self._settings.load_balancer_shedding_interval_minutes * 60
+        while True:
+            await asyncio.sleep(interval_s)
+            if not self.serving:
+                continue
+            try:
+                await self.shed_load()
+            except QuasarError as exc:  # tried again on the next interval
+                log.warning("could not shed load: %s", exc)
+
     def _loaded_topics(
         self,
     ) -> Iterator[tuple[OwnedBundle, TopicName, tuple[int, float, float]]]:
@@ -481,6 +531,7 @@ class ClusterMember:
         acquired, owner = self.ownership.try_acquire(*owned)
         if acquired:
             self.owned.add(owned)
+            self._note_moved(bundle_key(*owned))
             log.info("acquired bundle %s", bundle_key(*owned))
             self._report()
             for listener in self.on_bundle_acquired:
