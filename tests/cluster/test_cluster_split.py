@@ -324,3 +324,82 @@ def test_new_bundles_go_to_the_member_without_traffic(busy_cluster: ClusterProce
         for t in threads:
             t.join(timeout=30)
         client.close()
+
+
+# -- load shedding ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def shedding_cluster(
+    zookeeper: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ClusterProcess]:
+    settings = {
+        # Any traffic is enough to move, and a bundle just acquired may move: the
+        # test's member acquires both busy bundles right before.
+        "loadBalancerBundleUnloadMinThroughputThreshold": "0",
+        "loadBalancerSheddingGracePeriodMinutes": "0",
+        "loadBalancerReportUpdateMinIntervalMillis": "500",
+        "statsUpdateFrequencyInSecs": "1",
+    }
+    with ClusterProcess(
+        tmp_path_factory.mktemp("shedding"), zookeeper, brokers=2, settings=settings
+    ) as c:
+        yield c
+
+
+def test_the_most_loaded_member_sheds_a_bundle(shedding_cluster: ClusterProcess) -> None:
+    import pulsar
+
+    b0, b1 = shedding_cluster.brokers
+    namespace = create_namespace(shedding_cluster, "shed", bundles=2)
+    bundles = BundlesData.even(2)
+    topics = [
+        next(
+            f"persistent://{namespace}/hot-{i}" for i in range(1000)
+            if bundle_of(bundles, f"persistent://{namespace}/hot-{i}") == r
+        )
+        for r in bundles.ranges()
+    ]
+    for topic in topics:  # both bundles on b0
+        local = topic.rsplit("/", 1)[1]
+        status, _, answer = http_request(
+            b0, "GET", f"/lookup/v2/topic/persistent/{namespace}/{local}?authoritative=true"
+        )
+        assert status == 200 and answer["brokerUrl"] == b0.url, answer
+    assert len(owners(shedding_cluster, namespace)) == 2
+    stop = threading.Event()
+    client = make_client(pulsar, b0.url)
+    producers = [client.create_producer(t, block_if_queue_full=True) for t in topics]
+    consumers = [client.subscribe(t, "sub") for t in topics]
+
+    def publish() -> None:
+        while not stop.wait(0.01):  # about 2 x 1000 msg/s of 1 KiB
+            for producer in producers:
+                for _ in range(10):
+                    producer.send_async(b"x" * 1024, lambda result, msg_id: None)
+
+    def drain() -> None:
+        while not stop.is_set():
+            for consumer in consumers:
+                try:
+                    consumer.acknowledge(consumer.receive(100))
+                except pulsar.Timeout:
+                    continue
+
+    threads = [threading.Thread(target=publish), threading.Thread(target=drain)]
+    for t in threads:
+        t.start()
+    try:
+        # b0 carries all the traffic: at its next shedding pass (every minute) it
+        # unloads one bundle, and the clients' lookups place it on b1, the least
+        # loaded; then each member has one bundle and nothing moves again.
+        wait_for(
+            "b0 to shed a bundle to b1",
+            lambda: set(owners(shedding_cluster, namespace).values()) == {b0, b1},
+            timeout_s=150,
+        )
+        for producer in producers:
+            producer.send(b"after the move")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+        client.close()
