@@ -33,9 +33,9 @@ __all__ = [
     "choose_broker",
 ]
 
-# What an owned bundle and a loaded topic count for, in messages per second: a new
-# bundle is expected to bring about this much traffic (Pulsar's default bundle quota
-# is of the same order), and an idle cluster is balanced by these terms alone.
+# What an owned bundle and a loaded topic count for, in messages per second: the
+# traffic a new bundle or topic is assumed to bring before it is measured. An idle
+# cluster is balanced by these terms alone.
 LOAD_PER_BUNDLE_MSG_RATE = 100.0
 LOAD_PER_TOPIC_MSG_RATE = 10.0
 

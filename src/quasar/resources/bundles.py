@@ -244,16 +244,18 @@ def split_boundary(
             raise PreconditionFailedError(f"Bundle {bundle.name} is too small to split")
         return boundary
     if algorithm == TOPIC_COUNT_EQUALLY_DIVIDE:
-        inside = sorted(
-            {h for h in topic_hashes if bundle.low <= h < bundle.high or h == bundle.high}
-        )
+        # [low, high), and 0xffffffff too in the last bundle.
+        inside = sorted({
+            h for h in topic_hashes
+            if bundle.low <= h < bundle.high or h == bundle.high == FULL_UPPER_BOUND
+        })
         if len(inside) < 2:
             raise PreconditionFailedError(
                 f"Bundle {bundle.name} has fewer than two topics to divide"
             )
-        # Between the middle two hashes, so the lower half stays below the boundary;
-        # the lower hash is at least ``low`` and the upper one above it, so the
-        # boundary (one past the lower hash at least) is strictly inside the bundle.
+        # Between the middle two hashes: the lower one stays below the boundary, the
+        # upper one at or above it. The boundary is above ``low``; it reaches
+        # ``high`` only when the upper hash is the last bundle's 0xffffffff.
         below, above = inside[len(inside) // 2 - 1], inside[len(inside) // 2]
         boundary = below + 1 + (above - below - 1) // 2
         if boundary >= bundle.high:  # the upper hash is the last bundle's 0xffffffff
