@@ -181,6 +181,18 @@ EXPECTED_DEFAULTS = {
     "defaultNumberOfNamespaceBundles": 4,
     "loadBalancerNamespaceMaximumBundles": 128,
     "loadBalancerReportUpdateMinIntervalMillis": 5000,
+    "loadBalancerAutoBundleSplitEnabled": True,
+    "loadBalancerAutoUnloadSplitBundlesEnabled": True,
+    "loadBalancerNamespaceBundleMaxTopics": 1000,
+    "loadBalancerNamespaceBundleMaxSessions": 1000,
+    "loadBalancerNamespaceBundleMaxMsgRate": 30000,
+    "loadBalancerNamespaceBundleMaxBandwidthMbytes": 100,
+    "defaultNamespaceBundleSplitAlgorithm": "range_equally_divide",
+    "loadBalancerSheddingEnabled": True,
+    "loadBalancerSheddingIntervalMinutes": 1,
+    "loadBalancerSheddingGracePeriodMinutes": 30,
+    "loadBalancerBrokerThresholdShedderPercentage": 10,
+    "loadBalancerBundleUnloadMinThroughputThreshold": 10.0,
 }
 
 

@@ -78,6 +78,7 @@ from quasar.protocol.advertised_listeners import (
     AdvertisedListener,
     parse_advertised_listeners,
 )
+from quasar.resources.bundles import RANGE_EQUALLY_DIVIDE, SPLIT_ALGORITHMS
 from quasar.resources.models import SCHEMA_COMPATIBILITY_STRATEGIES
 from quasar.resources.partitions import JAVA_INT_MAX
 from quasar.storage.api import ManagedLedgerConfig, RetentionPolicy
@@ -806,6 +807,66 @@ class LoadBalancerConfig(Section):
     # a cluster member rewrites its load report under /loadbalance/brokers.
     load_balancer_report_update_min_interval_millis: int = setting(
         5000, "loadBalancerReportUpdateMinIntervalMillis", at_least(100)
+    )
+    # Pulsar default (broker.conf loadBalancerAutoBundleSplitEnabled): a member splits
+    # a bundle it owns that exceeds one of the four thresholds below, checked on
+    # every load report.
+    load_balancer_auto_bundle_split_enabled: bool = setting(
+        True, "loadBalancerAutoBundleSplitEnabled"
+    )
+    # Pulsar default (broker.conf loadBalancerAutoUnloadSplitBundlesEnabled): the two
+    # halves of an automatic split are unloaded, so the load manager may place them
+    # on other members.
+    load_balancer_auto_unload_split_bundles_enabled: bool = setting(
+        True, "loadBalancerAutoUnloadSplitBundlesEnabled"
+    )
+    # Pulsar default (broker.conf loadBalancerNamespaceBundleMaxTopics): topics loaded.
+    load_balancer_namespace_bundle_max_topics: int = setting(
+        1000, "loadBalancerNamespaceBundleMaxTopics", at_least(1)
+    )
+    # Pulsar default (broker.conf loadBalancerNamespaceBundleMaxSessions): producers
+    # and consumers of the bundle's topics.
+    load_balancer_namespace_bundle_max_sessions: int = setting(
+        1000, "loadBalancerNamespaceBundleMaxSessions", at_least(1)
+    )
+    # Pulsar default (broker.conf loadBalancerNamespaceBundleMaxMsgRate): messages in
+    # plus out per second.
+    load_balancer_namespace_bundle_max_msg_rate: int = setting(
+        30000, "loadBalancerNamespaceBundleMaxMsgRate", at_least(1)
+    )
+    # Pulsar default (broker.conf loadBalancerNamespaceBundleMaxBandwidthMbytes): MB
+    # in plus out per second.
+    load_balancer_namespace_bundle_max_bandwidth_mbytes: int = setting(
+        100, "loadBalancerNamespaceBundleMaxBandwidthMbytes", at_least(1)
+    )
+    # Pulsar default (broker.conf defaultNamespaceBundleSplitAlgorithm): how an
+    # automatic split, and an admin split naming no algorithm, cut a bundle.
+    default_namespace_bundle_split_algorithm: str = setting(
+        RANGE_EQUALLY_DIVIDE, "defaultNamespaceBundleSplitAlgorithm",
+        one_of(*SPLIT_ALGORITHMS),
+    )
+    # Pulsar default (broker.conf loadBalancerSheddingEnabled): the most loaded member
+    # unloads a bundle when its load is well above the average
+    # (``quasar.cluster.load_shedding``).
+    load_balancer_shedding_enabled: bool = setting(True, "loadBalancerSheddingEnabled")
+    # Pulsar default (broker.conf loadBalancerSheddingIntervalMinutes): how often.
+    load_balancer_shedding_interval_minutes: int = setting(
+        1, "loadBalancerSheddingIntervalMinutes", at_least(1)
+    )
+    # Pulsar default (broker.conf loadBalancerSheddingGracePeriodMinutes): a bundle a
+    # member acquired or shed this recently is not shed by it.
+    load_balancer_shedding_grace_period_minutes: int = setting(
+        30, "loadBalancerSheddingGracePeriodMinutes", at_least(0)
+    )
+    # Pulsar default (broker.conf loadBalancerBrokerThresholdShedderPercentage): how
+    # far above the average load, in percent, a member sheds.
+    load_balancer_broker_threshold_shedder_percentage: int = setting(
+        10, "loadBalancerBrokerThresholdShedderPercentage", at_least(0)
+    )
+    # Pulsar default (broker.conf loadBalancerBundleUnloadMinThroughputThreshold): MB
+    # per second below which shedding moves nothing.
+    load_balancer_bundle_unload_min_throughput_threshold: float = setting(
+        10.0, "loadBalancerBundleUnloadMinThroughputThreshold", at_least(0)
     )
 
 

@@ -242,3 +242,17 @@ def test_concurrent_writers_on_two_sessions_lose_no_update(zk_url: str) -> None:
     finally:
         for store in stores:
             store.close()
+
+
+def test_sync_then_read_sees_another_sessions_write(zk_url: str) -> None:
+    writer = ZooKeeperMetadataStore(zk_url, operation_timeout_s=10)
+    reader = ZooKeeperMetadataStore(zk_url, operation_timeout_s=10)
+    try:
+        reader.sync("/admin/policies/t/absent")  # a key that does not exist is fine
+        writer.put("/admin/policies/t/ns", b"v1")
+        reader.sync("/admin/policies/t/ns")
+        found = reader.get("/admin/policies/t/ns")
+        assert found is not None and found.value == b"v1"
+    finally:
+        writer.close()
+        reader.close()

@@ -15,6 +15,10 @@ owner, bundle unloads, and the live brokers.
   an unowned bundle needs nothing (204). ``PUT .../{ns}/unload`` unloads every
   bundle of the namespace, here and, through their own unload route, on the
   brokers that own the others.
+* ``PUT /admin/v2/namespaces/{tenant}/{ns}/{bundle}/split?unload=&splitAlgorithmName=``:
+  the owner splits the bundle in two (``ClusterMember.split``); another broker
+  answers 307 to the owner; an unowned bundle is acquired by the broker asked, which
+  then splits it. An unknown algorithm is refused with 412, as Pulsar does.
 * ``GET /admin/v2/brokers/{cluster}``: the live brokers' ids;
   ``GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces``: the bundles a
   broker owns (this broker answers for itself; for another, 307 to it).
@@ -35,10 +39,17 @@ from quasar.admin.access import SUPERUSER, access
 from quasar.admin.http import broker_of, existing_namespace, json_response, no_content
 from quasar.admin.txn_routing import transaction_route_topic
 from quasar.cluster.member import ClusterMember, OwnedBundle
-from quasar.errors import AdminError, QuasarError, ResourceNotFoundError, TopicNotFound
+from quasar.errors import (
+    AdminError,
+    PreconditionFailedError,
+    QuasarError,
+    ResourceNotFoundError,
+    ServiceNotReady,
+    TopicNotFound,
+)
 from quasar.protocol.namespace_name import parse_topic
 from quasar.protocol.topic_name import TopicName
-from quasar.resources.bundles import BundleRange
+from quasar.resources.bundles import SPLIT_ALGORITHMS, BundleRange
 
 __all__ = ["CLUSTER_KEY", "owner_redirects", "routes", "unload_namespace_bundles"]
 
@@ -127,6 +138,35 @@ async def unload_bundle(request: web.Request) -> web.Response:
     owner = member.owner_http_url(owned, secure=request.secure)
     if owner is None:
         return no_content()  # nobody serves it: nothing to unload
+    raise web.HTTPTemporaryRedirect(_location(owner, request))
+
+
+@routes.put("/admin/v2/namespaces/{tenant}/{namespace}/{bundle}/split")
+@access(SUPERUSER)
+async def split_bundle(request: web.Request) -> web.Response:
+    member = request.app[CLUSTER_KEY]
+    owned = _bundle_param(request, member)
+    algorithm = request.query.get("splitAlgorithmName") or (
+        member.settings.default_namespace_bundle_split_algorithm
+    )
+    if algorithm not in SPLIT_ALGORITHMS:
+        raise PreconditionFailedError(
+            "Unsupported namespace bundle split algorithm, supported algorithms are "
+            f"{list(SPLIT_ALGORITHMS)}"
+        )
+    if request.can_read_body and await request.read() not in (b"", b"null", b"[]"):
+        # Pulsar's body lists split boundaries for specified_positions_divide.
+        raise PreconditionFailedError(
+            "Split boundaries in the request body are not supported (only "
+            f"{list(SPLIT_ALGORITHMS)})"
+        )
+    unload = request.query.get("unload", "false").lower() == "true"
+    member.acquire(owned)  # when nobody owns it, the broker asked takes it to split it
+    if await member.split(owned, algorithm, unload) is not None:
+        return no_content()
+    owner = member.owner_http_url(owned, secure=request.secure)
+    if owner is None:
+        raise ServiceNotReady(f"Bundle {owned[0]}/{owned[1].name} changed hands; retry")
     raise web.HTTPTemporaryRedirect(_location(owner, request))
 
 

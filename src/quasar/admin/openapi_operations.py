@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from quasar.admin.openapi_schemas import INT32, INT64, STRINGS, Schema, ref
+from quasar.resources.bundles import SPLIT_ALGORITHMS
 
 __all__ = ["OPERATIONS", "Answer", "Operation", "QueryParameter"]
 
@@ -492,6 +493,17 @@ OPERATIONS: dict[str, tuple[str, Operation]] = dict(_ENTRIES)
 CLUSTER_OPERATIONS: dict[str, tuple[str, Operation]] = {
     f"PUT {NS}/{{bundle}}/unload": ("namespaces", Operation(
         "Unload one bundle: its owner gives it up (quasar broker only)", NO_CONTENT,
+    )),
+    f"PUT {NS}/{{bundle}}/split": ("namespaces", Operation(
+        "Split one bundle in two on its owner (quasar broker only)", NO_CONTENT,
+        query=(
+            flag("unload", "unload both halves afterwards"),
+            QueryParameter(
+                "splitAlgorithmName",
+                {"type": "string", "enum": list(SPLIT_ALGORITHMS)},
+                "defaultNamespaceBundleSplitAlgorithm when absent",
+            ),
+        ),
     )),
     f"GET {BROKERS}/{{cluster}}": ("brokers", Operation(
         "The live brokers' ids (quasar broker only)", JSON_STRINGS,

@@ -9,6 +9,8 @@
     quasar admin namespaces set-deduplication T/NS --enable|--disable ; get-deduplication
                                                                        ; remove-deduplication
     quasar admin namespaces unload T/NS [--bundle 0xLOW_0xHIGH]
+    quasar admin namespaces split-bundle T/NS --bundle 0xLOW_0xHIGH [--unload]
+                                        [--split-algorithm-name NAME]
     quasar admin namespaces clear-backlog T/NS [-s SUB] [--force]
     quasar admin namespaces unsubscribe T/NS -s SUB
     quasar admin topics expire-messages TOPIC -s SUB (-t 1h | -p LEDGER:ENTRY [-e])
@@ -28,6 +30,7 @@ from urllib.parse import quote
 
 from quasar.cli.admin_commands import add_command
 from quasar.client.admin import AdminClient
+from quasar.resources.bundles import SPLIT_ALGORITHMS
 
 __all__ = ["add_namespace_policy_commands", "add_topic_expiry_commands"]
 
@@ -39,6 +42,13 @@ BACKLOG_QUOTA_TYPES = ("destination_storage", "message_age")
 BACKLOG_QUOTA_POLICIES = (
     "producer_request_hold", "producer_exception", "consumer_backlog_eviction",
 )
+
+
+def _split_path(client: AdminClient, args: argparse.Namespace) -> str:
+    query = f"unload={str(args.unload).lower()}"
+    if args.split_algorithm_name is not None:
+        query += f"&splitAlgorithmName={args.split_algorithm_name}"
+    return _policy_path(client, args.namespace, f"{args.bundle}/split?{query}")
 
 
 def size_bytes(text: str) -> int:
@@ -240,6 +250,18 @@ def add_namespace_policy_commands(cmds: Any) -> None:
         "-b", "--bundle", default=None,
         help="only this bundle (0xLOW_0xHIGH; quasar broker only)",
     )
+    p = _namespace_command(
+        cmds, "split-bundle",
+        lambda c, a: c.request("PUT", _split_path(c, a)),
+        "split a bundle in two on its owner (quasar broker only)",
+    )
+    p.add_argument("-b", "--bundle", required=True, help="0xLOW_0xHIGH")
+    p.add_argument("-u", "--unload", action="store_true",
+                   help="unload the two halves, for the load manager to place them")
+    p.add_argument("-san", "--split-algorithm-name", default=None,
+                   choices=SPLIT_ALGORITHMS,
+                   help="how to cut it (the broker's defaultNamespaceBundleSplitAlgorithm "
+                   "when not given)")
     p = _namespace_command(
         cmds, "clear-backlog",
         lambda c, a: clear_backlog(c, a.namespace, a.sub, a.force),

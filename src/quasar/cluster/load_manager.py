@@ -1,12 +1,20 @@
 """The load manager's choice: which live broker should own an unowned bundle.
 
-The least-loaded broker wins, load being the bundles it owns (its registration's
-load report) plus those this broker sent its way and it has not reported yet; ties
-are broken by a rendezvous hash of (bundle, broker id), which is stable (the same
-bundle goes to the same broker among equals) and spreads bundles evenly. Every
-broker decides alone, as Pulsar's brokers do for a non-authoritative lookup without
-a leader; the ownership node settles any race, since exactly one broker can create
-it.
+The least-loaded broker wins. A broker's load, from its registration's load report,
+is counted in messages per second::
+
+    load = msgRateIn + msgRateOut
+           + LOAD_PER_BUNDLE_MSG_RATE * (bundles + pending)
+           + LOAD_PER_TOPIC_MSG_RATE * numTopics
+
+``pending`` are the bundles this broker sent its way and it has not reported yet. The
+bundle and topic terms spread bundles evenly while there is no traffic (or it is not
+measured yet) and stand for what a new bundle will bring; once brokers carry traffic
+the message rates dominate. Ties are broken by a rendezvous hash of (bundle, broker
+id), which is stable (the same bundle goes to the same broker among equals) and
+spreads bundles evenly. Every broker decides alone, as Pulsar's brokers do for a
+non-authoritative lookup without a leader; the ownership node settles any race, since
+exactly one broker can create it.
 """
 
 from __future__ import annotations
@@ -17,11 +25,34 @@ from collections.abc import Callable
 
 from .registry import BrokerRegistration
 
-__all__ = ["LoadManager", "choose_broker"]
+__all__ = [
+    "LOAD_PER_BUNDLE_MSG_RATE",
+    "LOAD_PER_TOPIC_MSG_RATE",
+    "LoadManager",
+    "broker_load",
+    "choose_broker",
+]
+
+# What an owned bundle and a loaded topic count for, in messages per second: the
+# traffic a new bundle or topic is assumed to bring before it is measured. An idle
+# cluster is balanced by these terms alone.
+LOAD_PER_BUNDLE_MSG_RATE = 100.0
+LOAD_PER_TOPIC_MSG_RATE = 10.0
 
 
 def _rendezvous(bundle_key: str, broker_id: str) -> bytes:
     return hashlib.sha256(f"{bundle_key}\0{broker_id}".encode()).digest()
+
+
+def broker_load(broker: BrokerRegistration, pending: int) -> float:
+    """The broker's load in messages per second (the formula above)."""
+    load = broker.load
+    return (
+        load.msg_rate_in
+        + load.msg_rate_out
+        + LOAD_PER_BUNDLE_MSG_RATE * (len(load.bundles) + pending)
+        + LOAD_PER_TOPIC_MSG_RATE * load.num_topics
+    )
 
 
 def choose_broker(
@@ -35,7 +66,7 @@ def choose_broker(
     return min(
         brokers,
         key=lambda b: (
-            len(b.load.bundles) + pending.get(b.broker_id, 0),
+            broker_load(b, pending.get(b.broker_id, 0)),
             _rendezvous(bundle_key, b.broker_id),
         ),
     )

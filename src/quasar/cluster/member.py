@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from typing import Any
 
 from quasar.broker.lookup_data import LookupData, lookup_data
@@ -38,12 +38,21 @@ from quasar.errors import (
     TopicNotFound,
 )
 from quasar.protocol.topic_name import TopicName
-from quasar.resources.bundles import BundleRange, BundlesData, bundle_of
+from quasar.resources.bundles import (
+    BundleRange,
+    BundlesData,
+    bundle_of,
+    split_boundary,
+    topic_hash,
+)
+from quasar.resources.store import NamespaceResources
 from quasar.storage.metadata.zk_watch import SessionState
 from quasar.storage.metadata.zookeeper import ZooKeeperMetadataStore
 
+from .bundle_split import BundleLoad, SplitThresholds, bundle_to_split, write_split
 from .coordinator_topics import placement_of
 from .load_manager import LoadManager
+from .load_shedding import SheddingSettings, bundle_to_shed
 from .ownership import BundleOwnership, NamespaceEphemeralData
 from .registry import BrokerRegistry, LoadReport, registration_of
 
@@ -70,11 +79,15 @@ class ClusterMember:
         broker_id: str,
         settings: LoadBalancerConfig,
         session_timeout_ms: int,
+        configuration_store: ZooKeeperMetadataStore | None = None,
     ) -> None:
         """``session_timeout_ms``: the metadata-store session's timeout; a pause of
-        the event loop longer than half of it is treated as a suspended session."""
+        the event loop longer than half of it is treated as a suspended session.
+        ``configuration_store``: the store of the namespaces' policies when it is not
+        ``store`` (``configurationMetadataStoreUrl``), a session of its own."""
         self._service = service
         self._store = store
+        self._configuration_store = configuration_store
         self.broker_id = broker_id
         self._settings = settings
         registration = registration_of(broker_id, service.config.broker)
@@ -94,6 +107,12 @@ class ClusterMember:
         # Bundles being given up: refused until their node is deleted, so that a
         # lookup meanwhile never adopts a node that is about to go.
         self._releasing: set[OwnedBundle] = set()
+        # Bundle key -> when (monotonic) this member acquired or shed it: load
+        # shedding leaves such a bundle alone for the grace period. Expired entries
+        # go on every insertion, so it holds only bundles moved within one period.
+        self._moved_at: dict[str, float] = {}
+        self._grace_period_s = settings.load_balancer_shedding_grace_period_minutes * 60
+        self._shedding_task: asyncio.Task[None] | None = None
         self.serving = False
         self._session_id: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -125,6 +144,8 @@ class ClusterMember:
         self.serving = True
         self._store.add_session_listener(self._on_session_change)
         self._report_task = self._loop.create_task(self._report_periodically())
+        if self._settings.load_balancer_shedding_enabled:
+            self._shedding_task = self._loop.create_task(self._shed_periodically())
         self._last_beat = time.monotonic()
         self._heartbeat_task = self._loop.create_task(self._beat())
         log.info("registered as cluster member %s", self.broker_id)
@@ -150,7 +171,7 @@ class ClusterMember:
 
     async def stop(self) -> None:
         """Release every bundle (other brokers may take them at once) and leave."""
-        for task in (self._report_task, self._heartbeat_task):
+        for task in (self._report_task, self._heartbeat_task, self._shedding_task):
             if task is not None:
                 task.cancel()
         was_serving, self.serving = self.serving, False
@@ -169,7 +190,9 @@ class ClusterMember:
                 f"{self.broker_id}: look the topic up first"
             )
 
-    def lookup(self, name: TopicName, authoritative: bool, listener: str) -> LookupAnswer:
+    def lookup(
+        self, name: TopicName, authoritative: bool, listener: str, *, again: bool = True
+    ) -> LookupAnswer:
         self._require_serving()
         owned = self.bundle_of(name)
         if owned in self.owned:
@@ -177,6 +200,17 @@ class ClusterMember:
         if owned in self._releasing:
             raise ServiceNotReady(f"Namespace bundle {bundle_key(*owned)} is being unloaded")
         owner = self.ownership.owner(*owned)
+        if owner is None and self._bundle_after_seeing(name) != owned:
+            # The boundaries were read before a split and the parent's ownership node
+            # after it (the splitting owner deletes that node last): handing out the
+            # parent would let two members serve its topics. This second read comes
+            # after the node's absence was seen on the same session, so it sees the
+            # split; the lookup starts over on the child.
+            if not again:
+                raise ServiceNotReady(
+                    f"Namespace bundle {bundle_key(*owned)} is being split; retry"
+                )
+            return self.lookup(name, authoritative, listener, again=False)
         if owner is None:
             if not authoritative:
                 target = self.load_manager.choose(
@@ -214,6 +248,19 @@ class ClusterMember:
         if policies.bundles is not None:
             return policies.bundles
         return BundlesData.even(self._settings.default_number_of_namespace_bundles)
+
+    def _bundle_after_seeing(self, name: TopicName) -> OwnedBundle:
+        """The topic's bundle, read after an ownership node was read."""
+        self._sync_policies(placement_of(name).namespace_name)
+        return self.bundle_of(name)
+
+    def _sync_policies(self, namespace: str) -> None:
+        # One session reads in order, so a read of the policies after an ownership
+        # node sees what was written before that node changed. Policies in another
+        # store are read on another session: that one catches up with the leader
+        # first, which orders it after the ownership read.
+        if self._configuration_store is not None:
+            self._configuration_store.sync(NamespaceResources.path(namespace))
 
     def bundle_of(self, name: TopicName) -> OwnedBundle:
         # A coordinator's own topics are served with the coordinator's bundle.
@@ -258,6 +305,204 @@ class ClusterMember:
         log.info("unloaded bundle %s", bundle_key(*owned))
         return True
 
+    @property
+    def settings(self) -> LoadBalancerConfig:
+        return self._settings
+
+    def acquire(self, owned: OwnedBundle) -> bool:
+        """Take an unowned bundle (an admin operation asked this member to act on
+        it); returns whether this member owns it now.
+
+        Raises:
+            ServiceNotReady: this member is not serving.
+            MetadataError: the store failed.
+        """
+        self._require_serving()
+        if owned in self.owned:
+            return True
+        if owned in self._releasing:
+            raise ServiceNotReady(f"Namespace bundle {bundle_key(*owned)} is being unloaded")
+        owner = self.ownership.owner(*owned)
+        if owner == self.ownership.me:  # an earlier session's node (see ``lookup``)
+            raise ServiceNotReady(
+                f"Namespace bundle {bundle_key(*owned)} is still held by an earlier "
+                f"session of broker {self.broker_id}"
+            )
+        if owner is not None:
+            return False
+        # Read after the node was seen absent, so a split that deleted it is seen (as
+        # in ``lookup``): a parent bundle is never acquired again.
+        self._sync_policies(owned[0])
+        if not self.bundles(owned[0]).contains(owned[1]):
+            raise ResourceNotFoundError(f"Bundle {bundle_key(*owned)} does not exist")
+        return self._acquire(owned)[0]
+
+    async def split(
+        self, owned: OwnedBundle, algorithm: str, unload: bool
+    ) -> tuple[BundleRange, BundleRange] | None:
+        """Split a bundle this broker owns in two, as Pulsar's owner does; returns
+        the two halves, or ``None`` when this broker does not own the bundle.
+
+        The halves' ownership nodes are created first (no member maps a topic to
+        them before the new boundaries are stored), then the namespace's boundaries
+        are replaced by a compare-and-set, then the parent's node is deleted. None of
+        these steps awaits, so this member's topics of the parent are served
+        throughout: each now falls in the half its hash is in. With ``unload`` the
+        halves are unloaded afterwards, for the load manager to place them.
+
+        Raises:
+            PreconditionFailedError: unknown algorithm, nothing to divide, or the
+                namespace has ``loadBalancerNamespaceMaximumBundles`` bundles.
+            ConflictError: a half's ownership node is held by another broker.
+            ServiceNotReady: this member is not serving.
+        """
+        if owned not in self.owned:
+            return None
+        self._require_serving()
+        namespace, parent = owned
+        hashes = [
+            topic_hash(placement_of(name).full)
+            for bundle, name, _ in self._loaded_topics()
+            if bundle == owned
+        ]
+        boundary = split_boundary(parent, algorithm, hashes)
+        children = (BundleRange(parent.low, boundary), BundleRange(boundary, parent.high))
+        self._own_split(owned, boundary, children)
+        log.info(
+            "split bundle %s into %s and %s", bundle_key(*owned),
+            children[0].name, children[1].name,
+        )
+        if unload:
+            for child in children:
+                if (namespace, child) in self.owned:
+                    await self._release((namespace, child), delete_node=True)
+            self._report()
+        return children
+
+    def _own_split(
+        self, owned: OwnedBundle, boundary: int, children: tuple[BundleRange, BundleRange]
+    ) -> None:
+        settings = self._settings
+        write_split(
+            self.ownership, self._service.resources.namespaces, owned, boundary,
+            max_bundles=settings.load_balancer_namespace_maximum_bundles,
+            default_bundles=settings.default_number_of_namespace_bundles,
+        )
+        namespace = owned[0]
+        self.owned.discard(owned)
+        self.owned.update((namespace, child) for child in children)
+        try:
+            self.ownership.release(*owned)
+        except QuasarError as exc:
+            # Harmless once the boundaries no longer name it: lookups recompute the
+            # bundle, and the session's end removes the node.
+            log.warning("could not delete ownership of %s: %s", bundle_key(*owned), exc)
+        self._report()
+
+    async def split_overloaded(self) -> OwnedBundle | None:
+        """Split the owned bundle most over Pulsar's split thresholds, if any
+        (``quasar.cluster.bundle_split``); returns the bundle split."""
+        settings = self._settings
+        loads: dict[OwnedBundle, BundleLoad] = {}
+        for owned, _, load in self._loaded_topics():
+            loads.setdefault(owned, BundleLoad()).add(*load)
+        counts = {ns: self.bundles(ns).num_bundles for ns, _ in loads}
+        choice = bundle_to_split(
+            loads, counts, SplitThresholds.of(settings),
+            settings.load_balancer_namespace_maximum_bundles,
+        )
+        if choice is None:
+            return None
+        owned, reason = choice
+        log.info("bundle %s is over a split threshold: %s", bundle_key(*owned), reason)
+        await self.split(
+            owned,
+            settings.default_namespace_bundle_split_algorithm,
+            settings.load_balancer_auto_unload_split_bundles_enabled,
+        )
+        return owned
+
+    async def shed_load(self) -> OwnedBundle | None:
+        """Unload one bundle when this member is the most loaded one by enough
+        (``quasar.cluster.load_shedding``); returns the bundle unloaded."""
+        settings = SheddingSettings.of(self._settings)
+        now = time.monotonic()
+        loads = {bundle_key(*owned): BundleLoad() for owned in self.owned}
+        for owned, _, load in self._loaded_topics():
+            loads[bundle_key(*owned)].add(*load)
+        choice = bundle_to_shed(
+            self.broker_id, self.registry.live_brokers(), loads, self._moved_at, now,
+            settings,
+        )
+        if choice is None:
+            return None
+        key, reason = choice
+        owned = next(o for o in self.owned if bundle_key(*o) == key)
+        log.info("shedding bundle %s: %s", key, reason)
+        self._note_moved(key)
+        await self.unload(owned)
+        return owned
+
+    def _note_moved(self, key: str) -> None:
+        if not self._settings.load_balancer_shedding_enabled:
+            return
+        now = time.monotonic()
+        for moved, at in list(self._moved_at.items()):
+            if now - at >= self._grace_period_s:
+                del self._moved_at[moved]
+        self._moved_at[key] = now
+
+    async def _shed_periodically(self) -> None:
+        interval_s = self._settings.load_balancer_shedding_interval_minutes * 60
+        while True:
+            await asyncio.sleep(interval_s)
+            if not self.serving:
+                continue
+            try:
+                await self.shed_load()
+            except QuasarError as exc:  # tried again on the next interval
+                log.warning("could not shed load: %s", exc)
+
+    def _loaded_topics(
+        self,
+    ) -> Iterator[tuple[OwnedBundle, TopicName, tuple[int, float, float]]]:
+        """Each loaded topic of an owned bundle: its bundle, its name and its load
+        (sessions, messages and bytes in plus out per second). Each namespace's
+        boundaries are read once per pass."""
+        service = self._service
+        namespaces: dict[str, BundlesData | None] = {}
+
+        def owned_bundle(name: TopicName) -> OwnedBundle | None:
+            placed = placement_of(name)
+            ns = placed.namespace_name
+            if ns not in namespaces:
+                try:
+                    namespaces[ns] = self.bundles(ns)
+                except QuasarError:  # deleted meanwhile: its topics are closing
+                    namespaces[ns] = None
+            bundles = namespaces[ns]
+            if bundles is None:
+                return None
+            owned = (ns, bundle_of(bundles, placed.full))
+            return owned if owned in self.owned else None
+
+        for topic in list(service.topics.values()):
+            owned = owned_bundle(topic.topic_name)
+            if owned is not None:
+                yield owned, topic.topic_name, (
+                    len(topic.producers) + topic.consumer_count(),
+                    topic.rate_in.msg_rate + topic.rate_out.msg_rate,
+                    topic.rate_in.byte_rate + topic.rate_out.byte_rate,
+                )
+        for np_topic in list(service.non_persistent.topics.values()):
+            owned = owned_bundle(np_topic.topic_name)
+            if owned is not None:
+                yield owned, np_topic.topic_name, (
+                    len(np_topic.producers) + np_topic.consumer_count(),
+                    np_topic.rate_in.msg_rate,
+                    np_topic.rate_in.byte_rate,
+                )
+
     def require_serving(self) -> None:
         """Return if this member serves now: its session is connected and its loop
         was not paused (a pause is noticed here, at once).
@@ -286,6 +531,7 @@ class ClusterMember:
         acquired, owner = self.ownership.try_acquire(*owned)
         if acquired:
             self.owned.add(owned)
+            self._note_moved(bundle_key(*owned))
             log.info("acquired bundle %s", bundle_key(*owned))
             self._report()
             for listener in self.on_bundle_acquired:
@@ -364,8 +610,15 @@ class ClusterMember:
     async def _report_periodically(self) -> None:
         while True:
             await asyncio.sleep(self._report_s)
-            if self.serving:
-                self._report()
+            if not self.serving:
+                continue
+            self._report()
+            if not self._settings.load_balancer_auto_bundle_split_enabled:
+                continue
+            try:
+                await self.split_overloaded()
+            except QuasarError as exc:  # tried again on the next report
+                log.warning("could not split an overloaded bundle: %s", exc)
 
     async def _beat(self) -> None:
         while True:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -98,12 +99,20 @@ class BrokerRegistration:
             listeners,
             LoadReport(
                 tuple(str(b) for b in obj.get("bundles") or ()),
-                int(obj.get("numTopics") or 0),
-                float(obj.get("msgRateIn") or 0.0),
-                float(obj.get("msgRateOut") or 0.0),
+                max(0, int(obj.get("numTopics") or 0)),
+                _rate(obj.get("msgRateIn")),
+                _rate(obj.get("msgRateOut")),
                 int(obj.get("lastUpdate") or 0),
             ),
         )
+
+
+def _rate(value: Any) -> float:
+    """A rate from a peer's report; anything but a finite non-negative number counts
+    as 0, so a malformed report cannot make every comparison of loads fail (NaN) or
+    win every choice (a negative or infinite rate)."""
+    rate = float(value or 0.0)
+    return rate if math.isfinite(rate) and rate >= 0 else 0.0
 
 
 def registration_of(broker_id: str, settings: BrokerConfig) -> BrokerRegistration:

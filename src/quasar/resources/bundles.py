@@ -31,11 +31,21 @@ from quasar.errors import (
 __all__ = [
     "FULL_LOWER_BOUND",
     "FULL_UPPER_BOUND",
+    "RANGE_EQUALLY_DIVIDE",
+    "SPLIT_ALGORITHMS",
+    "TOPIC_COUNT_EQUALLY_DIVIDE",
     "BundleRange",
     "BundlesData",
     "bundle_of",
+    "split_boundary",
     "topic_hash",
 ]
+
+# Pulsar's names of the split algorithms quasar has (``splitAlgorithmName``,
+# ``defaultNamespaceBundleSplitAlgorithm``).
+RANGE_EQUALLY_DIVIDE = "range_equally_divide"
+TOPIC_COUNT_EQUALLY_DIVIDE = "topic_count_equally_divide"
+SPLIT_ALGORITHMS = (RANGE_EQUALLY_DIVIDE, TOPIC_COUNT_EQUALLY_DIVIDE)
 
 FULL_LOWER_BOUND = 0x00000000
 FULL_UPPER_BOUND = 0xFFFFFFFF
@@ -135,6 +145,26 @@ class BundlesData:
     def contains(self, bundle: BundleRange) -> bool:
         return bundle in self.ranges()
 
+    def split(self, bundle: BundleRange, boundary: int) -> BundlesData:
+        """These bundles with ``bundle`` cut in two at ``boundary`` (the lower child
+        is ``[low, boundary)``, the upper one ``[boundary, high)``).
+
+        Raises:
+            PreconditionFailedError: ``bundle`` is not one of these bundles, or
+                ``boundary`` is not strictly inside it.
+        """
+        if not self.contains(bundle):
+            raise PreconditionFailedError(
+                f"Bundle {bundle.name} is not a bundle of the namespace (split meanwhile?)"
+            )
+        if not bundle.low < boundary < bundle.high:
+            raise PreconditionFailedError(
+                f"Split boundary {_hex(boundary)} is not inside bundle {bundle.name}"
+            )
+        b = self.boundaries
+        index = b.index(bundle.low) + 1
+        return BundlesData((*b[:index], boundary, *b[index:]))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "boundaries": [_hex(b) for b in self.boundaries],
@@ -195,6 +225,46 @@ def _check_count(count: int, limit: int | None) -> None:
             "Invalid number of bundles. Number of bundles has to be in the range of "
             f"(0, {limit}]."
         )
+
+
+def split_boundary(
+    bundle: BundleRange, algorithm: str, topic_hashes: list[int]
+) -> int:
+    """Where ``algorithm`` cuts ``bundle``: ``range_equally_divide`` halves the range;
+    ``topic_count_equally_divide`` cuts between the two middle hashes of the
+    bundle's topics (``topic_hashes``), so each child gets half of them.
+
+    Raises:
+        PreconditionFailedError: an unknown algorithm (Pulsar answers 412), a range
+            too small to halve, or fewer than two distinct topic hashes.
+    """
+    if algorithm == RANGE_EQUALLY_DIVIDE:
+        boundary = bundle.low + (bundle.high - bundle.low) // 2
+        if not bundle.low < boundary < bundle.high:
+            raise PreconditionFailedError(f"Bundle {bundle.name} is too small to split")
+        return boundary
+    if algorithm == TOPIC_COUNT_EQUALLY_DIVIDE:
+        # [low, high), and 0xffffffff too in the last bundle.
+        inside = sorted({
+            h for h in topic_hashes
+            if bundle.low <= h < bundle.high or h == bundle.high == FULL_UPPER_BOUND
+        })
+        if len(inside) < 2:
+            raise PreconditionFailedError(
+                f"Bundle {bundle.name} has fewer than two topics to divide"
+            )
+        # Between the middle two hashes: the lower one stays below the boundary, the
+        # upper one at or above it. The boundary is above ``low``; it reaches
+        # ``high`` only when the upper hash is the last bundle's 0xffffffff.
+        below, above = inside[len(inside) // 2 - 1], inside[len(inside) // 2]
+        boundary = below + 1 + (above - below - 1) // 2
+        if boundary >= bundle.high:  # the upper hash is the last bundle's 0xffffffff
+            raise PreconditionFailedError(f"Bundle {bundle.name} is too small to split")
+        return boundary
+    raise PreconditionFailedError(
+        "Unsupported namespace bundle split algorithm, supported algorithms are "
+        f"{list(SPLIT_ALGORITHMS)}"
+    )
 
 
 def bundle_of(bundles: BundlesData, full_name: str) -> BundleRange:

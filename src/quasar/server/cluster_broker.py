@@ -129,6 +129,15 @@ def _zookeeper_of(store: Any) -> ZooKeeperMetadataStore:
     return store
 
 
+def _configuration_zookeeper_of(store: Any) -> ZooKeeperMetadataStore | None:
+    """The configuration store's own ZooKeeper session, when there is one."""
+    if isinstance(store, ConfigurationRoutedStore) and isinstance(
+        store.configuration, ZooKeeperMetadataStore
+    ):
+        return store.configuration
+    return None
+
+
 class ClusterBroker(Standalone):
     """A standalone broker that joins a cluster before it listens."""
 
@@ -180,6 +189,7 @@ class ClusterBroker(Standalone):
         member = ClusterMember(
             self.service, _zookeeper_of(self._store), self.broker_id,
             self.config.load_balancer, self.config.metadata_store.session_timeout_ms,
+            _configuration_zookeeper_of(self._store),
         )
         member.start()
         self.member = member

@@ -195,6 +195,22 @@ class ZooKeeperMetadataStore:
             self._zk.close()
 
     # -- for the cluster layer ---------------------------------------------------------
+    def sync(self, path: str) -> None:
+        """Have this session's server catch up with the ZooKeeper leader, so that
+        the next read of ``path`` sees every write completed before this call, also
+        those another session (another store) was seen to make.
+
+        Raises:
+            ValueError: malformed path.
+            MetadataError: ZooKeeper failed or timed out.
+        """
+        paths.validate(path)
+        self._check_open()
+        znode = self._zk.znode(path)
+        self._zk.wait(
+            "sync", path, self._zk.deadline(), partial(self._zk.client.sync_async, znode)
+        )
+
     def create_ephemeral(self, path: str, value: bytes) -> int:
         """Create a key that lives as long as this store's ZooKeeper session
         (a broker's registration, a bundle's ownership); returns its version, 0.
