@@ -51,6 +51,9 @@ class QuasarService(Protocol):
 class ServiceEndpoints:
     url: str
     admin_url: str
+    # A cluster's members (``pulsar://`` URLs, as lookups answer them); empty for one
+    # broker.
+    members: tuple[str, ...] = ()
 
 
 @pytest.fixture(scope="module")

@@ -12,15 +12,19 @@ Blocking code calls :func:`call_admin`, which runs the calls on a fresh event lo
 Topic arguments may be full names (``persistent://t/ns/x``) or Pulsar's short forms
 (``t/ns/x``, ``x`` for ``public/default/x``).
 
-Every request is bounded by ``timeout_s`` (connecting, sending and reading the whole
-answer). What a request raises:
+Redirects are followed: 307 and 308 (a cluster member's answer for a topic another
+member owns) with the same method, body and credentials, to at most
+``MAX_REDIRECTS`` hops; 301, 302 and 303 for GET only. Every request is bounded by
+``timeout_s`` (connecting, sending and reading the whole answer, per hop). What a
+request raises:
 
 * ``ConnectError``: the admin server could not be reached (refused, reset, no route);
 * ``Timeout``: no complete answer within ``timeout_s``;
 * for an HTTP error answer, the admin error of ``quasar.errors`` for its status
   (``ResourceNotFoundError`` for 404, ``ConflictError`` for 409, ...; see
   ``error_for_http_status``), carrying the server's ``reason``; ``remote`` is true;
-* ``InvalidAdminResponse``: an answer that is not what was asked for (not JSON).
+* ``InvalidAdminResponse``: an answer that is not what was asked for (not JSON), or a
+  redirect that cannot be followed (no ``Location``, too many hops, https to http).
 
 Bad names raise before anything is sent: ``InvalidResourceError`` for a tenant or
 namespace, ``InvalidTopicName`` for a topic.
@@ -34,7 +38,7 @@ import ssl
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urljoin, urlsplit
 
 import aiohttp
 
@@ -64,6 +68,11 @@ DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
 # Stats of a large topic are the slowest admin answer; 30 s matches pulsar-admin's
 # default read timeout.
 REQUEST_TIMEOUT_S = 30.0
+
+# Redirects followed for one request, as many as Pulsar's admin client follows (its
+# HTTP client's default); a cluster member redirects once, to the topic's owner.
+MAX_REDIRECTS = 5
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 CLIENT_TRANSACTIONS_PATH = "/admin/v3/transactions/clientTransactions/"
 
@@ -179,19 +188,23 @@ class AdminClient:
     ) -> tuple[bytes, str, dict[str, str]]:
         url = self.base_url + path
         data = None if body is _NO_BODY else json.dumps(body).encode()
-        headers = dict(_HEADERS)
-        if self.authentication is not None:
-            headers.update(self.authentication.http_headers())
         try:
-            async with self._open_session().request(
-                method, url, data=data, headers=headers
-            ) as resp:
-                raw = await resp.read()
-                if resp.status >= 400:
-                    raise error_for_http_status(
-                        resp.status, _reason(raw, resp.reason or "")
-                    )
-                return raw, resp.content_type, dict(resp.headers)
+            for _ in range(MAX_REDIRECTS + 1):
+                async with self._open_session().request(
+                    method, url, data=data, headers=self._headers(), allow_redirects=False
+                ) as resp:
+                    raw = await resp.read()
+                    target = _redirect_target(method, url, resp)
+                    if target is None:
+                        if resp.status >= 300:
+                            raise error_for_http_status(
+                                resp.status, _reason(raw, resp.reason or "")
+                            )
+                        return raw, resp.content_type, dict(resp.headers)
+                url = target
+            raise InvalidAdminResponse(
+                f"{method} {self.base_url + path}: more than {MAX_REDIRECTS} redirects"
+            )
         except TimeoutError as exc:
             raise Timeout(
                 f"{method} {url}: no answer within {self.timeout_s}s"
@@ -199,7 +212,15 @@ class AdminClient:
         except aiohttp.InvalidURL as exc:
             raise ValueError(f"not a valid admin URL: {self.base_url!r}") from exc
         except (aiohttp.ClientError, OSError) as exc:
-            raise ConnectError(f"cannot reach {self.base_url}: {exc}") from exc
+            raise ConnectError(f"cannot reach {url}: {exc}") from exc
+
+    def _headers(self) -> dict[str, str]:
+        # Built for each hop: a redirect to another broker of the cluster carries the
+        # same credentials, as Pulsar's admin client sends them to a topic's owner.
+        headers = dict(_HEADERS)
+        if self.authentication is not None:
+            headers.update(self.authentication.http_headers())
+        return headers
 
     # Paths -------------------------------------------------------------------------
 
@@ -329,6 +350,44 @@ def call_admin(
             return await call(admin)
 
     return asyncio.run(run())
+
+
+def _redirect_target(method: str, url: str, resp: aiohttp.ClientResponse) -> str | None:
+    """Where a redirect answer sends the request, or None when it is not followed.
+
+    307 and 308 are followed for every method, with the same method and body (a
+    cluster member sends a topic's requests to its owner with 307). 301, 302 and 303
+    are followed for GET and HEAD only: for another method HTTP lets the next request
+    become a GET, which would answer something that was not asked; such an answer is
+    an error.
+
+    Raises:
+        InvalidAdminResponse: a redirect without a usable ``Location``, or from
+            ``https`` to ``http`` (the credentials would travel in clear).
+    """
+    if resp.status not in _REDIRECTS:
+        return None
+    if resp.status not in (307, 308) and method not in ("GET", "HEAD"):
+        return None
+    location = resp.headers.get("Location")
+    if not location:
+        raise InvalidAdminResponse(f"{method} {url}: {resp.status} without a Location")
+    try:
+        target = urljoin(url, location)
+        parts = urlsplit(target)
+        host = parts.hostname
+    except ValueError as exc:
+        raise InvalidAdminResponse(
+            f"{method} {url}: {resp.status} to an invalid Location {location!r}"
+        ) from exc
+    if parts.scheme not in ("http", "https") or not host:
+        raise InvalidAdminResponse(
+            f"{method} {url}: {resp.status} to a Location that is not an http(s) URL: "
+            f"{location!r}"
+        )
+    if urlsplit(url).scheme == "https" and parts.scheme == "http":
+        raise InvalidAdminResponse(f"{method} {url}: refused a redirect from https to {target}")
+    return target
 
 
 def _decode_json(method: str, path: str, raw: bytes) -> Any:
