@@ -238,10 +238,16 @@ class AdminBroker(Protocol):
         ...
 
     async def client_transactions(
-        self, client_name: str, *, role: str | None, superuser: bool
+        self,
+        client_name: str,
+        *,
+        role: str | None,
+        superuser: bool,
+        coordinator_id: int | None = None,
     ) -> dict[str, Any]:
         """A client name's open and preserved terminated transactions, over every
-        coordinator (idempotent commit/abort; JSON shape in ``docs/admin.md``).
+        coordinator this broker hosts, or over ``coordinator_id`` only (idempotent
+        commit/abort; JSON shape in ``docs/admin.md``).
 
         Only the transactions ``role`` (the request's authenticated role; None without
         authentication) may act on: those it opened and those opened without

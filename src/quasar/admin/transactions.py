@@ -12,6 +12,8 @@
                          "endTime": 1700000001000}],
          "unavailableCoordinators": []}
 
+``?coordinatorId=n`` limits the answer to coordinator ``n``. On a cluster member the
+coordinators another member hosts are asked of that member (``quasar.admin.cluster``).
 ``open`` lists the client's live transactions on every coordinator (status OPEN,
 COMMITTING or ABORTING), in id order; ``terminated`` the outcomes the coordinators'
 preservers still hold (COMMITTED or ABORTED; the last ``transactionMetaPersistCount``
@@ -48,6 +50,7 @@ from aiohttp import web
 
 from quasar.admin.access import AUTHENTICATED, SUPERUSER, access
 from quasar.admin.authentication import request_role
+from quasar.admin.cluster import CLUSTER_KEY, gather_client_transactions
 from quasar.admin.http import (
     authorization_of,
     broker_of,
@@ -91,9 +94,14 @@ async def client_transactions(request: web.Request) -> web.Response:
     # super-user, and for everyone while authorization is off).
     role = request_role(request)
     superuser = authorization_of(request).is_superuser(role)
-    return json_response(
-        await broker_of(request).client_transactions(name, role=role, superuser=superuser)
+    coordinator_id = coordinator_id_query(request)
+    answer = await broker_of(request).client_transactions(
+        name, role=role, superuser=superuser, coordinator_id=coordinator_id
     )
+    member = request.app.get(CLUSTER_KEY)
+    if member is not None:
+        answer = await gather_client_transactions(request, member, answer, coordinator_id)
+    return json_response(answer)
 
 
 def _txn_admin(request: web.Request) -> TransactionAdminApi:

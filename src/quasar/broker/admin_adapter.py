@@ -278,13 +278,18 @@ class AdminAdapter:
         return (await self._topic(topic)).compaction.status_json()
 
     async def client_transactions(
-        self, client_name: str, *, role: str | None, superuser: bool
+        self,
+        client_name: str,
+        *,
+        role: str | None,
+        superuser: bool,
+        coordinator_id: int | None = None,
     ) -> dict[str, Any]:
         transactions = self.service.transactions
         if transactions is None:
             raise ServiceNotReady("Transactions are not enabled on this broker")
         return await transactions.client_transactions(
-            client_name, role=role, superuser=superuser
+            client_name, role=role, superuser=superuser, coordinator_id=coordinator_id
         )
 
     # -- unreadable records in the broker's own logs (docs/operations.md) -----------------

@@ -256,14 +256,30 @@ class TransactionService:
         return table
 
     async def client_transactions(
-        self, client_name: str, *, role: str | None, superuser: bool
+        self,
+        client_name: str,
+        *,
+        role: str | None,
+        superuser: bool,
+        coordinator_id: int | None = None,
     ) -> dict[str, Any]:
         """The admin view of a client name's transactions (``docs/transactions.md``)
         that ``role`` may see: those it owns and those without owner; every role's
-        when ``superuser``."""
+        when ``superuser``. ``coordinator_id``: that coordinator's only.
+
+        Raises:
+            ResourceNotFoundError: ``coordinator_id`` is not a coordinator's id.
+        """
+        if coordinator_id is not None and not 0 <= coordinator_id < self.coordinator_count:
+            raise ResourceNotFoundError(
+                f"Transaction coordinator with id {coordinator_id} not found"
+            )
         caller = Caller(role, superuser)
         return client_transactions_json(
-            await self.registry.client_transactions(client_name, caller)
+            await self.registry.client_transactions(
+                client_name, caller,
+                None if coordinator_id is None else [coordinator_id],
+            )
         )
 
     def new_transaction_buffer(

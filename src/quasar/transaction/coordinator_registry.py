@@ -324,17 +324,21 @@ class TransactionCoordinatorRegistry:
         return self.get(txn_id.most_bits)
 
     async def client_transactions(
-        self, client_name: str, caller: Caller = BROKER
+        self,
+        client_name: str,
+        caller: Caller = BROKER,
+        coordinators: Sequence[int] | None = None,
     ) -> ClientTransactions:
-        """``client_name``'s live and preserved transactions on every coordinator, of
-        the owners ``caller`` may act on (``Caller.may_act_on``).
+        """``client_name``'s live and preserved transactions on every coordinator (or
+        on ``coordinators``), of the owners ``caller`` may act on
+        (``Caller.may_act_on``).
 
         Coordinators are loaded as a TC_CLIENT_CONNECT would load them (after a
         restart nothing may have loaded them yet); one that cannot be loaded is listed
         in ``unavailable`` rather than failing the whole answer.
         """
         out = ClientTransactions(client_name)
-        for tc_id in range(self._count):
+        for tc_id in range(self._count) if coordinators is None else coordinators:
             try:
                 tc = await self.connect(tc_id)
                 live, terminated = tc.client_transactions(client_name, caller)
