@@ -427,7 +427,8 @@ class FakeAdminBroker:
     # -- transactions: disabled on this broker -----------------------------------------
 
     async def client_transactions(
-        self, client_name: str, *, role: str | None, superuser: bool
+        self, client_name: str, *, role: str | None, superuser: bool,
+        coordinator_id: int | None = None,
     ) -> dict[str, Any]:
         raise ServiceNotReady("Transactions are not enabled on this broker")
 

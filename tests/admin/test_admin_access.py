@@ -310,7 +310,8 @@ async def test_client_transactions_answers_for_the_callers_role(
 
     class Broker(FakeAdminBroker):
         async def client_transactions(
-            self, client_name: str, *, role: str | None, superuser: bool
+            self, client_name: str, *, role: str | None, superuser: bool,
+            coordinator_id: int | None = None,
         ) -> dict[str, Any]:
             seen.append((client_name, role, superuser))
             return {"clientName": client_name, "open": [], "terminated": []}

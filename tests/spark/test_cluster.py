@@ -51,6 +51,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 PARTITIONS = 4
 # public/default's bundles (defaultNumberOfNamespaceBundles).
 BUNDLES = BundlesData.even(4)
+COORDINATOR_ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
 
 
 @pytest.fixture(scope="module", params=["broker", "cluster"])
@@ -303,3 +304,47 @@ def test_driver_killed_mid_batch_and_restarted_from_its_checkpoint_exactly_once(
     assert run_to_end(proc, log) == 0, log.read_text()[-4000:]
     assert_exactly_once(quasar_service, dst, values)
     assert open_transactions(quasar_service, [f"{sink_id}-p{p}" for p in range(PARTITIONS)]) == []
+
+
+@pytest.fixture
+def two_members(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[ClusterProcess]:
+    """A cluster of its own (one of its members is killed): coordinator 0 and the
+    even bundles of ``public/default`` on member 0, the rest on member 1."""
+    cluster = ClusterProcess(
+        tmp_path / "quasar-cluster", request.getfixturevalue("zookeeper"),
+        transaction_coordinators=2,
+    )
+    with cluster:
+        _place(cluster.brokers[0], f"{COORDINATOR_ASSIGN}-partition-0")
+        _place(cluster.brokers[1], f"{COORDINATOR_ASSIGN}-partition-1")
+        for i, bundle in enumerate(BUNDLES.ranges()):
+            _place(cluster.brokers[i % 2], _name_in(bundle))
+        yield cluster
+
+
+def test_a_quasar_member_killed_mid_batch_its_bundles_move_and_the_sink_is_exactly_once(
+    cluster_spark: Any, two_members: ClusterProcess, tmp_path: Path, hold_dir: Path,
+) -> None:
+    victim, survivor = two_members.brokers
+    service = ServiceEndpoints(
+        two_members.service_url, survivor.admin_url, (victim.url, survivor.url)
+    )
+    src, dst, values = _pipe(service, 240)
+    sink_id = f"cmem-{tmp_path.name[-10:]}"
+    query = _sink_query(
+        cluster_spark, service, src, dst, tmp_path / "ckpt", sink_id,
+        fail_points=f"task.write@b1p0a0=hold:{hold_dir}",
+    )
+    _held_pid(hold_dir, lambda: query.isActive)
+    # Batch 1 is running, its held task's transaction is on coordinator 0, which the
+    # victim hosts with half of the partitions. The victim goes without a word; its
+    # bundles move to the survivor once its ZooKeeper session expires.
+    victim.kill()
+    (hold_dir / "release").write_text("")
+    _finish(query)
+    assert_exactly_once(service, dst, values)
+    assert open_transactions(service, [f"{sink_id}-p{p}" for p in range(PARTITIONS)]) == []
+    owners = {owner_of(service, f"{dst}-partition-{p}") for p in range(PARTITIONS)}
+    assert owners == {survivor.url}

@@ -126,7 +126,8 @@ async def test_the_admin_adapter_passes_the_role_on() -> None:
 
     class Transactions:
         async def client_transactions(
-            self, name: str, *, role: str | None, superuser: bool
+            self, name: str, *, role: str | None, superuser: bool,
+            coordinator_id: int | None = None,
         ) -> dict[str, object]:
             calls.append((name, role, superuser))
             return {}
