@@ -9,7 +9,8 @@ which redirects a topic's requests to its owner). On the cluster the bundles of
 so that its partitions fall in bundles of both: each pipeline reads from and writes to
 both brokers. A task is caught mid-batch by a hold point (``test.failPoints``,
 ``=hold:<dir>``): it announces itself with its pid after sending its rows in its open
-transaction, and the test kills its worker, or the driver, knowing the batch is
+transaction, and the test kills its worker, the driver, or (on a cluster of its own)
+the quasar member hosting its transaction's coordinator, knowing the batch is
 running.
 """
 
@@ -312,8 +313,10 @@ def two_members(
 ) -> Iterator[ClusterProcess]:
     """A cluster of its own (one of its members is killed): coordinator 0 and the
     even bundles of ``public/default`` on member 0, the rest on member 1."""
+    work_dir = tmp_path / "quasar-cluster"
+    work_dir.mkdir()
     cluster = ClusterProcess(
-        tmp_path / "quasar-cluster", request.getfixturevalue("zookeeper"),
+        work_dir, request.getfixturevalue("zookeeper"),
         transaction_coordinators=2,
     )
     with cluster:
