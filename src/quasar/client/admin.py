@@ -69,8 +69,8 @@ DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
 # default read timeout.
 REQUEST_TIMEOUT_S = 30.0
 
-# Redirects followed for one request, as many as Pulsar's admin client follows (its
-# HTTP client's default); a cluster member redirects once, to the topic's owner.
+# Redirects followed for one request: a cluster member redirects once, to the topic's
+# owner; a few more allow for a bundle that moves meanwhile, and a loop still ends.
 MAX_REDIRECTS = 5
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
