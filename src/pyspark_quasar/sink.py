@@ -162,7 +162,15 @@ class TransactionDriver:
         orphans: list[TxnRecord] = []
         for p in range(partitions):
             name = client_name(sink_id, p)
-            for t in self._client_transactions(name).open:
+            found = self._client_transactions(name)
+            if found.unavailable_coordinators:
+                # Their open transactions cannot be seen: they end at their timeout.
+                log.warning(
+                    "sink %s: coordinators %s did not answer for %s; an orphaned "
+                    "transaction there stays open until txn.timeoutMs",
+                    sink_id, found.unavailable_coordinators, name,
+                )
+            for t in found.open:
                 if _txn_key(t.txn_id) not in keep:
                     most, least = _txn_key(t.txn_id)
                     orphans.append(TxnRecord(most, least, name, p, -1, 0))

@@ -51,6 +51,9 @@ class QuasarService(Protocol):
 class ServiceEndpoints:
     url: str
     admin_url: str
+    # A cluster's members (``pulsar://`` URLs, as lookups answer them); empty for one
+    # broker.
+    members: tuple[str, ...] = ()
 
 
 @pytest.fixture(scope="module")
@@ -123,11 +126,15 @@ def read_all(broker: QuasarService, topic: str) -> list[qc.Message]:
 
 
 def open_transactions(broker: QuasarService, client_names: list[str]) -> list[Any]:
+    """The open transactions of ``client_names``, from answers that cover every
+    coordinator (on a cluster, of every member)."""
     client = qc.Client(broker.url, enable_transaction=True, admin_url=broker.admin_url)
     try:
-        return [t for n in client_names for t in client.get_client_transactions(n).open]
+        found = [client.get_client_transactions(n) for n in client_names]
     finally:
         client.close()
+    assert [f.unavailable_coordinators for f in found] == [[]] * len(found)
+    return [t for f in found for t in f.open]
 
 
 def produce(

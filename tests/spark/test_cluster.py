@@ -2,23 +2,36 @@
 
 One cluster (``quasar.testing.spark_cluster``) and one driver session on it serve the
 module; the quasar side is the ``quasar_service`` fixture (service URL and admin URL),
-one broker process here and a multi-broker cluster once brokers cluster. A task is
-caught mid-batch by a hold point (``test.failPoints``, ``=hold:<dir>``): it announces
-itself with its pid after sending its rows in its open transaction, and the test kills
-its worker, or the driver, knowing the batch is running.
+run twice: one broker process, then a quasar cluster of two members with
+transactions on (the service URL names both members, the admin URL is one member's,
+which redirects a topic's requests to its owner). On the cluster the bundles of
+``public/default`` are placed on both members, alternately, and every topic is named
+so that its partitions fall in bundles of both: each pipeline reads from and writes to
+both brokers. A task is caught mid-batch by a hold point (``test.failPoints``,
+``=hold:<dir>``): it announces itself with its pid after sending its rows in its open
+transaction, and the test kills its worker, the driver, or (on a cluster of its own)
+the quasar member hosting its transaction's coordinator, knowing the batch is
+running.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
+import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from quasar.protocol import pb
+from quasar.resources.bundles import BundlesData, bundle_of
+from quasar.testing.cluster import ClusterProcess
 from quasar.testing.process import BrokerProcess
+from quasar.testing.raw import Raw
 from quasar.testing.spark_cluster import SparkCluster
 
 from .conftest import (
@@ -29,18 +42,78 @@ from .conftest import (
     open_transactions,
     produce,
     source,
-    unique_topic,
 )
 from .driver_jobs import JOB_TIMEOUT_S, kill_group, run_to_end, start_job, wait_for
 from .spark_sessions import new_session, start_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
+# Partitions of every topic: enough to span the bundles of both members.
+PARTITIONS = 4
+# public/default's bundles (defaultNumberOfNamespaceBundles).
+BUNDLES = BundlesData.even(4)
+COORDINATOR_ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
 
-@pytest.fixture(scope="module")
-def quasar_service(broker: BrokerProcess) -> ServiceEndpoints:
-    """The quasar side as the pipelines see it; swap in a broker cluster's two URLs."""
-    return ServiceEndpoints(broker.url, broker.admin_url)
+
+@pytest.fixture(scope="module", params=["broker", "cluster"])
+def quasar_service(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServiceEndpoints]:
+    """The quasar side as the pipelines see it: one broker, or two cluster members."""
+    if request.param == "broker":
+        broker: BrokerProcess = request.getfixturevalue("broker")
+        yield ServiceEndpoints(broker.url, broker.admin_url)
+        return
+    zookeeper = request.getfixturevalue("zookeeper")
+    with ClusterProcess(tmp_path_factory.mktemp("quasar-cluster"), zookeeper) as cluster:
+        for i, bundle in enumerate(BUNDLES.ranges()):
+            _place(cluster.brokers[i % 2], _name_in(bundle))
+        yield ServiceEndpoints(
+            cluster.service_url, cluster.brokers[1].admin_url,
+            tuple(b.url for b in cluster.brokers),
+        )
+
+
+def _name_in(bundle: Any) -> str:
+    """A topic name of ``public/default`` that falls in ``bundle``."""
+    while True:
+        name = f"persistent://public/default/place-{uuid.uuid4().hex[:10]}"
+        if bundle_of(BUNDLES, name) == bundle:
+            return name
+
+
+def _place(member: BrokerProcess, topic: str) -> None:
+    """Make ``member`` own ``topic``'s bundle (an authoritative LOOKUP acquires it)."""
+    raw = Raw(member.port)
+    try:
+        raw.connect()
+        cmd = pb.BaseCommand(type=pb.BaseCommand.LOOKUP)
+        cmd.lookupTopic.topic, cmd.lookupTopic.request_id = topic, 1
+        cmd.lookupTopic.authoritative = True
+        answer = raw.request(cmd, pb.BaseCommand.LOOKUP_RESPONSE).lookupTopicResponse
+    finally:
+        raw.close()
+    assert answer.response == pb.CommandLookupTopicResponse.Connect, answer
+
+
+def unique_topic(prefix: str) -> str:
+    """A new topic name whose partitions fall in bundles of both cluster members (the
+    even and the odd bundles; see ``quasar_service``)."""
+    while True:
+        name = f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:10]}"
+        parity = {
+            BUNDLES.ranges().index(bundle_of(BUNDLES, f"{name}-partition-{p}")) % 2
+            for p in range(PARTITIONS)
+        }
+        if parity == {0, 1}:
+            return name
+
+
+def owner_of(service: ServiceEndpoints, partition: str) -> str:
+    """The ``pulsar://`` URL of the broker serving ``partition`` (HTTP lookup)."""
+    path = partition.replace("://", "/", 1)
+    with urllib.request.urlopen(f"{service.admin_url}/lookup/v2/topic/{path}", timeout=30) as r:
+        return str(json.load(r)["brokerUrl"])
 
 
 @pytest.fixture(scope="module")
@@ -111,8 +184,8 @@ def _sink_query(
 
 def _pipe(service: ServiceEndpoints, rows: int) -> tuple[str, str, list[bytes]]:
     src, dst = unique_topic("cin"), unique_topic("cout")
-    create_partitioned(service, src, 2)
-    create_partitioned(service, dst, 2)
+    create_partitioned(service, src, PARTITIONS)
+    create_partitioned(service, dst, PARTITIONS)
     values = [f"{src[-6:]}-{i:04d}".encode() for i in range(rows)]
     produce(service, src, values)
     return src, dst, values
@@ -128,13 +201,17 @@ def test_batch_and_streaming_reads_on_the_cluster_equal_what_was_produced(
     tmp_path: Path,
 ) -> None:
     topic = unique_topic("cread")
-    create_partitioned(quasar_service, topic, 2)
+    create_partitioned(quasar_service, topic, PARTITIONS)
     values = [f"c{i:04d}".encode() for i in range(200)]
     produce(quasar_service, topic, values)
+    if quasar_service.members:
+        # Each member serves some partitions of the topic.
+        owners = {owner_of(quasar_service, f"{topic}-partition-{p}") for p in range(PARTITIONS)}
+        assert owners == set(quasar_service.members)
 
     rows = source(cluster_spark, quasar_service, topic=topic).collect()
     assert sorted(bytes(r.value) for r in rows) == values
-    assert {r.partition for r in rows} == {0, 1}
+    assert {r.partition for r in rows} == set(range(PARTITIONS))
 
     name = f"cread_{tmp_path.name[-8:]}".replace("-", "_")
     writer = (
@@ -163,7 +240,7 @@ def test_exactly_once_sink_from_the_cluster(
     _finish(query)
     assert_exactly_once(quasar_service, dst, values)
     assert len(checkpoint_files(tmp_path / "ckpt", "commits")) >= 2
-    assert open_transactions(quasar_service, [f"{sink_id}-p{p}" for p in range(2)]) == []
+    assert open_transactions(quasar_service, [f"{sink_id}-p{p}" for p in range(PARTITIONS)]) == []
 
 
 def test_worker_killed_mid_batch_tasks_rerun_on_the_other_worker_exactly_once(
@@ -187,7 +264,7 @@ def test_worker_killed_mid_batch_tasks_rerun_on_the_other_worker_exactly_once(
     _finish(query)
     assert_exactly_once(quasar_service, dst, values)
     # The killed attempt's transaction was aborted by the commit's sweep.
-    assert open_transactions(quasar_service, [f"{sink_id}-p{p}" for p in range(2)]) == []
+    assert open_transactions(quasar_service, [f"{sink_id}-p{p}" for p in range(PARTITIONS)]) == []
     state = spark_cluster.master_state()
     assert spark_cluster.worker_state(victim, state) == "DEAD"
     assert spark_cluster.alive_workers(state) == survivors
@@ -227,4 +304,50 @@ def test_driver_killed_mid_batch_and_restarted_from_its_checkpoint_exactly_once(
     proc = start_job(args, log, children)
     assert run_to_end(proc, log) == 0, log.read_text()[-4000:]
     assert_exactly_once(quasar_service, dst, values)
-    assert open_transactions(quasar_service, [f"{sink_id}-p{p}" for p in range(2)]) == []
+    assert open_transactions(quasar_service, [f"{sink_id}-p{p}" for p in range(PARTITIONS)]) == []
+
+
+@pytest.fixture
+def two_members(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[ClusterProcess]:
+    """A cluster of its own (one of its members is killed): coordinator 0 and the
+    even bundles of ``public/default`` on member 0, the rest on member 1."""
+    work_dir = tmp_path / "quasar-cluster"
+    work_dir.mkdir()
+    cluster = ClusterProcess(
+        work_dir, request.getfixturevalue("zookeeper"),
+        transaction_coordinators=2,
+    )
+    with cluster:
+        _place(cluster.brokers[0], f"{COORDINATOR_ASSIGN}-partition-0")
+        _place(cluster.brokers[1], f"{COORDINATOR_ASSIGN}-partition-1")
+        for i, bundle in enumerate(BUNDLES.ranges()):
+            _place(cluster.brokers[i % 2], _name_in(bundle))
+        yield cluster
+
+
+def test_a_quasar_member_killed_mid_batch_its_bundles_move_and_the_sink_is_exactly_once(
+    cluster_spark: Any, two_members: ClusterProcess, tmp_path: Path, hold_dir: Path,
+) -> None:
+    victim, survivor = two_members.brokers
+    service = ServiceEndpoints(
+        two_members.service_url, survivor.admin_url, (victim.url, survivor.url)
+    )
+    src, dst, values = _pipe(service, 240)
+    sink_id = f"cmem-{tmp_path.name[-10:]}"
+    query = _sink_query(
+        cluster_spark, service, src, dst, tmp_path / "ckpt", sink_id,
+        fail_points=f"task.write@b1p0a0=hold:{hold_dir}",
+    )
+    _held_pid(hold_dir, lambda: query.isActive)
+    # Batch 1 is running, its held task's transaction is on coordinator 0, which the
+    # victim hosts with half of the partitions. The victim goes without a word; its
+    # bundles move to the survivor once its ZooKeeper session expires.
+    victim.kill()
+    (hold_dir / "release").write_text("")
+    _finish(query)
+    assert_exactly_once(service, dst, values)
+    assert open_transactions(service, [f"{sink_id}-p{p}" for p in range(PARTITIONS)]) == []
+    owners = {owner_of(service, f"{dst}-partition-{p}") for p in range(PARTITIONS)}
+    assert owners == {survivor.url}
