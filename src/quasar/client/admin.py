@@ -212,14 +212,19 @@ class AdminClient:
                 ) as resp:
                     raw = await resp.read()
                     location = resp.headers.get("Location")
-                    if resp.status in _REDIRECTS and location:
+                    # 307 and 308 keep the method and body; 301, 302 and 303 are
+                    # followed for GET only: turning a write into a GET, as browsers
+                    # do, would report a change that never happened.
+                    if resp.status in (307, 308) or (
+                        resp.status in _REDIRECTS and method == "GET"
+                    ):
+                        if not location:
+                            raise InvalidAdminResponse(
+                                f"{method} {url}: {resp.status} without a Location"
+                            )
                         url = _redirect_target(url, location)
-                        if resp.status == 303 or (
-                            resp.status in (301, 302) and method == "POST"
-                        ):
-                            method, data = "GET", None
                         continue
-                    if resp.status >= 400:
+                    if resp.status >= 300:  # a redirect not to follow is an error too
                         raise error_for_http_status(
                             resp.status, _reason(raw, resp.reason or "")
                         )
