@@ -58,6 +58,8 @@ from quasar.testing.zookeeper import ZooKeeperProcess  # noqa: E402
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NAMESPACE = "public/scaling"
 SAMPLE_INTERVAL_S = 0.05
+MAX_BUNDLES = 128  # loadBalancerNamespaceMaximumBundles' default
+NAMES_PER_BUNDLE_COUNT = 300
 # The pubsub parent only waits; its producer and consumer processes do the work.
 CLIENT_PROCESSES = "3 (pubsub parent, mostly idle; producer; consumer)"
 
@@ -186,32 +188,37 @@ class Measurement:
     error: str | None = None
 
 
-def spread_topic(partitions: int) -> str:
-    """A topic name whose partitions fall into ``partitions`` different bundles of a
-    namespace with that many even bundles: each partition has a bundle of its own, so
-    the load manager can place them one by one."""
-    bundles = BundlesData.even(partitions)
+def spread_topic(partitions: int) -> tuple[str, int]:
+    """A topic name and a number of even bundles such that each partition falls into
+    a bundle of its own, so the load manager places the partitions one by one.
+
+    Bundles are found by the CRC-32 of the name, and the names of one topic's
+    partitions differ only in their last characters, so for some counts no name
+    gives every partition its own bundle; more bundles are tried until one does.
+    """
     tag = uuid.uuid4().hex[:8]
-    for k in range(100_000):
-        name = f"scaling-{tag}-{k}"
-        found = {
-            bundle_of(bundles, f"persistent://{NAMESPACE}/{name}-partition-{i}")
-            for i in range(partitions)
-        }
-        if len(found) == partitions:
-            return name
+    for num_bundles in range(partitions, MAX_BUNDLES + 1):
+        bundles = BundlesData.even(num_bundles)
+        for k in range(NAMES_PER_BUNDLE_COUNT):
+            name = f"scaling-{tag}-{k}"
+            found = {
+                bundle_of(bundles, f"persistent://{NAMESPACE}/{name}-partition-{i}")
+                for i in range(partitions)
+            }
+            if len(found) == partitions:
+                return name, num_bundles
     raise RuntimeError(f"no topic name spreads {partitions} partitions over bundles")
 
 
 def prepare_topic(cluster: ClusterProcess, partitions: int) -> tuple[str, dict[str, int]]:
     """Create the namespace and topic; assign and return each partition's owner."""
-    topic = spread_topic(partitions)
+    topic, num_bundles = spread_topic(partitions)
     full = f"persistent://{NAMESPACE}/{topic}"
     brokers = {b.url: i for i, b in enumerate(cluster.brokers)}
 
     async def setup(admin: AdminClient) -> dict[str, int]:
         await admin.request(
-            "PUT", admin.namespace_path(NAMESPACE), {"bundles": {"numBundles": partitions}}
+            "PUT", admin.namespace_path(NAMESPACE), {"bundles": {"numBundles": num_bundles}}
         )
         await admin.create_partitioned_topic(full, partitions)
         owners: dict[str, int] = {}
@@ -476,9 +483,12 @@ def main(argv: list[str] | None = None) -> int:
             "medians": summary,
             "measurements": [asdict(r) for r in runs],
         }, indent=2) + "\n")
-    if not args.keep_dir:
+    failed = any(r.error for r in runs)
+    if failed:
+        print(f"some runs failed: their logs are in {workdir}")
+    elif not args.keep_dir:
         shutil.rmtree(workdir, ignore_errors=True)
-    return 1 if any(r.error for r in runs) else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
