@@ -72,10 +72,10 @@ bench: $(STAMP)
 
 # Scaling out (docs/performance.md): one partitioned topic on a 1-broker and on a
 # 2-broker cluster (its own ZooKeeper, fresh brokers per run), measured in the same
-# run; BENCH_CLUSTER_ARGS adds flags, e.g. --rounds 5 --client official.
+# run; BENCH_CLUSTER_ARGS adds flags, e.g. --rounds 5 --json scaling.json.
 BENCH_CLUSTER_ARGS ?=
 bench-cluster: $(STAMP) zookeeper
-	$(BIN)/python benchmarks/cluster_scaling.py --json cluster-scaling.json $(BENCH_CLUSTER_ARGS)
+	$(BIN)/python benchmarks/cluster_scaling.py $(BENCH_CLUSTER_ARGS)
 
 # A long run of the fuzzers, on new random sequences each time (the test suite runs
 # a short derandomized one): the frame decoder, and command sequences against a live
