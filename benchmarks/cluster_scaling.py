@@ -185,6 +185,8 @@ class Measurement:
     publish_p99_ms: float = 0.0
     client_cores: float = 0.0
     machine_cores: float = 0.0
+    # The machine's busy CPU less the brokers' and the clients': other processes.
+    other_cores: float = 0.0
     error: str | None = None
 
 
@@ -285,6 +287,7 @@ def run_pubsub(
     m.publish_p50_ms = produce["latency_ms"]["p50"]
     m.publish_p99_ms = produce["latency_ms"]["p99"]
     m.client_cores = round(produce["cpu"]["cores"] + consume["cpu"]["cores"], 3)
+    m.other_cores = round(max(0.0, m.machine_cores - m.broker_cores - m.client_cores), 3)
 
 
 def measure(
@@ -311,7 +314,7 @@ def measure(
 
 FIGURES = [
     "published_msg_s", "consumed_msg_s", "broker_us_per_msg", "broker_cores",
-    "publish_p50_ms", "publish_p99_ms", "client_cores", "machine_cores",
+    "publish_p50_ms", "publish_p99_ms", "client_cores", "machine_cores", "other_cores",
 ]
 
 
@@ -338,7 +341,7 @@ def ratios(one: dict[str, Any], two: dict[str, Any]) -> dict[str, float | None]:
 def table(summary: dict[str, Any]) -> str:
     header = (f"{'workload':8} {'brokers':>7} {'pub msg/s':>10} {'con msg/s':>10} "
               f"{'brk us/msg':>10} {'brk cores':>9} {'share':>11} {'p50 ms':>8} "
-              f"{'p99 ms':>8} {'cli cores':>9} {'all cores':>9}")
+              f"{'p99 ms':>8} {'cli cores':>9} {'all cores':>9} {'other':>6}")
     rows = [header, "-" * len(header)]
     for workload, per in summary.items():
         for key in ("1", "2"):
@@ -352,7 +355,7 @@ def table(summary: dict[str, Any]) -> str:
                 f"{fig['consumed_msg_s']:>10,.0f} {fig['broker_us_per_msg']:>10.1f} "
                 f"{fig['broker_cores']:>9.2f} {share:>11} {fig['publish_p50_ms']:>8.1f} "
                 f"{fig['publish_p99_ms']:>8.1f} {fig['client_cores']:>9.2f} "
-                f"{fig['machine_cores']:>9.2f}"
+                f"{fig['machine_cores']:>9.2f} {fig['other_cores']:>6.2f}"
             )
         r = per["ratio_2_to_1"]
 
@@ -467,7 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(summary))
     print(f"load average at start {' '.join(f'{v:.2f}' for v in load_start)}, at end "
           f"{' '.join(f'{v:.2f}' for v in load_end)} ({os.cpu_count()} cores); "
-          "'all cores' is the whole machine's busy CPU during the window")
+          "'all cores' is the whole machine's busy CPU during the window, 'other' the "
+          "part of it neither the brokers nor the clients used")
     if args.json_path:
         Path(args.json_path).write_text(json.dumps({
             "machine": machine_info(),

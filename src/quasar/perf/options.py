@@ -138,7 +138,8 @@ def _add_common(p: argparse.ArgumentParser, default_topic: bool) -> None:
         "-u",
         "--service-url",
         default=DEFAULT_SERVICE_URL,
-        help=f"broker URL (default {DEFAULT_SERVICE_URL})",
+        help=f"broker URL; a cluster's brokers may be listed, pulsar://h1:p1,h2:p2 "
+        f"(default {DEFAULT_SERVICE_URL})",
     )
     p.add_argument(
         "--client",
