@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: standalone cluster test lint bench fuzz fuzz-admin proto clean install browser zookeeper chaos soak
+.PHONY: standalone cluster test lint bench bench-cluster fuzz fuzz-admin proto clean install browser zookeeper chaos soak
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -76,6 +76,13 @@ proto: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
+
+# Scaling out (docs/performance.md): one partitioned topic on a 1-broker and on a
+# 2-broker cluster (its own ZooKeeper, fresh brokers per run), measured in the same
+# run; BENCH_CLUSTER_ARGS adds flags, e.g. --rounds 5 --json scaling.json.
+BENCH_CLUSTER_ARGS ?=
+bench-cluster: $(STAMP) zookeeper
+	$(BIN)/python benchmarks/cluster_scaling.py $(BENCH_CLUSTER_ARGS)
 
 # A long run of the fuzzers, on new random sequences each time (the test suite runs
 # a short derandomized one): the frame decoder, and command sequences against a live

@@ -11,6 +11,7 @@ import math
 import random
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,9 @@ from hypothesis import strategies as st
 
 from quasar.client.admin import call_admin
 from quasar.perf.histogram import Histogram
+from quasar.perf.main import build_parser
 from quasar.perf.main import main as perf_main
+from quasar.perf.options import produce_options, producer_settings
 from quasar.perf.recorder import LIMIT_REACHED, Recorder, RunControl
 from quasar.perf.schedule import RateSchedule
 from quasar.testing.process import BrokerProcess
@@ -184,6 +187,59 @@ def test_partitioned_topic_is_created(broker: BrokerProcess, tmp_path: Path) -> 
         ),
     )
     assert meta["partitions"] == 3
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_pending_limit_across_partitions_is_passed_to_the_client(
+    broker: BrokerProcess, tmp_path: Path, client: str
+) -> None:
+    """Both clients take the limit (1 in flight per partition here) and still
+    publish everything, unbatched, over all partitions."""
+    topic = f"perf-across-{client}-{uuid.uuid4().hex[:8]}"
+    produced = perf(
+        tmp_path, "produce", "-u", broker.url, "--admin-url", broker.admin_url,
+        "--client", client, "-p", "4", "--no-batching", "-o", "1000",
+        "--max-outstanding-across-partitions", "4", "-m", "400", topic,
+    )
+    assert_run(produced, 400)
+    stats = call_admin(
+        broker.admin_url,
+        lambda admin: admin.request(
+            "GET", f"/admin/v2/persistent/public/default/{topic}/partitioned-stats"
+        ),
+    )
+    # Round-robin routing without batching: every partition got a share.
+    assert all(p["msgInCounter"] > 0 for p in stats["partitions"].values()), stats
+
+
+def test_pending_limit_across_partitions_option() -> None:
+    ns = build_parser().parse_args(["produce", "t"])
+    assert producer_settings(produce_options(ns))[
+        "max_pending_messages_across_partitions"
+    ] == 50_000  # pulsar-perf's and both clients' default
+    ns = build_parser().parse_args(
+        ["produce", "--max-outstanding-across-partitions", "1000", "t"]
+    )
+    assert producer_settings(produce_options(ns))[
+        "max_pending_messages_across_partitions"
+    ] == 1000
+    assert perf_main(["produce", "--max-outstanding-across-partitions", "0", "t"]) == 2
+
+
+def test_window_bounds_on_the_wall_clock(broker: BrokerProcess, tmp_path: Path) -> None:
+    """The summary says when its window began and ended, so another process's CPU
+    can be read over the same interval."""
+    before = time.time()
+    produced = perf(
+        tmp_path, "produce", "-u", broker.url, "-m", "3000", "--warmup", "0.2",
+        f"perf-window-{uuid.uuid4().hex[:8]}",
+    )
+    after = time.time()
+    window = produced["window"]
+    assert before <= window["start_unix_s"] <= window["end_unix_s"] <= after
+    assert window["end_unix_s"] - window["start_unix_s"] == pytest.approx(
+        window["seconds"], abs=0.01
+    )
 
 
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,6 +27,9 @@ POSITIONS = ("Latest", "Earliest")
 
 DEFAULT_SERVICE_URL = "pulsar://127.0.0.1:6650"
 DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
+# pulsar-perf's and both clients' default for a partitioned producer's pending messages
+# over all its partitions.
+DEFAULT_MAX_PENDING_ACROSS_PARTITIONS = 50_000
 
 
 @dataclass
@@ -54,6 +57,9 @@ class ProduceOptions(CommonOptions):
     batch_max_delay_ms: int = 1
     batch_max_bytes: int = 128 * 1024
     max_pending: int = 0  # 0: no count limit (the client's memory limit applies)
+    # On a partitioned topic each partition's producer gets at most this divided by
+    # the partitions (and at most max_pending).
+    max_pending_across_partitions: int = DEFAULT_MAX_PENDING_ACROSS_PARTITIONS
     send_timeout_ms: int = 30_000
 
 
@@ -66,6 +72,7 @@ def producer_settings(opts: ProduceOptions | Any) -> dict[str, Any]:
     return {
         "block_if_queue_full": True,
         "max_pending_messages": opts.max_pending,
+        "max_pending_messages_across_partitions": opts.max_pending_across_partitions,
         "send_timeout_millis": opts.send_timeout_ms,
         "batching_enabled": opts.batching,
         "batching_max_messages": opts.batch_max_messages,
@@ -131,7 +138,8 @@ def _add_common(p: argparse.ArgumentParser, default_topic: bool) -> None:
         "-u",
         "--service-url",
         default=DEFAULT_SERVICE_URL,
-        help=f"broker URL (default {DEFAULT_SERVICE_URL})",
+        help=f"broker URL; a cluster's brokers may be listed, pulsar://h1:p1,h2:p2 "
+        f"(default {DEFAULT_SERVICE_URL})",
     )
     p.add_argument(
         "--client",
@@ -223,6 +231,16 @@ def _add_produce(p: argparse.ArgumentParser) -> None:
         help="messages awaiting a receipt per producer; sends block beyond. 0 (the "
         "default, as in pulsar-perf): no count limit, the client's 64 MiB memory "
         "limit bounds the messages in flight",
+    )
+    p.add_argument(
+        "--max-outstanding-across-partitions",
+        dest="max_pending_across_partitions",
+        metavar="N",
+        type=_positive_int,
+        default=DEFAULT_MAX_PENDING_ACROSS_PARTITIONS,
+        help="messages awaiting a receipt over all partitions of a partitioned "
+        "topic, per producer: each partition gets at most N / partitions (and at most "
+        f"-o when set). Default {DEFAULT_MAX_PENDING_ACROSS_PARTITIONS:,}, as pulsar-perf",
     )
     p.add_argument(
         "--send-timeout-ms",
@@ -356,6 +374,7 @@ def produce_options(ns: argparse.Namespace) -> ProduceOptions:
         batch_max_delay_ms=ns.batch_max_delay_ms,
         batch_max_bytes=ns.batch_max_bytes,
         max_pending=ns.max_pending,
+        max_pending_across_partitions=ns.max_pending_across_partitions,
         send_timeout_ms=ns.send_timeout_ms,
     )
 

@@ -162,6 +162,7 @@ def _run(
         window_cpu_end=cpu_end,
         info={**info, **ctx.info},
         stopped_by=control.reason,
+        run_started=started,
     )
 
 

@@ -6,11 +6,16 @@ Mbit/s, CPU in seconds of user + system time of the load generator's own process
 
 When a run ends before its warm-up does, there is no measured window; the figures
 then cover the whole run and ``window.ended_in_warmup`` says so.
+
+``window.start_unix_s`` and ``window.end_unix_s`` bound the measured window on the
+wall clock (seconds since the epoch), so a harness can read other processes' CPU
+(a broker's) over exactly the same interval.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from quasar.perf.histogram import PERCENTILES, Histogram, percentile_key
@@ -43,12 +48,15 @@ def build_summary(
     window_cpu_end: float,
     info: dict[str, Any],
     stopped_by: str,
+    run_started: float | None = None,
 ) -> dict[str, Any]:
     """Everything a run reports (the last interval must already be folded).
 
     ``cpu_seconds`` is the process CPU time of the whole run; ``window_cpu_end`` the
     ``time.process_time()`` reading when the workers stopped (the window's CPU is
-    counted from ``recorder.measure_cpu_start`` to it).
+    counted from ``recorder.measure_cpu_start`` to it). ``run_started``: the
+    monotonic time the run's clock began, the window's start when it ended in the
+    warm-up.
     """
     ended_in_warmup = not recorder.measuring or recorder.measure_start is None
     if ended_in_warmup and recorder.messages:
@@ -58,6 +66,7 @@ def build_summary(
         messages, nbytes, errors = recorder.messages, recorder.bytes, recorder.errors
         seconds = run_seconds
         window_cpu = cpu_seconds
+        window_start = run_started
     else:
         hist = recorder.measured_latency_us
         lag = recorder.measured_lag_us
@@ -66,6 +75,7 @@ def build_summary(
         errors = recorder.measured_errors
         seconds = recorder.window_seconds()
         window_cpu = max(0.0, window_cpu_end - recorder.measure_cpu_start)
+        window_start = recorder.measure_start
     msg_s = messages / seconds if seconds > 0 else 0.0
     summary: dict[str, Any] = {
         "mode": mode,
@@ -81,6 +91,7 @@ def build_summary(
             "bytes": nbytes,
             "errors": errors,
             "ended_in_warmup": ended_in_warmup,
+            **_wall_clock_bounds(window_start, recorder.last_time),
         },
         "throughput": {
             "msg_s": round(msg_s, 1),
@@ -99,6 +110,17 @@ def build_summary(
     if lag.count:
         summary["send_lag_ms"] = latency_block(lag)
     return summary
+
+
+def _wall_clock_bounds(start: float | None, end: float | None) -> dict[str, float]:
+    """Monotonic ``start``/``end`` as wall-clock times (none when unknown)."""
+    if start is None or end is None:
+        return {}
+    to_wall = time.time() - time.monotonic()
+    return {
+        "start_unix_s": round(start + to_wall, 6),
+        "end_unix_s": round(end + to_wall, 6),
+    }
 
 
 def _lat_line(block: dict[str, Any]) -> str:

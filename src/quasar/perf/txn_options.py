@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from quasar.perf.options import (
     DEFAULT_ADMIN_URL,
+    DEFAULT_MAX_PENDING_ACROSS_PARTITIONS,
     DEFAULT_SERVICE_URL,
     POSITIONS,
     SUBSCRIPTION_TYPES,
@@ -72,6 +73,7 @@ class TransactionOptions:
     batch_max_delay_ms: int = 1
     batch_max_bytes: int = 128 * 1024
     max_pending: int = 1000
+    max_pending_across_partitions: int = DEFAULT_MAX_PENDING_ACROSS_PARTITIONS
     send_timeout_ms: int = 30_000
 
     @property
