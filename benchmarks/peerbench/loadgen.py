@@ -66,62 +66,57 @@ async def _produce(spec: dict[str, Any], wl: Workload, start_wall: Any) -> dict[
     client = make_client(spec)
     await client.open()
     batch = PIPELINE_MESSAGES if wl.batching and client.supports_batching else 1
-    slots = asyncio.Semaphore(max(1, wl.in_flight // batch))
+    # One worker per request in flight, each sending and awaiting its confirmation in
+    # a loop; a client with one request per connection caps them at its connections.
+    workers = max(1, min(wl.in_flight // batch, getattr(client, "max_in_flight", wl.in_flight)))
     filler = bytes(wl.size - 8)
     latency_us = array("d")
-    stats = {"sent": 0, "confirmed": 0, "errors": 0, "window": 0}
+    stats = {"next": 0, "confirmed": 0, "errors": 0, "window": 0}
     start = time.monotonic()
     start_wall.value = time.time()
     timed = wl.backlog_messages == 0
     warm_end = start + wl.warmup_s if timed else start
     end = start + wl.duration_s if timed else float("inf")
+    limit = wl.backlog_messages or float("inf")
     last_confirm = [start]
-    pending: set[asyncio.Task[None]] = set()
     first_error: list[str] = []
 
-    async def send(bodies: list[bytes], dues: list[float]) -> None:
-        try:
-            if len(bodies) == 1:
-                await client.publish(bodies[0])
-            else:
-                await client.publish_batch(bodies)
-        except Exception as exc:  # a refused or timed-out publish is counted, not fatal
-            stats["errors"] += len(bodies)
-            if not first_error:
-                first_error.append(repr(exc))
-            return
-        finally:
-            slots.release()
-        now = time.monotonic()
-        stats["confirmed"] += len(bodies)
-        last_confirm[0] = now
-        if warm_end <= now <= end:
-            stats["window"] += len(bodies)
-            latency_us.extend((now - d) * 1e6 for d in dues)
-
-    k = 0
-    while time.monotonic() < end and not (wl.backlog_messages and k >= wl.backlog_messages):
-        await slots.acquire()
-        bodies: list[bytes] = []
-        dues: list[float] = []
-        while len(bodies) < batch and not (wl.backlog_messages and k >= wl.backlog_messages):
+    async def worker() -> None:
+        while True:
+            k = stats["next"]
+            count = int(min(batch, limit - k))
+            if count <= 0 or time.monotonic() >= end:
+                return
+            stats["next"] = k + count
             if wl.rate:
-                due = start + k / wl.rate
-                wait = due - time.monotonic()
+                dues = [start + (k + i) / wl.rate for i in range(count)]
+                wait = dues[0] - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
+                if time.monotonic() >= end:
+                    return
             else:
-                due = time.monotonic()
-            bodies.append(time.time_ns().to_bytes(8, "big") + filler)
-            dues.append(due)
-            k += 1
-        stats["sent"] += len(bodies)
-        task = asyncio.create_task(send(bodies, dues))
-        pending.add(task)
-        task.add_done_callback(pending.discard)
+                dues = [time.monotonic()] * count
+            bodies = [time.time_ns().to_bytes(8, "big") + filler for _ in range(count)]
+            try:
+                if count == 1:
+                    await client.publish(bodies[0])
+                else:
+                    await client.publish_batch(bodies)
+            except Exception as exc:  # a refused or timed-out publish is counted, not fatal
+                stats["errors"] += count
+                if not first_error:
+                    first_error.append(repr(exc))
+                continue
+            now = time.monotonic()
+            stats["confirmed"] += count
+            last_confirm[0] = now
+            if warm_end <= now <= end:
+                stats["window"] += count
+                latency_us.extend((now - d) * 1e6 for d in dues)
+
+    await asyncio.gather(*(worker() for _ in range(workers)))
     stopped = time.monotonic()
-    if pending:
-        await asyncio.wait(pending, timeout=60)
     await client.close()
     seconds = (min(stopped, end) - warm_end) if timed else (last_confirm[0] - start)
     return {
@@ -132,6 +127,7 @@ async def _produce(spec: dict[str, Any], wl: Workload, start_wall: Any) -> dict[
         "window_s": round(seconds, 3),
         "msg_s": round(stats["window"] / seconds, 1) if seconds > 0 else 0.0,
         "batch_messages": batch,
+        "requests_in_flight": workers,
         "publish_latency_ms": summarize(latency_us),
     }
 

@@ -108,8 +108,8 @@ class NatsJetStreamClient:
         while not stop.is_set():
             try:
                 msgs = await sub.fetch(500, timeout=0.2)
-            except nats.errors.TimeoutError:
-                continue
+            except (TimeoutError, nats.errors.TimeoutError):
+                continue  # nothing to fetch yet (nats-py raises either)
             for msg in msgs:
                 on_message(msg.data)
                 await msg.ack()

@@ -19,7 +19,8 @@ from typing import Any
 from peerbench.server import ServerProcess, Unavailable, free_port, wait_for
 
 # redis-py runs one command at a time per connection, so a producer keeps this many
-# connections, each with one XADD (or one pipeline) outstanding.
+# connections, each with one XADD (or one pipeline) outstanding: W1 has 32 messages in
+# flight rather than 1,000; W2 has ten pipelines of 100.
 PRODUCER_CONNECTIONS = 32
 
 
@@ -57,6 +58,7 @@ class RedisServer(ServerProcess):
 
 class RedisStreamsClient:
     supports_batching = True
+    max_in_flight = PRODUCER_CONNECTIONS
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
