@@ -115,6 +115,10 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _short(v: float) -> str:
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
 def charts(result: dict[str, Any], out_dir: Path) -> list[str]:
     """PNG charts beside the JSON; the file names written."""
     import matplotlib
@@ -126,13 +130,20 @@ def charts(result: dict[str, Any], out_dir: Path) -> list[str]:
     names = list(ok)
     written: list[str] = []
 
-    def bars(title: str, ylabel: str, series: dict[str, list[float]], labels: list[str], path: str,
+    def bars(title: str, ylabel: str, series: dict[str, list[float | None]], labels: list[str], path: str,
              log: bool = False) -> None:
         fig, ax = plt.subplots(figsize=(10, 5))
         width = 0.8 / max(1, len(series))
         for i, (label, values) in enumerate(series.items()):
             xs = [x + i * width for x in range(len(labels))]
-            ax.bar(xs, values, width, label=label)
+            drawn = ax.bar(xs, [float("nan") if v is None else v for v in values], width, label=label)
+            ax.bar_label(drawn, labels=["" if v is None else _short(v) for v in values], fontsize=6,
+                         rotation=90, padding=2)
+            # A missing figure (not run, no batching, failed) is marked, not drawn as 0.
+            for x, v in zip(xs, values, strict=True):
+                if v is None:
+                    ax.text(x, 0.01, "n/a", rotation=90, fontsize=7, ha="center", va="bottom",
+                            transform=ax.get_xaxis_transform())
         ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))], labels)
         ax.set_ylabel(ylabel)
         ax.set_title(title)
@@ -149,9 +160,9 @@ def charts(result: dict[str, Any], out_dir: Path) -> list[str]:
     if wls and names:
         labels = [{"W4": "W4 drain"}.get(w, w) for w in wls]
         bars("Throughput (1 KiB, durable before confirm)", "msg/s",
-             {n: [_pub(ok[n]["runs"].get(w, {})) or 0 for w in wls] for n in names}, labels, "throughput.png")
+             {n: [_pub(ok[n]["runs"].get(w, {})) for w in wls] for n in names}, labels, "throughput.png")
         bars("Server CPU per message (process tree, user + system)", "µs per message",
-             {n: [_cpu(ok[n]["runs"].get(w, {})) or 0 for w in wls] for n in names}, labels, "cpu_per_msg.png")
+             {n: [_cpu(ok[n]["runs"].get(w, {})) for w in wls] for n in names}, labels, "cpu_per_msg.png")
     w3 = sorted({w for d in ok.values() for w in d["runs"] if w.startswith("W3")}, key=lambda w: int(w[3:]))
     for kind, key, path in (("publish", "produce", "latency_publish.png"),
                             ("end-to-end", "consume", "latency_e2e.png")):
@@ -159,12 +170,12 @@ def charts(result: dict[str, Any], out_dir: Path) -> list[str]:
             break
         field = "publish_latency_ms" if key == "produce" else "e2e_latency_ms"
         labels = [f"{w[3:]}/s {q}" for w in w3 for q in ("p50", "p99", "p99.9")]
-        series = {n: [ok[n]["runs"].get(w, {}).get(key, {}).get(field, {}).get(q) or 0
+        series = {n: [ok[n]["runs"].get(w, {}).get(key, {}).get(field, {}).get(q)
                       for w in w3 for q in ("p50", "p99", "p99.9")] for n in names}
         bars(f"W3 {kind} latency at fixed rates", "ms (log scale)", series, labels, path, log=True)
     sync_wls = [w for w in ("W1", "W2") if any(w in d.get("fsync", {}) for d in ok.values())]
     if sync_wls:
         bars("Messages per fsync (strace pass)", "messages per sync call",
-             {n: [ok[n].get("fsync", {}).get(w, {}).get("messages_per_sync") or 0 for w in sync_wls]
+             {n: [ok[n].get("fsync", {}).get(w, {}).get("messages_per_sync") for w in sync_wls]
               for n in names}, sync_wls, "messages_per_fsync.png")
     return written
