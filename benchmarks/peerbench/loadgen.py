@@ -36,7 +36,8 @@ _RUNNING = -1
 
 
 class PeerClient(Protocol):
-    """What an adapter's ``client(spec)`` returns."""
+    """What an adapter's ``client(spec)`` returns. An adapter whose client runs one
+    request per connection also sets ``max_in_flight`` (its connections)."""
 
     supports_batching: bool
 

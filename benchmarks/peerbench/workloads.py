@@ -16,7 +16,7 @@ message durable on the server's disk before the server confirms it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 MESSAGE_BYTES = 1024
 IN_FLIGHT = 1000
@@ -44,7 +44,6 @@ class Workload:
     backlog_messages: int = 0
     in_flight: int = IN_FLIGHT
     size: int = MESSAGE_BYTES
-    extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def warmup_s(self) -> float:
