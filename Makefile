@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: standalone cluster test lint bench bench-cluster fuzz fuzz-admin proto clean install browser zookeeper chaos soak
+.PHONY: standalone cluster test lint bench bench-cluster bench-peers peer-servers fuzz fuzz-admin proto clean install browser zookeeper chaos soak
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -83,6 +83,32 @@ bench: $(STAMP)
 BENCH_CLUSTER_ARGS ?=
 bench-cluster: $(STAMP) zookeeper
 	$(BIN)/python benchmarks/cluster_scaling.py $(BENCH_CLUSTER_ARGS)
+
+# quasar side by side with RabbitMQ, Redis streams and NATS JetStream
+# (benchmarks/peers.py, docs/performance.md): installs Debian's rabbitmq-server,
+# redis-server and strace when missing (as root, or through sudo), the `bench` extra
+# (the peers' Python clients, the nats-server binary, matplotlib) into the venv, then
+# starts each server on loopback in turn. The report, JSON and charts go to
+# bench-out/peers. PEERS_ARGS passes options (e.g. --duration-s 5 --backlog-mb 100).
+BENCH_STAMP := $(VENV)/.bench-installed
+PEERS_ARGS ?=
+peer-servers:
+	@if [ ! -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || ! command -v redis-server >/dev/null \
+			|| ! command -v strace >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; \
+		elif command -v sudo >/dev/null; then SUDO=sudo; \
+		else echo "cannot install rabbitmq-server redis-server strace: neither root nor sudo" >&2; \
+			exit 0; fi; \
+		$$SUDO apt-get update && \
+		$$SUDO apt-get install -y --no-install-recommends rabbitmq-server redis-server strace; \
+	fi
+
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench-peers: $(BENCH_STAMP) peer-servers
+	$(BIN)/python benchmarks/peers.py --out bench-out/peers $(PEERS_ARGS)
 
 # A long run of the fuzzers, on new random sequences each time (the test suite runs
 # a short derandomized one): the frame decoder, and command sequences against a live
