@@ -13,6 +13,7 @@ and to system tables and the end-of-transaction path an ``api.LoadedTopic``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -527,7 +528,7 @@ class PersistentTopic(AccessControlledProducers):
         if compacted.is_batch:
             # Report the last *retained* message of the batch, not the batch's last.
             last_index = record.last_batch_index(compacted.num_messages)
-            compacted = compacted._replace(num_messages=last_index + 1)
+            compacted = dataclasses.replace(compacted, num_messages=last_index + 1)
         return record.position, compacted
 
     async def _last_topic_message(self) -> tuple[Position, EntryInfo | None]:

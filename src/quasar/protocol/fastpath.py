@@ -54,11 +54,6 @@ __all__ = [
 
 _ONE_BYTE = [bytes((i,)) for i in range(0x80)]
 _varint = varint
-# The varints of 0 .. 2^14-1, looked up inline for values that are usually small
-# (producer, consumer and ledger ids, lengths): a call per field costs more than the
-# lookup, and the two encoders below run once per message.
-_SMALL_MAX = 0x4000
-_SMALL = [varint(i) for i in range(_SMALL_MAX)]
 
 
 def encode_message_frame(
@@ -79,29 +74,17 @@ def encode_message_frame(
     ``LocalProtocolError`` if the frame would not fit a u32 size.
     """
     varint = _varint
-    small = _SMALL
-    mid = (
-        b"\x08"
-        + (small[ledger_id] if 0 <= ledger_id < _SMALL_MAX else varint(ledger_id & MASK64))
-        + b"\x10"
-        + varint(entry_id & MASK64)
-    )
+    mid = b"\x08" + varint(ledger_id & MASK64) + b"\x10" + varint(entry_id & MASK64)
     if partition != -1:
         # int32 on the wire, but a negative value is sign-extended to 64 bits.
         mid += b"\x18" + varint(partition & MASK64)
-    msg = (
-        b"\x08"
-        + (small[consumer_id] if 0 <= consumer_id < _SMALL_MAX else varint(consumer_id & MASK64))
-        + b"\x12"
-        + _ONE_BYTE[len(mid)]
-        + mid
-    )
+    msg = b"\x08" + varint(consumer_id & MASK64) + b"\x12" + _ONE_BYTE[len(mid)] + mid
     if redelivery_count:
         msg += b"\x18" + varint(redelivery_count & MASK64)
     if ack_set:
         msg += b"".join([b"\x20" + varint(word & MASK64) for word in ack_set])
-    body = len(msg)
-    cmd = b"\x08\x09\x4a" + (small[body] if body < _SMALL_MAX else varint(body)) + msg
+    # The MESSAGE body stays far below 2^14 bytes (ack sets are bounded by batch size).
+    cmd = b"\x08\x09\x4a" + varint(len(msg)) + msg
     size = len(cmd)
     total = 4 + size + len(entry)
     if total > MAX_U32:
@@ -123,16 +106,10 @@ def encode_send_receipt(
     given signed (-1 is written as 2^64-1).
     """
     varint = _varint
-    small = _SMALL
-    mid = (
-        b"\x08"
-        + (small[ledger_id] if 0 <= ledger_id < _SMALL_MAX else varint(ledger_id & MASK64))
-        + b"\x10"
-        + varint(entry_id & MASK64)
-    )
+    mid = b"\x08" + varint(ledger_id & MASK64) + b"\x10" + varint(entry_id & MASK64)
     receipt = (
         b"\x08"
-        + (small[producer_id] if 0 <= producer_id < _SMALL_MAX else varint(producer_id & MASK64))
+        + varint(producer_id & MASK64)
         + b"\x10"
         + varint(sequence_id & MASK64)
         + b"\x1a"

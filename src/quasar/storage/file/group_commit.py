@@ -80,8 +80,6 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
-from typing import NamedTuple
 
 from prometheus_client import Histogram
 
@@ -131,18 +129,22 @@ class _SyncFailed(Exception):
         self.error = error
 
 
-class _Append(NamedTuple):
-    target: WriteTarget
-    offset: int
-    payload: bytes
-    owner: object
-    done: AppendDone
+class _Append:
+    __slots__ = ("target", "offset", "payload", "owner", "done")
 
-
-# ``_Append(...)`` without the NamedTuple's Python-level ``__new__`` (once per entry).
-_new_append: Callable[[tuple[WriteTarget, int, bytes, object, AppendDone]], _Append] = (
-    partial(tuple.__new__, _Append)
-)
+    def __init__(
+        self,
+        target: WriteTarget,
+        offset: int,
+        payload: bytes,
+        owner: object,
+        done: AppendDone,
+    ) -> None:
+        self.target = target
+        self.offset = offset
+        self.payload = payload
+        self.owner = owner
+        self.done = done
 
 
 class _Close:
@@ -243,7 +245,7 @@ class GroupCommitWriter:
         assert loop is not None, "writer not started"
         assert not self._stopping, "append after the writer was stopped"
         # _stage, inlined: this runs for every entry.
-        self._staged.append(_new_append((target, offset, payload, owner, done)))
+        self._staged.append(_Append(target, offset, payload, owner, done))
         if not self._handoff_scheduled:
             self._handoff_scheduled = True
             loop.call_soon(self._handoff)
