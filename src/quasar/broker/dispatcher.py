@@ -262,9 +262,7 @@ class Dispatcher:
                 )
                 self.cursor.delete([e.position])
                 return None
-        if info.marker_type is not None or (
-            info.txn is not None and self.topic.is_aborted(info, e.position)
-        ):
+        if info.marker_type is not None or self.topic.is_aborted(info, e.position):
             # Markers and aborted transactional data are never delivered; they count as
             # acknowledged so they never hold back mark-delete.
             self.cursor.delete([e.position])

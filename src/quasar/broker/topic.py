@@ -291,7 +291,7 @@ class PersistentTopic(AccessControlledProducers):
                 callback(None, ServiceNotReady("duplicate send still in flight"))
                 return
         size = len(data)
-        top = highest_sequence_id if highest_sequence_id > sequence_id else sequence_id
+        top = max(sequence_id, highest_sequence_id)
         tb = self.txn_buffer
         previous_mark = -1
 

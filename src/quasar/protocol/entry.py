@@ -23,8 +23,6 @@ The payload is the message body, or a batch (see ``batch.py``), possibly compres
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
 from typing import NamedTuple
 
 from google.protobuf.message import EncodeError
@@ -62,13 +60,6 @@ class ParsedEntry(NamedTuple):
     checksum_ok: bool | None
 
 
-# ``ParsedEntry(...)`` without the NamedTuple's Python-level ``__new__`` (once per
-# published message).
-_new_parsed_entry: Callable[[tuple[pb.MessageMetadata, int, bool, bool | None]], ParsedEntry] = (
-    partial(tuple.__new__, ParsedEntry)
-)
-
-
 def _metadata_bounds(data: BytesLike) -> tuple[int, int, bool]:
     """Return (metadata start, metadata end, has checksum) without parsing protobuf."""
     size = len(data)
@@ -103,7 +94,7 @@ def parse_entry(data: BytesLike, verify_checksum: bool = True) -> ParsedEntry:
     if has_checksum and verify_checksum:
         checksum_ok = crc32c_c(view[6:], 0, KEEP_GIL) == U32.unpack_from(view, 2)[0]
     metadata = parse_message(pb.MessageMetadata, view[start:end], "MessageMetadata")
-    return _new_parsed_entry((metadata, end, has_checksum, checksum_ok))
+    return ParsedEntry(metadata, end, has_checksum, checksum_ok)
 
 
 def payload_of(data: BytesLike) -> bytes:

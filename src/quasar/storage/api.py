@@ -58,10 +58,6 @@ class Entry(NamedTuple):
     data: bytes
 
 
-# ``new_entry((position, data))`` equals ``Entry(position, data)``, as ``new_position``.
-new_entry: Callable[[tuple[Position, bytes]], Entry] = partial(tuple.__new__, Entry)
-
-
 class InitialPosition:
     """Where a new durable cursor starts."""
 

@@ -62,7 +62,6 @@ from quasar.storage.api import (
     ManagedLedgerConfig,
     MetadataStore,
     Position,
-    new_entry,
     new_position,
     resolve_append,
 )
@@ -458,7 +457,7 @@ class ManagedLedgerImpl:
             data = read(ledger_id, entry_id)
             if data is None:
                 return None
-            out.append(new_entry((new_position((ledger_id, entry_id)), data)))
+            out.append(Entry(new_position((ledger_id, entry_id)), data))
             size += len(data)
         self.stats.entries_were_read(len(out), size)
         return out
