@@ -226,11 +226,6 @@ class ManagedLedgerImpl:
             self._storage.delete_ledger(ledger_id)
             raise
 
-    def _should_rollover(self) -> bool:
-        return should_rollover(
-            self._ledgers.last, self.config, self._clock.monotonic_ms()
-        )
-
     def _rollover(self) -> None:
         old = self._ledgers.last
         old.sealed = True
@@ -282,11 +277,14 @@ class ManagedLedgerImpl:
             ManagedLedgerClosed: the managed ledger is closed.
             ValueError: the entry is larger than the storage accepts.
         """
-        self.check_open()
+        if not self._open:
+            raise ManagedLedgerClosed(f"managed ledger {self._name} is closed")
         if self._failure is not None:
             callback(None, self._failure)
             return
         payload = data if type(data) is bytes else bytes(data)
+        # One clock reading per entry serves the rollover check and the add latency.
+        now_ms = self._clock.monotonic_ms()
         if self._needs_ledger:
             try:
                 self._create_ledger()
@@ -297,7 +295,7 @@ class ManagedLedgerImpl:
                 callback(None, PersistenceError(f"cannot create ledger: {exc}"))
                 return
             self._needs_ledger = False
-        elif self._should_rollover():
+        elif should_rollover(self._ledgers.last, self.config, now_ms):
             try:
                 self._rollover()
             except QuasarError as exc:
@@ -309,9 +307,7 @@ class ManagedLedgerImpl:
         current = self._ledgers.last
         entry_id = current.assigned
         size = len(payload)
-        done = partial(
-            self._add_done, current, entry_id, size, self._clock.monotonic_ms(), callback
-        )
+        done = partial(self._add_done, current, entry_id, size, now_ms, callback)
         # Storage first: if it refuses the entry (too large), nothing was assigned.
         self._storage.append(current.ledger_id, entry_id, payload, self, done)
         current.assigned = entry_id + 1
@@ -354,7 +350,8 @@ class ManagedLedgerImpl:
                 callback(position, None)
             except Exception:
                 log.exception("%s: append callback failed", self._name)
-            if state.complete and state is not self._ledgers.last:
+            # ``sealed`` first: a plain attribute, false for nearly every entry.
+            if state.sealed and state.complete and state is not self._ledgers.last:
                 self._ledger_completed(state)
         if self._pending_adds == 0 and self._idle is not None and not self._idle.done():
             self._idle.set_result(None)

@@ -39,7 +39,7 @@ class StatsBuckets:
     """Counts per bucket (the last one is the overflow), their count and their sum,
     for the current interval and for the last completed one."""
 
-    __slots__ = ("bounds", "_current", "_current_sum", "values", "count", "sum")
+    __slots__ = ("bounds", "current", "current_sum", "values", "count", "sum")
 
     def __init__(self, bounds: Sequence[float]) -> None:
         """Raises:
@@ -48,24 +48,26 @@ class StatsBuckets:
         if not bounds or any(b >= a for a, b in zip(bounds[1:], bounds, strict=False)):
             raise ValueError(f"bucket bounds must be non-empty and increasing: {bounds}")
         self.bounds: tuple[float, ...] = tuple(bounds)
-        self._current = [0] * (len(bounds) + 1)
-        self._current_sum = 0.0
+        # The current interval, written by ``add_value`` (or by a caller on a hot path
+        # doing the same inline, as ``ManagedLedgerStats.entry_added`` does).
+        self.current = [0] * (len(bounds) + 1)
+        self.current_sum = 0.0
         # The last completed interval, read by the metrics.
         self.values: tuple[int, ...] = (0,) * (len(bounds) + 1)
         self.count = 0
         self.sum = 0.0
 
     def add_value(self, value: float) -> None:
-        self._current[bisect_left(self.bounds, value)] += 1
-        self._current_sum += value
+        self.current[bisect_left(self.bounds, value)] += 1
+        self.current_sum += value
 
     def refresh(self) -> None:
         """End the current interval: its counts become ``values``, ``count``, ``sum``."""
-        self.values = tuple(self._current)
+        self.values = tuple(self.current)
         self.count = sum(self.values)
-        self.sum = self._current_sum
-        self._current = [0] * len(self._current)
-        self._current_sum = 0.0
+        self.sum = self.current_sum
+        self.current = [0] * len(self.current)
+        self.current_sum = 0.0
 
     @property
     def overflow(self) -> int:

@@ -25,10 +25,6 @@ _ENTRY_OVERHEAD_BYTES = 128
 _ENTRY_BITS = 40
 
 
-def _key(position: Position) -> int:
-    return (position.ledger_id << _ENTRY_BITS) | position.entry_id
-
-
 def _ledger_of(key: int) -> int:
     return key >> _ENTRY_BITS
 
@@ -73,9 +69,13 @@ class EntryCache:
             self.evictions += 1
 
     def get(self, position: Position) -> bytes | None:
-        if position.entry_id < 0:
+        return self.get_at(position.ledger_id, position.entry_id)
+
+    def get_at(self, ledger_id: int, entry_id: int) -> bytes | None:
+        """``get`` without building a ``Position`` (the read path)."""
+        if entry_id < 0:
             return None
-        data = self._entries.get(_key(position))
+        data = self._entries.get((ledger_id << _ENTRY_BITS) | entry_id)
         if data is None:
             self.misses += 1
         else:
@@ -92,7 +92,7 @@ class EntryCache:
 
     def _forget(self, key: int, data: bytes) -> None:
         self._size -= len(data) + _ENTRY_OVERHEAD_BYTES
-        lid = _ledger_of(key)
+        lid = key >> _ENTRY_BITS  # _ledger_of, inlined: once per entry evicted
         left = self._per_ledger[lid] - 1
         if left:
             self._per_ledger[lid] = left

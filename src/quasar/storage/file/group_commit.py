@@ -244,7 +244,11 @@ class GroupCommitWriter:
         loop = self._loop
         assert loop is not None, "writer not started"
         assert not self._stopping, "append after the writer was stopped"
-        self._stage(_Append(target, offset, payload, owner, done))
+        # _stage, inlined: this runs for every entry.
+        self._staged.append(_Append(target, offset, payload, owner, done))
+        if not self._handoff_scheduled:
+            self._handoff_scheduled = True
+            loop.call_soon(self._handoff)
 
     def close_file(self, target: WriteTarget) -> None:
         """Close ``target``'s descriptor once every write queued before now is done."""

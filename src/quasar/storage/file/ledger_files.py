@@ -35,7 +35,6 @@ import os
 from array import array
 
 from quasar.errors import CorruptRecordError, PersistenceError, StorageFullError
-from quasar.storage.api import Position
 from quasar.storage.disk_space import LEDGERS, is_disk_full
 from quasar.storage.file import format as fmt
 from quasar.storage.file.disk import OsDisk
@@ -281,7 +280,7 @@ class FileLedgerStorage:
             CorruptRecordError: the record fails its checksum or the file does not match
                 the length recorded in the metadata.
         """
-        cached = self._cache.get(Position(ledger_id, entry_id))
+        cached = self._cache.get_at(ledger_id, entry_id)
         if cached is not None:
             return cached
         ledger = self._ledgers.get(ledger_id)
