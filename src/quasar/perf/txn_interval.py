@@ -48,7 +48,13 @@ from quasar.perf.recorder import RunControl
 from quasar.perf.txn_options import TransactionOptions
 from quasar.perf.txn_recorder import TxnRecorder
 
-__all__ = ["LaneContext", "OPEN_LEAD_WEIGHT", "Receipts", "baseline_lane", "interval_lane"]
+__all__ = [
+    "LaneContext",
+    "OPEN_LEAD_WEIGHT",
+    "Receipts",
+    "baseline_lane",
+    "interval_lane",
+]
 
 # Weight of the latest NEW_TXN round trip in the moving average that says how early a
 # lane opens its next transaction: a few switches settle it, one slow open does not.
