@@ -40,6 +40,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -78,11 +79,16 @@ def py_spy() -> str | None:
 
 
 def start_profile(pid: int, seconds: float, delay: float, raw: Path) -> subprocess.Popen[bytes]:
-    """py-spy sampling ``pid`` for ``seconds`` after ``delay`` (collapsed stacks)."""
+    """py-spy sampling ``pid`` for ``seconds`` after ``delay`` (collapsed stacks).
+
+    ``--gil``: only the thread holding the GIL is sampled, so the samples are the
+    broker's Python CPU (the event loop's work and the writer thread's Python parts),
+    not the writer thread waiting in write() or fdatasync().
+    """
     tool = py_spy()
     assert tool is not None
     script = (
-        f"sleep {delay:.1f} && exec {tool} record --nonblocking --format raw "
+        f"sleep {delay:.1f} && exec {tool} record --nonblocking --gil --rate 250 --format raw "
         f"--duration {int(seconds)} --pid {pid} -o {raw}"
     )
     return subprocess.Popen(
@@ -90,23 +96,38 @@ def start_profile(pid: int, seconds: float, delay: float, raw: Path) -> subproce
     )
 
 
-def top_self(raw: Path, n: int = TOP_FUNCTIONS) -> list[dict[str, Any]]:
-    """The functions whose frames were innermost in the most samples."""
-    counts: collections.Counter[str] = collections.Counter()
+def read_stacks(raw: Path) -> list[tuple[list[str], int]]:
+    stacks = []
+    if raw.exists():
+        for line in raw.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            if stack and count.isdigit():
+                stacks.append((stack.split(";"), int(count)))
+    return stacks
+
+
+def top_functions(raw: Path, n: int = TOP_FUNCTIONS) -> dict[str, Any]:
+    """The functions innermost in the most samples (self), and the quasar functions
+    on the stack in the most samples (inclusive)."""
+    own: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
     total = 0
-    if not raw.exists():
-        return []
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        leaf = stack.rsplit(";", 1)[-1]
-        counts[leaf] += int(count)
-        total += int(count)
-    return [
-        {"function": name, "samples": c, "share": round(c / total, 4)}
-        for name, c in counts.most_common(n)
-    ]
+    for frames, count in read_stacks(raw):
+        total += count
+        # By function, not by line: "f (path.py:12)" -> "f (path.py)".
+        names = [re.sub(r":\d+\)$", ")", frame) for frame in frames]
+        own[names[-1]] += count
+        for name in set(names):
+            if "quasar/" in name:
+                inclusive[name] += count
+
+    def rows(counter: collections.Counter[str]) -> list[dict[str, Any]]:
+        return [
+            {"function": name, "samples": c, "share": round(c / total, 4)}
+            for name, c in counter.most_common(n)
+        ]
+
+    return {"samples": total, "self": rows(own), "inclusive": rows(inclusive)}
 
 
 def perf(args: list[str], timeout: float, log: Path) -> dict[str, Any]:
@@ -164,7 +185,7 @@ def one_run(
         "load_end": loadavg(),
         "broker_cpu_s": round(broker_cpu, 3),
         "summary": summary,
-        "profile_top_self": top_self(raw) if profiler is not None else None,
+        "profile": top_functions(raw) if profiler is not None else None,
     }
 
 
@@ -284,11 +305,17 @@ def profile_lines(result: dict[str, Any]) -> list[str]:
     for part in ("a", "b"):
         for group in result.get(part, {}).get("runs", {}).values():
             for run in group:
-                top = run.get("profile_top_self")
-                if not top:
+                prof = run.get("profile")
+                if not prof or not prof["samples"]:
                     continue
-                lines.append(f"broker self time, {run['name']} (share of samples):")
-                lines += [f"  {t['share'] * 100:5.1f}%  {t['function']}" for t in top]
+                for kind in ("self", "inclusive"):
+                    lines.append(
+                        f"broker {kind} time, {run['name']} "
+                        f"(share of {prof['samples']:,} samples holding the GIL):"
+                    )
+                    lines += [
+                        f"  {t['share'] * 100:5.1f}%  {t['function']}" for t in prof[kind]
+                    ]
     return lines
 
 
