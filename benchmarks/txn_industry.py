@@ -2,7 +2,8 @@
 """Transactions measured as the industry measures them, in one script.
 
     python benchmarks/txn_industry.py [--seconds 20] [--warmup 5] [--interval-ms 100]
-                                      [--lanes 1] [--in-flight 1,8,64,256]
+                                      [--lanes 1] [--rate MSG_PER_S]
+                                      [--in-flight 1,8,64,256]
                                       [--batched off,on] [--parts a,b] [--repeat 1]
                                       [--profile-seconds 10] [--out FILE.json]
 
@@ -11,7 +12,10 @@
     --txn-interval-ms 100``) against the same lanes without transactions
     (``--txn-disable``): same producer settings (batching on, 1 ms, 1,000 messages,
     128 KiB, 1,000 pending, as the baseline uses), 1 KiB messages, ``--lanes``
-    producers. Prints both msg/s and their ratio (target >= 0.90).
+    producers. Prints both msg/s and their ratio (target >= 0.90), and the CPU per
+    message of the load generator and the broker in each mode. With ``--rate`` the
+    pair runs again at that fixed rate, where both modes do the same work and only
+    the CPU per message differs.
 (b) 1 message consumed + 1 produced per transaction (``-nmc 1 -nmp 1``) at each
     ``--in-flight`` count, with the batched transaction logs (PIP-160:
     ``transactionLogBatchedWriteEnabled`` and
@@ -212,6 +216,7 @@ def figures(run: dict[str, Any]) -> dict[str, float | None]:
         "broker_us_per_txn": round(cpu * 1e6 / txns, 1) if txns else None,
         "broker_us_per_msg": round(cpu * 1e6 / msgs, 2) if msgs else None,
         "client_cores": _get(s, "cpu", "cores"),
+        "client_us_per_msg": _get(s, "cpu", "us_per_msg"),
     }
 
 
@@ -235,21 +240,27 @@ def batched_env(on: bool, max_delay_ms: int) -> dict[str, str]:
     return env
 
 
-def part_a(args: argparse.Namespace, workdir: Path) -> tuple[list[str], dict[str, Any]]:
+def part_a(
+    args: argparse.Namespace, workdir: Path, rate: float = 0.0
+) -> tuple[list[str], dict[str, Any]]:
     common = ["--txn-interval-ms", str(args.interval_ms), "-c", str(args.lanes)]
+    if rate > 0:
+        common += ["-r", str(rate)]
+    label = f"a{'-' + str(int(rate)) if rate else ''}"
     runs: dict[str, list[dict[str, Any]]] = {"no-txn": [], "txn": []}
     for i in range(args.repeat):
         order = ["no-txn", "txn"] if i % 2 == 0 else ["txn", "no-txn"]
         for mode in order:
             extra = ["--txn-disable"] if mode == "no-txn" else []
             runs[mode].append(
-                one_run(f"a-{mode}", common + extra, {}, args, workdir,
-                        profile=mode == "txn" and i == 0)
+                one_run(f"{label}-{mode}", common + extra, {}, args, workdir,
+                        profile=mode == "txn" and i == 0 and not rate)
             )
     base, txn = median_of(runs["no-txn"]), median_of(runs["txn"])
     ratio = txn["msg_s"] / base["msg_s"] if txn["msg_s"] and base["msg_s"] else None
+    pace = f"at {rate:,.0f} msg/s" if rate else "at full speed"
     lines = [
-        f"(a) produce-only, {args.lanes} lane(s), 1 KiB, batched producer; "
+        f"(a) produce-only, {args.lanes} lane(s), 1 KiB, batched producer, {pace}; "
         f"transactions committed every {args.interval_ms} ms against none",
         f"{'mode':<8} {'msg/s':>10} {'txn/s':>7} {'msgs/txn':>9} {'commit p50':>10} "
         f"{'commit p99':>10} {'broker us/msg':>13} {'errors':>6}",
@@ -263,7 +274,22 @@ def part_a(args: argparse.Namespace, workdir: Path) -> tuple[list[str], dict[str
             f"{_f(f['broker_us_per_msg'], '.2f'):>13} {_f(f['errors'], '.0f'):>6}"
         )
     lines.append(f"ratio txn / no-txn msg/s: {_f(ratio, '.3f')}  (target >= 0.90)")
-    return lines, {"runs": runs, "median": {"no-txn": base, "txn": txn}, "ratio": ratio}
+    cpu: dict[str, float | None] = {}
+    for mode, f in (("no-txn", base), ("txn", txn)):
+        client = f["client_us_per_msg"]
+        broker = f["broker_us_per_msg"]
+        cpu[mode] = client + broker if client is not None and broker is not None else None
+        lines.append(
+            f"CPU per message, {mode}: client {_f(client, '.2f')} us + broker "
+            f"{_f(broker, '.2f')} us = {_f(cpu[mode], '.2f')} us"
+        )
+    cpu_ratio = cpu["txn"] / cpu["no-txn"] if cpu["txn"] and cpu["no-txn"] else None
+    lines.append(
+        f"CPU per message, no-txn / txn: {_f(1 / cpu_ratio if cpu_ratio else None, '.3f')}"
+        " (the rate ratio on a machine whose cores the two processes fill)"
+    )
+    return lines, {"runs": runs, "median": {"no-txn": base, "txn": txn}, "ratio": ratio,
+                   "cpu_us_per_msg": cpu}
 
 
 def part_b(args: argparse.Namespace, workdir: Path) -> tuple[list[str], dict[str, Any]]:
@@ -302,7 +328,7 @@ def part_b(args: argparse.Namespace, workdir: Path) -> tuple[list[str], dict[str
 
 def profile_lines(result: dict[str, Any]) -> list[str]:
     lines: list[str] = []
-    for part in ("a", "b"):
+    for part in ("a", "a_rate", "b"):
         for group in result.get(part, {}).get("runs", {}).values():
             for run in group:
                 prof = run.get("profile")
@@ -329,6 +355,9 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=5)
     parser.add_argument("--interval-ms", type=int, default=100)
     parser.add_argument("--lanes", type=int, default=1, help="(a)'s producers")
+    parser.add_argument("--rate", type=float, default=0,
+                        help="also run (a) at this fixed msg/s (both modes), to compare "
+                        "CPU per message at equal work")
     parser.add_argument("--in-flight", type=lambda t: [int(x) for x in csv(t)],
                         default=[1, 8, 64, 256])
     parser.add_argument("--batched", type=csv, default=["off", "on"])
@@ -352,6 +381,9 @@ def main() -> int:
     if "a" in args.parts:
         table, result["a"] = part_a(args, workdir)
         lines += [*table, ""]
+        if args.rate > 0:
+            table, result["a_rate"] = part_a(args, workdir, args.rate)
+            lines += [*table, ""]
     if "b" in args.parts:
         table, result["b"] = part_b(args, workdir)
         lines += [*table, ""]

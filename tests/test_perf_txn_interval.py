@@ -21,7 +21,7 @@ from quasar.perf.main import build_parser
 from quasar.perf.main import main as perf_main
 from quasar.perf.recorder import RunControl
 from quasar.perf.transaction import validate
-from quasar.perf.txn_interval import Receipts, baseline_lane, interval_lane
+from quasar.perf.txn_interval import Pace, Receipts, baseline_lane, interval_lane
 from quasar.perf.txn_options import TransactionOptions, transaction_options
 from quasar.perf.txn_recorder import TxnRecorder
 
@@ -69,6 +69,21 @@ def test_interval_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> Non
     assert perf_main(["transaction", "--txn-interval-ms", "100", "-nmc", "1"]) == 2
     assert perf_main(["transaction", "--txn-interval-ms", "0"]) == 2  # argparse: > 0
     assert "-nmp" in capsys.readouterr().err
+
+
+def test_rate_is_for_the_interval_lanes_only() -> None:
+    assert parse("--txn-interval-ms", "100", "-r", "5000").rate == 5000
+    assert validate(parse("--txn-interval-ms", "100", "-r", "5000", "--txn-disable")) is None
+    problem = validate(parse("-r", "5000"))
+    assert problem is not None and "--txn-interval-ms" in problem
+
+
+def test_pace_lets_sends_go_when_due() -> None:
+    pace = Pace(rate=1000.0, start=10.0)
+    assert pace.wait_s(10.0) == 0.0  # the first is due at the start
+    pace.sent = 5
+    assert pace.wait_s(10.002) == pytest.approx(0.003)
+    assert pace.wait_s(10.009) == 0.0  # late: at once
 
 
 def test_receipts_count_successes_and_keep_the_first_error() -> None:
@@ -247,3 +262,24 @@ def test_baseline_lanes_record_one_loop_per_claim_and_every_receipt() -> None:
     # The last loop of each lane is recorded after its flush: every receipt counts.
     assert run.produced == ledger.plain_sends > 0
     assert run.latency_us["commit"].count == 0 and run.latency_us["open"].count == 0
+
+
+@pytest.mark.parametrize("lane", [interval_lane, baseline_lane])
+def test_paced_lanes_send_no_more_than_the_rate(lane: Any) -> None:
+    ledger = Ledger()
+    ctx = make_ctx(ledger, limit=None)
+    ctx.opts.rate = 2000.0  # two lanes: 1,000 sends/s each
+    ctx.opts.concurrency = 2
+
+    async def go() -> float:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        loop.call_later(0.2, ctx.control.stop, "time limit")
+        await run_lanes(ctx, ledger, lanes=2, lane=lane)
+        return loop.time() - start
+
+    elapsed = asyncio.run(go())
+    run = ctx.recorder.fold()
+    assert run.errors == 0 and run.produced > 0
+    # At most what was due by the end (each lane's first send is due at its start).
+    assert run.produced <= 2000.0 * elapsed + 2

@@ -113,6 +113,8 @@ def validate(opts: TransactionOptions) -> str | None:
         problem = _validate_interval(opts)
         if problem is not None:
             return problem
+    elif opts.rate > 0:
+        return "-r paces the --txn-interval-ms lanes; the other loops run as fast as they can"
     elif opts.messages_produced == 0 and opts.messages_consumed == 0:
         return "-nmp and -nmc are both 0: a transaction would do nothing"
     if opts.txn_disable and opts.abort_ratio > 0:
@@ -533,6 +535,7 @@ def run_transaction(
             "messages_produced": opts.messages_produced,
             "messages_consumed": opts.messages_consumed,
             "txn_interval_ms": opts.txn_interval_ms,
+            "rate": opts.rate,
             "num_transactions": opts.num_transactions,
             "concurrency": opts.concurrency,
             "txn_timeout_ms": opts.txn_timeout_ms,

@@ -27,6 +27,10 @@ for the last receipts, as Kafka's ``commitTransaction()`` flushes), ``transactio
 (opened to committed) and the messages it held. ``--abort-ratio`` aborts a share of
 them instead; ``-ntxn`` counts transactions.
 
+With ``-r`` the lanes share a rate: each sends its share, in bursts of what is due
+whenever it wakes (the event loop's timers tick in milliseconds), so that both modes
+can be compared at the same rate, by CPU per message.
+
 With ``--txn-disable`` the same lanes send the same way without transactions (the
 baseline): every N ms a lane records a *loop* holding the messages receipted since
 the previous one, so msg/s compare directly; a failed send is counted as an error.
@@ -51,6 +55,7 @@ from quasar.perf.txn_recorder import TxnRecorder
 __all__ = [
     "LaneContext",
     "OPEN_LEAD_WEIGHT",
+    "Pace",
     "Receipts",
     "baseline_lane",
     "interval_lane",
@@ -95,6 +100,30 @@ class Receipts:
         self.failed += 1
         if self.first_error is None:
             self.first_error = error
+
+
+class Pace:
+    """How many sends a lane may make at ``rate`` per second since ``start``."""
+
+    __slots__ = ("rate", "start", "sent")
+
+    def __init__(self, rate: float, start: float) -> None:
+        self.rate = rate
+        self.start = start
+        self.sent = 0
+
+    def wait_s(self, now: float) -> float:
+        """Seconds until the next send is due (0: it is due now)."""
+        due = self.start + self.sent / self.rate
+        return due - now if due > now else 0.0
+
+
+def _pace(ctx: LaneContext, outputs: int, start: float) -> Pace | None:
+    """The lane's share of ``-r``, counted in rounds of one send per output."""
+    rate = ctx.opts.rate
+    if rate <= 0:
+        return None
+    return Pace(rate / ctx.opts.concurrency / max(1, outputs), start)
 
 
 class _OpenTxn:
@@ -177,6 +206,7 @@ async def interval_lane(ctx: LaneContext, producers: list[aio.Producer]) -> None
         recorder.error(exc, clock())
         return
     deadline = current.opened_at + interval_s
+    pace = _pace(ctx, len(producers), current.opened_at)
     opening: asyncio.Task[_OpenTxn] | None = None
     committing: asyncio.Task[None] | None = None
     budget_used = False
@@ -210,6 +240,12 @@ async def interval_lane(ctx: LaneContext, producers: list[aio.Producer]) -> None
                 lead_s = min(lead_s, interval_s / 2)
                 deadline = max(deadline, clock()) + interval_s
                 current = following
+            if pace is not None:
+                wait = pace.wait_s(clock())
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                    continue
+                pace.sent += 1
             receipts = current.receipts
             try:
                 for producer in producers:
@@ -266,6 +302,7 @@ async def baseline_lane(ctx: LaneContext, producers: list[aio.Producer]) -> None
     counted_ok = counted_failed = 0
     started = clock()
     deadline = started + interval_s
+    pace = _pace(ctx, len(producers), started)
 
     def record(now: float) -> None:
         nonlocal counted_ok, counted_failed, started
@@ -290,6 +327,12 @@ async def baseline_lane(ctx: LaneContext, producers: list[aio.Producer]) -> None
     try:
         while not control.stopped:
             now = clock()
+            if pace is not None:
+                wait = pace.wait_s(now)
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                    continue
+                pace.sent += 1
             if now >= deadline:
                 # The claim before the record: a claim refused leaves the loop under
                 # way to the final record below, so loops recorded = claims granted.

@@ -55,6 +55,9 @@ class TransactionOptions:
     # >0: produce-only transactions committed every this many ms (messages_produced
     # and messages_consumed must then be 0).
     txn_interval_ms: int = 0
+    # With txn_interval_ms: messages per second over all lanes and outputs (0: as
+    # fast as the producers take them).
+    rate: float = 0.0
     num_transactions: int = 0  # 0: unlimited
     concurrency: int = 1  # transactions in flight
     txn_timeout_ms: int = 10_000
@@ -187,6 +190,15 @@ def add_transaction_parser(sub: argparse._SubParsersAction) -> None:  # type: ig
         "one taking the sends while the commit is in flight (as Kafka's "
         "--transaction-duration-ms); with --txn-disable the same lanes without "
         "transactions",
+    )
+    p.add_argument(
+        "-r",
+        "--rate",
+        metavar="MSG_PER_S",
+        type=_non_negative_float,
+        default=0.0,
+        help="with --txn-interval-ms: messages per second over all lanes and outputs; "
+        "0 = as fast as the producers take them (default 0)",
     )
     p.add_argument(
         "-ntxn",
@@ -331,6 +343,7 @@ def transaction_options(ns: argparse.Namespace) -> TransactionOptions:
         messages_produced=_per_txn_count(ns.messages_produced, ns.txn_interval_ms),
         messages_consumed=_per_txn_count(ns.messages_consumed, ns.txn_interval_ms),
         txn_interval_ms=ns.txn_interval_ms,
+        rate=ns.rate,
         num_transactions=ns.num_transactions,
         concurrency=ns.concurrency,
         txn_timeout_ms=ns.txn_timeout_ms,
