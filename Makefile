@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: standalone cluster test lint bench bench-cluster bench-peers peer-servers fuzz fuzz-admin proto clean install browser zookeeper chaos soak
+.PHONY: standalone cluster test lint bench bench-cluster bench-peers bench-txn peer-servers fuzz fuzz-admin proto clean install browser zookeeper chaos soak
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -109,6 +109,14 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 
 bench-peers: $(BENCH_STAMP) peer-servers
 	$(BIN)/python benchmarks/peers.py --out bench-out/peers $(PEERS_ARGS)
+
+# Transactions as the industry measures them (benchmarks/txn_industry.py): produce-only
+# transactions committed every 100 ms against none, and 1 consume + 1 produce per
+# transaction at 1, 8, 64 and 256 in flight with the batched logs off and on.
+# BENCH_TXN_ARGS passes more flags (--repeat 3, --profile-seconds 10, --out FILE).
+BENCH_TXN_ARGS ?=
+bench-txn: $(STAMP)
+	$(BIN)/python benchmarks/txn_industry.py $(BENCH_TXN_ARGS)
 
 # A long run of the fuzzers, on new random sequences each time (the test suite runs
 # a short derandomized one): the frame decoder, and command sequences against a live

@@ -145,3 +145,67 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert perf_main(["transaction", "-c", "0"]) == 2
     assert perf_main(["transaction", "--help"]) == 0
     assert "-nmp" in capsys.readouterr().out
+
+
+async def _drain(url: str, topic: str, expected: int) -> list[Any]:
+    """Every message of ``topic`` from the start: ids of what a consumer receives,
+    read until ``expected`` have come and then one more receive times out."""
+    from quasar.client import aio
+    from quasar.client.enums import InitialPosition
+    from quasar.errors import Timeout
+
+    client = aio.Client(url)
+    try:
+        consumer = await client.subscribe(
+            topic, "verify", initial_position=InitialPosition.Earliest,
+            receiver_queue_size=1000,
+        )
+        ids: list[Any] = []
+        while True:
+            # Bounded: a long wait only until the expected count, then a short one
+            # that must find nothing more.
+            try:
+                msg = await consumer.receive(10_000 if len(ids) < expected else 500)
+            except Timeout:
+                return ids
+            ids.append(msg.message_id())
+            await consumer.acknowledge(msg)
+    finally:
+        await client.close()
+
+
+def test_transactions_committed_every_interval(broker: BrokerProcess, tmp_path: Path) -> None:
+    import asyncio
+
+    s = perf_txn(tmp_path, "-u", broker.url, "--txn-interval-ms", "100", "-c", "2", "-t", "2")
+    cfg = s["config"]
+    assert cfg["txn_interval_ms"] == 100 and cfg["messages_produced"] == 0
+    assert s["transactions_enabled"] is True and s["input_topics"] == []
+    assert s["errors"] == 0 and s["aborted"] == 0
+    n = s["transactions"]
+    # Two lanes committing every 100 ms for 2 s: about 40, at least a few.
+    assert 4 <= n <= 60, n
+    assert s["messages_produced"] > n
+    tp = s["throughput"]
+    assert tp["txn_s"] > 0 and tp["produced_msg_s"] > 0
+    assert tp["produced_per_txn"] == pytest.approx(
+        s["window"]["messages_produced"] / s["window"]["transactions"], abs=0.1
+    )
+    assert_latency_well_formed(s["latency_ms"]["commit"], n)
+    assert_latency_well_formed(s["latency_ms"]["open"], n)
+    assert "send" not in s["latency_ms"] and "ack" not in s["latency_ms"]
+    # Every committed message is there, once.
+    ids = asyncio.run(_drain(broker.url, s["output_topics"][0], s["messages_produced"]))
+    assert len(ids) == s["messages_produced"]
+    assert len(set(map(str, ids))) == len(ids)
+
+
+def test_interval_baseline_without_transactions(broker: BrokerProcess, tmp_path: Path) -> None:
+    s = perf_txn(
+        tmp_path, "-u", broker.url, "--txn-interval-ms", "100", "-t", "2", "--txn-disable"
+    )
+    assert s["transactions_enabled"] is False and "setup_transactions" not in s
+    assert s["errors"] == 0
+    assert s["transactions"] >= 2  # loops of 100 ms
+    assert s["throughput"]["produced_msg_s"] > 0
+    assert set(s["latency_ms"]) == {"transaction"}

@@ -52,18 +52,24 @@ class _Topics:
         self.loaded: dict[str, _Topic] = {}
         self.partitioned: set[str] = set()
         self.failure: Exception | None = None
+        self.metadata_reads = 0
 
     def partitions_of(self, name: TopicName) -> int:
+        self.metadata_reads += 1
         return 2 if name.full in self.partitioned else 0
 
     async def get_topic(self, name: TopicName, create: bool) -> Any:
+        """As ``BrokerService.get_topic``: a loaded topic from memory; loading one
+        checks that it is not a partitioned topic's base name."""
         assert not create
         if self.failure is not None:
             raise self.failure
         topic = self.loaded.get(name.full)
-        if topic is None:
-            raise TopicNotFound(f"Topic {name.full} does not exist")
-        return topic
+        if topic is not None:
+            return topic
+        if self.partitions_of(name) > 0:
+            raise NotAllowedError(f"{name.full} is a partitioned topic; use its partitions")
+        raise TopicNotFound(f"Topic {name.full} does not exist")
 
 
 def _skipped(registry: CollectorRegistry, reason: str) -> float:
@@ -129,6 +135,22 @@ async def test_a_passing_failure_is_raised_for_the_coordinator_to_retry(
         await client.end_txn_on_partition("public/default/t", TXN, TxnAction.COMMIT, -1)
 
 
+async def test_ending_on_a_loaded_topic_reads_no_metadata(
+    setup: tuple[_Topics, LocalTransactionBufferClient, CollectorRegistry],
+) -> None:
+    """The end path runs for every participant of every transaction: a loaded topic
+    is answered from memory (it was checked when it loaded)."""
+    topics, client, _ = setup
+    topic = topics.loaded["persistent://public/default/t"] = _Topic()
+    for _ in range(3):
+        await client.end_txn_on_partition("persistent://public/default/t", TXN,
+                                          TxnAction.COMMIT, -1)
+        await client.end_txn_on_subscription("persistent://public/default/t", "s", TXN,
+                                             TxnAction.COMMIT, -1)
+    assert topic.ended == [(TXN, TxnAction.COMMIT)] * 6
+    assert topics.metadata_reads == 0
+
+
 # -- name lengths ----------------------------------------------------------------------
 PREFIX = "persistent://public/default/"
 
@@ -161,3 +183,4 @@ def test_a_participant_must_be_persistent() -> None:
     with pytest.raises(NotAllowedError, match="non-persistent"):
         participant_name("non-persistent://public/default/t")
     assert participant_name("public/default/t").full == PREFIX + "t"
+

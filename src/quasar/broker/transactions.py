@@ -120,10 +120,12 @@ class LocalTransactionBufferClient:
             name = parse_topic(topic)
             if name.domain != PERSISTENT:
                 raise NotAllowedError("non-persistent topics are not supported by quasar")
-            if self._topics.partitions_of(name) > 0:
-                raise NotAllowedError(f"{name.full} is a partitioned topic")
-            # get_topic(create=False) answers a loaded topic from memory and raises
-            # TopicNotFound for one that does not exist, without a metadata read per end.
+            # get_topic(create=False) answers a loaded topic from memory, with no
+            # metadata read per end: a loaded topic was checked not to be a
+            # partitioned topic's base name when it loaded, and no partitioned topic
+            # can be created over an existing topic. A topic that is not loaded gets
+            # that check while loading (NotAllowedError), and TopicNotFound when it
+            # does not exist.
             return await self._topics.get_topic(name, create=False)
         except (InvalidTopicName, TopicNotFound, NotAllowedError) as e:
             reason = reason_of(e)

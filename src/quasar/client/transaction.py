@@ -120,7 +120,17 @@ class TxnOp:
         self._txn._op_finished(error)
 
     def __call__(self, error: BaseException | None, message_id: Any) -> None:
-        self.finish(error)
+        # ``finish`` and ``_op_finished`` written out for a success: this runs once
+        # per message sent in a transaction, on the client's hottest path.
+        if not self._done:
+            self._done = True
+            txn = self._txn
+            if error is None:
+                txn._in_flight -= 1
+                if txn._in_flight == 0 and txn._idle_waiters:
+                    wake_all(txn._idle_waiters)
+            else:
+                txn._op_finished(error)
         callback = self._callback
         if callback is not None:
             callback(error, message_id)
@@ -651,6 +661,9 @@ def transaction_impl(txn: Any) -> TransactionImpl:
     Raises:
         TypeError: ``txn`` is not a transaction of quasar's client.
     """
+    if type(txn) is Transaction:
+        # The asyncio handle, once per message sent in a transaction: no property call.
+        return txn._impl
     # Every transaction handle (this module's and the blocking client's) exposes its
     # core as ``core``; the core itself is accepted too.
     impl = txn if isinstance(txn, TransactionImpl) else getattr(txn, "core", None)

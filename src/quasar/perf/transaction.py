@@ -33,6 +33,10 @@ claimed transaction is finished. Otherwise transactions in flight when the run s
 are finished too, except those still waiting for input: they are aborted and not
 counted (``abandoned_transactions`` in the summary).
 
+With ``--txn-interval-ms`` the workers are *lanes* of produce-only transactions
+committed by time instead (``quasar.perf.txn_interval``); the set-up, reporting and
+stopping are the same.
+
 A transaction that fails (an ack, send, commit or abort raising) counts as an error,
 by exception type; it is aborted if still open. Messages whose transactional ack
 failed are negatively acknowledged, so that they come again; the ones acked in an
@@ -59,6 +63,7 @@ from quasar.perf.options import producer_settings
 from quasar.perf.quasar_driver import _close, _run
 from quasar.perf.recorder import RunControl
 from quasar.perf.summary import write_json
+from quasar.perf.txn_interval import baseline_lane, interval_lane
 from quasar.perf.txn_options import TransactionOptions
 from quasar.perf.txn_recorder import TxnRecorder
 from quasar.perf.txn_report import TxnReporter, build_txn_summary, format_txn_summary
@@ -84,9 +89,33 @@ class _Stopped(Exception):
     """The run stopped while a worker waited for input."""
 
 
+def _validate_interval(opts: TransactionOptions) -> str | None:
+    if opts.messages_consumed > 0 or opts.input_topics:
+        return "--txn-interval-ms is produce-only: drop -nmc and --input"
+    if opts.messages_produced > 0:
+        return (
+            "-nmp counts messages per transaction; with --txn-interval-ms a "
+            "transaction holds what its lane sends in the interval: drop -nmp"
+        )
+    if not opts.txn_disable and opts.txn_interval_ms >= opts.txn_timeout_ms:
+        return (
+            f"--txn-interval-ms {opts.txn_interval_ms} must be below the transaction "
+            f"timeout (-tto {opts.txn_timeout_ms})"
+        )
+    return None
+
+
 def validate(opts: TransactionOptions) -> str | None:
     """Why the options cannot run (None: they can)."""
-    if opts.messages_produced == 0 and opts.messages_consumed == 0:
+    if opts.txn_interval_ms < 0:
+        return "--txn-interval-ms must be positive"
+    if opts.txn_interval_ms > 0:
+        problem = _validate_interval(opts)
+        if problem is not None:
+            return problem
+    elif opts.rate > 0:
+        return "-r paces the --txn-interval-ms lanes; the other loops run as fast as they can"
+    elif opts.messages_produced == 0 and opts.messages_consumed == 0:
         return "-nmp and -nmc are both 0: a transaction would do nothing"
     if opts.txn_disable and opts.abort_ratio > 0:
         return "--abort-ratio needs transactions (drop --txn-disable)"
@@ -416,7 +445,12 @@ async def _drive(
         start = time.monotonic()
         shared.last_input = start
         reporter.begin(start)
-        tasks = [loop.create_task(_worker(shared, own)) for own in producers]
+        worker: Callable[[_Shared, list[aio.Producer]], Coroutine[Any, Any, None]]
+        if opts.txn_interval_ms > 0:
+            worker = baseline_lane if opts.txn_disable else interval_lane
+        else:
+            worker = _worker
+        tasks = [loop.create_task(worker(shared, own)) for own in producers]
         watcher = None
         if consumers and opts.input_idle_timeout_s > 0:
             watcher = loop.create_task(_watch_input(shared, opts.input_idle_timeout_s))
@@ -468,7 +502,7 @@ def run_transaction(
     if opts.messages_consumed > 0:
         inputs = list(opts.input_topics) or [f"perf-txn-in-{tag}"]
     outputs: list[str] = []
-    if opts.messages_produced > 0:
+    if opts.messages_produced > 0 or opts.txn_interval_ms > 0:
         outputs = list(opts.output_topics) or [f"perf-txn-out-{tag}"]
     subscription = opts.subscription or f"perf-txn-sub-{tag}"
     if opts.partitions > 0:
@@ -500,6 +534,8 @@ def run_transaction(
         "config": {
             "messages_produced": opts.messages_produced,
             "messages_consumed": opts.messages_consumed,
+            "txn_interval_ms": opts.txn_interval_ms,
+            "rate": opts.rate,
             "num_transactions": opts.num_transactions,
             "concurrency": opts.concurrency,
             "txn_timeout_ms": opts.txn_timeout_ms,

@@ -6,6 +6,12 @@ Flag names follow ``pulsar-perf transaction`` where it has one: ``-nmp`` / ``-nm
 loop without transactions, the built-in baseline), ``-ss`` / ``-st`` / ``-sp`` /
 ``-q`` for the input subscription. ``--topics-c`` / ``--topics-p`` are accepted as
 aliases of ``--input`` / ``--output``.
+
+``--txn-interval-ms N`` switches to produce-only transactions committed every N ms
+(Kafka's way of measuring a transactional producer, its ``--transaction-duration-ms``;
+see ``quasar.perf.txn_interval``). A transaction then holds what its lane sends in
+the interval, so ``-nmp`` and ``-nmc`` (counts per transaction) do not apply: on the
+command line they default to 0 in that mode and are refused if given.
 """
 
 from __future__ import annotations
@@ -47,6 +53,12 @@ class TransactionOptions:
     partitions: int = 0  # >0: create fresh topics partitioned
     messages_produced: int = 1  # per output topic, per transaction
     messages_consumed: int = 1  # per input topic, per transaction
+    # >0: produce-only transactions committed every this many ms (messages_produced
+    # and messages_consumed must then be 0).
+    txn_interval_ms: int = 0
+    # With txn_interval_ms: messages per second over all lanes and outputs (0: as
+    # fast as the producers take them).
+    rate: float = 0.0
     num_transactions: int = 0  # 0: unlimited
     concurrency: int = 1  # transactions in flight
     txn_timeout_ms: int = 10_000
@@ -155,8 +167,9 @@ def add_transaction_parser(sub: argparse._SubParsersAction) -> None:  # type: ig
         dest="messages_produced",
         metavar="N",
         type=_non_negative_int,
-        default=1,
-        help="messages produced to each output topic per transaction (default 1)",
+        default=None,
+        help="messages produced to each output topic per transaction (default 1; "
+        "not with --txn-interval-ms)",
     )
     p.add_argument(
         "-nmc",
@@ -164,9 +177,30 @@ def add_transaction_parser(sub: argparse._SubParsersAction) -> None:  # type: ig
         dest="messages_consumed",
         metavar="N",
         type=_non_negative_int,
-        default=1,
+        default=None,
         help="messages consumed (and acked) from each input topic per transaction; "
-        "0 = produce only (default 1)",
+        "0 = produce only (default 1; 0 with --txn-interval-ms)",
+    )
+    p.add_argument(
+        "--txn-interval-ms",
+        dest="txn_interval_ms",
+        metavar="MS",
+        type=_positive_int,
+        default=0,
+        help="produce-only transactions committed by time: each of -c lanes sends "
+        "continuously into one open transaction and commits it every MS ms, the next "
+        "one taking the sends while the commit is in flight (as Kafka's "
+        "--transaction-duration-ms); with --txn-disable the same lanes without "
+        "transactions",
+    )
+    p.add_argument(
+        "-r",
+        "--rate",
+        metavar="MSG_PER_S",
+        type=_non_negative_float,
+        default=0.0,
+        help="with --txn-interval-ms: messages per second over all lanes and outputs; "
+        "0 = as fast as the producers take them (default 0)",
     )
     p.add_argument(
         "-ntxn",
@@ -290,6 +324,17 @@ def add_transaction_parser(sub: argparse._SubParsersAction) -> None:  # type: ig
     )
 
 
+def _per_txn_count(given: int | None, txn_interval_ms: int) -> int:
+    """-nmp / -nmc as given, else the default of the mode (1, or 0 by time).
+
+    A count given with --txn-interval-ms is kept, so that ``validate`` refuses it
+    rather than the run ignoring it.
+    """
+    if given is not None:
+        return given
+    return 0 if txn_interval_ms > 0 else 1
+
+
 def transaction_options(ns: argparse.Namespace) -> TransactionOptions:
     return TransactionOptions(
         service_url=ns.service_url,
@@ -297,8 +342,10 @@ def transaction_options(ns: argparse.Namespace) -> TransactionOptions:
         input_topics=list(ns.input_topics),
         output_topics=list(ns.output_topics),
         partitions=ns.partitions,
-        messages_produced=ns.messages_produced,
-        messages_consumed=ns.messages_consumed,
+        messages_produced=_per_txn_count(ns.messages_produced, ns.txn_interval_ms),
+        messages_consumed=_per_txn_count(ns.messages_consumed, ns.txn_interval_ms),
+        txn_interval_ms=ns.txn_interval_ms,
+        rate=ns.rate,
         num_transactions=ns.num_transactions,
         concurrency=ns.concurrency,
         txn_timeout_ms=ns.txn_timeout_ms,

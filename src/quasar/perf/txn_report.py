@@ -119,6 +119,9 @@ def build_txn_summary(
             "produced_mb_s": round(totals.produced_bytes / seconds / 1e6, 3)
             if seconds > 0
             else 0.0,
+            "produced_per_txn": round(totals.produced / totals.transactions, 1)
+            if totals.transactions
+            else 0.0,
         },
         "latency_ms": latency,
         "cpu": {
@@ -143,6 +146,13 @@ def _lat_line(block: dict[str, Any]) -> str:
     return f"{cells}  max {block['max']:.3f}  mean {block['mean']:.3f}  (n {block['count']:,})"
 
 
+def _per_txn(cfg: dict[str, Any]) -> str:
+    interval = cfg.get("txn_interval_ms")
+    if interval:
+        return f"committed every {interval} ms"
+    return f"-nmp {cfg.get('messages_produced')}"
+
+
 def format_txn_summary(s: dict[str, Any]) -> str:
     """Human-readable summary (several lines, no trailing newline)."""
     w, tp, cpu = s["window"], s["throughput"], s["cpu"]
@@ -158,7 +168,7 @@ def format_txn_summary(s: dict[str, Any]) -> str:
         f"  (-nmc {cfg.get('messages_consumed')}, prefilled"
         f" {s.get('prefill', {}).get('messages', 0):,} per topic)",
         f"output          {', '.join(s.get('output_topics', [])) or '-'}"
-        f"  (-nmp {cfg.get('messages_produced')}, -c {cfg.get('concurrency')})",
+        f"  ({_per_txn(cfg)}, -c {cfg.get('concurrency')})",
         f"transactions    {s['transactions']:,}  committed {s['committed']:,}"
         f"  aborted {s['aborted']:,}  errors {s['errors']:,}"
         f"  (run {s['run_seconds']:.2f} s, stopped: {s['stopped_by']})",
@@ -177,6 +187,9 @@ def format_txn_summary(s: dict[str, Any]) -> str:
         f"throughput      {tp['txn_s']:,.1f} txn/s  produced {tp['produced_msg_s']:,.1f} msg/s"
         f"  consumed {tp['consumed_msg_s']:,.1f} msg/s  {tp['produced_mb_s']:.2f} MB/s out",
     ]
+    if cfg.get("txn_interval_ms"):
+        unit = "transaction" if s["transactions_enabled"] else "loop"
+        lines.append(f"messages/{unit:<7} {tp['produced_per_txn']:,.1f} produced on average")
     titles = {
         "transaction": "txn latency ms" if s["transactions_enabled"] else "loop latency ms",
         "commit": "commit ms",
