@@ -173,7 +173,7 @@ def test_partitioned_topic_is_created(broker: BrokerProcess, tmp_path: Path) -> 
         broker.url,
         "--admin-url",
         broker.admin_url,
-        "-p",
+        "-np",
         "3",
         "-m",
         "300",
@@ -198,7 +198,7 @@ def test_pending_limit_across_partitions_is_passed_to_the_client(
     topic = f"perf-across-{client}-{uuid.uuid4().hex[:8]}"
     produced = perf(
         tmp_path, "produce", "-u", broker.url, "--admin-url", broker.admin_url,
-        "--client", client, "-p", "4", "--no-batching", "-o", "1000",
+        "--client", client, "-np", "4", "--no-batching", "-o", "1000",
         "--max-outstanding-across-partitions", "4", "-m", "400", topic,
     )
     assert_run(produced, 400)

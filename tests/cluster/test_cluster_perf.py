@@ -60,7 +60,7 @@ def test_perf_on_a_partitioned_topic_over_both_brokers(
     assert "," in cluster.service_url  # both brokers in one URL
     produced = perf(
         tmp_path, "produce", *url, "--admin-url", cluster.brokers[1].admin_url,
-        "-p", str(PARTITIONS), "--no-batching", "-m", str(MESSAGES), topic,
+        "-np", str(PARTITIONS), "--no-batching", "-m", str(MESSAGES), topic,
     )
     assert produced["messages"] == MESSAGES and produced["errors"] == 0
     consumed = perf(

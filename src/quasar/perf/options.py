@@ -189,7 +189,7 @@ def _add_produce(p: argparse.ArgumentParser) -> None:
         help="producers per topic (default 1)",
     )
     p.add_argument(
-        "-p",
+        "-np",
         "--partitions",
         type=_non_negative_int,
         default=0,
@@ -233,6 +233,7 @@ def _add_produce(p: argparse.ArgumentParser) -> None:
         "limit bounds the messages in flight",
     )
     p.add_argument(
+        "-p",
         "--max-outstanding-across-partitions",
         dest="max_pending_across_partitions",
         metavar="N",

@@ -155,7 +155,7 @@ def add_transaction_parser(sub: argparse._SubParsersAction) -> None:  # type: ig
         help="topic to produce to (repeatable; default: a fresh topic)",
     )
     p.add_argument(
-        "-p",
+        "-np",
         "--partitions",
         type=_non_negative_int,
         default=0,
