@@ -17,8 +17,7 @@ import quasar.client
 from quasar.testing.cluster import ClusterProcess
 from quasar.testing.zookeeper import ZooKeeperProcess
 
-from .conftest import http_request
-from .test_cluster_transactions import ASSIGN, place
+from .conftest import http_request, place_coordinators
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
@@ -34,8 +33,7 @@ def cluster(
         transaction_coordinators=2,
     )
     with c:
-        place(c.brokers[0], f"{ASSIGN}-partition-0")
-        place(c.brokers[1], f"{ASSIGN}-partition-1")
+        place_coordinators(c.brokers)
         yield c
 
 

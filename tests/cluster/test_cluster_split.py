@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,21 +24,17 @@ from quasar.testing.cluster import ClusterProcess
 from quasar.testing.process import BrokerProcess
 from quasar.testing.zookeeper import ZooKeeperProcess
 
-from .conftest import http_request, make_client, owned_bundles, wait_for
+from .conftest import (
+    create_namespace,
+    http_request,
+    make_client,
+    owned_bundles,
+    wait_for,
+)
 
 FULL = "0x00000000_0xffffffff"
 # Auto split cluster: a bundle with more than this many loaded topics is split.
 MAX_TOPICS = 2
-
-
-def create_namespace(cluster: ClusterProcess, prefix: str, bundles: int) -> str:
-    namespace = f"public/{prefix}-{uuid.uuid4().hex[:8]}"
-    status, _, answer = http_request(
-        cluster.brokers[0], "PUT", f"/admin/v2/namespaces/{namespace}",
-        {"bundles": {"numBundles": bundles}},
-    )
-    assert status == 204, answer
-    return namespace
 
 
 def bundles_seen_by(broker: BrokerProcess, namespace: str) -> BundlesData:
