@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
 from quasar.config import LoadBalancerConfig
@@ -66,9 +66,14 @@ class Rebalancing:
     def start(self) -> None:
         """Report (and split, when enabled) and shed periodically (on the running loop)."""
         loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self._report_periodically()))
+        report = self._periodically(
+            self.report_s, self._report_and_split, "split an overloaded bundle"
+        )
+        self._tasks.append(loop.create_task(report))
         if self._settings.load_balancer_shedding_enabled:
-            self._tasks.append(loop.create_task(self._shed_periodically()))
+            shedding_s = self._settings.load_balancer_shedding_interval_minutes * 60
+            shed = self._periodically(shedding_s, self.shed_load, "shed load")
+            self._tasks.append(loop.create_task(shed))
 
     def stop(self) -> None:
         for task in self._tasks:
@@ -125,26 +130,21 @@ class Rebalancing:
         await member.unload(owned)
         return owned
 
-    async def _shed_periodically(self) -> None:
-        interval_s = self._settings.load_balancer_shedding_interval_minutes * 60
+    async def _report_and_split(self) -> None:
+        self._member.report()
+        if self._settings.load_balancer_auto_bundle_split_enabled:
+            await self.split_overloaded()
+
+    async def _periodically(
+        self, interval_s: float, action: Callable[[], Awaitable[object]], what: str
+    ) -> None:
+        """Run ``action`` every ``interval_s`` while the member serves; a failure is
+        logged and tried again on the next interval."""
         while True:
             await asyncio.sleep(interval_s)
             if not self._member.serving:
                 continue
             try:
-                await self.shed_load()
-            except QuasarError as exc:  # tried again on the next interval
-                log.warning("could not shed load: %s", exc)
-
-    async def _report_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(self.report_s)
-            if not self._member.serving:
-                continue
-            self._member.report()
-            if not self._settings.load_balancer_auto_bundle_split_enabled:
-                continue
-            try:
-                await self.split_overloaded()
-            except QuasarError as exc:  # tried again on the next report
-                log.warning("could not split an overloaded bundle: %s", exc)
+                await action()
+            except QuasarError as exc:
+                log.warning("could not %s: %s", what, exc)
