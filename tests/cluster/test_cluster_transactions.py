@@ -28,7 +28,14 @@ from quasar.testing.cluster import ClusterProcess
 from quasar.testing.raw import RawCoordinator
 from quasar.testing.zookeeper import ZooKeeperProcess
 
-from .conftest import ASSIGN, create_namespace, http_request, place, wait_for
+from .conftest import (
+    ASSIGN,
+    create_namespace,
+    http_request,
+    place,
+    place_coordinators,
+    wait_for,
+)
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
@@ -47,8 +54,7 @@ def cluster(
     )
     c.brokers[0].extra_env["QUASAR_CRASH_POINT"] = "tc.after_preserver_append"
     with c:
-        place(c.brokers[1], f"{ASSIGN}-partition-0")
-        place(c.brokers[0], f"{ASSIGN}-partition-1")
+        place_coordinators([c.brokers[1], c.brokers[0]])
         yield c
 
 
