@@ -174,7 +174,10 @@ def place(
     assert answer.response == pb.CommandLookupTopicResponse.Connect, answer
 
 
-def place_coordinators(owners: list[BrokerProcess]) -> None:
-    """Coordinator ``i`` on ``owners[i]``."""
-    for i, broker in enumerate(owners):
-        place(broker, f"{ASSIGN}-partition-{i}")
+def with_coordinators_on(cluster: ClusterProcess, owners: list[int]) -> Iterator[ClusterProcess]:
+    """Start ``cluster`` with coordinator ``i`` on member ``owners[i]``, yield it and
+    stop it afterwards (the body of a module-scoped cluster fixture)."""
+    with cluster:
+        for i, member in enumerate(owners):
+            place(cluster.brokers[member], f"{ASSIGN}-partition-{i}")
+        yield cluster

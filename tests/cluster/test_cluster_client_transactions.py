@@ -17,7 +17,7 @@ import quasar.client
 from quasar.testing.cluster import ClusterProcess
 from quasar.testing.zookeeper import ZooKeeperProcess
 
-from .conftest import http_request, place_coordinators
+from .conftest import http_request, with_coordinators_on
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
@@ -32,9 +32,7 @@ def cluster(
         Path(tmp_path_factory.mktemp("ctx-cluster")), zookeeper, brokers=2,
         transaction_coordinators=2,
     )
-    with c:
-        place_coordinators(c.brokers)
-        yield c
+    yield from with_coordinators_on(c, [0, 1])
 
 
 @pytest.fixture(scope="module")

@@ -33,8 +33,8 @@ from .conftest import (
     create_namespace,
     http_request,
     place,
-    place_coordinators,
     wait_for,
+    with_coordinators_on,
 )
 
 pytestmark = pytest.mark.usefixtures("close_raw")
@@ -53,9 +53,7 @@ def cluster(
         settings={"transactionEndRetryIntervalMs": "200"},
     )
     c.brokers[0].extra_env["QUASAR_CRASH_POINT"] = "tc.after_preserver_append"
-    with c:
-        place_coordinators([c.brokers[1], c.brokers[0]])
-        yield c
+    yield from with_coordinators_on(c, [1, 0])
 
 
 def placed_topics(cluster: ClusterProcess, prefix: str) -> list[str]:

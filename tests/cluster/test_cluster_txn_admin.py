@@ -32,8 +32,8 @@ from .conftest import (
     create_namespace,
     http_request,
     place,
-    place_coordinators,
     wait_for,
+    with_coordinators_on,
 )
 
 pytestmark = pytest.mark.usefixtures("close_raw")
@@ -53,9 +53,7 @@ def cluster(
         Path(tmp_path_factory.mktemp("txn-admin")), zookeeper, brokers=2,
         session_timeout_ms=SESSION_TIMEOUT_MS, transaction_coordinators=2,
     )
-    with c:
-        place_coordinators(c.brokers)
-        yield c
+    yield from with_coordinators_on(c, [0, 1])
 
 
 @pytest.fixture(scope="module")
