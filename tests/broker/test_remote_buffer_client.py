@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 import pulsar
 import pytest
@@ -81,19 +82,31 @@ def test_errors_carry_the_classes_the_coordinator_retries_on(broker: BrokerProce
     assert classify_end_failure(gone_sub) is EndFailure.GONE
 
 
+def end_failure(
+    client: Callable[[], RemoteTransactionBufferClient], why: str
+) -> BaseException:
+    """The exception of an END_TXN_ON_PARTITION that must fail, sent by the client
+    ``client()`` builds on the call's event loop; ``why`` names the failure."""
+
+    async def run() -> BaseException:
+        try:
+            await client().end_txn_on_partition(
+                "persistent://a/b/c", TxnID(0, 1), TxnAction.COMMIT, -1
+            )
+        except Exception as exc:  # noqa: BLE001 - the class is what is checked
+            return exc
+        raise AssertionError(why)
+
+    return asyncio.run(run())
+
+
 def test_unreachable_broker_is_retryable() -> None:
     from quasar.testing.process import free_port
 
-    async def run() -> BaseException:
-        client = RemoteTransactionBufferClient(lambda _t: f"pulsar://127.0.0.1:{free_port()}")
-        try:
-            await client.end_txn_on_partition("persistent://a/b/c", TxnID(0, 1),
-                                              TxnAction.COMMIT, -1)
-        except Exception as exc:  # noqa: BLE001 - the class is what is checked
-            return exc
-        raise AssertionError("an unreachable broker must fail the call")
-
-    exc = asyncio.run(run())
+    exc = end_failure(
+        lambda: RemoteTransactionBufferClient(lambda _t: f"pulsar://127.0.0.1:{free_port()}"),
+        "an unreachable broker must fail the call",
+    )
     assert classify_end_failure(exc) is EndFailure.RETRY
 
 
@@ -106,16 +119,10 @@ def test_a_url_of_the_other_kind_is_refused_never_reached(tls: bool, url: str) -
     nothing falls back from TLS to plaintext (or the other way round)."""
     import ssl
 
-    async def run() -> BaseException:
+    def client() -> RemoteTransactionBufferClient:
         context = ssl.create_default_context() if tls else None
-        client = RemoteTransactionBufferClient(lambda _t: url, tls=context)
-        try:
-            await client.end_txn_on_partition("persistent://a/b/c", TxnID(0, 1),
-                                              TxnAction.COMMIT, -1)
-        except Exception as exc:  # noqa: BLE001 - the class is what is checked
-            return exc
-        raise AssertionError("a URL of the other kind must fail the call")
+        return RemoteTransactionBufferClient(lambda _t: url, tls=context)
 
-    exc = asyncio.run(run())
+    exc = end_failure(client, "a URL of the other kind must fail the call")
     assert "brokerClientTlsEnabled" in str(exc)
     assert classify_end_failure(exc) is EndFailure.RETRY

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from quasar.testing.process import free_port
 
@@ -204,3 +205,13 @@ async def fake() -> AsyncIterator[FakeBroker]:
     await broker.start()
     yield broker
     await broker.stop()
+
+
+async def start_app(app: web.Application) -> tuple[web.AppRunner, str]:
+    """Serve ``app`` on a free loopback port: its runner (to clean up) and its URL."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}"

@@ -23,6 +23,8 @@ from quasar.errors import (
     Timeout,
 )
 
+from .conftest import start_app
+
 
 async def _json(request: web.Request) -> web.Response:
     return web.json_response({"path": request.path, "body": await request.text()})
@@ -74,12 +76,8 @@ async def admin_url() -> AsyncIterator[str]:
     app.router.add_get("/teapot", _teapot)
     app.router.add_get("/busy", _busy)
     app.router.add_get("/silent", _silent)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield f"http://127.0.0.1:{port}/"
+    runner, url = await start_app(app)
+    yield f"{url}/"
     never.set()
     await runner.cleanup()
 
@@ -150,15 +148,6 @@ def test_call_admin_runs_calls_from_blocking_code() -> None:
         AdminClient("http://x", timeout_s=0)
 
 
-async def _start(app: web.Application) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}"
-
-
 async def test_a_307_is_followed_to_another_host_with_method_body_and_credentials() -> None:
     """A cluster member answers 307 to the member that owns the topic or coordinator:
     the client sends the same request there, credentials included (aiohttp itself
@@ -172,7 +161,7 @@ async def test_a_307_is_followed_to_another_host_with_method_body_and_credential
 
     owner_app = web.Application()
     owner_app.router.add_route("*", "/owner", owner)
-    owner_runner, owner_url = await _start(owner_app)
+    owner_runner, owner_url = await start_app(owner_app)
 
     async def asked(request: web.Request) -> web.Response:
         seen.append((request.method, request.path_qs, request.headers.get("Authorization"),
@@ -185,7 +174,7 @@ async def test_a_307_is_followed_to_another_host_with_method_body_and_credential
     asked_app = web.Application()
     asked_app.router.add_route("*", "/asked", asked)
     asked_app.router.add_get("/loop", loop)
-    asked_runner, asked_url = await _start(asked_app)
+    asked_runner, asked_url = await start_app(asked_app)
     try:
         async with AdminClient(
             asked_url, authentication=AuthenticationToken("tok")

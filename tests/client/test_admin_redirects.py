@@ -13,6 +13,8 @@ from quasar.client.admin import MAX_REDIRECTS, AdminClient
 from quasar.client.authentication import AuthenticationToken
 from quasar.errors import AdminError, InvalidAdminResponse
 
+from .conftest import start_app
+
 TOKEN = "owner-token"
 
 
@@ -20,15 +22,6 @@ TOKEN = "owner-token"
 class Members:
     front: str  # answers 307 to the owner, as a member that does not own the topic
     owner: str
-
-
-async def _start(app: web.Application) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture
@@ -44,7 +37,7 @@ async def members() -> AsyncIterator[Members]:
 
     owner_app = web.Application()
     owner_app.router.add_route("*", "/topic", owned)
-    owner_runner, owner_url = await _start(owner_app)
+    owner_runner, owner_url = await start_app(owner_app)
 
     async def redirect(request: web.Request) -> web.Response:
         raise web.HTTPTemporaryRedirect(f"{owner_url}/topic?authoritative=true")
@@ -63,7 +56,7 @@ async def members() -> AsyncIterator[Members]:
     front_app.router.add_route("*", "/moved", moved)
     front_app.router.add_route("*", "/loop", loop)
     front_app.router.add_route("*", "/nowhere", nowhere)
-    front_runner, front_url = await _start(front_app)
+    front_runner, front_url = await start_app(front_app)
     yield Members(front_url, owner_url)
     await front_runner.cleanup()
     await owner_runner.cleanup()

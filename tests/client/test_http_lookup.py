@@ -30,6 +30,8 @@ from quasar.errors import (
     TopicNotFound,
 )
 
+from .conftest import start_app
+
 TOPIC = "persistent://public/default/t"
 
 
@@ -54,12 +56,8 @@ async def service() -> AsyncIterator[WebService]:
     ws = WebService()
     app = web.Application()
     app.router.add_get("/{tail:.*}", ws.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    ws.url = f"http://127.0.0.1:{port}"
+    runner, url = await start_app(app)
+    ws.url = url
     yield ws
     await runner.cleanup()
 

@@ -42,6 +42,7 @@ from quasar.protocol.txn_id import TxnID
 
 from ..fakes.broker import FakeBroker
 from ..fakes.threaded import ThreadedFakeBroker
+from .conftest import start_app
 from .test_transactions import make_client, wait_for
 
 T = pb.BaseCommand
@@ -454,12 +455,8 @@ async def admin() -> AsyncIterator[tuple[str, list[str]]]:
 
     app = web.Application()
     app.router.add_get("/admin/v3/transactions/clientTransactions/{name}", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield f"http://127.0.0.1:{port}", seen
+    runner, url = await start_app(app)
+    yield url, seen
     await runner.cleanup()
 
 

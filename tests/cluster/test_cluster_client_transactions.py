@@ -17,8 +17,7 @@ import quasar.client
 from quasar.testing.cluster import ClusterProcess
 from quasar.testing.zookeeper import ZooKeeperProcess
 
-from .conftest import http_request
-from .test_cluster_transactions import ASSIGN, place
+from .conftest import http_request, with_coordinators_on
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
@@ -33,10 +32,7 @@ def cluster(
         Path(tmp_path_factory.mktemp("ctx-cluster")), zookeeper, brokers=2,
         transaction_coordinators=2,
     )
-    with c:
-        place(c.brokers[0], f"{ASSIGN}-partition-0")
-        place(c.brokers[1], f"{ASSIGN}-partition-1")
-        yield c
+    yield from with_coordinators_on(c, [0, 1])
 
 
 @pytest.fixture(scope="module")

@@ -15,12 +15,16 @@ from quasar.testing.cluster import ClusterProcess
 from quasar.testing.raw import Raw
 from quasar.testing.zookeeper import ZooKeeperProcess
 
-from .conftest import http_request, make_client, owned_bundles, wait_for
-from .test_cluster_members import (
+from .conftest import (
     bundle_key,
     create_namespace,
+    http_request,
+    lookup,
+    make_client,
+    owned_bundles,
     owner_and_other,
     spread_topic,
+    wait_for,
 )
 
 pytestmark = pytest.mark.usefixtures("close_raw")
@@ -35,18 +39,6 @@ def cluster(zookeeper: ZooKeeperProcess, tmp_path: Path) -> Iterator[ClusterProc
         tmp_path, zookeeper, brokers=2, session_timeout_ms=SESSION_TIMEOUT_MS
     ) as c:
         yield c
-
-
-def _lookup(port: int, topic: str) -> pb.CommandLookupTopicResponse:
-    raw = Raw(port)
-    try:
-        raw.connect()
-        cmd = T(type=T.LOOKUP)
-        cmd.lookupTopic.topic = topic
-        cmd.lookupTopic.request_id = 1
-        return raw.request(cmd, T.LOOKUP_RESPONSE).lookupTopicResponse
-    finally:
-        raw.close()
 
 
 def test_a_killed_brokers_bundles_move_to_the_survivor(cluster: ClusterProcess) -> None:
@@ -110,7 +102,7 @@ def test_a_paused_broker_whose_session_expired_refuses_to_serve(
         # on the next lookup.
         wait_for(
             "the survivor to own the bundle",
-            lambda: _lookup(survivor.port, topic).response
+            lambda: lookup(survivor, topic).response
             == pb.CommandLookupTopicResponse.Connect,
         )
     finally:
@@ -123,7 +115,7 @@ def test_a_paused_broker_whose_session_expired_refuses_to_serve(
     # Once it has a new session it redirects to the new owner.
     wait_for(
         "the resumed broker to redirect to the new owner",
-        lambda: _lookup(paused.port, topic).brokerServiceUrl == survivor.url,
+        lambda: lookup(paused, topic).brokerServiceUrl == survivor.url,
     )
     assert not any(k.startswith(namespace + "/") for k in owned_bundles(cluster, paused))
 

@@ -4,56 +4,28 @@ owner, bundles unload."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
 
 from quasar.protocol import pb
-from quasar.resources.bundles import BundlesData, bundle_of
+from quasar.resources.bundles import BundlesData
 from quasar.testing.cluster import ClusterProcess
-from quasar.testing.process import BrokerProcess
 from quasar.testing.raw import Raw
 
-from .conftest import http_request, make_client, owned_bundles
+from .conftest import (
+    bundle_key,
+    create_namespace,
+    http_request,
+    make_client,
+    owned_bundles,
+    owner_and_other,
+    spread_topic,
+)
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
 T = pb.BaseCommand
-
-
-def create_namespace(cluster: ClusterProcess, prefix: str, bundles: int | None = None) -> str:
-    namespace = f"public/{prefix}-{uuid.uuid4().hex[:8]}"
-    body = None if bundles is None else {"bundles": {"numBundles": bundles}}
-    status, _, answer = http_request(
-        cluster.brokers[0], "PUT", f"/admin/v2/namespaces/{namespace}", body
-    )
-    assert status == 204, answer
-    return namespace
-
-
-def spread_topic(namespace: str, bundles: BundlesData, partitions: int, at_least: int) -> str:
-    """A partitioned topic name whose partitions hash to ``at_least`` bundles."""
-    for i in range(1000):
-        topic = f"persistent://{namespace}/spread-{i}"
-        hit = {bundle_of(bundles, f"{topic}-partition-{p}") for p in range(partitions)}
-        if len(hit) >= at_least:
-            return topic
-    raise AssertionError("no topic name spreads that far")
-
-
-def bundle_key(topic: str, bundles: BundlesData) -> str:
-    namespace = topic.split("://", 1)[1].rsplit("/", 1)[0]
-    return f"{namespace}/{bundle_of(bundles, topic).name}"
-
-
-def owner_and_other(
-    cluster: ClusterProcess, key: str
-) -> tuple[BrokerProcess, BrokerProcess]:
-    b0, b1 = cluster.brokers
-    owners = [b for b in (b0, b1) if key in owned_bundles(cluster, b)]
-    assert len(owners) == 1, f"{key} owned by {owners}"
-    return (b0, b1) if owners[0] is b0 else (b1, b0)
 
 
 def test_partitions_spread_over_brokers_and_clients_follow_redirects(

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -25,21 +25,17 @@ from quasar.testing.cluster import ClusterProcess
 from quasar.testing.process import BrokerProcess
 from quasar.testing.zookeeper import ZooKeeperProcess
 
-from .conftest import http_request, make_client, owned_bundles, wait_for
+from .conftest import (
+    create_namespace,
+    http_request,
+    make_client,
+    owned_bundles,
+    wait_for,
+)
 
 FULL = "0x00000000_0xffffffff"
 # Auto split cluster: a bundle with more than this many loaded topics is split.
 MAX_TOPICS = 2
-
-
-def create_namespace(cluster: ClusterProcess, prefix: str, bundles: int) -> str:
-    namespace = f"public/{prefix}-{uuid.uuid4().hex[:8]}"
-    status, _, answer = http_request(
-        cluster.brokers[0], "PUT", f"/admin/v2/namespaces/{namespace}",
-        {"bundles": {"numBundles": bundles}},
-    )
-    assert status == 204, answer
-    return namespace
 
 
 def bundles_seen_by(broker: BrokerProcess, namespace: str) -> BundlesData:
@@ -256,6 +252,44 @@ def non_rate_load(report: dict[str, Any]) -> float:
     return 100.0 * len(report["bundles"]) + 10.0 * report["numTopics"]
 
 
+@contextmanager
+def steady_traffic(
+    pulsar: Any,
+    producers: list[Any],
+    consumers: list[Any],
+    per_tick: int,
+    payload: bytes,
+    receive_ms: int,
+) -> Iterator[None]:
+    """Every 10 ms publish ``per_tick`` messages of ``payload`` with each producer, and
+    receive and acknowledge on each consumer, on two threads until the block ends."""
+    stop = threading.Event()
+
+    def publish() -> None:
+        while not stop.wait(0.01):
+            for producer in producers:
+                for _ in range(per_tick):
+                    producer.send_async(payload, lambda result, msg_id: None)
+
+    def drain() -> None:
+        while not stop.is_set():
+            for consumer in consumers:
+                try:
+                    consumer.acknowledge(consumer.receive(receive_ms))
+                except pulsar.Timeout:
+                    continue
+
+    threads = [threading.Thread(target=publish), threading.Thread(target=drain)]
+    for t in threads:
+        t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+
+
 def test_new_bundles_go_to_the_member_without_traffic(busy_cluster: ClusterProcess) -> None:
     import pulsar
 
@@ -268,61 +302,42 @@ def test_new_bundles_go_to_the_member_without_traffic(busy_cluster: ClusterProce
         b0, "GET", f"/lookup/v2/topic/persistent/{hot_ns}/hot?authoritative=true"
     )
     assert status == 200 and answer["brokerUrl"] == b0.url, answer
-    stop = threading.Event()
     client = make_client(pulsar, b0.url)
-    consumer = client.subscribe(hot, "sub")
-    producer = client.create_producer(hot, batching_enabled=True, block_if_queue_full=True)
-
-    def publish() -> None:
+    try:
+        consumer = client.subscribe(hot, "sub")
+        producer = client.create_producer(hot, batching_enabled=True, block_if_queue_full=True)
         # Paced at about 5000 msg/s: enough to dwarf the bundle and topic terms,
         # little enough to leave the shared machine's brokers responsive.
-        while not stop.wait(0.01):
-            for _ in range(50):
-                producer.send_async(b"x" * 16, lambda result, msg_id: None)
+        with steady_traffic(pulsar, [producer], [consumer], 50, b"x" * 16, 500):
+            lookups = 4
+            fresh_ns = create_namespace(busy_cluster, "fresh", bundles=lookups)
 
-    def drain() -> None:
-        while not stop.is_set():
-            try:
-                consumer.acknowledge(consumer.receive(500))
-            except pulsar.Timeout:
-                continue
+            def b0_much_busier() -> bool:
+                reports = load_reports(busy_cluster)
+                r0, r1 = reports[id0], reports[id1]
+                rate0 = r0["msgRateIn"] + r0["msgRateOut"]
+                rate1 = r1["msgRateIn"] + r1["msgRateOut"]
+                # Even after b1 takes every new bundle (pending choices count 100
+                # msg/s each), b0 stays the busier one, with room for rates to move.
+                return rate0 + non_rate_load(r0) > (
+                    rate1 + non_rate_load(r1) + 100.0 * lookups + 500.0
+                )
 
-    threads = [threading.Thread(target=publish), threading.Thread(target=drain)]
-    for t in threads:
-        t.start()
-    try:
-        lookups = 4
-        fresh_ns = create_namespace(busy_cluster, "fresh", bundles=lookups)
-
-        def b0_much_busier() -> bool:
-            reports = load_reports(busy_cluster)
-            r0, r1 = reports[id0], reports[id1]
-            rate0 = r0["msgRateIn"] + r0["msgRateOut"]
-            rate1 = r1["msgRateIn"] + r1["msgRateOut"]
-            # Even after b1 takes every new bundle (pending choices count 100
-            # msg/s each), b0 stays the busier one, with room for rates to move.
-            return rate0 + non_rate_load(r0) > (
-                rate1 + non_rate_load(r1) + 100.0 * lookups + 500.0
-            )
-
-        wait_for("b0's load report to show its traffic", b0_much_busier, timeout_s=60)
-        bundles = BundlesData.even(lookups)
-        chosen = []
-        for r in bundles.ranges():
-            topic = next(
-                f"t-{i}" for i in range(10_000)
-                if bundle_of(bundles, f"persistent://{fresh_ns}/t-{i}") == r
-            )
-            status, headers, answer = http_request(
-                b0, "GET", f"/lookup/v2/topic/persistent/{fresh_ns}/{topic}"
-            )
-            assert status in (200, 307), answer
-            chosen.append(b1 if status == 307 and b1.admin_url in headers["Location"] else b0)
-        assert chosen == [b1] * lookups
+            wait_for("b0's load report to show its traffic", b0_much_busier, timeout_s=60)
+            bundles = BundlesData.even(lookups)
+            chosen = []
+            for r in bundles.ranges():
+                topic = next(
+                    f"t-{i}" for i in range(10_000)
+                    if bundle_of(bundles, f"persistent://{fresh_ns}/t-{i}") == r
+                )
+                status, headers, answer = http_request(
+                    b0, "GET", f"/lookup/v2/topic/persistent/{fresh_ns}/{topic}"
+                )
+                assert status in (200, 307), answer
+                chosen.append(b1 if status == 307 and b1.admin_url in headers["Location"] else b0)
+            assert chosen == [b1] * lookups
     finally:
-        stop.set()
-        for t in threads:
-            t.join(timeout=30)
         client.close()
 
 
@@ -365,41 +380,21 @@ def test_the_most_loaded_member_sheds_a_bundle(shedding_cluster: ClusterProcess)
         )
         assert status == 200 and answer["brokerUrl"] == b0.url, answer
     assert len(owners(shedding_cluster, namespace)) == 2
-    stop = threading.Event()
     client = make_client(pulsar, b0.url)
-    producers = [client.create_producer(t, block_if_queue_full=True) for t in topics]
-    consumers = [client.subscribe(t, "sub") for t in topics]
-
-    def publish() -> None:
-        while not stop.wait(0.01):  # about 2 x 1000 msg/s of 1 KiB
-            for producer in producers:
-                for _ in range(10):
-                    producer.send_async(b"x" * 1024, lambda result, msg_id: None)
-
-    def drain() -> None:
-        while not stop.is_set():
-            for consumer in consumers:
-                try:
-                    consumer.acknowledge(consumer.receive(100))
-                except pulsar.Timeout:
-                    continue
-
-    threads = [threading.Thread(target=publish), threading.Thread(target=drain)]
-    for t in threads:
-        t.start()
     try:
-        # b0 carries all the traffic: at its next shedding pass (every minute) it
-        # unloads one bundle, and the clients' lookups place it on b1, the least
-        # loaded; then each member has one bundle and nothing moves again.
-        wait_for(
-            "b0 to shed a bundle to b1",
-            lambda: set(owners(shedding_cluster, namespace).values()) == {b0, b1},
-            timeout_s=150,
-        )
-        for producer in producers:
-            producer.send(b"after the move")
+        producers = [client.create_producer(t, block_if_queue_full=True) for t in topics]
+        consumers = [client.subscribe(t, "sub") for t in topics]
+        # About 2 x 1000 msg/s of 1 KiB.
+        with steady_traffic(pulsar, producers, consumers, 10, b"x" * 1024, 100):
+            # b0 carries all the traffic: at its next shedding pass (every minute) it
+            # unloads one bundle, and the clients' lookups place it on b1, the least
+            # loaded; then each member has one bundle and nothing moves again.
+            wait_for(
+                "b0 to shed a bundle to b1",
+                lambda: set(owners(shedding_cluster, namespace).values()) == {b0, b1},
+                timeout_s=150,
+            )
+            for producer in producers:
+                producer.send(b"after the move")
     finally:
-        stop.set()
-        for t in threads:
-            t.join(timeout=30)
         client.close()

@@ -25,17 +25,20 @@ import quasar.client
 from quasar.protocol import pb
 from quasar.resources.bundles import BundlesData, bundle_of
 from quasar.testing.cluster import ClusterProcess
-from quasar.testing.process import BrokerProcess
-from quasar.testing.raw import Raw, RawCoordinator
+from quasar.testing.raw import RawCoordinator
 from quasar.testing.zookeeper import ZooKeeperProcess
 
-from .conftest import http_request, wait_for
-from .test_cluster_members import create_namespace
+from .conftest import (
+    ASSIGN,
+    create_namespace,
+    http_request,
+    place,
+    wait_for,
+    with_coordinators_on,
+)
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
-T = pb.BaseCommand
-ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
 SESSION_TIMEOUT_MS = 4000
 NAMESPACE_BUNDLES = 8
 
@@ -50,24 +53,7 @@ def cluster(
         settings={"transactionEndRetryIntervalMs": "200"},
     )
     c.brokers[0].extra_env["QUASAR_CRASH_POINT"] = "tc.after_preserver_append"
-    with c:
-        place(c.brokers[1], f"{ASSIGN}-partition-0")
-        place(c.brokers[0], f"{ASSIGN}-partition-1")
-        yield c
-
-
-def place(broker: BrokerProcess, topic: str) -> None:
-    """Make ``broker`` own ``topic``'s bundle (an authoritative LOOKUP acquires it)."""
-    raw = Raw(broker.port)
-    try:
-        raw.connect()
-        cmd = T(type=T.LOOKUP)
-        cmd.lookupTopic.topic, cmd.lookupTopic.request_id = topic, 1
-        cmd.lookupTopic.authoritative = True
-        answer = raw.request(cmd, T.LOOKUP_RESPONSE).lookupTopicResponse
-    finally:
-        raw.close()
-    assert answer.response == pb.CommandLookupTopicResponse.Connect, answer
+    yield from with_coordinators_on(c, [1, 0])
 
 
 def placed_topics(cluster: ClusterProcess, prefix: str) -> list[str]:

@@ -17,55 +17,45 @@ import quasar.client
 from quasar.auth.token_keys import create_secret_key
 from quasar.auth.tokens import create_token
 from quasar.client.admin import call_admin
-from quasar.protocol import pb
 from quasar.testing.cluster import ClusterProcess
 from quasar.testing.process import BrokerProcess
 from quasar.testing.raw import Raw, RawCoordinator
 from quasar.testing.secured import token_settings
 from quasar.testing.zookeeper import ZooKeeperProcess
 
+from .conftest import ASSIGN, place
+
 pytestmark = pytest.mark.usefixtures("close_raw")
 
-T = pb.BaseCommand
 SECRET = create_secret_key()
-ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
 
 
-def place(broker: BrokerProcess, topic: str, token: str) -> None:
-    """Make ``broker`` own ``topic``'s bundle: an authoritative LOOKUP as ``token``."""
-    raw = Raw(broker.port)
-    try:
-        connect = T(type=T.CONNECT)
-        connect.connect.client_version = "raw-test"
-        connect.connect.protocol_version = 20
-        connect.connect.auth_method_name = "token"
-        connect.connect.auth_data = token.encode()
-        raw.send(connect)
-        raw.recv_type(T.CONNECTED)
-        cmd = T(type=T.LOOKUP)
-        cmd.lookupTopic.topic, cmd.lookupTopic.request_id = topic, 1
-        cmd.lookupTopic.authoritative = True
-        answer = raw.request(cmd, T.LOOKUP_RESPONSE).lookupTopicResponse
-    finally:
-        raw.close()
-    assert answer.response == pb.CommandLookupTopicResponse.Connect, answer
+def member_settings() -> dict[str, str]:
+    """Token authentication and authorization on; the members connect to each other
+    as role ``broker``, a super-user like ``root``."""
+    return token_settings(SECRET, super_users="broker,root") | {
+        "brokerClientAuthenticationPlugin":
+            "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+        "brokerClientAuthenticationParameters": "token:" + create_token("broker", SECRET),
+    }
+
+
+def place_as(broker: BrokerProcess, topic: str, token: str) -> None:
+    """``place`` over a connection authenticated as ``token``'s role."""
+    place(broker, topic, auth_method_name="token", auth_data=token.encode())
 
 
 def test_a_member_ends_a_transaction_on_another_as_its_own_super_user_role(
     zookeeper: ZooKeeperProcess, tmp_path: Path
 ) -> None:
-    settings = token_settings(SECRET, super_users="broker,root") | {
-        "brokerClientAuthenticationPlugin":
-            "org.apache.pulsar.client.impl.auth.AuthenticationToken",
-        "brokerClientAuthenticationParameters": "token:" + create_token("broker", SECRET),
-    }
+    settings = member_settings()
     root = create_token("root", SECRET)
     topic = "persistent://public/default/txn-auth"
     with ClusterProcess(
         tmp_path, zookeeper, brokers=2, transaction_coordinators=1, settings=settings
     ) as cluster:
-        place(cluster.brokers[0], f"{ASSIGN}-partition-0", root)
-        place(cluster.brokers[1], topic, root)
+        place_as(cluster.brokers[0], f"{ASSIGN}-partition-0", root)
+        place_as(cluster.brokers[1], topic, root)
         client = quasar.client.Client(
             cluster.service_url, enable_transaction=True, operation_timeout_seconds=30,
             authentication=quasar.client.AuthenticationToken(root),
@@ -100,28 +90,18 @@ def request_as(
 def test_transaction_admin_routes_check_the_caller_on_every_member(
     zookeeper: ZooKeeperProcess, tmp_path: Path
 ) -> None:
-    settings = token_settings(SECRET, super_users="broker,root") | {
-        "brokerClientAuthenticationPlugin":
-            "org.apache.pulsar.client.impl.auth.AuthenticationToken",
-        "brokerClientAuthenticationParameters": "token:" + create_token("broker", SECRET),
-    }
+    settings = member_settings()
     root, app = create_token("root", SECRET), create_token("app", SECRET)
     txn = "/admin/v3/transactions"
     with ClusterProcess(
         tmp_path, zookeeper, brokers=2, transaction_coordinators=2, settings=settings
     ) as cluster:
         m0, m1 = cluster.brokers
-        place(m0, f"{ASSIGN}-partition-0", root)
-        place(m1, f"{ASSIGN}-partition-1", root)
+        place_as(m0, f"{ASSIGN}-partition-0", root)
+        place_as(m1, f"{ASSIGN}-partition-1", root)
         raw = Raw(m1.port)
         try:
-            connect = T(type=T.CONNECT)
-            connect.connect.client_version = "raw-test"
-            connect.connect.protocol_version = 20
-            connect.connect.auth_method_name = "token"
-            connect.connect.auth_data = root.encode()
-            raw.send(connect)
-            raw.recv_type(T.CONNECTED)
+            raw.connect("token", root.encode())
             tc = RawCoordinator(raw)
             assert not tc.connect(1).HasField("error")
             opened = tc.new_txn(1, ttl_ms=600_000, client_name="etl")

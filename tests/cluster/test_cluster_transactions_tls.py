@@ -28,12 +28,10 @@ from quasar.testing.process import BrokerProcess
 from quasar.testing.raw import Raw, RawCoordinator
 from quasar.testing.zookeeper import ZooKeeperProcess
 
-from .conftest import wait_for
+from .conftest import ASSIGN, place, wait_for
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
-T = pb.BaseCommand
-ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
 TXN = "/admin/v3/transactions"
 MEMBER_ROLE = "member"
 
@@ -84,29 +82,9 @@ def client_context(certs: TestCerts) -> ssl.SSLContext:
     return ctx
 
 
-def place(broker: BrokerProcess, topic: str, certs: TestCerts) -> None:
-    """Make ``broker`` own ``topic``'s bundle (an authoritative LOOKUP acquires it)."""
-    assert broker.tls_port is not None
-    raw = Raw(broker.tls_port, client_context(certs))
-    try:
-        tls_connect(raw)
-        cmd = T(type=T.LOOKUP)
-        cmd.lookupTopic.topic, cmd.lookupTopic.request_id = topic, 1
-        cmd.lookupTopic.authoritative = True
-        answer = raw.request(cmd, T.LOOKUP_RESPONSE).lookupTopicResponse
-    finally:
-        raw.close()
-    assert answer.response == pb.CommandLookupTopicResponse.Connect, answer
-
-
-def tls_connect(raw: Raw) -> None:
-    """CONNECT naming the TLS authentication method (the certificate is the role)."""
-    cmd = T(type=T.CONNECT)
-    cmd.connect.client_version = "raw-test"
-    cmd.connect.protocol_version = 20
-    cmd.connect.auth_method_name = "tls"
-    raw.send(cmd)
-    raw.recv_type(T.CONNECTED)
+def place_over_tls(broker: BrokerProcess, topic: str, certs: TestCerts) -> None:
+    """``place`` over TLS, the client certificate's role authenticated by TLS."""
+    place(broker, topic, tls=client_context(certs), auth_method_name="tls")
 
 
 def client_of(cluster: ClusterProcess, certs: TestCerts) -> Any:
@@ -141,8 +119,8 @@ def tls_cluster(
         transaction_coordinators=2, settings=authenticated_settings(certs), tls_only=True,
     ) as cluster:
         m0, m1 = cluster.brokers
-        place(m0, f"{ASSIGN}-partition-0", certs)
-        place(m1, f"{ASSIGN}-partition-1", certs)
+        place_over_tls(m0, f"{ASSIGN}-partition-0", certs)
+        place_over_tls(m1, f"{ASSIGN}-partition-1", certs)
         yield cluster
 
 
@@ -154,7 +132,7 @@ def test_a_transaction_across_tls_only_members_commits_and_another_aborts(
     for broker in (m0, m1):
         assert refused(broker.port) and refused(broker.http_port)
     topic = "persistent://public/default/tls-txn"
-    place(m1, topic, certs)
+    place_over_tls(m1, topic, certs)
     client = client_of(tls_cluster, certs)
     try:
         consumer = client.subscribe(topic, "sub")
@@ -206,8 +184,8 @@ def test_a_member_that_does_not_trust_the_others_retries_its_ends(
     m0.settings["brokerClientTrustCertsFilePath"] = str(other_ca / "ca.cert.pem")
     topic = "persistent://public/default/tls-untrusted"
     with cluster:
-        place(m0, f"{ASSIGN}-partition-0", certs)
-        place(m1, topic, certs)
+        place_over_tls(m0, f"{ASSIGN}-partition-0", certs)
+        place_over_tls(m1, topic, certs)
         client = client_of(cluster, certs)
         assert m0.tls_port is not None
         raw = Raw(m0.tls_port, client_context(certs))
@@ -217,7 +195,7 @@ def test_a_member_that_does_not_trust_the_others_retries_its_ends(
             txn = client.new_transaction()
             producer.send(b"never ended", txn=txn)
             most, least = txn.id()
-            tls_connect(raw)
+            raw.connect("tls")  # the certificate is the role
             tc = RawCoordinator(raw)
             assert not tc.connect(0).HasField("error")
             tc.send_end(most, least, pb.TxnAction.COMMIT)  # not answered while it fails

@@ -28,13 +28,16 @@ from quasar.testing.process import BrokerProcess
 from quasar.testing.raw import RawCoordinator
 from quasar.testing.zookeeper import ZooKeeperProcess
 
-from .conftest import http_request, wait_for
-from .test_cluster_members import create_namespace
-from .test_cluster_transactions import place
+from .conftest import (
+    create_namespace,
+    http_request,
+    place,
+    wait_for,
+    with_coordinators_on,
+)
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
-ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
 TXN = "/admin/v3/transactions"
 # Long enough that a killed member still owns its coordinator while the last test
 # asks for it, however loaded the machine.
@@ -50,10 +53,7 @@ def cluster(
         Path(tmp_path_factory.mktemp("txn-admin")), zookeeper, brokers=2,
         session_timeout_ms=SESSION_TIMEOUT_MS, transaction_coordinators=2,
     )
-    with c:
-        for i, broker in enumerate(c.brokers):
-            place(broker, f"{ASSIGN}-partition-{i}")
-        yield c
+    yield from with_coordinators_on(c, [0, 1])
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,15 @@ from quasar.testing.process import BrokerProcess
 from quasar.testing.raw import Raw
 from quasar.testing.zookeeper import ZooKeeperProcess
 
-from .conftest import http_request, make_client, wait_for
-from .test_cluster_members import bundle_key, create_namespace, owner_and_other
+from .conftest import (
+    bundle_key,
+    create_namespace,
+    http_request,
+    lookup,
+    make_client,
+    owner_and_other,
+    wait_for,
+)
 
 pytestmark = pytest.mark.usefixtures("close_raw")
 
@@ -50,19 +57,6 @@ def _stopped(broker: BrokerProcess) -> bool:
     assert broker.proc is not None
     stat = Path(f"/proc/{broker.proc.pid}/stat").read_text()
     return stat.rsplit(")", 1)[1].split()[0] == "T"
-
-
-def _lookup(port: int, topic: str, authoritative: bool = False) -> pb.CommandLookupTopicResponse:
-    raw = Raw(port)
-    try:
-        raw.connect()
-        cmd = T(type=T.LOOKUP)
-        cmd.lookupTopic.topic = topic
-        cmd.lookupTopic.request_id = 1
-        cmd.lookupTopic.authoritative = authoritative
-        return raw.request(cmd, T.LOOKUP_RESPONSE).lookupTopicResponse
-    finally:
-        raw.close()
 
 
 def _answers_until_settled(raw: Raw, deadline_s: float) -> list[int]:
@@ -133,7 +127,7 @@ def test_a_paused_owner_never_acknowledges_a_publish_the_new_owner_fenced(
         # fences the ledger the frozen owner was writing.
         wait_for(
             "the survivor to own the bundle",
-            lambda: _lookup(survivor.port, topic).response
+            lambda: lookup(survivor, topic).response
             == pb.CommandLookupTopicResponse.Connect,
         )
         client = make_client(pulsar, survivor.url)
@@ -160,7 +154,7 @@ def test_a_paused_owner_never_acknowledges_a_publish_the_new_owner_fenced(
     # On a new session the resumed broker serves again (and redirects to the owner).
     wait_for(
         "the resumed broker to redirect to the new owner",
-        lambda: _lookup(owner.port, topic).brokerServiceUrl == survivor.url,
+        lambda: lookup(owner, topic).brokerServiceUrl == survivor.url,
     )
 
 
@@ -185,7 +179,7 @@ def test_the_official_client_resends_a_fenced_publish_to_the_new_owner(
         try:
             wait_for(
                 "the survivor to own the bundle",
-                lambda: _lookup(survivor.port, topic).response
+                lambda: lookup(survivor, topic).response
                 == pb.CommandLookupTopicResponse.Connect,
             )
             loader = make_client(pulsar, survivor.url)
@@ -204,7 +198,7 @@ def test_the_official_client_resends_a_fenced_publish_to_the_new_owner(
         client.close()
     wait_for(
         "the resumed broker to redirect to the new owner",
-        lambda: _lookup(owner.port, topic).brokerServiceUrl == survivor.url,
+        lambda: lookup(owner, topic).brokerServiceUrl == survivor.url,
     )
 
 
@@ -234,7 +228,7 @@ def test_an_unloaded_owner_closes_its_ledger_and_the_next_owner_opens_a_new_one(
     )
     assert status == 204, answer
     # The other broker takes the bundle (an authoritative lookup acquires it).
-    assert _lookup(other.port, topic, authoritative=True).response == (
+    assert lookup(other, topic, authoritative=True).response == (
         pb.CommandLookupTopicResponse.Connect
     )
     client = make_client(pulsar, other.url)

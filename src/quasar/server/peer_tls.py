@@ -25,12 +25,11 @@ URLs; a member never falls back from one to the other.
 from __future__ import annotations
 
 import json
-import os
 import ssl
 
 from quasar.config import AuthenticationConfig, TlsConfig
 
-from .tls import TlsConfigurationError
+from .tls import TlsConfigurationError, load_key_pair, load_trust_file
 
 __all__ = ["TLS_PLUGINS", "broker_client_tls_context", "tls_plugin_files"]
 
@@ -110,16 +109,7 @@ def broker_client_tls_context(
         ctx.verify_mode = ssl.CERT_REQUIRED
         _load_trust(ctx, tls.broker_client_trust_certs_file_path)
     if cert:
-        for name, path in zip(cert_keys, (cert, key), strict=True):
-            if not os.access(path, os.R_OK):
-                raise TlsConfigurationError(f"{name}={path}: the file cannot be read")
-        try:
-            ctx.load_cert_chain(cert, key)
-        except (ssl.SSLError, OSError) as e:
-            raise TlsConfigurationError(
-                f"{cert_keys[0]}={cert} and {cert_keys[1]}={key} are not a PEM "
-                f"certificate and its unencrypted private key: {e}"
-            ) from None
+        load_key_pair(ctx, (cert_keys[0], cert), (cert_keys[1], key))
     return ctx
 
 
@@ -129,9 +119,4 @@ def _load_trust(ctx: ssl.SSLContext, path: str) -> None:
             "brokerClientTlsEnabled=true needs brokerClientTrustCertsFilePath: the CA "
             "certificates (PEM) the other members' certificates are signed by"
         )
-    try:
-        ctx.load_verify_locations(cafile=path)
-    except (ssl.SSLError, OSError) as e:
-        raise TlsConfigurationError(
-            f"brokerClientTrustCertsFilePath={path}: not readable PEM CA certificates: {e}"
-        ) from None
+    load_trust_file(ctx, "brokerClientTrustCertsFilePath", path)

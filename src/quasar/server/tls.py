@@ -38,7 +38,14 @@ from quasar.transport.tls import (
     handshake_failure_reason,
 )
 
-__all__ = ["TLS_HANDSHAKE_TIMEOUT_S", "ServerTls", "TlsConfigurationError", "TlsHandshake"]
+__all__ = [
+    "TLS_HANDSHAKE_TIMEOUT_S",
+    "ServerTls",
+    "TlsConfigurationError",
+    "TlsHandshake",
+    "load_key_pair",
+    "load_trust_file",
+]
 
 log = logging.getLogger(__name__)
 
@@ -112,18 +119,48 @@ def build_server_context(tls: TlsConfig) -> ssl.SSLContext:
     return ctx
 
 
-def _load_cert_chain(ctx: ssl.SSLContext, tls: TlsConfig) -> None:
-    cert, key = tls.tls_certificate_file_path, tls.tls_key_file_path
-    for name, path in (("tlsCertificateFilePath", cert), ("tlsKeyFilePath", key)):
+def load_key_pair(
+    ctx: ssl.SSLContext, cert: tuple[str, str], key: tuple[str, str]
+) -> None:
+    """Load a certificate chain and its private key into ``ctx``; ``cert`` and ``key``
+    are each (setting name, path), the name for the error.
+
+    Raises:
+        TlsConfigurationError: a file cannot be read, or they are not a PEM
+            certificate chain and its unencrypted private key.
+    """
+    for name, path in (cert, key):
         if not os.access(path, os.R_OK):
             raise TlsConfigurationError(f"{name}={path}: the file cannot be read")
     try:
-        ctx.load_cert_chain(cert, key)
+        ctx.load_cert_chain(cert[1], key[1])
     except (ssl.SSLError, OSError) as e:
         raise TlsConfigurationError(
-            f"tlsCertificateFilePath={cert} and tlsKeyFilePath={key} are not a PEM "
+            f"{cert[0]}={cert[1]} and {key[0]}={key[1]} are not a PEM "
             f"certificate chain and its unencrypted private key: {e}"
         ) from None
+
+
+def load_trust_file(ctx: ssl.SSLContext, name: str, path: str) -> None:
+    """Trust the CA certificates of file ``path`` (setting ``name``) in ``ctx``.
+
+    Raises:
+        TlsConfigurationError: the file is not readable PEM CA certificates.
+    """
+    try:
+        ctx.load_verify_locations(cafile=path)
+    except (ssl.SSLError, OSError) as e:
+        raise TlsConfigurationError(
+            f"{name}={path}: not readable PEM CA certificates: {e}"
+        ) from None
+
+
+def _load_cert_chain(ctx: ssl.SSLContext, tls: TlsConfig) -> None:
+    load_key_pair(
+        ctx,
+        ("tlsCertificateFilePath", tls.tls_certificate_file_path),
+        ("tlsKeyFilePath", tls.tls_key_file_path),
+    )
 
 
 def _load_trust(ctx: ssl.SSLContext, tls: TlsConfig) -> None:
@@ -131,12 +168,7 @@ def _load_trust(ctx: ssl.SSLContext, tls: TlsConfig) -> None:
     if not path:
         ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
         return
-    try:
-        ctx.load_verify_locations(cafile=path)
-    except (ssl.SSLError, OSError) as e:
-        raise TlsConfigurationError(
-            f"tlsTrustCertsFilePath={path}: not readable PEM CA certificates: {e}"
-        ) from None
+    load_trust_file(ctx, "tlsTrustCertsFilePath", path)
 
 
 def _stamp(path: str) -> _FileStamp:

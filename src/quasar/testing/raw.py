@@ -64,10 +64,18 @@ class Raw:
         except (ConnectionResetError, BrokenPipeError):
             return True
 
-    def connect(self) -> pb.BaseCommand:
+    def connect(
+        self, auth_method_name: str | None = None, auth_data: bytes | None = None
+    ) -> pb.BaseCommand:
+        """CONNECT, naming an authentication method (and its data) when given, and
+        return the CONNECTED answer."""
         cmd = pb.BaseCommand(type=T.CONNECT)
         cmd.connect.client_version = "raw-test"
         cmd.connect.protocol_version = 20
+        if auth_method_name is not None:
+            cmd.connect.auth_method_name = auth_method_name
+        if auth_data is not None:
+            cmd.connect.auth_data = auth_data
         self.send(cmd)
         return self.recv_type(T.CONNECTED)
 
