@@ -15,46 +15,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import WriterCommitMessage
 
+from pyspark_quasar.commit_message import QuasarCommitMessage, TaskIdentity
 from pyspark_quasar.decisions import TxnRecord
 from pyspark_quasar.faults import fail_point
 from pyspark_quasar.options import EXACTLY_ONCE, SinkOptions
 from pyspark_quasar.security import client_options
 from quasar.client import aio
-
-
-@dataclass
-class QuasarCommitMessage(WriterCommitMessage):
-    """What a successful task attempt reports to the driver's commit."""
-
-    sink_id: str
-    batch_id: int
-    partition: int
-    attempt: int
-    rows: int
-    txn: TxnRecord | None  # None: at-least-once
-
-
-@dataclass(frozen=True)
-class TaskIdentity:
-    sink_id: str
-    batch_id: int
-    partition: int
-    attempt: int
-
-    @property
-    def client_name(self) -> str:
-        return client_name(self.sink_id, self.partition)
-
-
-def client_name(sink_id: str, partition: int) -> str:
-    return f"{sink_id}-p{partition}"
 
 
 def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
@@ -77,11 +48,17 @@ def _event_ms(col: pa.Array | None, n: int) -> list[int | None]:
 
 
 def _values_only(batch: pa.RecordBatch) -> bool:
-    """True when no row has a key, properties, event time or topic of its own."""
+    """True when no row has a key, properties, event time or topic of its own (a
+    null or an empty map of properties is none, as on the per-row path)."""
     for name in ("key", "properties", "eventTime", "topic"):
         col = _column(batch, name)
-        if col is not None and col.null_count != len(col):
-            return False
+        if col is None or col.null_count == len(col):
+            continue
+        if name == "properties" and pa.types.is_map(col.type):
+            offsets = col.offsets
+            if len(offsets) and offsets[-1].as_py() == offsets[0].as_py():
+                continue
+        return False
     return True
 
 
