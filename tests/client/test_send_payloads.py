@@ -14,6 +14,8 @@ import pytest
 
 import quasar.client as pulsar
 from quasar.client import aio
+from quasar.client.routing import RoundRobinRouter, SinglePartitionRouter
+from quasar.clock import ManualClock
 
 from .conftest import BrokerProcess
 
@@ -209,3 +211,22 @@ async def test_producers_it_cannot_serve_are_refused(
     )
     with pytest.raises(pulsar.InvalidConfiguration):
         await chunking.send_payloads_async([b"x"], None)
+
+
+def test_a_run_of_keyless_messages_counts_as_that_many_for_the_router() -> None:
+    clock = ManualClock()
+    r = RoundRobinRouter(
+        3,
+        batching_enabled=True,
+        batching_max_messages=10,
+        batching_max_publish_delay_ms=10_000,
+        clock=clock,
+        start=0,
+    )
+    # A full run fills the window: the next message, run or single, moves on.
+    assert r.choose_keyless(10, 3) == 0
+    assert r.choose(None, 3) == 1
+    assert r.choose_keyless(4, 3) == 1
+    assert r.choose_keyless(5, 3) == 1
+    assert r.choose_keyless(1, 3) == 2
+    assert SinglePartitionRouter(3, start=2).choose_keyless(50, 3) == 2
