@@ -126,7 +126,10 @@ class PartitionedProducerImpl:
                 "send_payloads_async routes runs of messages; a message_router decides "
                 "per message"
             )
-        run = max(1, self.options.batching_max_messages) if self.options.batching_enabled else 1
+        run = 1
+        if self.options.batching_enabled:
+            # 0: no count limit on a batch, so one run takes them all.
+            run = self.options.batching_max_messages or max(1, len(payloads))
         for start in range(0, len(payloads), run):
             chunk = payloads[start : start + run]
             partition = self._router.choose_keyless(len(chunk), self.num_partitions)
