@@ -15,10 +15,11 @@ and JVM start-up excluded):
   Baselines: Spark's ``rate`` source into ``noop`` (the engine's own ceiling on this
   machine), and the same rows read back from parquet into ``noop``.
   Floor: >= 50,000 rows/s of 1 KB values.
-* ``write``: the same rows from parquet into the quasar sink, exactly once (one
-  transaction per task, the driver's decision and commits per micro-batch), and at
-  least once. Baseline: the same rows from parquet written to parquet.
-  Floor: >= 20,000 rows/s exactly once.
+* ``write``: after one warm-up query (reported as "cold"), the same rows from parquet
+  into the quasar sink, exactly once (one transaction per task, the driver's
+  decision and commits per micro-batch), and at least once. Baseline: the same rows
+  from parquet written to parquet. Floor: >= 20,000 rows/s exactly once; targets:
+  exactly once >= 0.50 of the baseline, at least once >= 0.80.
 * ``pipeline``: the example (``examples/spark_window_aggregation.py``): two topics,
   10-second windows, the totals into a third topic exactly once. Baseline: the same
   aggregation over the same events read from parquet into ``noop``.
@@ -44,6 +45,9 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 READ_FLOOR = 50_000
 WRITE_FLOOR = 20_000
+# Targets for the writes as fractions of parquet -> parquet in the same run.
+WRITE_EO_TARGET = 0.50
+WRITE_ALO_TARGET = 0.80
 
 
 def produce(url: str, topic: str, rows: int, size: int) -> None:
@@ -186,16 +190,22 @@ def main(argv: list[str] | None = None) -> int:
 
         # -- write ----------------------------------------------------------------
         if "write" in parts:
-            for guarantee in ("exactly_once", "at_least_once"):
+            # The first quasar write of a session starts, inside its only micro-batch,
+            # the Python processes Spark keeps for a Python sink (the one that builds
+            # the writer and the one that runs its commit): reported, not the figure,
+            # as for the read.
+            for guarantee in ("cold", "exactly_once", "at_least_once"):
                 dst = f"persistent://public/default/bench-out-{guarantee}"
                 create_partitioned(admin, dst, args.partitions)
                 ckpt = work / f"ckpt-{guarantee}"
-                secs, n, _ = timed(lambda dst=dst, ckpt=ckpt, g=guarantee:
+                mode = "exactly_once" if guarantee == "cold" else guarantee
+                secs, n, _ = timed(lambda dst=dst, ckpt=ckpt, g=mode:
                                 quasar_opts(spark.readStream.schema(schema).parquet(str(parquet))
                                             .writeStream)
                                 .option("topic", dst).option("deliveryGuarantee", g)
                                 .option("checkpointLocation", str(ckpt))
                                 .trigger(availableNow=True).start())
+                assert n == args.rows, (n, args.rows)
                 results[f"write_{guarantee}_rows_per_s"] = n / secs
             secs, n, _ = timed(lambda: spark.readStream.schema(schema).parquet(str(parquet))
                             .writeStream.format("parquet")
@@ -243,12 +253,18 @@ def main(argv: list[str] | None = None) -> int:
         f"  batch read quasar -> parquet       {r['batch_read_to_parquet_rows_per_s']:>10,.0f} rows/s",
     ]
     if "write" in parts:
+        base = r["parquet_write_rows_per_s"]
+        eo, alo = r["write_exactly_once_rows_per_s"], r["write_at_least_once_rows_per_s"]
+        r["write_exactly_once_to_parquet"] = eo / base
+        r["write_at_least_once_to_parquet"] = alo / base
         lines += [
-            f"write exactly once (parquet -> quasar){r['write_exactly_once_rows_per_s']:>9,.0f}"
-            f" rows/s   floor {WRITE_FLOOR:,}: "
-            f"{'met' if r['write_exactly_once_rows_per_s'] >= WRITE_FLOOR else 'NOT met'}",
-            f"write at least once                  {r['write_at_least_once_rows_per_s']:>10,.0f} rows/s",
-            f"  baseline parquet -> parquet        {r['parquet_write_rows_per_s']:>10,.0f} rows/s",
+            f"write exactly once (parquet -> quasar){eo:>9,.0f}"
+            f" rows/s   floor {WRITE_FLOOR:,}: {'met' if eo >= WRITE_FLOOR else 'NOT met'};"
+            f" {eo / base:.2f} of parquet -> parquet (target {WRITE_EO_TARGET})",
+            f"  (first, cold query                 {r['write_cold_rows_per_s']:>10,.0f} rows/s)",
+            f"write at least once                  {alo:>10,.0f} rows/s"
+            f"   {alo / base:.2f} of parquet -> parquet (target {WRITE_ALO_TARGET})",
+            f"  baseline parquet -> parquet        {base:>10,.0f} rows/s",
         ]
     if "pipeline" in parts:
         lines += [

@@ -25,8 +25,8 @@ import logging
 import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -35,19 +35,17 @@ from pyspark.sql.datasource import (
 )
 
 import quasar.client as qc
+from pyspark_quasar.commit_message import QuasarCommitMessage, TaskIdentity, client_name
 from pyspark_quasar.decisions import DecisionStore, TxnRecord
 from pyspark_quasar.faults import crash_point, fail_point
 from pyspark_quasar.options import EXACTLY_ONCE, SinkOptions
 from pyspark_quasar.security import admin_ssl_context, client_options
-from pyspark_quasar.task_writer import (
-    QuasarCommitMessage,
-    TaskIdentity,
-    client_name,
-    write_task,
-)
 from quasar.client.admin import call_admin
 from quasar.client.authentication import Authentication
 from quasar.client.client_transactions import ClientTransactions
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +258,19 @@ def abort_batch(
         driver.close()
 
 
+def _write_task(
+    opts: SinkOptions,
+    ident: TaskIdentity,
+    batches: Iterator[pa.RecordBatch],
+    fail_points: str | None,
+) -> WriterCommitMessage:
+    # Imported here: the driver's commit process, which also loads this module,
+    # never writes and need not import pyarrow.
+    from pyspark_quasar.task_writer import write_task
+
+    return write_task(opts, ident, batches, fail_points)
+
+
 def _task_context() -> TaskContext:
     ctx = TaskContext.get()
     assert ctx is not None, "write() runs in a Spark task"
@@ -294,7 +305,7 @@ class QuasarStreamWriter(DataSourceStreamArrowWriter):
             partition=ctx.partitionId(),
             attempt=ctx.attemptNumber(),
         )
-        return write_task(self.opts, ident, iterator, self.fail_points)
+        return _write_task(self.opts, ident, iterator, self.fail_points)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         commit_batch(
@@ -329,7 +340,7 @@ class QuasarBatchWriter(DataSourceArrowWriter):
             partition=ctx.partitionId(),
             attempt=ctx.attemptNumber(),
         )
-        return write_task(self.opts, ident, iterator, self.fail_points)
+        return _write_task(self.opts, ident, iterator, self.fail_points)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         commit_batch(self.opts, self._store(), self.sink_id, 0, messages, self.fail_points)

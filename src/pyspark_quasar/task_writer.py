@@ -15,46 +15,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import WriterCommitMessage
 
+from pyspark_quasar.commit_message import QuasarCommitMessage, TaskIdentity
 from pyspark_quasar.decisions import TxnRecord
 from pyspark_quasar.faults import fail_point
 from pyspark_quasar.options import EXACTLY_ONCE, SinkOptions
 from pyspark_quasar.security import client_options
 from quasar.client import aio
-
-
-@dataclass
-class QuasarCommitMessage(WriterCommitMessage):
-    """What a successful task attempt reports to the driver's commit."""
-
-    sink_id: str
-    batch_id: int
-    partition: int
-    attempt: int
-    rows: int
-    txn: TxnRecord | None  # None: at-least-once
-
-
-@dataclass(frozen=True)
-class TaskIdentity:
-    sink_id: str
-    batch_id: int
-    partition: int
-    attempt: int
-
-    @property
-    def client_name(self) -> str:
-        return client_name(self.sink_id, self.partition)
-
-
-def client_name(sink_id: str, partition: int) -> str:
-    return f"{sink_id}-p{partition}"
 
 
 def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
@@ -74,6 +45,21 @@ def _event_ms(col: pa.Array | None, n: int) -> list[int | None]:
     if pa.types.is_timestamp(col.type):
         col = pc.cast(col, pa.timestamp("ms", tz=col.type.tz)).cast(pa.int64())
     return list(col.to_pylist())
+
+
+def _values_only(batch: pa.RecordBatch) -> bool:
+    """True when no row has a key, properties, event time or topic of its own (a
+    null or an empty map of properties is none, as on the per-row path)."""
+    for name in ("key", "properties", "eventTime", "topic"):
+        col = _column(batch, name)
+        if col is None or col.null_count == len(col):
+            continue
+        if name == "properties" and pa.types.is_map(col.type):
+            offsets = col.offsets
+            if len(offsets) and offsets[-1].as_py() == offsets[0].as_py():
+                continue
+        return False
+    return True
 
 
 def _key_str(key: Any) -> str | None:
@@ -134,6 +120,9 @@ class _Publisher:
         values_col = _column(batch, "value")
         if values_col is None:
             raise ValueError("the quasar sink needs a 'value' column")
+        if self.opts.topic is not None and _values_only(batch):
+            await self._publish_values(self.opts.topic, values_col)
+            return
         values = values_col.to_pylist()
         keys = _as_bytes(_column(batch, "key"), n)
         topics_col = _column(batch, "topic") if self.opts.topic is None else None
@@ -169,6 +158,21 @@ class _Publisher:
                 kwargs["txn"] = self.txn
             await p.send_async(value, self._done, **kwargs)
         self.rows += n
+
+    async def _publish_values(self, topic: str, values_col: pa.Array) -> None:
+        """A batch that is only values, to one topic: handed to the producer as a
+        list of payloads, which it packs into batch entries without an object, a
+        callback or a transaction operation per row."""
+        if values_col.null_count:
+            raise ValueError("the quasar sink cannot write a null value")
+        if self.errors:
+            raise self.errors[0]
+        if not pa.types.is_binary(values_col.type):
+            # UTF-8 strings are already their bytes; large types fit one batch entry.
+            values_col = values_col.cast(pa.binary())
+        producer = await self._producer(topic)
+        await producer.send_payloads_async(values_col.to_pylist(), self._done, txn=self.txn)
+        self.rows += len(values_col)
 
     async def finish(self) -> None:
         await asyncio.gather(*(p.flush() for p in self.producers.values()))

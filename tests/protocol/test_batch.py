@@ -129,9 +129,16 @@ def test_encode_plain_batch_of_a_sequence_run(first: int, count: int, size: int)
     bodies = [bytes([i % 256]) * size for i in range(len(seqs))]
     expected = _expected_plain_batch(list(zip(seqs, bodies, strict=True)))
     assert encode_plain_batch(seqs, bodies) == expected
+    # The producer's bulk path passes the run as a range.
+    run = range(first, first + len(seqs))
+    assert encode_plain_batch(run, bodies) == expected
 
 
 def test_encode_plain_batch_rejects_bad_sequence_ids() -> None:
+    with pytest.raises(LocalProtocolError):
+        encode_plain_batch(range(-1, 1), [b"a", b"b"])
+    with pytest.raises(LocalProtocolError):
+        encode_plain_batch(range(1 << 64, (1 << 64) - 2, -1), [b"a", b"b"])
     with pytest.raises(LocalProtocolError):
         encode_plain_batch([-1], [b"x"])
     with pytest.raises(LocalProtocolError):

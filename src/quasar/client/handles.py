@@ -10,7 +10,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -28,6 +28,7 @@ from quasar.client.producer import ProducerImpl
 from quasar.client.reader import child_has_message_available
 from quasar.client.receipts import SendCallback, checked_send_callback
 from quasar.client.schema import Schema
+from quasar.client.schema_basic import BytesSchema
 from quasar.client.transaction import TransactionHandle, transaction_impl
 from quasar.errors import AlreadyClosed
 from quasar.protocol import TopicName
@@ -194,6 +195,31 @@ class Producer:
         else:
             msg = build_outgoing(self._schema, content, txn=txn, **kwargs)
         await self._impl.send_async(msg, callback)
+
+    async def send_payloads_async(
+        self, payloads: Sequence[bytes], callback: SendCallback, txn: Any = None
+    ) -> None:
+        """Queue many messages, in order, each nothing but its already encoded
+        payload (no key, properties or event time): batch entries are built from
+        the payloads directly, so the cost is per entry rather than per message (a
+        quasar extension; bulk writers such as the Spark sink use it).
+
+        ``callback(error_or_None, message_id)`` runs once per entry, with the id of
+        the entry's first message. With ``txn=``, each entry is an operation of that
+        transaction until its callback.
+
+        Raises:
+            As :meth:`send_async`, for the first entry that could not be queued.
+            InvalidConfiguration: chunking, or a custom message router.
+            TypeError: the producer's schema is not bytes.
+        """
+        if not isinstance(self._schema, BytesSchema):
+            raise TypeError("send_payloads_async needs a producer with the bytes schema")
+        await self._impl.send_payloads_async(
+            payloads,
+            checked_send_callback(callback),
+            None if txn is None else transaction_impl(txn),
+        )
 
     async def flush(self) -> None:
         """Send any open batch and wait for every outstanding receipt."""

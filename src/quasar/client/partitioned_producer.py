@@ -7,7 +7,7 @@ routed client-side, see :mod:`quasar.client.routing`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from quasar.client.enums import PartitionsRoutingMode
 from quasar.client.exceptions import InvalidConfiguration
@@ -18,6 +18,7 @@ from quasar.client.outgoing import OutgoingMessage
 from quasar.client.producer import ProducerImpl
 from quasar.client.receipts import SendCallback
 from quasar.client.routing import CustomRouter, RoundRobinRouter, SinglePartitionRouter
+from quasar.client.transaction import TransactionImpl
 from quasar.protocol import TopicName
 
 
@@ -104,6 +105,35 @@ class PartitionedProducerImpl:
 
     async def send_async(self, msg: OutgoingMessage, callback: SendCallback) -> None:
         await self.partitions[self.choose(msg)].send_async(msg, callback)
+
+    async def send_payloads_async(
+        self,
+        payloads: Sequence[bytes],
+        callback: SendCallback,
+        txn: TransactionImpl | None = None,
+    ) -> None:
+        """:meth:`ProducerImpl.send_payloads_async` over the partitions: each run of
+        up to ``batching_max_messages`` payloads goes to the partition the router
+        picks for its first (keyless) message.
+
+        Raises:
+            InvalidConfiguration: the producer has a custom message router (it
+                decides per message).
+            As :meth:`ProducerImpl.send_payloads_async`.
+        """
+        if self._custom is not None:
+            raise InvalidConfiguration(
+                "send_payloads_async routes runs of messages; a message_router decides "
+                "per message"
+            )
+        run = 1
+        if self.options.batching_enabled:
+            # 0: no count limit on a batch, so one run takes them all.
+            run = self.options.batching_max_messages or max(1, len(payloads))
+        for start in range(0, len(payloads), run):
+            chunk = payloads[start : start + run]
+            partition = self._router.choose_keyless(len(chunk), self.num_partitions)
+            await self.partitions[partition].send_payloads_async(chunk, callback, txn)
 
     async def flush(self) -> None:
         await asyncio.gather(*(p.flush() for p in self.partitions))

@@ -21,6 +21,7 @@ import enum
 import logging
 import sys
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from quasar.client.backoff import Backoff
@@ -29,6 +30,7 @@ from quasar.client.config import ASSUMED_MAX_MESSAGE_SIZE
 from quasar.client.connection import ClientConnection, ConnectionPool, make_command
 from quasar.client.enums import BatchingType, ProducerAccessMode
 from quasar.client.exceptions import (
+    InvalidConfiguration,
     MemoryBufferIsFull,
     MessageTooBig,
     ProducerQueueIsFull,
@@ -51,6 +53,7 @@ from quasar.client.receipts import (
     ReceiptOutcome,
     SendCallback,
 )
+from quasar.client.transaction import TransactionImpl
 from quasar.client.waiters import park
 from quasar.clock import Clock, SystemClock
 from quasar.errors import (
@@ -73,6 +76,7 @@ from quasar.protocol import (
     encode_plain_send_parts,
     pb,
 )
+from quasar.protocol.batch import encode_plain_batch
 from quasar.protocol.compression import compress
 from quasar.protocol.int64 import to_int64
 from quasar.protocol.txn_id import TxnID
@@ -388,6 +392,110 @@ class ProducerImpl:
             if op is not None:
                 op.finish(exc)
             raise
+
+    async def send_payloads_async(
+        self,
+        payloads: Sequence[bytes],
+        callback: SendCallback,
+        txn: TransactionImpl | None = None,
+    ) -> None:
+        """Queue ``payloads`` in order, each a message with nothing but its payload
+        (no key, properties or event time), as few entries as the batching limits
+        allow: the whole path runs once per entry, not once per message.
+
+        ``callback(error, message_id)`` runs once per entry, with the id of the
+        entry's first message. In a transaction each entry is one operation of it.
+        Waits for queue space when ``block_if_queue_full``.
+
+        Raises:
+            As :meth:`send_async`, for the entry that could not be queued (the entries
+            before it are queued and their callbacks run).
+            InvalidConfiguration: the producer chunks messages.
+        """
+        if self._chunking:
+            raise InvalidConfiguration("send_payloads_async cannot chunk messages")
+        if not payloads:
+            return
+        # Messages queued before stay ahead of these; their batch is sent first.
+        self.flush_batches()
+        per_entry = self.options.batching_max_messages if self._batching else 1
+        per_entry = max(1, min(per_entry or sys.maxsize, self._max_pending))
+        max_bytes = self.options.batching_max_allowed_size_in_bytes or sys.maxsize
+        total = len(payloads)
+        start = 0
+        while start < total:
+            end, size = start, 0
+            while end < total and end - start < per_entry:
+                n = len(payloads[end])
+                if end > start and size + n > max_bytes:
+                    break
+                size += n
+                end += 1
+            op = txn.begin_op(self._loop, callback) if txn is not None else None
+            try:
+                if txn is not None and not txn.partition_registered(self.topic):
+                    await txn.register_partition(self.topic)
+                await self._acquire_slots(end - start, size)
+                try:
+                    self._send_payload_entry(
+                        payloads[start:end], [op or callback], size, txn
+                    )
+                except BaseException:
+                    self._release_slots(end - start, size)
+                    raise
+            except BaseException as exc:
+                # Not queued: the transaction must not commit without this entry.
+                if op is not None:
+                    op.finish(exc)
+                raise
+            start = end
+
+    def _send_payload_entry(
+        self,
+        payloads: Sequence[bytes],
+        callbacks: list[SendCallback],
+        size: int,
+        txn: TransactionImpl | None,
+    ) -> None:
+        """One entry of plain messages whose ``size`` payload bytes are reserved."""
+        n = len(payloads)
+        seq = self._next_seq
+        self._next_seq = seq + n
+        txn_id = None if txn is None else txn.txn_id
+        as_batch = self._batching
+        body = encode_plain_batch(range(seq, seq + n), payloads) if as_batch else payloads[0]
+        if not self.options.compression_type and self._encryptor is None:
+            self._send_plain(body, seq, n if as_batch else None, callbacks, size, txn_id)
+            return
+        md = self._new_metadata(seq, txn_id)
+        if as_batch:
+            md.num_messages_in_batch = n
+        self._send_entry(md, body, seq, n, callbacks, size)
+
+    async def _acquire_slots(self, n: int, size: int) -> None:
+        """Take ``n`` pending-message slots and ``size`` bytes of the client's memory
+        (``n`` is at most the pending limit)."""
+        while True:
+            if self._fenced is not None:
+                raise ProducerFenced(str(self._fenced))
+            if self.state in (State.CLOSING, State.CLOSED):
+                raise AlreadyClosed(f"producer on {self.topic} is closed")
+            if self._slots_used + n <= self._max_pending:
+                if self._memory.try_reserve(size):
+                    self._slots_used += n
+                    return
+                if not self.options.block_if_queue_full:
+                    raise MemoryBufferIsFull(
+                        f"the client's memory limit ({self._memory.limit} bytes) is "
+                        f"reached; {size} more bytes do not fit"
+                    )
+                await self._memory.wait_for_room()
+                continue
+            if not self.options.block_if_queue_full:
+                raise ProducerQueueIsFull(
+                    f"{self._max_pending} messages pending on {self.topic}"
+                )
+            await park(self._slot_waiters)
 
     async def _acquire_slot(self, size: int) -> None:
         """Take a pending-message slot and ``size`` bytes of the client's memory."""
@@ -760,9 +868,10 @@ class ProducerImpl:
             ids = [MessageId(self.partition, ledger, entry, -1, 0, self.topic)]
         else:
             n = op.num_messages
+            # One id per callback: an entry of send_payloads_async has one for all.
             ids = [
                 MessageId(self.partition, ledger, entry, i, n, self.topic)
-                for i in range(n)
+                for i in range(min(n, len(op.callbacks)))
             ]
         self._release_slots(op.slots, op.reserved_bytes)
         op.complete(None, ids)

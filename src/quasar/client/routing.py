@@ -87,6 +87,13 @@ class RoundRobinRouter:
         self._routed_here += 1
         return self._current % self._n
 
+    def choose_keyless(self, count: int, num_partitions: int) -> int:
+        """The partition of ``count`` keyless messages sent together: as
+        :meth:`choose` for the first, which the rest follow."""
+        partition = self.choose(None, num_partitions)
+        self._routed_here += count - 1
+        return partition
+
 
 class SinglePartitionRouter:
     """All keyless messages to one partition picked at random when created."""
@@ -97,6 +104,10 @@ class SinglePartitionRouter:
     def choose(self, key: str | bytes | None, num_partitions: int) -> int:
         if key:
             return partition_for_key(key, num_partitions)
+        return self._partition % num_partitions
+
+    def choose_keyless(self, count: int, num_partitions: int) -> int:
+        """The partition of ``count`` keyless messages sent together."""
         return self._partition % num_partitions
 
 

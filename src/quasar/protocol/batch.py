@@ -152,7 +152,13 @@ def encode_plain_batch(
         )
     if not sequence_ids:
         return b""
-    if min(sequence_ids) < 0 or max(sequence_ids) > UINT64_MAX:
+    if isinstance(sequence_ids, range):
+        # A run's bounds are its ends: no pass over it (min/max would make one).
+        ends = (sequence_ids[0], sequence_ids[-1])
+        low, high = min(ends), max(ends)
+    else:
+        low, high = min(sequence_ids), max(sequence_ids)
+    if low < 0 or high > UINT64_MAX:
         raise LocalProtocolError("sequence id out of range")
     parts: list[BytesLike] = []
     append = parts.append
