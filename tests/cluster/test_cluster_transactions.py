@@ -2,7 +2,8 @@
 atomically and abort cleanly; a coordinator is served only by its bundle's owner and
 moves with an unload; and a coordinator whose owner is killed between the commit
 decision and the participants' markers moves to a survivor, which completes the
-transaction with its one outcome. quasar's client only: the ``pulsar`` package
+transaction with its one outcome. Each runs with the transaction logs plain and
+batched. quasar's client only: the ``pulsar`` package
 has no transaction API.
 
 One cluster of three members and two coordinators. The tests place each bundle by
@@ -43,14 +44,26 @@ SESSION_TIMEOUT_MS = 4000
 NAMESPACE_BUNDLES = 8
 
 
-@pytest.fixture(scope="module")
+# The same scenarios with the coordinators' and pending acks' logs batched (PIP-160):
+# a moved coordinator recovers from batched entries, and participants on other
+# members batch their own pending-ack records.
+BATCHED_LOGS = {
+    "transactionLogBatchedWriteEnabled": "true",
+    "transactionPendingAckBatchedWriteEnabled": "true",
+}
+
+
+@pytest.fixture(scope="module", params=["plain-logs", "batched-logs"])
 def cluster(
-    zookeeper: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    zookeeper: ZooKeeperProcess,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ClusterProcess]:
+    batched = BATCHED_LOGS if request.param == "batched-logs" else {}
     c = ClusterProcess(
         Path(tmp_path_factory.mktemp("txn-cluster")), zookeeper, brokers=3,
         session_timeout_ms=SESSION_TIMEOUT_MS, transaction_coordinators=2,
-        settings={"transactionEndRetryIntervalMs": "200"},
+        settings={"transactionEndRetryIntervalMs": "200", **batched},
     )
     c.brokers[0].extra_env["QUASAR_CRASH_POINT"] = "tc.after_preserver_append"
     yield from with_coordinators_on(c, [1, 0])
