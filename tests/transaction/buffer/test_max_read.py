@@ -93,6 +93,36 @@ async def test_listener_and_waiter(env: TbEnv) -> None:
     assert await tb.wait_for_max_read_position(p0) == tb.max_read_position
 
 
+async def test_plain_entries_with_nothing_open_each_move_notify_and_count(
+    env: TbEnv,
+) -> None:
+    # With no transaction open, each plain entry moves the max read position to
+    # itself, tells the listeners once, and counts as a snapshot change in READY only
+    # (Pulsar's changeMaxReadPositionCount); the same holds again once the open
+    # transaction has ended.
+    tb = await env.start()
+    assert tb.state is TbState.NO_SNAPSHOT
+    seen: list[Position] = []
+    tb.add_max_read_position_listener(seen.append)
+    a = await env.send(b"a")
+    assert (seen, tb.max_read_position, tb._snapshots.changes) == ([a], a, 0)
+    await tb.check_if_recovered(True)  # writes the first snapshot: READY
+    assert tb.state is TbState.READY
+    before = tb._snapshots.changes
+    b = await env.send(b"b")
+    c = await env.send(b"c")
+    assert (seen[-2:], tb.max_read_position) == ([b, c], c)
+    assert tb._snapshots.changes == before + 2
+    await env.send(b"t1", T1)
+    held = tb.max_read_position
+    await env.send(b"d")
+    assert tb.max_read_position == held and seen[-1] == c
+    await env.commit(T1)
+    e = await env.send(b"e")
+    assert (seen[-1], tb.max_read_position) == (e, e)
+    assert await env.visible() == [b"a", b"b", b"c", b"t1", b"d", b"e"]
+
+
 async def test_waiter_fails_on_close(env: TbEnv) -> None:
     tb = await env.ready()
     waiter = asyncio.ensure_future(tb.wait_for_max_read_position(tb.max_read_position))
