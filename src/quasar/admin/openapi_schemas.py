@@ -167,7 +167,11 @@ COMPONENT_SCHEMAS: dict[str, Schema] = {
     "TransactionCoordinator": {
         "type": "object",
         "required": ["id"],
-        "properties": {"id": INT32, "brokerServiceUrl": {"type": "string"}},
+        "properties": {
+            "id": INT32,
+            "brokerServiceUrl": {"type": "string"},
+            "brokerServiceUrlTls": {"type": "string"},
+        },
     },
 }
 
