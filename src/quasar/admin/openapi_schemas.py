@@ -169,8 +169,9 @@ COMPONENT_SCHEMAS: dict[str, Schema] = {
         "required": ["id"],
         "properties": {
             "id": INT32,
-            "brokerServiceUrl": {"type": "string"},
-            "brokerServiceUrlTls": {"type": "string"},
+            # null: the owner does not listen on that kind of port.
+            "brokerServiceUrl": {"type": "string", "nullable": True},
+            "brokerServiceUrlTls": {"type": "string", "nullable": True},
         },
     },
 }
