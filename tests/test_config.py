@@ -159,6 +159,8 @@ EXPECTED_DEFAULTS = {
     "brokerClientTrustCertsFilePath": "",
     "brokerClientCertificateFilePath": "",
     "brokerClientKeyFilePath": "",
+    "brokerClientTlsProtocols": (),
+    "brokerClientTlsCiphers": (),
     "brokerClientTlsEnabledWithKeyStore": False,
     "tlsHostnameVerificationEnabled": False,
     "statsUpdateFrequencyInSecs": 60,

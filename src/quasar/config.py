@@ -379,6 +379,14 @@ class TlsConfig(Section):
     )
     # Pulsar default: none; the unencrypted private key (PEM) of that certificate.
     broker_client_key_file_path: str = setting("", "brokerClientKeyFilePath")
+    # Pulsar default: empty, the TLS library's defaults; the TLS versions a member
+    # offers the others (as tlsProtocols for the listeners).
+    broker_client_tls_protocols: tuple[str, ...] = setting(
+        (), "brokerClientTlsProtocols", tls_protocol_names
+    )
+    # Pulsar default: empty, the TLS library's defaults. Names are OpenSSL's
+    # (ECDHE-RSA-AES128-GCM-SHA256); they restrict TLS 1.2 and older only.
+    broker_client_tls_ciphers: tuple[str, ...] = setting((), "brokerClientTlsCiphers")
     # Pulsar default (broker.conf brokerClientTlsEnabledWithKeyStore); quasar reads
     # PEM files only, so true is refused rather than ignored.
     broker_client_tls_enabled_with_key_store: bool = setting(

@@ -58,6 +58,17 @@ async def test_namespaces(
     assert "not valid" in capsys.readouterr().err
 
 
+async def test_namespace_bundles(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert await run(url, "namespaces", "create", "public/ns") == 0
+    capsys.readouterr()
+    assert await run(url, "namespaces", "bundles", "public/ns") == 0
+    out = capsys.readouterr().out
+    assert '["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"]' in out
+    assert "numBundles  4" in out
+    assert await run(url, "namespaces", "bundles", "public/nope") == 1
+    assert "404" in capsys.readouterr().err
+
+
 async def test_topics(
     url: str, broker: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -53,6 +53,23 @@ async def test_create_get_delete_namespace(client: Client) -> None:
     assert (await client.get(NS)).status == 404
 
 
+async def test_bundles_answers_the_namespace_bundles_data(
+    client: Client, expect_error: Any
+) -> None:
+    assert (await client.put(NS)).status == 204
+    resp = await client.get(NS + "/bundles")
+    assert resp.status == 200
+    # Pulsar's BundlesData: numBundles + 1 boundaries, the same as in the policies.
+    assert await resp.json() == {
+        "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000",
+                       "0xffffffff"],
+        "numBundles": 4,
+    }
+    assert (await resp.json()) == (await (await client.get(NS)).json())["bundles"]
+    await expect_error(await client.get(NS + "x/bundles"), 404, "Namespace")
+    await expect_error(await client.get("/admin/v2/namespaces/nope/ns/bundles"), 404)
+
+
 async def test_create_namespace_with_policies(client: Client) -> None:
     body = {
         "retention_policies": {"retentionTimeInMinutes": 10, "retentionSizeInMB": 5},

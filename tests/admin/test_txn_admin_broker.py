@@ -340,7 +340,9 @@ def test_coordinator_views_and_metrics_after_a_workload(
     assert total("pulsar_txn_active_count") == 0
 
     assert get(broker, f"{BASE}/coordinators") == [
-        {"id": 0, "brokerServiceUrl": broker.url}, {"id": 1, "brokerServiceUrl": broker.url}]
+        {"id": i, "brokerServiceUrl": broker.url, "brokerServiceUrlTls": None}
+        for i in (0, 1)
+    ]
     stats = get(broker, f"{BASE}/coordinatorStats?coordinatorId=0")
     assert stats["state"] == "Ready"
     assert stats["recoverEndTime"] >= stats["recoverStartTime"] > 0

@@ -12,6 +12,7 @@ import pytest
 from quasar.config import ServiceConfiguration
 from quasar.server.cluster_broker import ClusterConfigurationError, check_cluster_config
 from quasar.server.peer_tls import broker_client_tls_context
+from quasar.server.tls import build_server_context
 from quasar.testing.certs import TestCerts, make_test_certs
 
 
@@ -163,6 +164,63 @@ def test_the_broker_client_context_follows_pulsars_keys(certs: TestCerts) -> Non
         )).tls
     )
     assert insecure is not None and insecure.verify_mode == ssl.CERT_NONE
+
+
+def _handshake(client: ssl.SSLContext, server: ssl.SSLContext) -> str:
+    """The TLS version two contexts agree on, over memory buffers (no sockets)."""
+    c_in, c_out, s_in, s_out = (ssl.MemoryBIO() for _ in range(4))
+    c = client.wrap_bio(c_in, c_out, server_hostname="localhost")
+    s = server.wrap_bio(s_in, s_out, server_side=True)
+    done = {id(c): False, id(s): False}
+    for _ in range(10):  # a handshake takes a few round trips; bounded
+        for end in (c, s):
+            if not done[id(end)]:
+                try:
+                    end.do_handshake()
+                    done[id(end)] = True
+                except ssl.SSLWantReadError:
+                    pass
+        s_in.write(c_out.read())
+        c_in.write(s_out.read())
+        if all(done.values()):
+            return str(c.version())
+    raise AssertionError("handshake did not finish")
+
+
+def test_broker_client_tls_protocols_and_ciphers_restrict_the_member(
+    certs: TestCerts,
+) -> None:
+    member = _tls_member(
+        certs,
+        brokerClientTlsProtocols="TLSv1.2",
+        brokerClientTlsCiphers="ECDHE-RSA-AES128-GCM-SHA256",
+        tlsTrustCertsFilePath=str(certs.ca_cert),
+    )
+    ctx = broker_client_tls_context(_config(**member).tls)
+    assert ctx is not None
+    assert ctx.minimum_version == ctx.maximum_version == ssl.TLSVersion.TLSv1_2
+    tls12 = [c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.2"]
+    assert tls12 == ["ECDHE-RSA-AES128-GCM-SHA256"]
+    # The other member's listener agrees on TLS 1.2 when it allows it, and the
+    # handshake fails when it only allows TLS 1.3.
+    assert _handshake(ctx, build_server_context(_config(**member).tls)) == "TLSv1.2"
+    tls13_only = build_server_context(_config(**member, tlsProtocols="TLSv1.3").tls)
+    with pytest.raises(ssl.SSLError):
+        _handshake(ctx, tls13_only)
+    unrestricted = broker_client_tls_context(_config(**_tls_member(certs)).tls)
+    assert unrestricted is not None
+    assert _handshake(unrestricted, tls13_only) == "TLSv1.3"
+
+
+def test_unusable_broker_client_tls_ciphers_and_protocols_are_refused(
+    certs: TestCerts,
+) -> None:
+    with pytest.raises(ClusterConfigurationError, match="brokerClientTlsCiphers=NO-SUCH"):
+        check_cluster_config(
+            _config(**_tls_member(certs, brokerClientTlsCiphers="NO-SUCH"))
+        )
+    with pytest.raises(ValueError, match="brokerClientTlsProtocols"):
+        _config(brokerClientTlsProtocols="SSLv3")
 
 
 TLS_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationTls"

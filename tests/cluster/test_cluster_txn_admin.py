@@ -187,7 +187,8 @@ def test_routes_over_every_coordinator_answer_for_the_whole_cluster(
             assert one["state"] == "Ready" and one["ongoingTxnSize"] >= 1, stats
             assert one["leastSigBits"] >= least, stats
         assert admin(asked, "GET", f"{TXN}/coordinators") == [
-            {"id": i, "brokerServiceUrl": b.url} for i, b in enumerate(cluster.brokers)
+            {"id": i, "brokerServiceUrl": b.url, "brokerServiceUrlTls": None}
+            for i, b in enumerate(cluster.brokers)
         ]
 
         def slow(member: BrokerProcess = asked) -> bool:

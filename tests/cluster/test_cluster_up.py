@@ -292,6 +292,29 @@ def test_up_on_an_existing_zookeeper_stops_on_ctrl_c(
         up.stop()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_killed_with_sigkill_it_leaves_no_orphans(tmp_path: Path) -> None:
+    """Its members and ZooKeeper asked the kernel for SIGTERM when it dies, so even
+    ``kill -9``, which runs no clean-up, stops them."""
+    require_zookeeper()
+    up = ClusterUp(tmp_path / "cluster", brokers=1).start(tmp_path / "out")
+    try:
+        up.wait_ready()
+        assert up.proc is not None
+        assert all(alive(pid) for pid in up.pids.values())
+        up.proc.send_signal(signal.SIGKILL)
+        assert up.wait_exit() == -signal.SIGKILL
+        deadline = time.monotonic() + EXIT_TIMEOUT_S
+        while time.monotonic() < deadline:
+            left = [name for name, pid in up.pids.items() if alive(pid)]
+            if not left:
+                break
+            time.sleep(0.1)  # polling interval of a bounded wait
+        assert left == [], up.output()
+    finally:
+        up.stop()
+
+
 @pytest.fixture
 def listening() -> Iterator[int]:
     with socket.socket() as s:

@@ -36,6 +36,7 @@ from quasar.errors import (
 )
 from quasar.protocol.namespace_name import parse_topic
 from quasar.protocol.topic_name import is_hidden_from_listings
+from quasar.resources.bundles import BundlesData
 from quasar.resources.models import (
     BACKLOG_QUOTA_TYPES,
     SCHEMA_COMPATIBILITY_STRATEGIES,
@@ -84,6 +85,20 @@ async def get_policies(request: web.Request) -> web.Response:
     return json_response(
         broker_of(request).resources.namespaces.get(namespace).to_json()
     )
+
+
+@routes.get(NS + "/bundles")
+@access(TENANT_ADMIN)
+async def get_bundles(request: web.Request) -> web.Response:
+    """The namespace's BundlesData. A namespace created without boundaries is
+    divided evenly into ``defaultNumberOfNamespaceBundles``, the same division the
+    cluster uses to place its topics, so every broker answers alike."""
+    namespace = namespace_param(request)
+    namespaces = broker_of(request).resources.namespaces
+    bundles = namespaces.get(namespace).bundles
+    if bundles is None:
+        bundles = BundlesData.even(namespaces.default_bundles)
+    return json_response(bundles.to_json())
 
 
 @routes.delete(NS)

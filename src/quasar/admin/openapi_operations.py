@@ -161,6 +161,8 @@ _table("namespaces", [
     ("PUT", NS, Operation("Create a namespace", NO_CONTENT, body=ref("Policies"))),
     ("GET", NS, Operation("A namespace's policies", json(ref("Policies")))),
     ("DELETE", NS, Operation("Delete a namespace", NO_CONTENT, query=(FORCE,))),
+    ("GET", NS + "/bundles",
+     Operation("A namespace's bundle boundaries", json(ref("BundlesData")))),
     ("GET", NS + "/topics",
      Operation("The namespace's topics", JSON_STRINGS, query=(INCLUDE_SYSTEM, TOPIC_MODE))),
     ("GET", NS + "/retention",

@@ -70,6 +70,11 @@ COMPONENT_SCHEMAS: dict[str, Schema] = {
             },
         },
     },
+    # BundlesData.java: numBundles + 1 hex boundaries cutting the 32-bit hash space.
+    "BundlesData": {
+        "type": "object",
+        "properties": {"boundaries": STRINGS, "numBundles": INT32},
+    },
     # Policies.java: the namespace's policies, as GET answers them.
     "Policies": {"type": "object", "additionalProperties": True},
     # ResetCursorData.java; Lombok names the isExcluded field's JSON key "excluded".
@@ -162,7 +167,12 @@ COMPONENT_SCHEMAS: dict[str, Schema] = {
     "TransactionCoordinator": {
         "type": "object",
         "required": ["id"],
-        "properties": {"id": INT32, "brokerServiceUrl": {"type": "string"}},
+        "properties": {
+            "id": INT32,
+            # null: the owner does not listen on that kind of port.
+            "brokerServiceUrl": {"type": "string", "nullable": True},
+            "brokerServiceUrlTls": {"type": "string", "nullable": True},
+        },
     },
 }
 

@@ -28,7 +28,7 @@ class TransactionAdminApi(Protocol):
         ...
 
     async def coordinators(self) -> list[dict[str, Any]]:
-        """``[{id, brokerServiceUrl}]``, one per coordinator."""
+        """``[{id, brokerServiceUrl, brokerServiceUrlTls}]``, one per coordinator."""
         ...
 
     async def coordinator_internal_stats(self, tc_id: int, metadata: bool) -> dict[str, Any]:

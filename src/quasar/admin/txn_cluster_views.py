@@ -3,8 +3,8 @@
 On a cluster member (``quasar broker``) these routes gather each coordinator's answer
 from its owner (``quasar.admin.txn_gather``) into the answer one broker gives:
 
-* ``GET coordinators``: ``[{id, brokerServiceUrl}]``, each coordinator's owner as a
-  LOOKUP of its assign partition answers it;
+* ``GET coordinators``: ``[{id, brokerServiceUrl, brokerServiceUrlTls}]``, each
+  coordinator's owner as a LOOKUP of its assign partition answers it;
 * ``GET coordinatorStats``: ``{"<id>": stats}`` of every coordinator;
 * ``GET slowTransactions/{timeoutMs}``: the slow transactions of every coordinator;
 * ``GET clientTransactions/{clientName}``: the client's transactions on every
@@ -49,10 +49,11 @@ async def cluster_coordinators(
     request: web.Request, owners: CoordinatorOwners
 ) -> list[dict[str, Any]]:
     broker_of(request).transaction_admin.check_enabled()
-    return [
-        {"id": i, "brokerServiceUrl": owners.broker_service_url(i)}
-        for i in range(coordinator_count(request))
-    ]
+    answer = []
+    for i in range(coordinator_count(request)):
+        url, url_tls = owners.broker_service_urls(i)
+        answer.append({"id": i, "brokerServiceUrl": url, "brokerServiceUrlTls": url_tls})
+    return answer
 
 
 async def cluster_coordinator_stats(

@@ -92,10 +92,12 @@ class CoordinatorOwners:
         if session is not None:
             await session.close()
 
-    def broker_service_url(self, tc_id: int) -> str | None:
-        """The binary URL of coordinator ``tc_id``'s owner, as a LOOKUP of its assign
-        partition answers it (which may assign the bundle)."""
-        return self._member.lookup(assign_partition(tc_id), False, "").data.broker_url
+    def broker_service_urls(self, tc_id: int) -> tuple[str | None, str | None]:
+        """The binary URLs (plain, TLS) of coordinator ``tc_id``'s owner, as a LOOKUP
+        of its assign partition answers them (which may assign the bundle). One
+        lookup gives both, so they name the same owner."""
+        data = self._member.lookup(assign_partition(tc_id), False, "").data
+        return data.broker_url, data.broker_url_tls
 
     async def gather(
         self,

@@ -105,9 +105,10 @@ class TransactionAdmin:
 
     async def coordinators(self) -> list[dict[str, Any]]:
         transactions = self._transactions()
-        url = self._service.config.broker.broker_service_url
+        broker = self._service.config.broker
+        url, url_tls = broker.broker_service_url, broker.broker_service_url_tls
         return [
-            {"id": tc_id, "brokerServiceUrl": url}
+            {"id": tc_id, "brokerServiceUrl": url, "brokerServiceUrlTls": url_tls}
             for tc_id in range(transactions.coordinator_count)
         ]
 

@@ -8,6 +8,7 @@
     quasar admin namespaces set-retention T/NS -t 3h|-1 -s 1G|-1 ; get-retention ; remove-retention
     quasar admin namespaces set-deduplication T/NS --enable|--disable ; get-deduplication
                                                                        ; remove-deduplication
+    quasar admin namespaces bundles T/NS
     quasar admin namespaces unload T/NS [--bundle 0xLOW_0xHIGH]
     quasar admin namespaces split-bundle T/NS --bundle 0xLOW_0xHIGH [--unload]
                                         [--split-algorithm-name NAME]
@@ -182,6 +183,7 @@ def add_namespace_policy_commands(cmds: Any) -> None:
         ("remove-message-ttl", "messageTTL", "DELETE", "back to ttlDurationDefaultSeconds"),
         ("get-backlog-quotas", "backlogQuotaMap", "GET", "the namespace's backlog quotas"),
         ("get-retention", "retention", "GET", "the namespace's retention"),
+        ("bundles", "bundles", "GET", "the namespace's bundle boundaries"),
         ("remove-retention", "retention", "DELETE", "back to the broker's retention"),
         ("get-deduplication", "deduplication", "GET", "whether deduplication is on"),
         ("remove-deduplication", "deduplication", "DELETE",

@@ -187,13 +187,14 @@ def _plan(args: argparse.Namespace) -> tuple[LocalCluster, str]:
         zookeeper = ZooKeeperServer(
             data_dir / "zookeeper", args.zookeeper_port,
             log_path=data_dir / "logs" / "zookeeper.log", new_session=True,
+            die_with_parent=True,
         )
     members = [
         BrokerMember(
             i, data_dir / "data", port, web_port,
             log_path=data_dir / "logs" / f"broker-{i}.log",
             settings={**settings, **own_settings}, config_file=config_file,
-            new_session=True,
+            new_session=True, die_with_parent=True,
         )
         for i, (port, web_port) in enumerate(ports)
     ]

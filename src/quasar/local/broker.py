@@ -34,6 +34,7 @@ class BrokerMember(LoggedProcess):
         config_file: Path | None = None,
         advertised_address: str = "127.0.0.1",
         new_session: bool = False,
+        die_with_parent: bool = False,
     ) -> None:
         self.index = index
         self.name = f"broker {index}"
@@ -43,7 +44,9 @@ class BrokerMember(LoggedProcess):
         self.settings = dict(settings)
         self.config_file = config_file
         self.advertised_address = advertised_address
-        super().__init__(log_path, new_session=new_session)
+        super().__init__(
+            log_path, new_session=new_session, die_with_parent=die_with_parent
+        )
 
     @property
     def address(self) -> str:

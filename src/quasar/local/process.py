@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from quasar.local.parent_death import die_with_parent_preexec
+
 __all__ = ["READY_POLL_S", "LoggedProcess"]
 
 # How often a readiness check runs while waiting: a polling interval of a bounded
@@ -28,14 +30,21 @@ class LoggedProcess:
     ``new_session``: start the child in a session (and process group) of its own, so
     a Ctrl-C typed in the terminal reaches only the supervisor, which then stops its
     children in order instead of all of them at once.
+
+    ``die_with_parent``: on Linux the child gets SIGTERM when this process dies, even
+    by SIGKILL, so a killed supervisor leaves no orphans (``parent_death``); launch
+    it from the main thread. A no-op on other platforms.
     """
 
     name = "process"  # says what it is in errors
     log_tail_chars = 20_000
 
-    def __init__(self, log_path: Path, *, new_session: bool = False) -> None:
+    def __init__(
+        self, log_path: Path, *, new_session: bool = False, die_with_parent: bool = False
+    ) -> None:
         self.log_path = log_path
         self.new_session = new_session
+        self.die_with_parent = die_with_parent
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -46,9 +55,11 @@ class LoggedProcess:
     def _launch(self, cmd: list[str], env: dict[str, str] | None = None) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
+        preexec = die_with_parent_preexec() if self.die_with_parent else None
         self.proc = subprocess.Popen(
             cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=self.new_session,
+            preexec_fn=preexec,
         )
 
     def _await(self, ready: Callable[[], bool], timeout_s: float) -> None:

@@ -57,12 +57,17 @@ class ZooKeeperServer(LoggedProcess):
         max_session_timeout_ms: int = 60_000,
         log_path: Path | None = None,
         new_session: bool = False,
+        die_with_parent: bool = False,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port
         self.tick_time_ms = tick_time_ms
         self.max_session_timeout_ms = max_session_timeout_ms
-        super().__init__(log_path or self.data_dir / "zookeeper.log", new_session=new_session)
+        super().__init__(
+            log_path or self.data_dir / "zookeeper.log",
+            new_session=new_session,
+            die_with_parent=die_with_parent,
+        )
 
     @property
     def connect_string(self) -> str:

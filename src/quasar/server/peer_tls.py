@@ -16,7 +16,10 @@ context built here from Pulsar's keys:
 * ``tlsHostnameVerificationEnabled``: also check that a member's certificate names
   the host of its URL (off by default, as in Pulsar);
 * ``tlsAllowInsecureConnection``: accept any certificate, as Pulsar's broker client
-  does with that key (``quasar broker`` logs a warning at start-up).
+  does with that key (``quasar broker`` logs a warning at start-up);
+* ``brokerClientTlsProtocols`` / ``brokerClientTlsCiphers``: the TLS versions and
+  cipher suites a member offers the others, as ``tlsProtocols`` / ``tlsCiphers``
+  restrict the listeners (empty: the TLS library's defaults).
 
 Without ``brokerClientTlsEnabled`` there is no context and members use the plaintext
 URLs; a member never falls back from one to the other.
@@ -29,7 +32,12 @@ import ssl
 
 from quasar.config import AuthenticationConfig, TlsConfig
 
-from .tls import TlsConfigurationError, load_key_pair, load_trust_file
+from .tls import (
+    TlsConfigurationError,
+    load_key_pair,
+    load_trust_file,
+    restrict_protocols_and_ciphers,
+)
 
 __all__ = ["TLS_PLUGINS", "broker_client_tls_context", "tls_plugin_files"]
 
@@ -75,7 +83,8 @@ def broker_client_tls_context(
 
     Raises:
         TlsConfigurationError: naming the key whose value cannot be used (a missing
-            trust file, a certificate without its key, a file that is not PEM), or
+            trust file, a certificate without its key, a file that is not PEM,
+            protocols that cannot be used together, no known cipher suite), or
             the TLS authentication plugin without ``brokerClientTlsEnabled``.
     """
     plugin_files = None
@@ -110,6 +119,11 @@ def broker_client_tls_context(
         _load_trust(ctx, tls.broker_client_trust_certs_file_path)
     if cert:
         load_key_pair(ctx, (cert_keys[0], cert), (cert_keys[1], key))
+    restrict_protocols_and_ciphers(
+        ctx,
+        ("brokerClientTlsProtocols", tls.broker_client_tls_protocols),
+        ("brokerClientTlsCiphers", tls.broker_client_tls_ciphers),
+    )
     return ctx
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "TlsHandshake",
     "load_key_pair",
     "load_trust_file",
+    "restrict_protocols_and_ciphers",
 ]
 
 log = logging.getLogger(__name__)
@@ -99,24 +100,44 @@ def build_server_context(tls: TlsConfig) -> ssl.SSLContext:
         # an authentication provider may read it.
         ctx.verify_mode = ssl.CERT_OPTIONAL
         _load_trust(ctx, tls)
-    if tls.tls_protocols:
-        versions = [_VERSIONS[name] for name in tls.tls_protocols]
+    restrict_protocols_and_ciphers(
+        ctx, ("tlsProtocols", tls.tls_protocols), ("tlsCiphers", tls.tls_ciphers)
+    )
+    return ctx
+
+
+def restrict_protocols_and_ciphers(
+    ctx: ssl.SSLContext,
+    protocols: tuple[str, tuple[str, ...]],
+    ciphers: tuple[str, tuple[str, ...]],
+) -> None:
+    """Limit ``ctx`` to the TLS versions and cipher suites named; an empty list
+    keeps the TLS library's defaults. ``protocols`` and ``ciphers`` are each (the
+    setting's name, its value), so an error names the key to fix.
+
+    Raises:
+        TlsConfigurationError: the versions cannot be used together, or no cipher
+            suite of the list is known.
+    """
+    protocols_key, protocol_names = protocols
+    ciphers_key, cipher_names = ciphers
+    if protocol_names:
+        versions = [_VERSIONS[name] for name in protocol_names]
         try:
             ctx.minimum_version = min(versions)
             ctx.maximum_version = max(versions)
         except (ValueError, ssl.SSLError) as e:
             raise TlsConfigurationError(
-                f"tlsProtocols={','.join(tls.tls_protocols)} cannot be used: {e}"
+                f"{protocols_key}={','.join(protocol_names)} cannot be used: {e}"
             ) from None
-    if tls.tls_ciphers:
+    if cipher_names:
         try:
-            ctx.set_ciphers(":".join(tls.tls_ciphers))
+            ctx.set_ciphers(":".join(cipher_names))
         except ssl.SSLError:
             raise TlsConfigurationError(
-                f"tlsCiphers={','.join(tls.tls_ciphers)}: no cipher suite of this list "
+                f"{ciphers_key}={','.join(cipher_names)}: no cipher suite of this list "
                 "is known (names are OpenSSL's, e.g. ECDHE-RSA-AES128-GCM-SHA256)"
             ) from None
-    return ctx
 
 
 def load_key_pair(
