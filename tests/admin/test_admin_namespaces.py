@@ -74,12 +74,14 @@ async def test_create_namespace_with_policies(client: Client) -> None:
     body = {
         "retention_policies": {"retentionTimeInMinutes": 10, "retentionSizeInMB": 5},
         "deduplicationEnabled": True,
-        "bundles": {"numBundles": 4},  # a Pulsar field quasar ignores
+        "bundles": {"numBundles": 8},  # not the default (4): the request's count
     }
     assert (await client.put(NS, json=body)).status == 204
     policies = await (await client.get(NS)).json()
     assert policies["retention_policies"] == body["retention_policies"]
     assert policies["deduplicationEnabled"] is True
+    bundles = await (await client.get(NS + "/bundles")).json()
+    assert bundles["numBundles"] == 8 and len(bundles["boundaries"]) == 9
 
 
 async def test_create_namespace_errors(client: Client, expect_error: Any) -> None:
