@@ -33,11 +33,12 @@ def close_raw() -> Iterator[None]:
     close_all()
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def restore_logging() -> Iterator[None]:
-    """Give the root logger back its handlers and level after the test: ``quasar``
-    commands run in-process (``quasar.cli.main.main``) configure it. Use with
-    ``pytestmark = pytest.mark.usefixtures("restore_logging")``."""
+    """Give the root logger back its handlers and level after every test: ``quasar``
+    commands run in-process (``quasar.cli.main.main``) configure it, and a level one
+    test left (``--log-level ERROR``) would hide the warnings a later test in the
+    same process looks for."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     yield

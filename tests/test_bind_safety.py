@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from quasar.config import ServiceConfiguration
+from quasar.server import standalone
 from quasar.server.standalone import warn_if_exposed
 
 
@@ -28,10 +29,21 @@ def test_default_binds_loopback() -> None:
     ],
 )
 def test_warns_beyond_loopback_without_authentication(
-    caplog: pytest.LogCaptureFixture, bind: str, authentication: bool, warns: bool
+    monkeypatch: pytest.MonkeyPatch, bind: str, authentication: bool, warns: bool
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="quasar.server.standalone"):
-        assert warn_if_exposed(bind, authentication) is warns
-    assert ("authentication off" in caplog.text) is warns
+    # The module's own logger is swapped for one that keeps what it is given: what
+    # other tests in the same process did to logging's global state cannot hide it.
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = logging.Logger("quasar.server.standalone.test", logging.WARNING)
+    logger.addHandler(Keep())
+    monkeypatch.setattr(standalone, "log", logger)
+    assert warn_if_exposed(bind, authentication) is warns
+    text = "\n".join(r.getMessage() for r in records)
+    assert ("authentication off" in text) is warns
     if warns:
-        assert bind in caplog.text
+        assert bind in text and records[0].levelno == logging.WARNING
