@@ -181,6 +181,8 @@ def one_run(
             profiler.wait(timeout=args.seconds + args.warmup + 120)
     finally:
         broker.stop()
+        # A full-speed run stores gigabytes; its logs, perf output and profile stay.
+        shutil.rmtree(workdir / tag, ignore_errors=True)
     return {
         "name": name,
         "args": perf_args,
