@@ -26,6 +26,7 @@ from quasar.clock import Clock, SystemClock
 from quasar.config import ServiceConfiguration
 from quasar.errors import (
     AlreadyExistsError,
+    BadVersion,
     NotAcceptableError,
     NotAllowedError,
     NotFound,
@@ -67,6 +68,9 @@ log = logging.getLogger(__name__)
 
 TOPICS_ROOT = "/topics"
 PRODUCER_NAME_COUNTER = "/counters/producer-name-generation"
+# How often a start-up tries to claim the next generation when other brokers of a
+# cluster claim theirs at the same moment.
+GENERATION_ATTEMPTS = 50
 # With maxNumPartitionsPerPartitionedTopic=0 (no bound), a partitioned topic of at most
 # this many partitions is checked partition by partition; a larger one by one scan of
 # its namespace's registry.
@@ -167,6 +171,16 @@ class BrokerService:
 
     # -- naming ------------------------------------------------------------------------
     def _next_generation(self) -> int:
+        # Members of a cluster share the counter and may start at the same moment:
+        # a compare-and-set that lost to another member reads the counter again.
+        for _ in range(GENERATION_ATTEMPTS - 1):
+            try:
+                return self._claim_generation()
+            except BadVersion:
+                continue
+        return self._claim_generation()
+
+    def _claim_generation(self) -> int:
         found = self.store.get(PRODUCER_NAME_COUNTER)
         generation = int(found.value) + 1 if found else 0
         self.store.put(
