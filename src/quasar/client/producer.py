@@ -381,7 +381,7 @@ class ProducerImpl:
                 assert txn is not None
                 await txn.register_partition(self.topic)
                 callback = op
-            await self._acquire_slot(size)
+            await self._acquire_slots(1, size)
             try:
                 self._enqueue(msg, callback, size)
             except BaseException:
@@ -473,8 +473,9 @@ class ProducerImpl:
         self._send_entry(md, body, seq, n, callbacks, size)
 
     async def _acquire_slots(self, n: int, size: int) -> None:
-        """Take ``n`` pending-message slots and ``size`` bytes of the client's memory
-        (``n`` is at most the pending limit)."""
+        """Take ``n`` pending-message slots (one for a single send, a batch's worth
+        for a bulk send; at most the pending limit) and ``size`` bytes of the
+        client's memory."""
         while True:
             if self._fenced is not None:
                 raise ProducerFenced(str(self._fenced))
@@ -483,30 +484,6 @@ class ProducerImpl:
             if self._slots_used + n <= self._max_pending:
                 if self._memory.try_reserve(size):
                     self._slots_used += n
-                    return
-                if not self.options.block_if_queue_full:
-                    raise MemoryBufferIsFull(
-                        f"the client's memory limit ({self._memory.limit} bytes) is "
-                        f"reached; {size} more bytes do not fit"
-                    )
-                await self._memory.wait_for_room()
-                continue
-            if not self.options.block_if_queue_full:
-                raise ProducerQueueIsFull(
-                    f"{self._max_pending} messages pending on {self.topic}"
-                )
-            await park(self._slot_waiters)
-
-    async def _acquire_slot(self, size: int) -> None:
-        """Take a pending-message slot and ``size`` bytes of the client's memory."""
-        while True:
-            if self._fenced is not None:
-                raise ProducerFenced(str(self._fenced))
-            if self.state in (State.CLOSING, State.CLOSED):
-                raise AlreadyClosed(f"producer on {self.topic} is closed")
-            if self._slots_used < self._max_pending:
-                if self._memory.try_reserve(size):
-                    self._slots_used += 1
                     return
                 if not self.options.block_if_queue_full:
                     raise MemoryBufferIsFull(

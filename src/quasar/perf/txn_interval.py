@@ -145,6 +145,20 @@ async def _open(ctx: LaneContext) -> _OpenTxn:
     return _OpenTxn(txn, now, (now - t0) * 1e6)
 
 
+async def _claim_and_open(ctx: LaneContext) -> _OpenTxn | None:
+    """Claim a transaction of the budget and open it; ``None`` when the budget is
+    spent, the client closed, or the open failed (recorded as an error)."""
+    if not ctx.control.claim():
+        return None
+    try:
+        return await _open(ctx)
+    except AlreadyClosed:
+        return None
+    except QuasarError as exc:
+        ctx.recorder.error(exc, time.monotonic())
+        return None
+
+
 async def _abort_quietly(txn: aio.Transaction) -> None:
     if txn.state() is TransactionState.OPEN:
         try:
@@ -196,15 +210,10 @@ async def interval_lane(ctx: LaneContext, producers: list[aio.Producer]) -> None
     clock = time.monotonic
     interval_s = ctx.opts.txn_interval_ms / 1000.0
     payload = ctx.payload
-    if not control.claim():
+    opened = await _claim_and_open(ctx)
+    if opened is None:
         return
-    try:
-        current = await _open(ctx)
-    except AlreadyClosed:
-        return
-    except QuasarError as exc:
-        recorder.error(exc, clock())
-        return
+    current = opened
     deadline = current.opened_at + interval_s
     pace = _pace(ctx, len(producers), current.opened_at)
     opening: asyncio.Task[_OpenTxn] | None = None
@@ -258,15 +267,10 @@ async def interval_lane(ctx: LaneContext, producers: list[aio.Producer]) -> None
                 # go on in a new one.
                 recorder.error(exc, clock())
                 await _abort_quietly(current.txn)
-                if not control.claim():
+                opened = await _claim_and_open(ctx)
+                if opened is None:
                     return
-                try:
-                    current = await _open(ctx)
-                except AlreadyClosed:
-                    return
-                except QuasarError as exc2:
-                    recorder.error(exc2, clock())
-                    return
+                current = opened
                 deadline = current.opened_at + interval_s
         # Stopped. A transaction being opened was claimed (it may be the last of the
         # -ntxn budget): it is ended too, empty, so that every claim is counted.
